@@ -1,0 +1,101 @@
+/* format.h -- the one tree-line formatter of sertrace.
+ *
+ * The live text tree (probes/text.c, DISPATCH_TRACE) and the analyzer sinks
+ * (analyzers/plugin) print the same lines through these functions, so a
+ * tree looks the same whether it was printed while the program ran or
+ * rebuilt from a trace afterwards.
+ *
+ * Line grammar (dill's, so anyone who has read one reads ours):
+ *   depth 1 enter :                 "┬ TAG: REPR"
+ *   depth d enter : "│"*(d-2) +     "├┬ TAG: REPR"
+ *   depth d exit  : "│"*(d-1) +     "└ # TAG [SIZE]" + FLAGS
+ *   note at depth d (belongs to the node opened at depth d):
+ *                   "│"*d + " " + "@ KEY = VALUE"   -- see sertrace_fmt_note
+ * REPR is built from the type name and the address, never from user code:
+ *   class tags (T4, T1, T2 ...)     <class 'NAME'>
+ *   function tags (F2, F1 ...)      <function NAME at 0xADDR>
+ *   Mo (back-reference)             <ref NAME object at 0xADDR>
+ *   anything else                   <NAME object at 0xADDR>
+ *   followed by " len=N" when the node has a length.
+ * SIZE is human ("0 B" ... "1023 B", "1.0 KiB" ... "1023.9 KiB", "1.0 MiB",
+ * ... up to EiB; one decimal, truncated not rounded, so a size never reads
+ * larger than it is) or exact ("1234 B") when `exact` is set.
+ * Every string that comes from a trace (type names, notes, messages, paths)
+ * goes through sertrace_fmt_escape: the output is valid UTF-8 with no
+ * control characters, whatever the input.
+ *
+ * All functions append to a sertrace_buf and return 0, or -1 when memory
+ * ran out (the buffer is then unchanged up to its previous length).
+ * Not thread-safe per buffer; use one buffer per thread.
+ */
+#ifndef SERTRACE_FORMAT_H
+#define SERTRACE_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sertrace_buf {
+    char *data; /* NUL-terminated when len > 0 */
+    size_t len;
+    size_t cap;
+} sertrace_buf;
+
+#define SERTRACE_BUF_INIT {NULL, 0, 0}
+
+void sertrace_buf_free(sertrace_buf *b);
+/* Keeps capacity. */
+void sertrace_buf_clear(sertrace_buf *b);
+int sertrace_buf_append(sertrace_buf *b, const char *s, size_t n);
+int sertrace_buf_appendf(sertrace_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Text tag of a SERTRACE_TAG_* value ("D2", "L" ...); unknown values give
+ * "K<n>" written into `tmp` (at least 8 bytes), which is returned. */
+const char *sertrace_tag_text(uint8_t tag, char tmp[8]);
+/* Inverse lookup (exact text), or -1. */
+int sertrace_tag_from_text(const char *text);
+
+/* Human or exact size, without brackets: "1.9 KiB", "1234 B". */
+int sertrace_fmt_size(sertrace_buf *b, uint64_t bytes, bool exact);
+
+/* Append `n` bytes of `s` escaped for a terminal: valid UTF-8 sequences
+ * are kept, except C0/C1 controls and DEL which become "\xNN"; invalid
+ * bytes become "\xNN"; a backslash becomes "\\". */
+int sertrace_fmt_escape(sertrace_buf *b, const char *s, size_t n);
+
+/* Append `n` bytes of `s` as a JSON string literal (with quotes). Invalid
+ * UTF-8 bytes become U+FFFD so the output is always valid JSON. */
+int sertrace_fmt_json_string(sertrace_buf *b, const char *s, size_t n);
+
+/* The repr described above. `name` may be NULL (shown as "?"). */
+int sertrace_fmt_repr(sertrace_buf *b, uint8_t tag, const char *name,
+                      size_t name_len, uint64_t addr, uint64_t length);
+
+/* Whole enter line, with trailing newline. `depth` >= 1. */
+int sertrace_fmt_enter(sertrace_buf *b, uint32_t depth, uint8_t tag,
+                       const char *name, size_t name_len, uint64_t addr,
+                       uint64_t length);
+
+/* Whole exit line, with trailing newline.  `flags` (may be NULL or "")
+ * is appended after the size, separated by two spaces, e.g.
+ * "!! OVERSIZED (>= 1.0 MiB)". */
+int sertrace_fmt_exit(sertrace_buf *b, uint32_t depth, uint8_t tag,
+                      uint64_t bytes, bool exact, const char *flags);
+
+/* A note line for the node open at `depth`, with trailing newline. */
+int sertrace_fmt_note(sertrace_buf *b, uint32_t depth, const char *key,
+                      size_t key_len, const char *value, size_t value_len);
+
+/* A flag line for the node open at `depth` (unserializable objects,
+ * unfinished dumps), with trailing newline:  "│"*depth + " !! " + text.
+ * `text` is escaped. */
+int sertrace_fmt_flag_line(sertrace_buf *b, uint32_t depth, const char *text,
+                           size_t text_len);
+
+/* Parse a size such as "1048576", "64K", "1.5MiB", "2 MB" (K/M/G/T, with or
+ * without "iB"/"B", all binary multiples).  Returns 0 and sets *out, or -1
+ * for anything else (negative, overflow, trailing junk). */
+int sertrace_parse_size(const char *text, uint64_t *out);
+
+#endif /* SERTRACE_FORMAT_H */

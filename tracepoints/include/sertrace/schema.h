@@ -1,0 +1,160 @@
+/* sertrace/schema.h -- THE event schema of sertrace, in one place.
+ *
+ * Everything that crosses from a traced program to an analyzer is defined
+ * here: the LTTng event names, the kind tags, and the binary layout of the
+ * records packed into `sertrace:records` events.  The LTTng provider header
+ * (tracepoints/sertrace-tp.h) binds these definitions to LTTng-UST; the
+ * analyzers decode with them.  Nothing else in the project spells an event
+ * name, a tag or a record opcode by hand.  This header is plain C99 with no
+ * dependency, so the analyzers can include it without LTTng.
+ *
+ * Why records are batched (measured, see tracepoints/README.md): one LTTng
+ * event costs ~100-150 ns in the traced program, a C pickler ~25 ns per
+ * object, so two events per object would make recording 5-10x slower than
+ * plain pickling.  Instead each dump appends compact varint records to a
+ * private 4 KiB buffer (a few ns each) and flushes the buffer as ONE
+ * `sertrace:records` event when it is full and at the end of the dump.
+ *
+ * LTTng events (provider "sertrace"):
+ *   sertrace:dump_begin { dump_id u64, serializer string, protocol s32 }
+ *   sertrace:records    { dump_id u64, seq u32, records: sequence<u8> }
+ *   sertrace:dump_end   { dump_id u64, bytes u64, status enum u8 }
+ * dump_id is unique within a process (pid); seq numbers the records events
+ * of one dump from 0, so a reader can tell a lost batch (gap) from a dump
+ * whose beginning was overwritten (first seq > 0, e.g. in a snapshot).
+ * Records events carry only whole records; a batch never splits a record.
+ *
+ * Record layout (inside `records`).  `varint` is unsigned LEB128 (7 bits per
+ * byte, low group first, high bit = more follows, at most 10 bytes);
+ * `str` is a varint length followed by that many bytes (not NUL-terminated,
+ * not necessarily valid UTF-8: readers must escape).  Positions are byte
+ * offsets into the payload, counted from the start of the dump, so that
+ * node bytes = exit.pos - enter.pos exactly.
+ *
+ *   ENTER  0x01  tag u8, depth varint, type varint, addr varint,
+ *                length varint, pos varint
+ *   EXIT   0x02  depth varint, pos varint
+ *   TYPE   0x03  type varint, name str
+ *   ERROR  0x04  tag u8, depth varint, type varint, message str, path str
+ *   NOTE   0x05  depth varint, key str, value str
+ *
+ *   depth : 1 for the root node of a dump, parent depth + 1 below it.  ENTER
+ *           and EXIT both carry it so a reader can resynchronise after lost
+ *           records (an EXIT closes the open node at that depth).  NOTE and
+ *           ERROR carry the depth of the node they belong to.
+ *   type  : per-dump type index, 1, 2, ... in order of first appearance; 0
+ *           means "no type".  A TYPE record defining an index always comes
+ *           before the first record that uses it, in the same dump.
+ *   addr  : the object's address (identity only, never dereferenced).
+ *   length: number of items + 1 for objects that have a length (list, dict,
+ *           str, bytes ...); 0 when the object has none.
+ *   tag   : one of SERTRACE_TAGS below.
+ * Unknown opcodes end the decoding of that batch (a newer schema); readers
+ * skip the rest of the batch and mark the dump incomplete.
+ */
+#ifndef SERTRACE_SCHEMA_H
+#define SERTRACE_SCHEMA_H
+
+#define SERTRACE_PROVIDER_NAME "sertrace"
+#define SERTRACE_EVENT_DUMP_BEGIN "sertrace:dump_begin"
+#define SERTRACE_EVENT_RECORDS "sertrace:records"
+#define SERTRACE_EVENT_DUMP_END "sertrace:dump_end"
+
+/* Payload field names of the events above. */
+#define SERTRACE_FIELD_DUMP_ID "dump_id"
+#define SERTRACE_FIELD_SERIALIZER "serializer"
+#define SERTRACE_FIELD_PROTOCOL "protocol"
+#define SERTRACE_FIELD_SEQ "seq"
+#define SERTRACE_FIELD_RECORDS "records"
+#define SERTRACE_FIELD_BYTES "bytes"
+#define SERTRACE_FIELD_STATUS "status"
+
+/* Largest `records` payload of one event.  Well below the smallest
+ * sub-buffer sertrace configures (and LTTng's default 512 KiB per-UID). */
+#define SERTRACE_BATCH_BYTES 4096
+/* Strings inside records are cut to this many bytes (TYPE names, ERROR
+ * messages and paths, NOTE keys and values) so any record fits a batch. */
+#define SERTRACE_STRING_MAX 1000
+
+enum sertrace_record_op {
+    SERTRACE_REC_ENTER = 0x01,
+    SERTRACE_REC_EXIT = 0x02,
+    SERTRACE_REC_TYPE = 0x03,
+    SERTRACE_REC_ERROR = 0x04,
+    SERTRACE_REC_NOTE = 0x05,
+};
+
+/* dump_end status. */
+#define SERTRACE_STATUSES(X)                                                   \
+    X(OK, 0, "ok")                                                             \
+    X(ERROR, 1, "error")
+enum sertrace_status {
+#define SERTRACE_STATUS_ENUM_(name, value, label) SERTRACE_STATUS_##name = value,
+    SERTRACE_STATUSES(SERTRACE_STATUS_ENUM_)
+#undef SERTRACE_STATUS_ENUM_
+};
+
+/* Kind tags: X(NAME, value, "text tag", "meaning").  The text tag is what
+ * the tree shows; dill's tags are reused where the meaning is the same
+ * (D2 dict, T4 class by reference, F2 function by reference ...), so a
+ * sertrace tree reads like dill's.  Values are stable: append, never
+ * renumber.  Values 1-63: sertrace's own; 64-127: dill's tags; 128-255 are
+ * free for other serializers (shown as "K<n>" when unknown). */
+#define SERTRACE_TAGS(X)                                                       \
+    X(UNKNOWN, 0, "?", "unknown kind")                                         \
+    X(DICT, 1, "D2", "dict")                                                   \
+    X(LIST, 2, "L", "list")                                                    \
+    X(TUPLE, 3, "Tu", "tuple")                                                 \
+    X(SET, 4, "Se", "set")                                                     \
+    X(FROZENSET, 5, "FS", "frozenset")                                         \
+    X(STR, 6, "Str", "str")                                                    \
+    X(BYTES, 7, "By", "bytes")                                                 \
+    X(BYTEARRAY, 8, "BA", "bytearray")                                         \
+    X(INT, 9, "I", "int")                                                      \
+    X(FLOAT, 10, "Fl", "float")                                                \
+    X(ATOM, 11, "A", "None, True, False, Ellipsis, NotImplemented")            \
+    X(INSTANCE, 12, "O", "instance rebuilt from __reduce_ex__/__reduce__")     \
+    X(REDUCE, 13, "R", "object from a reduce tuple (copyreg, dispatch_table)") \
+    X(CLASS, 14, "T4", "class by reference (global)")                          \
+    X(FUNCTION, 15, "F2", "function by reference (global)")                    \
+    X(GLOBAL, 16, "G", "other object by reference (global)")                   \
+    X(MEMO, 17, "Mo", "back-reference to an object already written")           \
+    X(PICKLEBUFFER, 18, "PB", "PickleBuffer (in-band or out-of-band)")         \
+    X(PERSID, 19, "Pid", "persistent id")                                      \
+    X(EXT, 20, "Ext", "copyreg extension code")                                \
+    X(STATE, 21, "St", "object state (__getstate__ / __dict__)")               \
+    X(ARGS, 22, "Ar", "constructor arguments of a reduce")                     \
+    X(ITEMS, 23, "It", "list/dict items of a reduce")                          \
+    X(MAP, 32, "Map", "map / object (msgpack and other C serializers)")        \
+    X(ARRAY, 33, "Arr", "array (msgpack and other C serializers)")             \
+    X(SCALAR, 34, "Sc", "scalar (msgpack and other C serializers)")            \
+    X(DILL_T1, 64, "T1", "dill: type in _typemap")                             \
+    X(DILL_T2, 65, "T2", "dill: class by value")                               \
+    X(DILL_T6, 66, "T6", "dill: namedtuple class")                             \
+    X(DILL_T7, 67, "T7", "dill: NoneType, NotImplementedType, EllipsisType")   \
+    X(DILL_ABC, 68, "ABC", "dill: ABCMeta registry")                           \
+    X(DILL_D1, 69, "D1", "dill: __main__.__dict__")                            \
+    X(DILL_D3, 70, "D3", "dill: __main__.__dict__ (non-dill pickler)")         \
+    X(DILL_D4, 71, "D4", "dill: module __dict__")                              \
+    X(DILL_DKVI, 72, "Dkvi", "dill: dict view")                                \
+    X(DILL_F1, 73, "F1", "dill: function by value")                            \
+    X(DILL_F3, 74, "F3", "dill: PyPy builtin function")                        \
+    X(DILL_CO, 75, "Co", "dill: code object")                                  \
+    X(DILL_CE1, 76, "Ce1", "dill: cell, contents inline")                      \
+    X(DILL_CE2, 77, "Ce2", "dill: cell, deferred")                             \
+    X(DILL_CE3, 78, "Ce3", "dill: empty cell")                                 \
+    X(DILL_ME1, 79, "Me1", "dill: bound method")                               \
+    X(DILL_ME2, 80, "Me2", "dill: builtin method")                             \
+    X(DILL_M1, 81, "M1", "dill: module by value")                              \
+    X(DILL_M2, 82, "M2", "dill: module by reference")                          \
+    X(DILL_OTHER, 83, "Dx", "dill: other dill tag (see note 'tag')")
+/* The last entry is a catch-all: a dill save function whose tag has no
+ * value above gets DILL_OTHER plus a NOTE record "tag" with dill's text. */
+
+enum sertrace_tag {
+#define SERTRACE_TAG_ENUM_(name, value, text, meaning) SERTRACE_TAG_##name = value,
+    SERTRACE_TAGS(SERTRACE_TAG_ENUM_)
+#undef SERTRACE_TAG_ENUM_
+};
+
+#endif /* SERTRACE_SCHEMA_H */

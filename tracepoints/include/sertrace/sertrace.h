@@ -1,0 +1,125 @@
+/* sertrace/sertrace.h -- the API that serializer code calls.
+ *
+ * A serializer brackets each dump with sertrace_dump_begin()/_end() and each
+ * object it writes with sertrace_enter()/_exit(), passing its output
+ * position (bytes written so far in this dump, counted on its single write
+ * path).  sertrace turns that into exact per-node byte counts, and sends
+ * them to whoever listens: an LTTng session that enabled `sertrace:*`
+ * (recorded as batched records, see schema.h) and/or the live text tree
+ * when DISPATCH_TRACE is on.  Serializers never print, format or know
+ * about LTTng.
+ *
+ * Cost model: when nobody listens, sertrace_dump_begin() returns NULL and
+ * the serializer skips every other call with one branch per object (the
+ * "dormant" cost).  When a listener exists, each call appends a few bytes
+ * to the dump's private buffer: no allocation, no lock, no lookup by name.
+ *
+ * Thread-safety: every function may be called from any thread.  A
+ * sertrace_dump belongs to the thread that began it until it is ended; two
+ * threads never share one.  Dumps may nest on one thread (a __reduce__
+ * that itself pickles): each has its own handle.
+ *
+ * Misuse never crashes the host and never fails the serialization: an exit
+ * without an enter, a depth beyond SERTRACE_MAX_DEPTH or a NULL handle is
+ * counted and reported (in the trace as an ERROR record, on the text tree
+ * as a flag), then ignored.
+ */
+#ifndef SERTRACE_SERTRACE_H
+#define SERTRACE_SERTRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sertrace/schema.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sertrace_dump sertrace_dump;
+
+/* Bits of sertrace_dump_flags(). */
+enum sertrace_dump_flag {
+    /* Someone listens (always set on a non-NULL handle). */
+    SERTRACE_DUMP_ACTIVE = 1u << 0,
+    /* Trace atoms (int, float, str, bytes, None, bool) as their own nodes.
+     * Off by default: atoms are folded into their parent's self bytes.
+     * On with SERTRACE_GRANULARITY=all. */
+    SERTRACE_DUMP_ATOMS = 1u << 1,
+    /* An LTTng session records this dump. */
+    SERTRACE_DUMP_LTTNG = 1u << 2,
+    /* The live text tree (DISPATCH_TRACE) prints this dump. */
+    SERTRACE_DUMP_TEXT = 1u << 3,
+};
+
+/* Begin a dump.  `serializer` names it ("pickle", "dill", "msgpack"; copied,
+ * at most 63 bytes kept), `protocol` is its protocol/version or -1.
+ * Returns NULL when no listener is active: the caller then makes no other
+ * sertrace call for this dump.  Never fails otherwise (on allocation
+ * failure it also returns NULL).  The handle stays valid until
+ * sertrace_dump_end(). */
+sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol);
+
+/* The SERTRACE_DUMP_* bits of a dump. `d` may be NULL (returns 0). */
+unsigned sertrace_dump_flags(const sertrace_dump *d);
+
+/* End a dump and release the handle.  `total_bytes` is the length of the
+ * payload the serializer produced (all of it, header and trailer
+ * included); `status` is SERTRACE_STATUS_OK or SERTRACE_STATUS_ERROR.
+ * Open nodes left by an error are closed as unfinished.  `d` may be NULL. */
+void sertrace_dump_end(sertrace_dump *d, uint64_t total_bytes, int status);
+
+/* Intern a type for this dump.  `key` identifies the type within the
+ * process (a PyTypeObject*, a C type descriptor ...).  Returns the dump's
+ * small type index (>= 1).  `name` is read only the first time a key is
+ * seen in this dump: call sertrace_type_known() first to avoid building a
+ * name string on every object.  Returns 0 if `d` is NULL or the per-dump
+ * type table is full (SERTRACE_MAX_TYPES), in which case the node shows
+ * without a type name. */
+uint32_t sertrace_type(sertrace_dump *d, const void *key, const char *name);
+
+/* The dump's index for `key` if already interned, else 0.  Cheap (one
+ * hash probe): call it on every object, and sertrace_type() only on 0. */
+uint32_t sertrace_type_known(const sertrace_dump *d, const void *key);
+
+/* Open a node.  `tag` is a SERTRACE_TAG_* value; `type` an index from
+ * sertrace_type() (or 0); `addr` the object's address (identity only);
+ * `length` the item count + 1, or 0 for objects without a length;
+ * `pos` the serializer's output position (bytes written in this dump) just
+ * before the object's first byte. */
+void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type,
+                    uintptr_t addr, uint64_t length, uint64_t pos);
+
+/* Close the innermost open node; `pos` is the output position just after
+ * its last byte.  Its bytes are pos - (its enter pos). */
+void sertrace_exit(sertrace_dump *d, uint64_t pos);
+
+/* Report that an object could not be serialized.  Call on the error path
+ * only, once, at the innermost node (before unwinding): `message` is the
+ * exception text, `path` where the object sat
+ * ("State.suspended[3].frame.stack[2]").  Both may be NULL.  The node and
+ * its open ancestors are then closed by sertrace_dump_end() as failed. */
+void sertrace_error(sertrace_dump *d, uint8_t tag, uint32_t type,
+                    const char *message, const char *path);
+
+/* Attach an annotation to the innermost open node of `d` (or to the dump
+ * when no node is open).  Key and value are copied (each cut to
+ * SERTRACE_STRING_MAX bytes). */
+void sertrace_note(sertrace_dump *d, const char *key, const char *value);
+
+/* The innermost dump being written on the calling thread, or NULL.  Lets
+ * code called from inside a serializer (a __reduce__, a __getstate__)
+ * annotate its own node: sertrace_note(sertrace_current_dump(), k, v). */
+sertrace_dump *sertrace_current_dump(void);
+
+/* Number of open nodes of `d` (0 when none or d is NULL). */
+uint32_t sertrace_depth(const sertrace_dump *d);
+
+#define SERTRACE_MAX_DEPTH 1000000u
+#define SERTRACE_MAX_TYPES 65536u
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SERTRACE_SERTRACE_H */
