@@ -1,0 +1,132 @@
+"""Route an unmodified program's pickling through sertrace.
+
+`install()` replaces pickle.dump, pickle.dumps and pickle.Pickler with sertrace's traced,
+byte-identical versions (and hooks dill's pure-Python pickler when dill is or gets imported
+and sertrace's dill hook is available).  `uninstall()` puts the originals back.
+
+`python3 -m sertrace run script.py args...` (or `run -m module args...`) installs, then runs
+the program exactly as `python3 script.py args...` would: same sys.argv, sys.path[0] and
+`__main__`, its exceptions and exit status unchanged.  With DISPATCH_TRACE set, the live tree
+is printed or written; under `sertrace record`, the dumps are recorded.
+"""
+import importlib.abc
+import os
+import pickle
+import runpy
+import sys
+
+_saved = None
+
+
+class _DillHook(importlib.abc.MetaPathFinder):
+    """Hooks dill's Pickler the moment the program imports dill."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "dill":
+            return None
+        sys.meta_path.remove(self)
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec("dill")
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        real_exec = loader.exec_module
+
+        def exec_module(module, _real=real_exec):
+            _real(module)
+            _hook_dill()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _hook_dill():
+    try:
+        from . import dill as dill_hook  # provided by serializers/pyhook
+    except ImportError:
+        return False
+    install = getattr(dill_hook, "install", None)
+    if install is None:
+        return False
+    install()
+    return True
+
+
+_finder = None
+
+
+def install():
+    """Make pickle.dump, pickle.dumps and pickle.Pickler the traced ones.  Idempotent."""
+    global _saved, _finder
+    from . import Pickler, dump, dumps
+
+    if _saved is None:
+        _saved = (pickle.dump, pickle.dumps, pickle.Pickler)
+    pickle.dump, pickle.dumps, pickle.Pickler = dump, dumps, Pickler
+    if "dill" in sys.modules:
+        _hook_dill()
+    elif _finder is None:
+        _finder = _DillHook()
+        sys.meta_path.insert(0, _finder)
+
+
+def uninstall():
+    """Put back what install() replaced."""
+    global _saved, _finder
+    if _saved is not None:
+        pickle.dump, pickle.dumps, pickle.Pickler = _saved
+        _saved = None
+    if _finder is not None:
+        try:
+            sys.meta_path.remove(_finder)
+        except ValueError:
+            pass
+        _finder = None
+
+
+USAGE = """\
+usage: python3 -m sertrace run SCRIPT [ARGS...]
+       python3 -m sertrace run -m MODULE [ARGS...]
+
+Runs a Python program with its pickle.dump, pickle.dumps and pickle.Pickler (and dill's
+Pickler, if the program uses dill) replaced by sertrace's traced, byte-identical ones.
+The program's argv, __main__, exceptions and exit status are preserved.
+
+Environment:
+  DISPATCH_TRACE=1|stderr      print each dump's size tree on stderr as it is written
+  DISPATCH_TRACE=/path/file    append the trees to that file
+  SERTRACE_EXACT=1             sizes in bytes instead of KiB/MiB
+  SERTRACE_OVERSIZE=SIZE       flag nodes of at least SIZE (default 1 MiB)
+  SERTRACE_GRANULARITY=all     also show atoms (str, bytes, int, float) as nodes
+Under `sertrace record -- python3 -m sertrace run ...` the dumps are recorded into LTTng.
+"""
+
+
+def run(argv):
+    """Entry point of `python3 -m sertrace run`; returns an exit status or raises."""
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return 0 if argv else 2
+    if argv[0] == "-m":
+        if len(argv) < 2:
+            sys.stderr.write("sertrace run: -m needs a module name\n" + USAGE)
+            return 2
+        module, args = argv[1], argv[2:]
+        install()
+        sys.argv = [module] + args
+        sys.path.insert(0, os.getcwd())
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        return 0
+    script, args = argv[0], argv[1:]
+    if not os.path.exists(script):
+        sys.stderr.write("sertrace run: can't open file %r: No such file or directory\n" % script)
+        return 2
+    install()
+    sys.argv = [script] + args
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    runpy.run_path(script, run_name="__main__")
+    return 0

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# scripts/test.sh -- set up (scripts/setup.sh), then run every test:
+#   1. `meson test` on ./build: C unit tests (Criterion), Python tests (pytest), and the
+#      end-to-end tests against the real lttng-sessiond;
+#   2. the C unit tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build
+#      (./build-asan);
+# and print a closing line "tests: N passed, N failed" (meson tests, both builds).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh || exit 1
+
+status=0
+echo "== meson test (build) =="
+meson test -C build --print-errorlogs --num-processes 2 || status=1
+
+echo "== sanitizers: C unit tests under ASan+UBSan (build-asan) =="
+if [ ! -f build-asan/build.ninja ]; then
+  meson setup build-asan -Dpython=/usr/bin/python3 -Db_sanitize=address,undefined \
+    -Db_lundef=false -Dbuildtype=debug >/dev/null || status=1
+fi
+ninja -C build-asan >/dev/null || status=1
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  meson test -C build-asan --suite unit --print-errorlogs || status=1
+
+# What the runners said (Criterion synthesis, pytest summaries), then one closing line.
+/usr/bin/python3 - <<'PY' || status=1
+import json, os, re
+passed = failed = 0
+for log in ("build/meson-logs/testlog.json", "build-asan/meson-logs/testlog.json"):
+    if not os.path.exists(log):
+        continue
+    for line in open(log):
+        t = json.loads(line)
+        ok = t["result"] in ("OK", "EXPECTEDFAIL", "SKIP")
+        passed += ok
+        failed += not ok
+        out = (t.get("stdout") or "") + (t.get("stderr") or "")
+        said = [l.strip() for l in out.splitlines()
+                if re.search(r"Synthesis: Tested|^=+ .*(passed|failed|error).* =+$", l.strip())]
+        print("%-5s %-28s %s" % (t["result"], t["name"], said[-1] if said else ""))
+if passed + failed == 0:
+    print("no tests ran")
+    raise SystemExit(1)
+print("tests: %d passed, %d failed" % (passed, failed))
+PY
+exit $status
