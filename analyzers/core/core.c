@@ -1,0 +1,643 @@
+/* core.c -- rebuilds sertrace size trees from decoded events.
+ *
+ * Live dumps sit in a small chained hash table keyed by (pid, dump_id).
+ * Each records batch is decoded in place with bounds-checked LEB128
+ * readers; ENTER/EXIT maintain the dump's stack of open nodes and every
+ * decision is made by comparing the record's depth with the stack depth,
+ * so a lost record costs the sizes around it, never the rest of the tree.
+ * Nothing here recurses and nothing allocates per record except the
+ * amortised growth of a stack or a type table (see core.h).
+ */
+#include "core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Deepest node accepted (the runtime stops at SERTRACE_MAX_DEPTH, 1e6). */
+#define CORE_MAX_DEPTH 2000000u
+/* Largest type index accepted (runtime: SERTRACE_MAX_TYPES = 65536). */
+#define CORE_MAX_TYPES 65536u
+/* Type names of one dump, all together. */
+#define CORE_MAX_NAMES (64u << 20)
+
+struct sertrace_core {
+    sertrace_core_visitor v;
+    sertrace_dump_state **buckets;
+    size_t nbuckets; /* power of two */
+    size_t live;
+    sertrace_core_stats stats;
+};
+
+/* ---- hash table of live dumps ---------------------------------------- */
+
+static size_t dump_hash(int64_t pid, uint64_t id)
+{
+    uint64_t h = (uint64_t)pid * 0x9E3779B97F4A7C15ull ^ id;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return (size_t)h;
+}
+
+static sertrace_dump_state *find_dump(sertrace_core *c, int64_t pid,
+                                      uint64_t id)
+{
+    sertrace_dump_state *d = c->buckets[dump_hash(pid, id) & (c->nbuckets - 1)];
+    while (d && !(d->pid == pid && d->dump_id == id))
+        d = d->hash_next;
+    return d;
+}
+
+static int grow_buckets(sertrace_core *c)
+{
+    size_t n = c->nbuckets * 2;
+    sertrace_dump_state **b = calloc(n, sizeof *b);
+    if (!b)
+        return -1;
+    for (size_t i = 0; i < c->nbuckets; i++) {
+        sertrace_dump_state *d = c->buckets[i];
+        while (d) {
+            sertrace_dump_state *next = d->hash_next;
+            size_t k = dump_hash(d->pid, d->dump_id) & (n - 1);
+            d->hash_next = b[k];
+            b[k] = d;
+            d = next;
+        }
+    }
+    free(c->buckets);
+    c->buckets = b;
+    c->nbuckets = n;
+    return 0;
+}
+
+static void unlink_dump(sertrace_core *c, sertrace_dump_state *d)
+{
+    sertrace_dump_state **p =
+        &c->buckets[dump_hash(d->pid, d->dump_id) & (c->nbuckets - 1)];
+    while (*p && *p != d)
+        p = &(*p)->hash_next;
+    if (*p)
+        *p = d->hash_next;
+    c->live--;
+    c->stats.live_dumps = c->live;
+}
+
+static void free_dump(sertrace_dump_state *d)
+{
+    free(d->stack);
+    free(d->types);
+    free(d->names);
+    free(d);
+}
+
+sertrace_core *sertrace_core_create(const sertrace_core_visitor *v)
+{
+    sertrace_core *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    if (v)
+        c->v = *v;
+    c->nbuckets = 64;
+    c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
+    if (!c->buckets) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void sertrace_core_destroy(sertrace_core *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->nbuckets; i++) {
+        sertrace_dump_state *d = c->buckets[i];
+        while (d) {
+            sertrace_dump_state *next = d->hash_next;
+            free_dump(d);
+            d = next;
+        }
+    }
+    free(c->buckets);
+    free(c);
+}
+
+const sertrace_core_stats *sertrace_core_get_stats(const sertrace_core *c)
+{
+    return &c->stats;
+}
+
+bool sertrace_dump_complete(const sertrace_dump_state *d)
+{
+    return (d->flags & SERTRACE_DUMPF_BEGIN) && (d->flags & SERTRACE_DUMPF_END) &&
+           !(d->flags & (SERTRACE_DUMPF_UNFINISHED | SERTRACE_DUMPF_RESTARTED)) &&
+           d->lost_batches == 0 && d->discarded == 0 && d->malformed == 0 &&
+           d->orphan_exits == 0 && d->lost_exits == 0 && d->lost_enters == 0 &&
+           d->nodes > 0;
+}
+
+const char *sertrace_core_type_name(const sertrace_dump_state *d,
+                                    uint32_t type, size_t *len)
+{
+    if (type == 0 || type >= d->ntypes || !d->types[type].defined) {
+        *len = 0;
+        return NULL;
+    }
+    *len = d->types[type].len;
+    return d->names + d->types[type].off;
+}
+
+/* ---- dump lifecycle ------------------------------------------------- */
+
+static sertrace_dump_state *open_dump(sertrace_core *c, int64_t pid,
+                                      int64_t tid, int64_t ts, uint64_t id)
+{
+    if (c->live >= c->nbuckets && grow_buckets(c) < 0)
+        return NULL;
+    sertrace_dump_state *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->pid = pid;
+    d->tid = tid;
+    d->dump_id = id;
+    d->ts_begin = ts;
+    d->ts_end = ts;
+    d->protocol = -1;
+    size_t k = dump_hash(pid, id) & (c->nbuckets - 1);
+    d->hash_next = c->buckets[k];
+    c->buckets[k] = d;
+    c->live++;
+    c->stats.live_dumps = c->live;
+    if (c->live > c->stats.max_live_dumps)
+        c->stats.max_live_dumps = c->live;
+    c->stats.dumps_opened++;
+    if (c->v.dump_open && c->v.dump_open(c->v.ctx, d) < 0)
+        return NULL; /* stays linked; freed by destroy */
+    return d;
+}
+
+static int push_node(sertrace_core *c, sertrace_dump_state *d, uint8_t tag,
+                     uint32_t type, uint64_t addr, uint64_t length,
+                     uint64_t pos, uint16_t flags)
+{
+    if (d->depth == d->stack_cap) {
+        uint32_t cap = d->stack_cap ? d->stack_cap * 2 : 64;
+        if (cap > CORE_MAX_DEPTH + 1)
+            cap = CORE_MAX_DEPTH + 1;
+        sertrace_node *s = realloc(d->stack, (size_t)cap * sizeof *s);
+        if (!s)
+            return -1;
+        d->stack = s;
+        d->stack_cap = cap;
+    }
+    sertrace_node *n = &d->stack[d->depth++];
+    memset(n, 0, sizeof *n);
+    n->tag = tag;
+    n->type = type;
+    n->addr = addr;
+    n->length = length;
+    n->enter_pos = pos;
+    n->inner_max = pos;
+    n->depth = d->depth;
+    n->gap_epoch = d->gap_epoch;
+    n->flags = flags;
+    if (d->depth > d->max_depth)
+        d->max_depth = d->depth;
+    if (flags & SERTRACE_NODE_NO_ENTER)
+        d->lost_enters++;
+    if (c->v.node_enter && c->v.node_enter(c->v.ctx, d, n) < 0)
+        return -1;
+    return 0;
+}
+
+/* Close the innermost node.  `how` is 0 (its EXIT at `pos`), or
+ * SERTRACE_NODE_NO_EXIT / SERTRACE_NODE_UNFINISHED (end unknown: the
+ * largest position seen inside it is used, a lower bound). */
+static int pop_node(sertrace_core *c, sertrace_dump_state *d, uint64_t pos,
+                    uint16_t how)
+{
+    sertrace_node *n = &d->stack[d->depth - 1];
+    uint64_t end = how ? n->inner_max : pos;
+    n->flags |= how;
+    if (how & SERTRACE_NODE_NO_EXIT)
+        d->lost_exits++;
+    if (how & SERTRACE_NODE_UNFINISHED)
+        d->unfinished_nodes++;
+    if (how & SERTRACE_NODE_FAILED)
+        d->failed_open++;
+    if (end < n->enter_pos) {
+        n->flags |= SERTRACE_NODE_MALFORMED;
+        n->bytes = 0;
+        d->malformed++;
+    } else {
+        n->bytes = end - n->enter_pos;
+    }
+    if (end > n->inner_max)
+        n->inner_max = end;
+    if (n->gap_epoch != d->gap_epoch)
+        n->flags |= SERTRACE_NODE_PARTIAL;
+    if (n->child_bytes > n->bytes) {
+        n->flags |= SERTRACE_NODE_CHILD_INEXACT;
+        n->self = 0;
+    } else {
+        n->self = n->bytes - n->child_bytes;
+    }
+    d->nodes++;
+    if (c->v.node_exit && c->v.node_exit(c->v.ctx, d, n) < 0)
+        return -1;
+    d->depth--;
+    if (d->depth > 0) {
+        sertrace_node *p = &d->stack[d->depth - 1];
+        p->child_bytes += n->bytes;
+        if (!sertrace_node_bytes_exact(n))
+            p->flags |= SERTRACE_NODE_CHILD_INEXACT;
+        if (n->inner_max > p->inner_max)
+            p->inner_max = n->inner_max;
+    }
+    return 0;
+}
+
+static int close_dump(sertrace_core *c, sertrace_dump_state *d, uint16_t how)
+{
+    while (d->depth > 0)
+        if (pop_node(c, d, 0, how) < 0)
+            return -1;
+    unlink_dump(c, d);
+    c->stats.dumps_closed++;
+    if (d->flags & SERTRACE_DUMPF_UNFINISHED)
+        c->stats.dumps_unfinished++;
+    int rc = 0;
+    if (c->v.dump_close)
+        rc = c->v.dump_close(c->v.ctx, d);
+    free_dump(d);
+    return rc;
+}
+
+static void copy_serializer(sertrace_dump_state *d, const char *s, size_t n)
+{
+    if (!s)
+        n = 0;
+    if (n > sizeof d->serializer - 1)
+        n = sizeof d->serializer - 1;
+    if (n)
+        memcpy(d->serializer, s, n);
+    d->serializer[n] = '\0';
+    d->serializer_len = (uint32_t)n;
+}
+
+int sertrace_core_dump_begin(sertrace_core *c, int64_t pid, int64_t tid,
+                             int64_t ts, uint64_t dump_id,
+                             const char *serializer, size_t serializer_len,
+                             int32_t protocol)
+{
+    sertrace_dump_state *d = find_dump(c, pid, dump_id);
+    if (d) {
+        /* Same (pid, id) still live: the old one never ended (pid reuse,
+         * or its end was lost).  Close it as unfinished. */
+        d->flags |= SERTRACE_DUMPF_RESTARTED | SERTRACE_DUMPF_UNFINISHED;
+        if (close_dump(c, d, SERTRACE_NODE_UNFINISHED) < 0)
+            return -1;
+    }
+    d = open_dump(c, pid, tid, ts, dump_id);
+    if (!d)
+        return -1;
+    d->flags |= SERTRACE_DUMPF_BEGIN;
+    copy_serializer(d, serializer, serializer_len);
+    d->protocol = protocol;
+    return 0;
+}
+
+/* ---- record decoding -------------------------------------------------- */
+
+typedef struct reader {
+    const uint8_t *p, *end;
+} reader;
+
+static bool read_u8(reader *r, uint8_t *out)
+{
+    if (r->p >= r->end)
+        return false;
+    *out = *r->p++;
+    return true;
+}
+
+static inline bool read_varint(reader *r, uint64_t *out)
+{
+    if (r->p < r->end && *r->p < 0x80) { /* one byte: the common case */
+        *out = *r->p++;
+        return true;
+    }
+    uint64_t v = 0;
+    for (unsigned i = 0; i < 10; i++) {
+        if (r->p >= r->end)
+            return false;
+        uint8_t b = *r->p++;
+        if (i == 9 && b > 1)
+            return false; /* more than 64 bits */
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool read_str(reader *r, const char **s, size_t *n)
+{
+    uint64_t len;
+    if (!read_varint(r, &len) || len > (uint64_t)(r->end - r->p))
+        return false;
+    *s = (const char *)r->p;
+    *n = (size_t)len;
+    r->p += len;
+    return true;
+}
+
+static bool valid_depth(uint64_t depth)
+{
+    return depth >= 1 && depth <= CORE_MAX_DEPTH;
+}
+
+static void see_pos(sertrace_dump_state *d, uint64_t pos)
+{
+    if (pos > d->max_pos)
+        d->max_pos = pos;
+}
+
+/* Result of one record: 0 ok, 1 malformed (stop the batch), -1 fatal. */
+static int rec_enter(sertrace_core *c, sertrace_dump_state *d, reader *r)
+{
+    uint8_t tag;
+    uint64_t depth, type, addr, length, pos;
+    if (!read_u8(r, &tag) || !read_varint(r, &depth) ||
+        !read_varint(r, &type) || !read_varint(r, &addr) ||
+        !read_varint(r, &length) || !read_varint(r, &pos))
+        return 1;
+    if (!valid_depth(depth) || type > CORE_MAX_TYPES)
+        return 1;
+    see_pos(d, pos);
+    while (d->depth >= depth) /* its earlier siblings lost their EXIT */
+        if (pop_node(c, d, 0, SERTRACE_NODE_NO_EXIT) < 0)
+            return -1;
+    while (d->depth + 1 < depth) /* its ancestors lost their ENTER */
+        if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, pos,
+                      SERTRACE_NODE_NO_ENTER) < 0)
+            return -1;
+    return push_node(c, d, tag, (uint32_t)type, addr, length, pos, 0) < 0 ? -1
+                                                                         : 0;
+}
+
+static int rec_exit(sertrace_core *c, sertrace_dump_state *d, reader *r)
+{
+    uint64_t depth, pos;
+    if (!read_varint(r, &depth) || !read_varint(r, &pos))
+        return 1;
+    if (!valid_depth(depth))
+        return 1;
+    see_pos(d, pos);
+    if (depth > d->depth) {
+        d->orphan_exits++;
+        if (d->depth > 0 && pos > d->stack[d->depth - 1].inner_max)
+            d->stack[d->depth - 1].inner_max = pos;
+        return 0;
+    }
+    while (d->depth > depth)
+        if (pop_node(c, d, 0, SERTRACE_NODE_NO_EXIT) < 0)
+            return -1;
+    return pop_node(c, d, pos, 0) < 0 ? -1 : 0;
+}
+
+static int rec_type(sertrace_dump_state *d, reader *r)
+{
+    uint64_t type;
+    const char *name;
+    size_t len;
+    if (!read_varint(r, &type) || !read_str(r, &name, &len))
+        return 1;
+    if (type == 0 || type > CORE_MAX_TYPES)
+        return 1;
+    if (type >= d->types_cap) {
+        uint32_t cap = d->types_cap ? d->types_cap : 16;
+        while (cap <= type)
+            cap *= 2;
+        sertrace_type_entry *t = realloc(d->types, (size_t)cap * sizeof *t);
+        if (!t)
+            return -1;
+        memset(t + d->types_cap, 0, (size_t)(cap - d->types_cap) * sizeof *t);
+        d->types = t;
+        d->types_cap = cap;
+    }
+    if (type >= d->ntypes)
+        d->ntypes = (uint32_t)type + 1;
+    if (len > CORE_MAX_NAMES - d->names_len)
+        return 1;
+    if (d->names_len + len > d->names_cap) {
+        size_t cap = d->names_cap ? d->names_cap : 256;
+        while (cap < d->names_len + len)
+            cap *= 2;
+        char *s = realloc(d->names, cap);
+        if (!s)
+            return -1;
+        d->names = s;
+        d->names_cap = (uint32_t)cap;
+    }
+    if (len)
+        memcpy(d->names + d->names_len, name, len);
+    d->types[type].off = d->names_len;
+    d->types[type].len = (uint32_t)len;
+    d->types[type].defined = true;
+    d->names_len += (uint32_t)len;
+    return 0;
+}
+
+/* The node a NOTE/ERROR at `depth` belongs to: that depth when open, else
+ * the innermost node, else none. */
+static sertrace_node *node_at(sertrace_dump_state *d, uint64_t depth)
+{
+    if (d->depth == 0)
+        return NULL;
+    if (depth >= 1 && depth <= d->depth)
+        return &d->stack[depth - 1];
+    return &d->stack[d->depth - 1];
+}
+
+static int rec_error(sertrace_core *c, sertrace_dump_state *d, reader *r)
+{
+    uint8_t tag;
+    uint64_t depth, type;
+    const char *msg, *path;
+    size_t msg_len, path_len;
+    if (!read_u8(r, &tag) || !read_varint(r, &depth) ||
+        !read_varint(r, &type) || !read_str(r, &msg, &msg_len) ||
+        !read_str(r, &path, &path_len))
+        return 1;
+    if (type > CORE_MAX_TYPES)
+        type = 0;
+    d->errors++;
+    sertrace_node *n = depth == 0 ? NULL : node_at(d, depth);
+    if (n)
+        n->flags |= SERTRACE_NODE_ERROR;
+    if (c->v.error && c->v.error(c->v.ctx, d, n, tag, (uint32_t)type, msg,
+                                 msg_len, path, path_len) < 0)
+        return -1;
+    return 0;
+}
+
+static int rec_note(sertrace_core *c, sertrace_dump_state *d, reader *r)
+{
+    uint64_t depth;
+    const char *key, *value;
+    size_t key_len, value_len;
+    if (!read_varint(r, &depth) || !read_str(r, &key, &key_len) ||
+        !read_str(r, &value, &value_len))
+        return 1;
+    sertrace_node *n = depth == 0 ? NULL : node_at(d, depth);
+    if (c->v.note &&
+        c->v.note(c->v.ctx, d, n, key, key_len, value, value_len) < 0)
+        return -1;
+    return 0;
+}
+
+/* Mark everything open as having lost records. */
+static void mark_gap(sertrace_dump_state *d)
+{
+    d->gap_epoch++;
+}
+
+int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
+                          int64_t ts, uint64_t dump_id, uint32_t seq,
+                          const uint8_t *bytes, size_t n)
+{
+    sertrace_dump_state *d = find_dump(c, pid, dump_id);
+    if (!d) {
+        d = open_dump(c, pid, tid, ts, dump_id);
+        if (!d)
+            return -1;
+    }
+    d->ts_end = ts;
+    d->records_events++;
+    c->stats.records_events++;
+    c->stats.record_bytes += n;
+    if (seq != d->next_seq || (!d->seen_records && seq != 0)) {
+        if (seq > d->next_seq) {
+            d->lost_batches += seq - d->next_seq;
+            c->stats.lost_batches += seq - d->next_seq;
+        } else {
+            /* A batch out of order or repeated: its records cannot be
+             * placed, skip it. */
+            d->malformed++;
+            c->stats.malformed++;
+            mark_gap(d);
+            return 0;
+        }
+        mark_gap(d);
+    }
+    d->seen_records = true;
+    d->next_seq = seq + 1;
+
+    reader r = {bytes, bytes + (bytes ? n : 0)};
+    while (r.p < r.end) {
+        uint8_t op = *r.p++;
+        int rc;
+        switch (op) {
+        case SERTRACE_REC_ENTER:
+            rc = rec_enter(c, d, &r);
+            break;
+        case SERTRACE_REC_EXIT:
+            rc = rec_exit(c, d, &r);
+            break;
+        case SERTRACE_REC_TYPE:
+            rc = rec_type(d, &r);
+            break;
+        case SERTRACE_REC_ERROR:
+            rc = rec_error(c, d, &r);
+            break;
+        case SERTRACE_REC_NOTE:
+            rc = rec_note(c, d, &r);
+            break;
+        default:
+            rc = 1; /* unknown opcode: a newer schema; skip the batch */
+            break;
+        }
+        if (rc < 0)
+            return -1;
+        if (rc > 0) {
+            d->malformed++;
+            c->stats.malformed++;
+            mark_gap(d);
+            break;
+        }
+    }
+    return 0;
+}
+
+int sertrace_core_dump_end(sertrace_core *c, int64_t pid, int64_t tid,
+                           int64_t ts, uint64_t dump_id, uint64_t bytes,
+                           int status)
+{
+    sertrace_dump_state *d = find_dump(c, pid, dump_id);
+    if (!d) {
+        d = open_dump(c, pid, tid, ts, dump_id);
+        if (!d)
+            return -1;
+    }
+    d->ts_end = ts;
+    d->flags |= SERTRACE_DUMPF_END;
+    d->payload_bytes = bytes;
+    if (status != SERTRACE_STATUS_OK)
+        d->flags |= SERTRACE_DUMPF_STATUS_ERROR;
+    see_pos(d, bytes);
+    if (status != SERTRACE_STATUS_OK) {
+        /* the serializer failed inside the open nodes: not a loss */
+        while (d->depth > 0)
+            if (pop_node(c, d, 0, SERTRACE_NODE_FAILED) < 0)
+                return -1;
+    }
+    return close_dump(c, d, SERTRACE_NODE_NO_EXIT);
+}
+
+int sertrace_core_discarded(sertrace_core *c, int64_t pid, uint64_t count)
+{
+    c->stats.discarded_events += count;
+    c->stats.discarded_notices++;
+    for (size_t i = 0; i < c->nbuckets; i++)
+        for (sertrace_dump_state *d = c->buckets[i]; d; d = d->hash_next)
+            if (pid < 0 || d->pid < 0 || d->pid == pid) {
+                d->discarded += count;
+                mark_gap(d);
+            }
+    return 0;
+}
+
+static int cmp_dump_time(const void *a, const void *b)
+{
+    const sertrace_dump_state *x = *(sertrace_dump_state *const *)a;
+    const sertrace_dump_state *y = *(sertrace_dump_state *const *)b;
+    if (x->ts_begin != y->ts_begin)
+        return x->ts_begin < y->ts_begin ? -1 : 1;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    return x->dump_id < y->dump_id ? -1 : x->dump_id > y->dump_id;
+}
+
+int sertrace_core_finish(sertrace_core *c)
+{
+    if (c->live == 0)
+        return 0;
+    size_t n = 0;
+    sertrace_dump_state **all = malloc(c->live * sizeof *all);
+    if (!all)
+        return -1;
+    for (size_t i = 0; i < c->nbuckets; i++)
+        for (sertrace_dump_state *d = c->buckets[i]; d; d = d->hash_next)
+            all[n++] = d;
+    qsort(all, n, sizeof *all, cmp_dump_time);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        all[i]->flags |= SERTRACE_DUMPF_UNFINISHED;
+        rc = close_dump(c, all[i], SERTRACE_NODE_UNFINISHED);
+    }
+    free(all);
+    return rc;
+}

@@ -1,0 +1,250 @@
+/* core.h -- the sertrace tree core: decoded events in, size trees out.
+ *
+ * The core knows nothing about babeltrace2.  Its caller (the bt2 plugin,
+ * or a test feeding a synthetic stream) hands it the three events of
+ * sertrace/schema.h already decoded -- dump_begin, records (a byte batch),
+ * dump_end -- plus tracer "discarded events" notices.  The core keeps one
+ * state per live dump, keyed by (pid, dump_id), decodes the LEB128 records
+ * of each batch and maintains the chain of open nodes (a stack, never
+ * recursion), and calls a visitor as nodes open and close.  The visitor
+ * decides what to keep: the summary (summary.h) keeps aggregates bounded by
+ * depth + distinct types + top-N, the tree buffer (treeprint.h) keeps the
+ * nodes of one dump to print it.
+ *
+ * Irregular streams are expected, never fatal:
+ *   - records whose dump_begin is missing (snapshot edges, discards): the
+ *     dump is created on first sight and flagged NO_BEGIN;
+ *   - a gap in a dump's `seq` numbers (lost records events): counted, the
+ *     dump is incomplete and the nodes open across the gap are PARTIAL;
+ *   - ENTER/EXIT depths that do not match the open chain: the core
+ *     resynchronises on depth (lost exits are closed with a lower-bound
+ *     size, lost enters become placeholder nodes, orphan exits are counted);
+ *   - dumps that never end (process killed): closed by
+ *     sertrace_core_finish() as UNFINISHED, innermost first, while the
+ *     chain they died in is still on the stack;
+ *   - unknown opcodes, malformed varints, truncated records, absurd
+ *     depths/type indices: the rest of the batch is skipped and counted as
+ *     malformed; nothing is read out of bounds.
+ * A size is exact only when the node saw its own enter and exit and the
+ * dump lost nothing inside it; see sertrace_node_bytes_exact().
+ *
+ * Memory: one sertrace_dump_state per live dump, its open-node stack
+ * (grows to the deepest depth seen; ~64 B per level) and its type table
+ * (distinct types of the dump).  Nothing grows with the number of events.
+ * The per-batch decode loop does not allocate except when the stack or the
+ * type table grows.
+ *
+ * Thread-safety: none; one core per thread.
+ */
+#ifndef SERTRACE_CORE_H
+#define SERTRACE_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sertrace/schema.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Node flags. */
+enum sertrace_node_flag {
+    /* The ENTER record was never seen; this placeholder stands for an
+     * ancestor whose records were lost.  bytes is a lower bound. */
+    SERTRACE_NODE_NO_ENTER = 1u << 0,
+    /* Closed by resynchronisation or dump_end without its EXIT record;
+     * bytes is a lower bound. */
+    SERTRACE_NODE_NO_EXIT = 1u << 1,
+    /* Still open when the stream ended (the process died in it); bytes is
+     * a lower bound. */
+    SERTRACE_NODE_UNFINISHED = 1u << 2,
+    /* Records were lost (seq gap, discarded events, skipped batch) while
+     * this node was open: children may be missing, self bytes are not
+     * exact (bytes still are when enter and exit were seen). */
+    SERTRACE_NODE_PARTIAL = 1u << 3,
+    /* A child's size is not exact, so self bytes are not. */
+    SERTRACE_NODE_CHILD_INEXACT = 1u << 4,
+    /* An ERROR record names this node (could not be serialized). */
+    SERTRACE_NODE_ERROR = 1u << 5,
+    /* exit position before enter position: bytes forced to 0. */
+    SERTRACE_NODE_MALFORMED = 1u << 6,
+    /* Still open when a dump ended with status error (the serializer
+     * failed inside it): bytes is a lower bound, nothing was lost. */
+    SERTRACE_NODE_FAILED = 1u << 7,
+};
+
+/* Dump flags. */
+enum sertrace_dump_flag {
+    SERTRACE_DUMPF_BEGIN = 1u << 0,      /* dump_begin seen */
+    SERTRACE_DUMPF_END = 1u << 1,        /* dump_end seen */
+    SERTRACE_DUMPF_UNFINISHED = 1u << 2, /* stream ended before dump_end */
+    SERTRACE_DUMPF_STATUS_ERROR = 1u << 3, /* dump_end status was error */
+    SERTRACE_DUMPF_RESTARTED = 1u << 4,  /* a second dump_begin with the same
+                                          * (pid, dump_id) closed this one */
+};
+
+/* One node, while open (on the stack) and when it closes. */
+typedef struct sertrace_node {
+    uint64_t addr;
+    uint64_t length;      /* items + 1, or 0 */
+    uint64_t enter_pos;   /* payload offset of its first byte */
+    uint64_t inner_max;   /* largest position seen inside it */
+    uint64_t child_bytes; /* sum of its closed children's bytes */
+    uint64_t bytes;       /* set when it closes */
+    uint64_t self;        /* bytes - child_bytes, set when it closes */
+    uint64_t user;        /* the visitor's slot (e.g. an index) */
+    uint32_t type;        /* per-dump type index, 0 = none */
+    uint32_t depth;       /* 1 = root */
+    uint32_t gap_epoch;   /* dump's gap counter when it opened */
+    uint16_t flags;       /* SERTRACE_NODE_* */
+    uint8_t tag;          /* SERTRACE_TAG_* */
+} sertrace_node;
+
+typedef struct sertrace_type_entry {
+    uint32_t off; /* into the dump's name arena */
+    uint32_t len;
+    bool defined;
+} sertrace_type_entry;
+
+/* A dump, from its first event to its close. */
+typedef struct sertrace_dump_state {
+    int64_t pid, tid; /* -1 when unknown (no vpid/vtid context) */
+    uint64_t dump_id;
+    int64_t ts_begin; /* ns from clock origin of the first event seen */
+    int64_t ts_end;   /* of the last event seen */
+    char serializer[64];
+    uint32_t serializer_len;
+    int32_t protocol;
+    uint64_t payload_bytes; /* from dump_end; valid with SERTRACE_DUMPF_END */
+    unsigned flags;         /* SERTRACE_DUMPF_* */
+
+    /* Irregularities; any nonzero makes the dump incomplete. */
+    uint64_t lost_batches;  /* records events missing by seq */
+    uint64_t discarded;     /* tracer-discarded events while it was live */
+    uint64_t malformed;     /* batches cut short: bad varint, truncation,
+                             * unknown opcode, absurd values */
+    uint64_t orphan_exits;  /* EXIT records with no open node */
+    uint64_t lost_exits;    /* nodes closed without their EXIT */
+    uint64_t lost_enters;   /* placeholder nodes created */
+    uint64_t unfinished_nodes; /* nodes open when the stream ended */
+    uint64_t errors;        /* ERROR records */
+    uint64_t failed_open;   /* nodes open at a dump_end with status error */
+    uint64_t nodes;         /* nodes closed */
+    uint64_t records_events;
+
+    uint32_t next_seq;
+    bool seen_records;
+    uint32_t gap_epoch; /* incremented at each loss */
+    uint64_t max_pos;   /* largest position seen */
+
+    sertrace_node *stack; /* stack[0] = root .. stack[depth-1] innermost */
+    uint32_t depth, stack_cap;
+    uint32_t max_depth;
+
+    sertrace_type_entry *types; /* index 0 unused */
+    uint32_t ntypes, types_cap;
+    char *names;
+    uint32_t names_len, names_cap;
+
+    void *user; /* the visitor's per-dump data */
+    struct sertrace_dump_state *hash_next;
+} sertrace_dump_state;
+
+/* Callbacks.  Each returns 0, or -1 to abort (out of memory): the core
+ * then returns -1 from the feeding function.  Pointers are valid only
+ * during the call; `n` may be modified (n->user).  While a node_exit call
+ * runs, n == &d->stack[d->depth - 1] and its ancestors are d->stack[0 ..
+ * d->depth - 2]. Any callback may be NULL. */
+typedef struct sertrace_core_visitor {
+    void *ctx;
+    int (*dump_open)(void *ctx, sertrace_dump_state *d);
+    int (*node_enter)(void *ctx, sertrace_dump_state *d, sertrace_node *n);
+    int (*node_exit)(void *ctx, sertrace_dump_state *d, sertrace_node *n);
+    /* `n` is NULL for a note on the dump itself. */
+    int (*note)(void *ctx, sertrace_dump_state *d, sertrace_node *n,
+                const char *key, size_t key_len, const char *value,
+                size_t value_len);
+    /* `n` is the node at the ERROR's depth, or NULL when none is open. */
+    int (*error)(void *ctx, sertrace_dump_state *d, sertrace_node *n,
+                 uint8_t tag, uint32_t type, const char *message,
+                 size_t message_len, const char *path, size_t path_len);
+    /* Last call for `d`; its stack is empty.  d->user must be released. */
+    int (*dump_close)(void *ctx, sertrace_dump_state *d);
+} sertrace_core_visitor;
+
+typedef struct sertrace_core sertrace_core;
+
+/* Stream-wide counters. */
+typedef struct sertrace_core_stats {
+    uint64_t dumps_opened, dumps_closed, dumps_unfinished;
+    uint64_t records_events, record_bytes;
+    uint64_t discarded_events;   /* sum of discarded-events notices */
+    uint64_t discarded_notices;
+    uint64_t lost_batches, malformed;
+    uint64_t live_dumps, max_live_dumps;
+} sertrace_core_stats;
+
+/* Returns NULL when out of memory.  `v` is copied. */
+sertrace_core *sertrace_core_create(const sertrace_core_visitor *v);
+/* Frees every live dump WITHOUT calling the visitor (use finish first). */
+void sertrace_core_destroy(sertrace_core *c);
+
+/* A dump_begin event.  `serializer` need not be NUL-terminated (cut to 63
+ * bytes).  Returns 0 or -1 (visitor failure / out of memory). */
+int sertrace_core_dump_begin(sertrace_core *c, int64_t pid, int64_t tid,
+                             int64_t ts, uint64_t dump_id,
+                             const char *serializer, size_t serializer_len,
+                             int32_t protocol);
+
+/* A records event: `n` bytes of records. */
+int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
+                          int64_t ts, uint64_t dump_id, uint32_t seq,
+                          const uint8_t *bytes, size_t n);
+
+/* A dump_end event. `status` is a SERTRACE_STATUS_* value. */
+int sertrace_core_dump_end(sertrace_core *c, int64_t pid, int64_t tid,
+                           int64_t ts, uint64_t dump_id, uint64_t bytes,
+                           int status);
+
+/* The tracer discarded `count` events.  `pid` is the process whose buffer
+ * lost them when known (per-PID traces), else -1: every live dump of that
+ * process (or every live dump) is marked. */
+int sertrace_core_discarded(sertrace_core *c, int64_t pid, uint64_t count);
+
+/* End of stream: every live dump is closed as unfinished, its open nodes
+ * innermost first (flag SERTRACE_NODE_UNFINISHED), then dump_close. */
+int sertrace_core_finish(sertrace_core *c);
+
+const sertrace_core_stats *sertrace_core_get_stats(const sertrace_core *c);
+
+/* Name of a per-dump type index, or NULL (len 0) when undefined. */
+const char *sertrace_core_type_name(const sertrace_dump_state *d,
+                                    uint32_t type, size_t *len);
+
+/* True when n->bytes is exact (enter and exit seen, positions sane). */
+static inline bool sertrace_node_bytes_exact(const sertrace_node *n)
+{
+    return !(n->flags & (SERTRACE_NODE_NO_ENTER | SERTRACE_NODE_NO_EXIT |
+                         SERTRACE_NODE_UNFINISHED | SERTRACE_NODE_MALFORMED |
+                         SERTRACE_NODE_FAILED));
+}
+
+/* True when n->self is exact too. */
+static inline bool sertrace_node_self_exact(const sertrace_node *n)
+{
+    return sertrace_node_bytes_exact(n) &&
+           !(n->flags &
+             (SERTRACE_NODE_PARTIAL | SERTRACE_NODE_CHILD_INEXACT));
+}
+
+/* True when the dump lost nothing and ended normally: every size in it
+ * is exact. */
+bool sertrace_dump_complete(const sertrace_dump_state *d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SERTRACE_CORE_H */

@@ -1,0 +1,87 @@
+/* outbuf.h -- small inline appenders shared by the summary and the tree
+ * printer (internal to analyzers/core).  They write into a format.h
+ * sertrace_buf without a function call when it has room, and format
+ * numbers and times without printf: the sinks append millions of short
+ * pieces, and this is where their time went (measured, see
+ * analyzers/README.md).  The slow path is format.h's sertrace_buf_append. */
+#ifndef SERTRACE_OUTBUF_H
+#define SERTRACE_OUTBUF_H
+
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "format.h"
+
+static inline int app(sertrace_buf *b, const char *s, size_t n)
+{
+    if (b->data && b->len + n < b->cap) {
+        memcpy(b->data + b->len, s, n);
+        b->len += n;
+        b->data[b->len] = '\0';
+        return 0;
+    }
+    return sertrace_buf_append(b, s, n);
+}
+
+/* Append a string literal (its length computed by the compiler). */
+#define buf_lit(b, s) app((b), (s), sizeof(s) - 1)
+
+static inline int put_str(sertrace_buf *b, const char *s)
+{
+    return app(b, s, strlen(s));
+}
+
+static inline int put_u64(sertrace_buf *b, uint64_t v)
+{
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return app(b, tmp + i, sizeof tmp - i);
+}
+
+static inline int put_i64(sertrace_buf *b, int64_t v)
+{
+    if (v < 0) {
+        if (buf_lit(b, "-") < 0)
+            return -1;
+        return put_u64(b, (uint64_t)(-(v + 1)) + 1);
+    }
+    return put_u64(b, (uint64_t)v);
+}
+
+/* `v` on exactly `width` digits, zero-padded. */
+static inline int put_u64_zero(sertrace_buf *b, uint64_t v, unsigned width)
+{
+    char tmp[24];
+    if (width > sizeof tmp)
+        width = sizeof tmp;
+    for (unsigned i = width; i > 0; i--, v /= 10)
+        tmp[i - 1] = (char)('0' + v % 10);
+    return app(b, tmp, width);
+}
+
+/* "2026-11-29 18:49:04.297814272 UTC" for ns since the epoch, or
+ * "t=N ns" when the clock has no usable origin. */
+static inline int put_time(sertrace_buf *b, int64_t ns)
+{
+    time_t sec = (time_t)(ns / 1000000000);
+    struct tm tm;
+    if (ns <= 0 || !gmtime_r(&sec, &tm))
+        return buf_lit(b, "t=") || put_i64(b, ns) || buf_lit(b, " ns") ? -1 : 0;
+    return put_u64_zero(b, (uint64_t)tm.tm_year + 1900, 4) || buf_lit(b, "-") ||
+                   put_u64_zero(b, (uint64_t)tm.tm_mon + 1, 2) || buf_lit(b, "-") ||
+                   put_u64_zero(b, (uint64_t)tm.tm_mday, 2) || buf_lit(b, " ") ||
+                   put_u64_zero(b, (uint64_t)tm.tm_hour, 2) || buf_lit(b, ":") ||
+                   put_u64_zero(b, (uint64_t)tm.tm_min, 2) || buf_lit(b, ":") ||
+                   put_u64_zero(b, (uint64_t)tm.tm_sec, 2) || buf_lit(b, ".") ||
+                   put_u64_zero(b, (uint64_t)(ns % 1000000000), 9) ||
+                   buf_lit(b, " UTC")
+               ? -1
+               : 0;
+}
+
+#endif /* SERTRACE_OUTBUF_H */

@@ -1,0 +1,1499 @@
+/* summary.c -- aggregates of sertrace trees, text and JSON.
+ *
+ * Per node exit (the hot path) this does a few array updates: kind and
+ * type counters, a comparison with the smallest of the top-N heap (a
+ * candidate is copied with its short ancestry, no string is built), and a
+ * comparison with the oversize threshold.  Strings are rendered only for
+ * flags (rare), for each dump's top-N when the dump closes, and for the
+ * few entries that enter the overall top-N.  Only the output format asked
+ * for is rendered, numbers are formatted without printf, and the per-dump
+ * state is recycled, so the cost per dump stays small next to decoding it.
+ * See summary.h for the memory bound and analyzers/README.md for the JSON
+ * schema.
+ */
+#include "summary.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "format.h"
+
+#include "outbuf.h"
+
+#define ANC_MAX 8          /* ancestry kept per top/flag entry */
+#define TEXT_TYPES_MAX 10  /* type rows per dump in the text output */
+#define FLUSH_AT (64u << 10)
+#define OVERALL_TYPES_MAX 100000u
+
+typedef struct stat3 {
+    uint64_t count, bytes, self;
+} stat3;
+
+/* A node as kept for the top-N: no strings, names resolved at render. */
+typedef struct top_raw {
+    uint64_t bytes, self;
+    uint32_t depth, type;
+    uint16_t flags;
+    uint8_t tag;
+    uint8_t anc_n; /* entries in anc_* (the node itself last) */
+    uint8_t anc_tag[ANC_MAX];
+    uint32_t anc_type[ANC_MAX];
+    uint32_t anc_depth[ANC_MAX];
+} top_raw;
+
+/* A rendered entry (overall top, flag) in the output's format. */
+typedef struct rendered {
+    uint64_t bytes;
+    bool prunable; /* an oversize-percent candidate */
+    char *str;
+} rendered;
+
+typedef struct dump_sum {
+    stat3 kinds[256];
+    uint8_t touched[256]; /* kinds in use, to clear them fast */
+    unsigned ntouched;
+    stat3 *types; /* by per-dump type index */
+    uint32_t types_cap, types_max;
+    top_raw *top; /* min-heap on bytes, opts.top entries */
+    unsigned ntop;
+    rendered *flags;
+    unsigned nflags;
+    uint64_t flags_dropped;
+    char *died_text; /* chain of an unfinished dump */
+    char *died_json;
+    uint64_t root_bytes;
+    bool root_exact;
+    struct dump_sum *next_free;
+} dump_sum;
+
+typedef struct type_total {
+    struct type_total *next;
+    stat3 st;
+    uint32_t len;
+    char name[];
+} type_total;
+
+typedef struct type_row {
+    uint32_t type;
+    stat3 st;
+} type_row;
+
+struct sertrace_summary {
+    sertrace_summary_opts o;
+    sertrace_summary_write_fn write;
+    void *write_ctx;
+    sertrace_buf out;
+    sertrace_buf tmp;
+    sertrace_buf sz;
+    bool json_started;
+    bool any_dump;
+    int failed;
+    dump_sum *free_list; /* recycled per-dump states */
+    type_row *rows;      /* scratch for a dump's type rows */
+    size_t rows_cap;
+    /* overall */
+    uint64_t dumps, complete, unfinished, payload_bytes, nodes;
+    stat3 kinds[256];
+    type_total **types;
+    size_t types_buckets, ntypes;
+    uint64_t types_overflow;
+    rendered *top; /* min-heap on bytes */
+    unsigned ntop;
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static int flush_out(sertrace_summary *s, bool force)
+{
+    if (s->out.len && (force || s->out.len >= FLUSH_AT)) {
+        if (s->write(s->write_ctx, s->out.data, s->out.len) < 0)
+            s->failed = -1;
+        sertrace_buf_clear(&s->out);
+    }
+    return s->failed;
+}
+
+int sertrace_summary_write_file(void *ctx, const char *s, size_t n)
+{
+    return fwrite(s, 1, n, (FILE *)ctx) == n ? 0 : -1;
+}
+
+static char *buf_steal(sertrace_buf *b)
+{
+    char *r = malloc(b->len + 1);
+    if (r) {
+        if (b->len)
+            memcpy(r, b->data, b->len);
+        r[b->len] = '\0';
+    }
+    sertrace_buf_clear(b);
+    return r;
+}
+
+
+
+
+static int put_spaces(sertrace_buf *b, size_t n)
+{
+    static const char sp[] = "                                ";
+    while (n > 0) {
+        size_t k = n < sizeof sp - 1 ? n : sizeof sp - 1;
+        if (app(b, sp, k) < 0)
+            return -1;
+        n -= k;
+    }
+    return 0;
+}
+
+/* `s` (n bytes, `cols` display columns) padded to `width` columns. */
+static int put_padded(sertrace_buf *b, const char *s, size_t n, size_t cols,
+                      size_t width, bool right)
+{
+    size_t pad = cols < width ? width - cols : 0;
+    if (right && put_spaces(b, pad) < 0)
+        return -1;
+    if (app(b, s, n) < 0)
+        return -1;
+    return right ? 0 : put_spaces(b, pad);
+}
+
+static size_t utf8_cols(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return c;
+}
+
+/* A size into s->sz, then padded. */
+static int put_size_col(sertrace_summary *s, sertrace_buf *b, uint64_t v,
+                        size_t width)
+{
+    sertrace_buf_clear(&s->sz);
+    if (sertrace_fmt_size(&s->sz, v, s->o.exact) < 0)
+        return -1;
+    return put_padded(b, s->sz.data, s->sz.len, s->sz.len, width, true);
+}
+
+/* part/whole as a percentage "12.3%" right-aligned in 7 columns. */
+static int put_percent(sertrace_buf *b, uint64_t part, uint64_t whole)
+{
+    uint64_t p10 = whole ? (uint64_t)((double)part * 1000.0 / (double)whole) : 0;
+    char tmp[32];
+    size_t i = sizeof tmp;
+    tmp[--i] = '%';
+    tmp[--i] = (char)('0' + p10 % 10);
+    tmp[--i] = '.';
+    p10 /= 10;
+    do {
+        tmp[--i] = (char)('0' + p10 % 10);
+        p10 /= 10;
+    } while (p10);
+    return put_padded(b, tmp + i, sizeof tmp - i, sizeof tmp - i, 7, true);
+}
+
+/* part/whole as a JSON number with 4 decimals. */
+static int put_ratio(sertrace_buf *b, uint64_t part, uint64_t whole)
+{
+    uint64_t q = whole ? (uint64_t)((double)part * 10000.0 / (double)whole + 0.5) : 0;
+    if (put_u64(b, q / 10000) < 0 || buf_lit(b, ".") < 0)
+        return -1;
+    char d[4];
+    uint64_t f = q % 10000;
+    for (int i = 3; i >= 0; i--, f /= 10)
+        d[i] = (char)('0' + f % 10);
+    return sertrace_buf_append(b, d, 4);
+}
+
+static const char *kind_meaning(uint8_t tag)
+{
+    switch (tag) {
+#define KIND_(name, value, text, meaning)                                      \
+    case value:                                                                \
+        return meaning;
+        SERTRACE_TAGS(KIND_)
+#undef KIND_
+    default:
+        return "other";
+    }
+}
+
+/* "≥ " prefix when inexact, then the size. */
+static int put_size(sertrace_buf *b, uint64_t bytes, bool exact, bool exact_fmt)
+{
+    if (!exact && buf_lit(b, "\xe2\x89\xa5 ") < 0)
+        return -1;
+    return sertrace_fmt_size(b, bytes, exact_fmt);
+}
+
+/* "TAG name" of a node, escaped for text or as a JSON string. */
+static int put_label(sertrace_summary *s, sertrace_buf *b,
+                     const sertrace_dump_state *d, uint8_t tag, uint32_t type,
+                     bool json)
+{
+    char tmp[8];
+    size_t len;
+    const char *tt = sertrace_tag_text(tag, tmp);
+    const char *name = sertrace_core_type_name(d, type, &len);
+    if (!name) {
+        name = "?";
+        len = 1;
+    }
+    if (!json)
+        return put_str(b, tt) || buf_lit(b, " ") ||
+                       sertrace_fmt_escape(b, name, len)
+                   ? -1
+                   : 0;
+    sertrace_buf *lab = &s->sz;
+    sertrace_buf_clear(lab);
+    if (put_str(lab, tt) || buf_lit(lab, " ") || sertrace_buf_append(lab, name, len))
+        return -1;
+    return sertrace_fmt_json_string(b, lab->data, lab->len);
+}
+
+/* Ancestry kept for a node: the root, then up to ANC_MAX-1 closest
+ * ancestors, ending with the node itself (stack[depth-1]). */
+static void capture(const sertrace_dump_state *d, const sertrace_node *n,
+                    top_raw *r)
+{
+    r->bytes = n->bytes;
+    r->self = n->self;
+    r->depth = n->depth;
+    r->type = n->type;
+    r->flags = n->flags;
+    r->tag = n->tag;
+    uint32_t first_close = n->depth > ANC_MAX ? n->depth - (ANC_MAX - 2) : 2;
+    uint8_t k = 0;
+    for (uint32_t i = 1; i <= n->depth; i++) {
+        if (i > 1 && i < first_close)
+            continue;
+        const sertrace_node *a = &d->stack[i - 1];
+        r->anc_tag[k] = a->tag;
+        r->anc_type[k] = a->type;
+        r->anc_depth[k] = i;
+        k++;
+    }
+    r->anc_n = k;
+}
+
+/* Text: "a › b › … › c"; JSON: ["a", "b", "…", "c"]. */
+static int put_ancestry(sertrace_summary *s, sertrace_buf *b,
+                        const sertrace_dump_state *d, const top_raw *r,
+                        bool json)
+{
+    int rc = json ? buf_lit(b, "[") : 0;
+    for (uint8_t k = 0; k < r->anc_n && rc == 0; k++) {
+        if (k > 0)
+            rc = json ? buf_lit(b, ", ") : buf_lit(b, " \xe2\x80\xba ");
+        if (rc == 0 && k > 0 && r->anc_depth[k] > r->anc_depth[k - 1] + 1)
+            rc = json ? buf_lit(b, "\"\xe2\x80\xa6\", ")
+                      : buf_lit(b, "\xe2\x80\xa6 \xe2\x80\xba ");
+        if (rc == 0)
+            rc = put_label(s, b, d, r->anc_tag[k], r->anc_type[k], json);
+    }
+    if (rc == 0 && json)
+        rc = buf_lit(b, "]");
+    return rc;
+}
+
+static bool raw_exact(const top_raw *r)
+{
+    sertrace_node probe = {0};
+    probe.flags = r->flags;
+    return sertrace_node_bytes_exact(&probe);
+}
+
+static bool raw_self_exact(const top_raw *r)
+{
+    sertrace_node probe = {0};
+    probe.flags = r->flags;
+    return sertrace_node_self_exact(&probe);
+}
+
+/* One node entry (top or flag) in the output format.  `kind` NULL for a
+ * top entry, else "oversized"/"unserializable". */
+static int render(sertrace_summary *s, sertrace_buf *b,
+                  const sertrace_dump_state *d, const top_raw *r,
+                  const char *kind, const char *message, size_t message_len,
+                  const char *path, size_t path_len)
+{
+    bool exact = raw_exact(r);
+    int rc = 0;
+    if (!s->o.json) {
+        if (kind) {
+            rc = buf_lit(b, "!! ");
+            for (const char *k = kind; *k && rc == 0; k++) {
+                char up = (char)(*k >= 'a' && *k <= 'z' ? *k - 32 : *k);
+                rc = sertrace_buf_append(b, &up, 1);
+            }
+            if (rc == 0)
+                rc = buf_lit(b, " ");
+        }
+        if (rc == 0)
+            rc = put_size(b, r->bytes, exact, s->o.exact);
+        if (rc == 0 && !kind) {
+            rc = buf_lit(b, " (self ");
+            if (rc == 0)
+                rc = put_size(b, r->self, raw_self_exact(r), s->o.exact);
+            if (rc == 0)
+                rc = buf_lit(b, ")");
+        }
+        if (rc == 0)
+            rc = buf_lit(b, "  ");
+        if (rc == 0)
+            rc = put_ancestry(s, b, d, r, false);
+        if (rc == 0 && message) {
+            rc = buf_lit(b, ": ");
+            if (rc == 0)
+                rc = sertrace_fmt_escape(b, message, message_len);
+        }
+        if (rc == 0 && path && path_len) {
+            rc = buf_lit(b, " at ");
+            if (rc == 0)
+                rc = sertrace_fmt_escape(b, path, path_len);
+        }
+        return rc;
+    }
+    char tmp[8];
+    size_t name_len;
+    const char *name = sertrace_core_type_name(d, r->type, &name_len);
+    rc = buf_lit(b, "{");
+    if (rc == 0 && kind) {
+        rc = buf_lit(b, "\"kind\": \"");
+        if (rc == 0)
+            rc = put_str(b, kind);
+        if (rc == 0)
+            rc = buf_lit(b, "\", \"path\": ");
+        if (rc == 0) {
+            if (path && path_len) {
+                rc = sertrace_fmt_json_string(b, path, path_len);
+            } else {
+                sertrace_buf p = SERTRACE_BUF_INIT;
+                bool json = s->o.json;
+                s->o.json = false;
+                rc = put_ancestry(s, &p, d, r, false);
+                s->o.json = json;
+                if (rc == 0)
+                    rc = sertrace_fmt_json_string(b, p.data ? p.data : "", p.len);
+                sertrace_buf_free(&p);
+            }
+        }
+        if (rc == 0)
+            rc = buf_lit(b, ", \"message\": ");
+        if (rc == 0)
+            rc = message ? sertrace_fmt_json_string(b, message, message_len)
+                         : sertrace_fmt_json_string(b, kind, strlen(kind));
+        if (rc == 0)
+            rc = buf_lit(b, ", ");
+    }
+    if (rc == 0)
+        rc = buf_lit(b, "\"bytes\": ");
+    if (rc == 0)
+        rc = put_u64(b, r->bytes);
+    if (rc == 0)
+        rc = buf_lit(b, ", \"self\": ");
+    if (rc == 0)
+        rc = put_u64(b, r->self);
+    if (rc == 0)
+        rc = exact ? buf_lit(b, ", \"exact\": true, \"depth\": ")
+                   : buf_lit(b, ", \"exact\": false, \"depth\": ");
+    if (rc == 0)
+        rc = put_u64(b, r->depth);
+    if (rc == 0)
+        rc = buf_lit(b, ", \"tag\": \"");
+    if (rc == 0)
+        rc = put_str(b, sertrace_tag_text(r->tag, tmp));
+    if (rc == 0)
+        rc = buf_lit(b, "\", \"type\": ");
+    if (rc == 0)
+        rc = name ? sertrace_fmt_json_string(b, name, name_len)
+                  : buf_lit(b, "null");
+    if (rc == 0)
+        rc = buf_lit(b, ", \"ancestry\": ");
+    if (rc == 0)
+        rc = put_ancestry(s, b, d, r, true);
+    if (rc == 0)
+        rc = buf_lit(b, "}");
+    return rc;
+}
+
+static void free_rendered(rendered *r)
+{
+    free(r->str);
+    r->str = NULL;
+}
+
+/* Min-heaps on .bytes, for both entry types. */
+#define HEAP_FUNCS(T, name)                                                    \
+    static void name##_down(T *h, unsigned n, unsigned i)                      \
+    {                                                                          \
+        for (;;) {                                                             \
+            unsigned l = 2 * i + 1, m = i;                                     \
+            if (l < n && h[l].bytes < h[m].bytes)                              \
+                m = l;                                                         \
+            if (l + 1 < n && h[l + 1].bytes < h[m].bytes)                      \
+                m = l + 1;                                                     \
+            if (m == i)                                                        \
+                return;                                                        \
+            T t = h[i];                                                        \
+            h[i] = h[m];                                                       \
+            h[m] = t;                                                          \
+            i = m;                                                             \
+        }                                                                      \
+    }                                                                          \
+    static void name##_up(T *h, unsigned i)                                    \
+    {                                                                          \
+        while (i > 0) {                                                        \
+            unsigned p = (i - 1) / 2;                                          \
+            if (h[p].bytes <= h[i].bytes)                                      \
+                return;                                                        \
+            T t = h[i];                                                        \
+            h[i] = h[p];                                                       \
+            h[p] = t;                                                          \
+            i = p;                                                             \
+        }                                                                      \
+    }
+HEAP_FUNCS(top_raw, rawheap)
+HEAP_FUNCS(rendered, rheap)
+
+static bool heap_wants(uint64_t min, unsigned n, unsigned cap, uint64_t bytes)
+{
+    return cap > 0 && (n < cap || bytes > min);
+}
+
+static int cmp_raw_desc(const void *a, const void *b)
+{
+    const top_raw *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes < y->bytes ? 1 : -1;
+    return x->depth < y->depth ? -1 : x->depth > y->depth;
+}
+
+static int cmp_rendered_desc(const void *a, const void *b)
+{
+    const rendered *x = a, *y = b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+}
+
+/* ---- visitor ------------------------------------------------------------ */
+
+/* Insertion sort: the per-dump arrays are short (top-N, a dump's types),
+ * and glibc's qsort allocates. */
+#define INSERTION_SORT(T, a, n, cmp)                                           \
+    for (size_t i_ = 1; i_ < (n); i_++) {                                      \
+        T x_ = (a)[i_];                                                        \
+        size_t j_ = i_;                                                        \
+        while (j_ > 0 && cmp(&(a)[j_ - 1], &x_) > 0) {                         \
+            (a)[j_] = (a)[j_ - 1];                                             \
+            j_--;                                                              \
+        }                                                                      \
+        (a)[j_] = x_;                                                          \
+    }
+
+static int v_dump_open(void *ctx, sertrace_dump_state *d)
+{
+    sertrace_summary *s = ctx;
+    dump_sum *ds = s->free_list;
+    if (ds) {
+        s->free_list = ds->next_free;
+        ds->next_free = NULL;
+    } else {
+        ds = calloc(1, sizeof *ds);
+        if (!ds)
+            return -1;
+        ds->top = calloc(s->o.top ? s->o.top : 1, sizeof *ds->top);
+        ds->flags = calloc(s->o.max_flags ? s->o.max_flags : 1, sizeof *ds->flags);
+        if (!ds->top || !ds->flags) {
+            free(ds->top);
+            free(ds->flags);
+            free(ds);
+            return -1;
+        }
+    }
+    d->user = ds;
+    return 0;
+}
+
+static int add_flag(sertrace_summary *s, sertrace_dump_state *d,
+                    const sertrace_node *n, const char *kind,
+                    const char *message, size_t message_len, const char *path,
+                    size_t path_len)
+{
+    dump_sum *ds = d->user;
+    if (ds->nflags >= s->o.max_flags) {
+        ds->flags_dropped++;
+        return 0;
+    }
+    top_raw r;
+    capture(d, n, &r);
+    sertrace_buf_clear(&s->tmp);
+    if (render(s, &s->tmp, d, &r, kind, message, message_len, path, path_len) < 0)
+        return -1;
+    rendered f = {n->bytes, false, buf_steal(&s->tmp)};
+    if (!f.str)
+        return -1;
+    f.prunable = s->o.oversize_percent > 0 && strcmp(kind, "oversized") == 0;
+    ds->flags[ds->nflags++] = f;
+    return 0;
+}
+
+/* Percentage threshold: drop candidates that can no longer qualify. */
+static void prune_percent(sertrace_summary *s, dump_sum *ds, uint64_t whole)
+{
+    double thr = s->o.oversize_percent / 100.0 * (double)whole;
+    unsigned k = 0;
+    for (unsigned i = 0; i < ds->nflags; i++) {
+        if (ds->flags[i].prunable && (double)ds->flags[i].bytes < thr)
+            free_rendered(&ds->flags[i]);
+        else
+            ds->flags[k++] = ds->flags[i];
+    }
+    ds->nflags = k;
+}
+
+static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    sertrace_summary *s = ctx;
+    dump_sum *ds = d->user;
+    stat3 *k = &ds->kinds[n->tag];
+    if (!k->count)
+        ds->touched[ds->ntouched++] = n->tag;
+    k->count++;
+    k->bytes += n->bytes;
+    k->self += n->self;
+    if (n->type) {
+        if (n->type >= ds->types_cap) {
+            uint32_t cap = ds->types_cap ? ds->types_cap : 16;
+            while (cap <= n->type)
+                cap *= 2;
+            stat3 *t = realloc(ds->types, (size_t)cap * sizeof *t);
+            if (!t)
+                return -1;
+            memset(t + ds->types_cap, 0, (cap - ds->types_cap) * sizeof *t);
+            ds->types = t;
+            ds->types_cap = cap;
+        }
+        if (n->type >= ds->types_max)
+            ds->types_max = n->type + 1;
+        stat3 *t = &ds->types[n->type];
+        t->count++;
+        t->bytes += n->bytes;
+        t->self += n->self;
+    }
+    if (n->depth == 1) {
+        ds->root_bytes += n->bytes;
+        ds->root_exact = sertrace_node_bytes_exact(n);
+    }
+    if (heap_wants(ds->ntop ? ds->top[0].bytes : 0, ds->ntop, s->o.top, n->bytes)) {
+        if (ds->ntop < s->o.top) {
+            capture(d, n, &ds->top[ds->ntop]);
+            rawheap_up(ds->top, ds->ntop++);
+        } else {
+            capture(d, n, &ds->top[0]);
+            rawheap_down(ds->top, ds->ntop, 0);
+        }
+    }
+    if (s->o.oversize_bytes && n->bytes >= s->o.oversize_bytes) {
+        if (add_flag(s, d, n, "oversized", NULL, 0, NULL, 0) < 0)
+            return -1;
+    } else if (s->o.oversize_percent > 0 && n->bytes > 0 &&
+               (double)n->bytes >=
+                   s->o.oversize_percent / 100.0 * (double)d->max_pos) {
+        if (ds->nflags >= s->o.max_flags)
+            prune_percent(s, ds, d->max_pos);
+        if (add_flag(s, d, n, "oversized", NULL, 0, NULL, 0) < 0)
+            return -1;
+    }
+    if ((n->flags & SERTRACE_NODE_UNFINISHED) && !ds->died_text) {
+        /* innermost open node: its chain is the stack */
+        top_raw r;
+        capture(d, n, &r);
+        sertrace_buf *b = &s->tmp;
+        sertrace_buf_clear(b);
+        if (put_ancestry(s, b, d, &r, false) < 0 || !(ds->died_text = buf_steal(b)))
+            return -1;
+        if (put_ancestry(s, b, d, &r, true) < 0 || !(ds->died_json = buf_steal(b)))
+            return -1;
+    }
+    return 0;
+}
+
+static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n,
+                   uint8_t tag, uint32_t type, const char *msg, size_t msg_len,
+                   const char *path, size_t path_len)
+{
+    (void)tag;
+    (void)type;
+    sertrace_summary *s = ctx;
+    if (n)
+        return add_flag(s, d, n, "unserializable", msg, msg_len, path, path_len);
+    /* no node open: a node-less flag */
+    dump_sum *ds = d->user;
+    if (ds->nflags >= s->o.max_flags) {
+        ds->flags_dropped++;
+        return 0;
+    }
+    sertrace_buf *b = &s->tmp;
+    sertrace_buf_clear(b);
+    int rc;
+    if (s->o.json) {
+        rc = buf_lit(b, "{\"kind\": \"unserializable\", \"path\": ");
+        if (rc == 0)
+            rc = sertrace_fmt_json_string(b, path, path_len);
+        if (rc == 0)
+            rc = buf_lit(b, ", \"message\": ");
+        if (rc == 0)
+            rc = sertrace_fmt_json_string(b, msg, msg_len);
+        if (rc == 0)
+            rc = buf_lit(b, ", \"bytes\": null}");
+    } else {
+        rc = buf_lit(b, "!! UNSERIALIZABLE: ");
+        if (rc == 0)
+            rc = sertrace_fmt_escape(b, msg, msg_len);
+        if (rc == 0 && path_len) {
+            rc = buf_lit(b, " at ");
+            if (rc == 0)
+                rc = sertrace_fmt_escape(b, path, path_len);
+        }
+    }
+    rendered f = {0, false, NULL};
+    if (rc < 0 || !(f.str = buf_steal(b)))
+        return -1;
+    ds->flags[ds->nflags++] = f;
+    return 0;
+}
+
+/* ---- dump section ------------------------------------------------------ */
+
+
+static const char *status_text(const sertrace_dump_state *d)
+{
+    if (!(d->flags & SERTRACE_DUMPF_END))
+        return "unknown";
+    return (d->flags & SERTRACE_DUMPF_STATUS_ERROR) ? "error" : "ok";
+}
+
+/* One line describing what the dump lost, or nothing. */
+static int put_losses(sertrace_buf *b, const sertrace_dump_state *d)
+{
+    int rc = 0;
+    const char *sep = "";
+#define LOSS_(cond, ...)                                                       \
+    if (rc == 0 && (cond)) {                                                   \
+        rc = put_str(b, sep);                                                  \
+        if (rc == 0)                                                           \
+            rc = sertrace_buf_appendf(b, __VA_ARGS__);                         \
+        sep = "; ";                                                            \
+    }
+    LOSS_(d->flags & SERTRACE_DUMPF_UNFINISHED,
+          "unfinished (no dump_end: the process stopped inside it)")
+    LOSS_(!(d->flags & SERTRACE_DUMPF_BEGIN), "dump_begin missing")
+    LOSS_(d->lost_batches, "%llu records events lost",
+          (unsigned long long)d->lost_batches)
+    LOSS_(d->discarded, "%llu events discarded by the tracer while it was live",
+          (unsigned long long)d->discarded)
+    LOSS_(d->malformed, "%llu malformed or unknown records batches",
+          (unsigned long long)d->malformed)
+    LOSS_(d->orphan_exits, "%llu exits without an enter",
+          (unsigned long long)d->orphan_exits)
+    LOSS_(d->lost_exits, "%llu nodes closed without their exit",
+          (unsigned long long)d->lost_exits)
+    LOSS_(d->lost_enters, "%llu ancestors without their enter",
+          (unsigned long long)d->lost_enters)
+    LOSS_(d->nodes == 0 && !(d->flags & SERTRACE_DUMPF_UNFINISHED),
+          "no node recorded")
+#undef LOSS_
+    return rc;
+}
+
+static int cmp_type_row(const void *a, const void *b)
+{
+    const type_row *x = a, *y = b;
+    if (x->st.self != y->st.self)
+        return x->st.self < y->st.self ? 1 : -1;
+    return x->type < y->type ? -1 : x->type > y->type;
+}
+
+static int put_table_header(sertrace_buf *b, const char *what)
+{
+    int rc = buf_lit(b, "  by ");
+    if (rc == 0)
+        rc = put_padded(b, what, strlen(what), strlen(what), 15, false);
+    if (rc == 0)
+        rc = buf_lit(b, "    count        total         self   share\n");
+    return rc;
+}
+
+/* One row: "    LABEL            COUNT        TOTAL         SELF  SHARE  TAIL" */
+static int put_row(sertrace_summary *s, sertrace_buf *b, const char *label,
+                   const stat3 *st, uint64_t whole, const char *tail,
+                   size_t tail_len, bool escape_tail)
+{
+    size_t ll = strlen(label);
+    int rc = buf_lit(b, "    ");
+    if (rc == 0)
+        rc = put_padded(b, label, ll, utf8_cols(label, ll), 16, false);
+    if (rc == 0)
+        rc = buf_lit(b, " ");
+    if (rc == 0) {
+        char tmp[24];
+        size_t i = sizeof tmp;
+        uint64_t v = st->count;
+        do {
+            tmp[--i] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        rc = put_padded(b, tmp + i, sizeof tmp - i, sizeof tmp - i, 8, true);
+    }
+    if (rc == 0)
+        rc = buf_lit(b, " ");
+    if (rc == 0)
+        rc = put_size_col(s, b, st->bytes, 12);
+    if (rc == 0)
+        rc = buf_lit(b, " ");
+    if (rc == 0)
+        rc = put_size_col(s, b, st->self, 12);
+    if (rc == 0)
+        rc = buf_lit(b, " ");
+    if (rc == 0)
+        rc = put_percent(b, st->self, whole);
+    if (rc == 0)
+        rc = buf_lit(b, "  ");
+    if (rc == 0)
+        rc = escape_tail ? sertrace_fmt_escape(b, tail, tail_len)
+                         : sertrace_buf_append(b, tail, tail_len);
+    if (rc == 0)
+        rc = buf_lit(b, "\n");
+    return rc;
+}
+
+static int put_kinds_text(sertrace_summary *s, sertrace_buf *b,
+                          const stat3 *kinds, uint64_t whole)
+{
+    int rc = put_table_header(b, "kind");
+    for (unsigned t = 0; t < 256 && rc == 0; t++) {
+        if (!kinds[t].count)
+            continue;
+        char tmp[8];
+        const char *m = kind_meaning((uint8_t)t);
+        rc = put_row(s, b, sertrace_tag_text((uint8_t)t, tmp), &kinds[t], whole,
+                     m, strlen(m), false);
+    }
+    return rc;
+}
+
+static int put_stat_json(sertrace_buf *b, const stat3 *st, uint64_t whole)
+{
+    int rc = buf_lit(b, ", \"count\": ");
+    if (rc == 0)
+        rc = put_u64(b, st->count);
+    if (rc == 0)
+        rc = buf_lit(b, ", \"bytes\": ");
+    if (rc == 0)
+        rc = put_u64(b, st->bytes);
+    if (rc == 0)
+        rc = buf_lit(b, ", \"self\": ");
+    if (rc == 0)
+        rc = put_u64(b, st->self);
+    if (rc == 0)
+        rc = buf_lit(b, ", \"share\": ");
+    if (rc == 0)
+        rc = put_ratio(b, st->self, whole);
+    if (rc == 0)
+        rc = buf_lit(b, "}");
+    return rc;
+}
+
+static int put_kinds_json(sertrace_buf *b, const stat3 *kinds, uint64_t whole)
+{
+    int rc = buf_lit(b, "[");
+    bool first = true;
+    for (unsigned t = 0; t < 256 && rc == 0; t++) {
+        if (!kinds[t].count)
+            continue;
+        char tmp[8];
+        rc = first ? buf_lit(b, "{\"tag\": \"") : buf_lit(b, ", {\"tag\": \"");
+        if (rc == 0)
+            rc = put_str(b, sertrace_tag_text((uint8_t)t, tmp));
+        if (rc == 0)
+            rc = buf_lit(b, "\", \"kind\": \"");
+        if (rc == 0)
+            rc = put_str(b, kind_meaning((uint8_t)t));
+        if (rc == 0)
+            rc = buf_lit(b, "\"");
+        if (rc == 0)
+            rc = put_stat_json(b, &kinds[t], whole);
+        first = false;
+    }
+    if (rc == 0)
+        rc = buf_lit(b, "]");
+    return rc;
+}
+
+static int put_type_row_json(sertrace_buf *b, bool first, const char *name,
+                             size_t len, const stat3 *st, uint64_t whole)
+{
+    int rc = first ? buf_lit(b, "{\"type\": ") : buf_lit(b, ", {\"type\": ");
+    if (rc == 0)
+        rc = name ? sertrace_fmt_json_string(b, name, len) : buf_lit(b, "null");
+    if (rc == 0)
+        rc = put_stat_json(b, st, whole);
+    return rc;
+}
+
+static int start_json(sertrace_summary *s)
+{
+    if (s->json_started)
+        return 0;
+    s->json_started = true;
+    return buf_lit(&s->out,
+                   "{\"format\": \"sertrace-summary\", \"version\": 1, \"dumps\": [");
+}
+
+static uint64_t name_hash(const char *name, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)name[i]) * 1099511628211ull;
+    return h;
+}
+
+static int add_overall_type(sertrace_summary *s, const char *name, size_t len,
+                            const stat3 *st)
+{
+    if (!name) {
+        name = "?";
+        len = 1;
+    }
+    if (s->ntypes >= s->types_buckets) {
+        size_t nb = s->types_buckets ? s->types_buckets * 2 : 256;
+        type_total **nbk = calloc(nb, sizeof *nbk);
+        if (!nbk)
+            return -1;
+        for (size_t i = 0; i < s->types_buckets; i++) {
+            type_total *t = s->types[i];
+            while (t) {
+                type_total *next = t->next;
+                uint64_t th = name_hash(t->name, t->len);
+                t->next = nbk[th & (nb - 1)];
+                nbk[th & (nb - 1)] = t;
+                t = next;
+            }
+        }
+        free(s->types);
+        s->types = nbk;
+        s->types_buckets = nb;
+    }
+    type_total **p = &s->types[name_hash(name, len) & (s->types_buckets - 1)];
+    for (type_total *t = *p; t; t = t->next)
+        if (t->len == len && memcmp(t->name, name, len) == 0) {
+            t->st.count += st->count;
+            t->st.bytes += st->bytes;
+            t->st.self += st->self;
+            return 0;
+        }
+    if (s->ntypes >= OVERALL_TYPES_MAX) {
+        s->types_overflow++;
+        return 0;
+    }
+    type_total *t = malloc(sizeof *t + len + 1);
+    if (!t)
+        return -1;
+    t->st = *st;
+    t->len = (uint32_t)len;
+    memcpy(t->name, name, len);
+    t->name[len] = '\0';
+    t->next = *p;
+    *p = t;
+    s->ntypes++;
+    return 0;
+}
+
+/* Reset a per-dump state and put it on the free list. */
+static void recycle_dump_sum(sertrace_summary *s, dump_sum *ds)
+{
+    for (unsigned i = 0; i < ds->nflags; i++)
+        free_rendered(&ds->flags[i]);
+    for (unsigned i = 0; i < ds->ntouched; i++)
+        memset(&ds->kinds[ds->touched[i]], 0, sizeof ds->kinds[0]);
+    if (ds->types_max)
+        memset(ds->types, 0, ds->types_max * sizeof *ds->types);
+    free(ds->died_text);
+    free(ds->died_json);
+    ds->ntouched = 0;
+    ds->types_max = 0;
+    ds->ntop = 0;
+    ds->nflags = 0;
+    ds->flags_dropped = 0;
+    ds->died_text = ds->died_json = NULL;
+    ds->root_bytes = 0;
+    ds->root_exact = false;
+    ds->next_free = s->free_list;
+    s->free_list = ds;
+}
+
+static void free_dump_sum(dump_sum *ds)
+{
+    for (unsigned i = 0; i < ds->nflags; i++)
+        free_rendered(&ds->flags[i]);
+    free(ds->top);
+    free(ds->flags);
+    free(ds->types);
+    free(ds->died_text);
+    free(ds->died_json);
+    free(ds);
+}
+
+static int dump_text(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
+                     const type_row *rows, unsigned nrows, uint64_t whole)
+{
+    sertrace_buf *b = &s->out;
+    bool complete = sertrace_dump_complete(d);
+    int rc = buf_lit(b, "dump ");
+    if (rc == 0)
+        rc = put_u64(b, d->dump_id);
+    if (rc == 0)
+        rc = buf_lit(b, " \xc2\xb7 pid ");
+    if (rc == 0)
+        rc = put_i64(b, d->pid);
+    if (rc == 0)
+        rc = buf_lit(b, " \xc2\xb7 tid ");
+    if (rc == 0)
+        rc = put_i64(b, d->tid);
+    if (rc == 0)
+        rc = buf_lit(b, " \xc2\xb7 ");
+    if (rc == 0)
+        rc = d->serializer_len
+                 ? sertrace_fmt_escape(b, d->serializer, d->serializer_len)
+                 : buf_lit(b, "?");
+    if (rc == 0)
+        rc = buf_lit(b, " protocol ");
+    if (rc == 0)
+        rc = put_i64(b, d->protocol);
+    if (rc == 0)
+        rc = buf_lit(b, " \xc2\xb7 ");
+    if (rc == 0)
+        rc = put_time(b, d->ts_begin);
+    if (rc == 0)
+        rc = buf_lit(b, "\n  payload ");
+    if (rc == 0) {
+        if (d->flags & SERTRACE_DUMPF_END) {
+            rc = put_u64(b, d->payload_bytes);
+            if (rc == 0)
+                rc = buf_lit(b, " B");
+        } else {
+            rc = buf_lit(b, "unknown (\xe2\x89\xa5 ");
+            if (rc == 0)
+                rc = put_u64(b, d->max_pos);
+            if (rc == 0)
+                rc = buf_lit(b, " B seen)");
+        }
+    }
+    if (rc == 0)
+        rc = buf_lit(b, " \xc2\xb7 ");
+    if (rc == 0)
+        rc = put_u64(b, d->nodes);
+    if (rc == 0)
+        rc = buf_lit(b, " nodes \xc2\xb7 depth ");
+    if (rc == 0)
+        rc = put_u64(b, d->max_depth);
+    if (rc == 0)
+        rc = buf_lit(b, " \xc2\xb7 status ");
+    if (rc == 0)
+        rc = put_str(b, status_text(d));
+    if (rc == 0)
+        rc = complete ? buf_lit(b, " \xc2\xb7 complete\n")
+                      : buf_lit(b, " \xc2\xb7 INCOMPLETE (sizes marked \xe2\x89\xa5 are "
+                                   "lower bounds, self sizes not exact)\n");
+    if (rc == 0 && !complete) {
+        rc = buf_lit(b, "  !! incomplete: ");
+        if (rc == 0)
+            rc = put_losses(b, d);
+        if (rc == 0)
+            rc = buf_lit(b, "\n");
+    }
+    if (rc == 0 && ds->died_text) {
+        rc = buf_lit(b, "  !! died in: ");
+        if (rc == 0)
+            rc = put_str(b, ds->died_text);
+        if (rc == 0)
+            rc = buf_lit(b, "\n");
+    }
+    if (s->o.per_dump) {
+        if (rc == 0 && d->nodes)
+            rc = put_kinds_text(s, b, ds->kinds, whole);
+        if (rc == 0 && nrows) {
+            rc = put_table_header(b, "type");
+            for (unsigned i = 0; i < nrows && i < TEXT_TYPES_MAX && rc == 0; i++) {
+                size_t len;
+                const char *name = sertrace_core_type_name(d, rows[i].type, &len);
+                rc = put_row(s, b, "", &rows[i].st, whole, name ? name : "?",
+                             name ? len : 1, true);
+            }
+            if (rc == 0 && nrows > TEXT_TYPES_MAX)
+                rc = sertrace_buf_appendf(b, "    \xe2\x80\xa6 %u more types\n",
+                                          nrows - TEXT_TYPES_MAX);
+        }
+        if (rc == 0 && ds->ntop) {
+            rc = buf_lit(b, "  top ");
+            if (rc == 0)
+                rc = put_u64(b, ds->ntop);
+            if (rc == 0)
+                rc = buf_lit(b, " largest nodes\n");
+            for (unsigned i = 0; i < ds->ntop && rc == 0; i++) {
+                rc = buf_lit(b, "    ");
+                if (rc == 0)
+                    rc = render(s, b, d, &ds->top[i], NULL, NULL, 0, NULL, 0);
+                if (rc == 0)
+                    rc = buf_lit(b, "\n");
+            }
+        }
+    }
+    if (rc == 0 && (ds->nflags || ds->flags_dropped)) {
+        rc = sertrace_buf_appendf(b, "  flags (%u)\n",
+                                  ds->nflags + (unsigned)ds->flags_dropped);
+        for (unsigned i = 0; i < ds->nflags && rc == 0; i++) {
+            rc = buf_lit(b, "    ");
+            if (rc == 0)
+                rc = put_str(b, ds->flags[i].str);
+            if (rc == 0)
+                rc = buf_lit(b, "\n");
+        }
+        if (rc == 0 && ds->flags_dropped)
+            rc = sertrace_buf_appendf(b, "    \xe2\x80\xa6 %llu more flags not kept\n",
+                                      (unsigned long long)ds->flags_dropped);
+    }
+    if (rc == 0 && s->o.per_dump)
+        rc = buf_lit(b, "\n");
+    return rc;
+}
+
+static int put_u64_field(sertrace_buf *b, const char *name, uint64_t v)
+{
+    return put_str(b, name) || put_u64(b, v) ? -1 : 0;
+}
+
+static int dump_json(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
+                     const type_row *rows, unsigned nrows, uint64_t whole)
+{
+    sertrace_buf *b = &s->out;
+    bool complete = sertrace_dump_complete(d);
+    int rc = start_json(s);
+    if (rc == 0)
+        rc = s->any_dump ? buf_lit(b, ",\n{\"pid\": ") : buf_lit(b, "\n{\"pid\": ");
+    s->any_dump = true;
+    if (rc == 0)
+        rc = put_i64(b, d->pid);
+    if (rc == 0)
+        rc = buf_lit(b, ", \"tid\": ");
+    if (rc == 0)
+        rc = put_i64(b, d->tid);
+    if (rc == 0)
+        rc = put_u64_field(b, ", \"dump_id\": ", d->dump_id);
+    if (rc == 0)
+        rc = buf_lit(b, ", \"time_ns\": ");
+    if (rc == 0)
+        rc = put_i64(b, d->ts_begin);
+    if (rc == 0)
+        rc = buf_lit(b, ", \"serializer\": ");
+    if (rc == 0)
+        rc = d->serializer_len
+                 ? sertrace_fmt_json_string(b, d->serializer, d->serializer_len)
+                 : buf_lit(b, "null");
+    if (rc == 0)
+        rc = buf_lit(b, ", \"protocol\": ");
+    if (rc == 0)
+        rc = put_i64(b, d->protocol);
+    if (rc == 0)
+        rc = buf_lit(b, ", \"payload_bytes\": ");
+    if (rc == 0)
+        rc = (d->flags & SERTRACE_DUMPF_END) ? put_u64(b, d->payload_bytes)
+                                             : buf_lit(b, "null");
+    if (rc == 0)
+        rc = put_u64_field(b, ", \"root_bytes\": ", ds->root_bytes);
+    if (rc == 0)
+        rc = ds->root_exact ? buf_lit(b, ", \"root_exact\": true")
+                            : buf_lit(b, ", \"root_exact\": false");
+    if (rc == 0)
+        rc = put_u64_field(b, ", \"seen_bytes\": ", d->max_pos);
+    if (rc == 0)
+        rc = complete ? buf_lit(b, ", \"complete\": true")
+                      : buf_lit(b, ", \"complete\": false");
+    if (rc == 0)
+        rc = (d->flags & SERTRACE_DUMPF_UNFINISHED)
+                 ? buf_lit(b, ", \"unfinished\": true, \"status\": \"")
+                 : buf_lit(b, ", \"unfinished\": false, \"status\": \"");
+    if (rc == 0)
+        rc = put_str(b, status_text(d));
+    if (rc == 0)
+        rc = put_u64_field(b, "\", \"nodes\": ", d->nodes);
+    if (rc == 0)
+        rc = put_u64_field(b, ", \"max_depth\": ", d->max_depth);
+    if (rc == 0)
+        rc = put_u64_field(b, ", \"errors\": ", d->errors);
+    if (rc == 0)
+        rc = (d->flags & SERTRACE_DUMPF_BEGIN)
+                 ? buf_lit(b, ", \"lost\": {\"begin_missing\": false")
+                 : buf_lit(b, ", \"lost\": {\"begin_missing\": true");
+    if (rc == 0)
+        rc = put_u64_field(b, ", \"records_events\": ", d->lost_batches);
+    if (rc == 0)
+        rc = put_u64_field(b, ", \"discarded_events\": ", d->discarded);
+    if (rc == 0)
+        rc = put_u64_field(b, ", \"malformed_batches\": ", d->malformed);
+    if (rc == 0)
+        rc = put_u64_field(b, ", \"orphan_exits\": ", d->orphan_exits);
+    if (rc == 0)
+        rc = put_u64_field(b, ", \"lost_exits\": ", d->lost_exits);
+    if (rc == 0)
+        rc = put_u64_field(b, ", \"lost_enters\": ", d->lost_enters);
+    if (rc == 0)
+        rc = buf_lit(b, "}, \"by_kind\": ");
+    if (rc == 0)
+        rc = put_kinds_json(b, ds->kinds, whole);
+    if (rc == 0)
+        rc = buf_lit(b, ", \"by_type\": [");
+    for (unsigned i = 0; i < nrows && rc == 0; i++) {
+        size_t len;
+        const char *name = sertrace_core_type_name(d, rows[i].type, &len);
+        rc = put_type_row_json(b, i == 0, name, len, &rows[i].st, whole);
+    }
+    if (rc == 0)
+        rc = buf_lit(b, "], \"top\": [");
+    for (unsigned i = 0; i < ds->ntop && rc == 0; i++) {
+        if (i)
+            rc = buf_lit(b, ", ");
+        if (rc == 0)
+            rc = render(s, b, d, &ds->top[i], NULL, NULL, 0, NULL, 0);
+    }
+    if (rc == 0)
+        rc = buf_lit(b, "], \"died_in\": ");
+    if (rc == 0)
+        rc = ds->died_json ? put_str(b, ds->died_json) : buf_lit(b, "null");
+    /* flags: dump-level ones first, then the nodes' */
+    if (rc == 0)
+        rc = buf_lit(b, ", \"flags\": [");
+    bool first = true;
+    if (rc == 0 && !complete) {
+        sertrace_buf m = SERTRACE_BUF_INIT;
+        rc = put_losses(&m, d);
+        if (rc == 0)
+            rc = buf_lit(b, "{\"kind\": \"incomplete\", \"path\": ");
+        if (rc == 0)
+            rc = ds->died_text ? sertrace_fmt_json_string(b, ds->died_text,
+                                                          strlen(ds->died_text))
+                               : buf_lit(b, "\"\"");
+        if (rc == 0)
+            rc = buf_lit(b, ", \"message\": ");
+        if (rc == 0)
+            rc = sertrace_fmt_json_string(b, m.data ? m.data : "", m.len);
+        if (rc == 0)
+            rc = buf_lit(b, "}");
+        sertrace_buf_free(&m);
+        first = false;
+    }
+    if (rc == 0 && d->discarded) {
+        rc = sertrace_buf_appendf(
+            b,
+            "%s{\"kind\": \"discarded\", \"path\": \"\", \"message\": \"%llu "
+            "events discarded by the tracer while this dump was live\", "
+            "\"count\": %llu}",
+            first ? "" : ", ", (unsigned long long)d->discarded,
+            (unsigned long long)d->discarded);
+        first = false;
+    }
+    for (unsigned i = 0; i < ds->nflags && rc == 0; i++) {
+        rc = first ? 0 : buf_lit(b, ", ");
+        if (rc == 0)
+            rc = put_str(b, ds->flags[i].str);
+        first = false;
+    }
+    if (rc == 0)
+        rc = put_u64_field(b, "], \"flags_dropped\": ", ds->flags_dropped);
+    if (rc == 0)
+        rc = buf_lit(b, "}");
+    return rc;
+}
+
+/* Offer a dump's top entries to the overall top-N (rendered only when
+ * they get in). */
+static int merge_top(sertrace_summary *s, const sertrace_dump_state *d,
+                     const dump_sum *ds)
+{
+    for (unsigned i = 0; i < ds->ntop; i++) {
+        const top_raw *r = &ds->top[i];
+        if (!heap_wants(s->ntop ? s->top[0].bytes : 0, s->ntop, s->o.top, r->bytes))
+            continue;
+        sertrace_buf_clear(&s->tmp);
+        if (render(s, &s->tmp, d, r, NULL, NULL, 0, NULL, 0) < 0)
+            return -1;
+        rendered e = {r->bytes, false, buf_steal(&s->tmp)};
+        if (!e.str)
+            return -1;
+        if (s->ntop < s->o.top) {
+            s->top[s->ntop] = e;
+            rheap_up(s->top, s->ntop++);
+        } else {
+            free_rendered(&s->top[0]);
+            s->top[0] = e;
+            rheap_down(s->top, s->ntop, 0);
+        }
+    }
+    return 0;
+}
+
+static int v_dump_close(void *ctx, sertrace_dump_state *d)
+{
+    sertrace_summary *s = ctx;
+    dump_sum *ds = d->user;
+    d->user = NULL;
+    if (!ds)
+        return 0;
+    int rc = 0;
+    uint64_t whole = 0; /* sum of self bytes = root bytes when exact */
+    for (unsigned i = 0; i < ds->ntouched; i++)
+        whole += ds->kinds[ds->touched[i]].self;
+    /* percentage flags: final filter against the whole dump */
+    if (s->o.oversize_percent > 0) {
+        uint64_t all = d->max_pos;
+        if ((d->flags & SERTRACE_DUMPF_END) && d->payload_bytes > all)
+            all = d->payload_bytes;
+        prune_percent(s, ds, all);
+    }
+    /* type rows sorted by self */
+    unsigned nrows = 0;
+    if (ds->types_max > s->rows_cap) {
+        type_row *r = realloc(s->rows, ds->types_max * sizeof *r);
+        if (!r) {
+            rc = -1;
+            goto end;
+        }
+        s->rows = r;
+        s->rows_cap = ds->types_max;
+    }
+    for (uint32_t t = 1; t < ds->types_max; t++)
+        if (ds->types[t].count)
+            s->rows[nrows++] = (type_row){t, ds->types[t]};
+    if (nrows > 64)
+        qsort(s->rows, nrows, sizeof *s->rows, cmp_type_row);
+    else
+        INSERTION_SORT(type_row, s->rows, nrows, cmp_type_row)
+    if (ds->ntop > 64)
+        qsort(ds->top, ds->ntop, sizeof *ds->top, cmp_raw_desc);
+    else
+        INSERTION_SORT(top_raw, ds->top, ds->ntop, cmp_raw_desc)
+    rc = s->o.json ? dump_json(s, d, ds, s->rows, nrows, whole)
+                   : dump_text(s, d, ds, s->rows, nrows, whole);
+    /* fold into the overall totals */
+    s->dumps++;
+    if (sertrace_dump_complete(d))
+        s->complete++;
+    if (d->flags & SERTRACE_DUMPF_UNFINISHED)
+        s->unfinished++;
+    if (d->flags & SERTRACE_DUMPF_END)
+        s->payload_bytes += d->payload_bytes;
+    s->nodes += d->nodes;
+    for (unsigned i = 0; i < ds->ntouched; i++) {
+        unsigned t = ds->touched[i];
+        s->kinds[t].count += ds->kinds[t].count;
+        s->kinds[t].bytes += ds->kinds[t].bytes;
+        s->kinds[t].self += ds->kinds[t].self;
+    }
+    for (unsigned i = 0; i < nrows && rc == 0; i++) {
+        size_t len;
+        const char *name = sertrace_core_type_name(d, s->rows[i].type, &len);
+        rc = add_overall_type(s, name, len, &s->rows[i].st);
+    }
+    if (rc == 0)
+        rc = merge_top(s, d, ds);
+end:
+    recycle_dump_sum(s, ds);
+    if (rc == 0)
+        flush_out(s, false);
+    return rc < 0 || s->failed ? -1 : 0;
+}
+
+/* ---- public ----------------------------------------------------------- */
+
+sertrace_summary *sertrace_summary_create(const sertrace_summary_opts *opts,
+                                          sertrace_summary_write_fn write,
+                                          void *write_ctx)
+{
+    sertrace_summary *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->o = *opts;
+    s->write = write;
+    s->write_ctx = write_ctx;
+    s->top = calloc(s->o.top ? s->o.top : 1, sizeof *s->top);
+    if (!s->top) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void sertrace_summary_visitor(sertrace_summary *s, sertrace_core_visitor *v)
+{
+    memset(v, 0, sizeof *v);
+    v->ctx = s;
+    v->dump_open = v_dump_open;
+    v->node_exit = v_node_exit;
+    v->error = v_error;
+    v->dump_close = v_dump_close;
+}
+
+static int cmp_total(const void *a, const void *b)
+{
+    const type_total *x = *(const type_total *const *)a;
+    const type_total *y = *(const type_total *const *)b;
+    if (x->st.self != y->st.self)
+        return x->st.self < y->st.self ? 1 : -1;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->name, y->name, n);
+    if (c)
+        return c;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+int sertrace_summary_finish(sertrace_summary *s,
+                            const sertrace_core_stats *stats)
+{
+    sertrace_buf *b = &s->out;
+    uint64_t whole = 0;
+    for (unsigned t = 0; t < 256; t++)
+        whole += s->kinds[t].self;
+    type_total **rows = calloc(s->ntypes ? s->ntypes : 1, sizeof *rows);
+    if (!rows)
+        return -1;
+    size_t nrows = 0;
+    for (size_t i = 0; i < s->types_buckets; i++)
+        for (type_total *t = s->types[i]; t; t = t->next)
+            rows[nrows++] = t;
+    qsort(rows, nrows, sizeof *rows, cmp_total);
+    qsort(s->top, s->ntop, sizeof *s->top, cmp_rendered_desc);
+    uint64_t discarded = stats ? stats->discarded_events : 0;
+    uint64_t lost = stats ? stats->lost_batches : 0;
+    int rc = 0;
+    if (s->o.json) {
+        rc = start_json(s);
+        if (rc == 0)
+            rc = sertrace_buf_appendf(
+                b,
+                "\n], \"totals\": {\"dumps\": %llu, \"complete\": %llu, "
+                "\"incomplete\": %llu, \"unfinished\": %llu, "
+                "\"payload_bytes\": %llu, \"nodes\": %llu, "
+                "\"discarded_events\": %llu, \"lost_records_events\": %llu, "
+                "\"by_kind\": ",
+                (unsigned long long)s->dumps, (unsigned long long)s->complete,
+                (unsigned long long)(s->dumps - s->complete),
+                (unsigned long long)s->unfinished,
+                (unsigned long long)s->payload_bytes,
+                (unsigned long long)s->nodes, (unsigned long long)discarded,
+                (unsigned long long)lost);
+        if (rc == 0)
+            rc = put_kinds_json(b, s->kinds, whole);
+        if (rc == 0)
+            rc = buf_lit(b, ", \"by_type\": [");
+        for (size_t i = 0; i < nrows && rc == 0; i++) {
+            rc = put_type_row_json(b, i == 0, rows[i]->name, rows[i]->len,
+                                   &rows[i]->st, whole);
+            if (rc == 0 && b->len >= FLUSH_AT)
+                rc = flush_out(s, false);
+        }
+        if (rc == 0)
+            rc = put_u64_field(b, "], \"types_not_kept\": ", s->types_overflow);
+        if (rc == 0)
+            rc = buf_lit(b, ", \"top\": [");
+        for (unsigned i = 0; i < s->ntop && rc == 0; i++) {
+            rc = i ? buf_lit(b, ", ") : 0;
+            if (rc == 0)
+                rc = put_str(b, s->top[i].str);
+        }
+        if (rc == 0)
+            rc = buf_lit(b, "]}}\n");
+    } else {
+        rc = sertrace_buf_appendf(
+            b,
+            "== overall: %llu dumps, %llu complete, %llu incomplete "
+            "(%llu unfinished); payload %llu B; %llu nodes\n",
+            (unsigned long long)s->dumps, (unsigned long long)s->complete,
+            (unsigned long long)(s->dumps - s->complete),
+            (unsigned long long)s->unfinished,
+            (unsigned long long)s->payload_bytes, (unsigned long long)s->nodes);
+        if (rc == 0 && (discarded || lost))
+            rc = sertrace_buf_appendf(
+                b,
+                "  !! the tracer discarded %llu events; %llu records events "
+                "missing by sequence number: affected dumps are marked "
+                "incomplete\n",
+                (unsigned long long)discarded, (unsigned long long)lost);
+        if (rc == 0 && s->nodes)
+            rc = put_kinds_text(s, b, s->kinds, whole);
+        if (rc == 0 && nrows) {
+            rc = put_table_header(b, "type");
+            for (size_t i = 0; i < nrows && i < 2 * TEXT_TYPES_MAX && rc == 0; i++)
+                rc = put_row(s, b, "", &rows[i]->st, whole, rows[i]->name,
+                             rows[i]->len, true);
+            if (rc == 0 && nrows > 2 * TEXT_TYPES_MAX)
+                rc = sertrace_buf_appendf(b, "    \xe2\x80\xa6 %zu more types\n",
+                                          nrows - 2 * TEXT_TYPES_MAX);
+        }
+        if (rc == 0 && s->ntop) {
+            rc = sertrace_buf_appendf(b, "  top %u largest nodes\n", s->ntop);
+            for (unsigned i = 0; i < s->ntop && rc == 0; i++)
+                rc = sertrace_buf_appendf(b, "    %s\n", s->top[i].str);
+        }
+    }
+    free(rows);
+    if (rc == 0)
+        flush_out(s, true);
+    return rc < 0 || s->failed ? -1 : 0;
+}
+
+void sertrace_summary_destroy(sertrace_summary *s)
+{
+    if (!s)
+        return;
+    for (unsigned i = 0; i < s->ntop; i++)
+        free_rendered(&s->top[i]);
+    free(s->top);
+    while (s->free_list) {
+        dump_sum *next = s->free_list->next_free;
+        free_dump_sum(s->free_list);
+        s->free_list = next;
+    }
+    for (size_t i = 0; i < s->types_buckets; i++) {
+        type_total *t = s->types[i];
+        while (t) {
+            type_total *next = t->next;
+            free(t);
+            t = next;
+        }
+    }
+    free(s->types);
+    free(s->rows);
+    sertrace_buf_free(&s->out);
+    sertrace_buf_free(&s->tmp);
+    sertrace_buf_free(&s->sz);
+    free(s);
+}
+
+int sertrace_parse_oversize(const char *text, uint64_t *bytes, double *percent)
+{
+    *bytes = 0;
+    *percent = 0;
+    size_t n = text ? strlen(text) : 0;
+    if (n == 0)
+        return -1;
+    if (text[n - 1] == '%') {
+        char *end;
+        double p = strtod(text, &end);
+        if (end != text + n - 1 || !(p > 0) || p > 100)
+            return -1;
+        *percent = p;
+        return 0;
+    }
+    return sertrace_parse_size(text, bytes) < 0 || *bytes == 0 ? -1 : 0;
+}

@@ -1,0 +1,62 @@
+/* summary.h -- per-dump and overall aggregates of sertrace trees.
+ *
+ * A core visitor (core.h) that keeps, per live dump, bytes by kind (256
+ * tags) and by type (the dump's type indices), the top-N largest nodes
+ * with a short ancestry, and flagged nodes (oversized, unserializable);
+ * when a dump closes it prints the dump's section and folds the dump into
+ * the overall totals (by kind, by type name, top-N).  Memory: per live
+ * dump O(256 + types + N + max_flags), overall O(distinct type names + N):
+ * nothing grows with the number of events or dumps.
+ *
+ * Output goes through `write` in chunks (64 KiB buffer).  Text output is
+ * for people; JSON output is ONE object, versioned, documented in
+ * analyzers/README.md ({"format": "sertrace-summary", "version": 1, ...}).
+ * Every string from the trace is escaped (format.h).
+ */
+#ifndef SERTRACE_SUMMARY_H
+#define SERTRACE_SUMMARY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core.h"
+
+typedef struct sertrace_summary_opts {
+    bool json;
+    bool exact;               /* sizes in bytes in the text output */
+    unsigned top;             /* top-N largest nodes (default 10) */
+    uint64_t oversize_bytes;  /* 0: no byte threshold */
+    double oversize_percent;  /* 0: none; else share of the dump, 0-100 */
+    unsigned max_flags;       /* flags kept per dump (default 1000) */
+    bool per_dump;            /* print each dump's section (default true) */
+} sertrace_summary_opts;
+
+#define SERTRACE_SUMMARY_OPTS_DEFAULT {false, false, 10, 0, 0.0, 1000, true}
+
+/* Receives output; returns 0 or -1 (write error). */
+typedef int (*sertrace_summary_write_fn)(void *ctx, const char *s, size_t n);
+
+typedef struct sertrace_summary sertrace_summary;
+
+/* NULL when out of memory.  `opts` is copied. */
+sertrace_summary *sertrace_summary_create(const sertrace_summary_opts *opts,
+                                          sertrace_summary_write_fn write,
+                                          void *write_ctx);
+/* The visitor to give sertrace_core_create(). */
+void sertrace_summary_visitor(sertrace_summary *s, sertrace_core_visitor *v);
+/* After sertrace_core_finish(): prints the totals (and closes the JSON
+ * object), flushes.  `stats` may be NULL. */
+int sertrace_summary_finish(sertrace_summary *s,
+                            const sertrace_core_stats *stats);
+void sertrace_summary_destroy(sertrace_summary *s);
+
+/* A fwrite-based write function; ctx is a FILE *. */
+int sertrace_summary_write_file(void *ctx, const char *s, size_t n);
+
+/* Parse an oversize parameter: "65536", "64K", "1.5MiB" (bytes) or "10%"
+ * (share of the dump).  Returns 0, or -1 when malformed. */
+int sertrace_parse_oversize(const char *text, uint64_t *bytes,
+                            double *percent);
+
+#endif /* SERTRACE_SUMMARY_H */

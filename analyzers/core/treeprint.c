@@ -1,0 +1,623 @@
+/* treeprint.c -- per-dump node buffer and dill-style tree printer.
+ *
+ * node_enter appends a record (pre-order), node_exit fills in its size,
+ * flags and the index where its subtree ends; notes and errors hang off
+ * their node in a singly linked list of "extras" whose strings live in a
+ * per-dump arena.  At dump_close the buffer is printed iteratively (see
+ * treeprint.h) and freed.
+ */
+#include "treeprint.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "format.h"
+#include "outbuf.h"
+
+
+#define FLUSH_AT (64u << 10)
+#define NO_EXTRA UINT32_MAX
+
+typedef struct tnode {
+    uint64_t bytes, addr, length;
+    uint32_t type, depth;
+    uint32_t end;        /* index just past its subtree */
+    uint32_t extra_head; /* first note/error, or NO_EXTRA */
+    uint32_t extra_tail;
+    uint16_t flags;
+    uint8_t tag;
+} tnode;
+
+typedef struct extra {
+    uint32_t next;
+    uint32_t a_off, a_len; /* note key / error message */
+    uint32_t b_off, b_len; /* note value / error path */
+    bool is_error;
+} extra;
+
+typedef struct dump_buf {
+    tnode *nodes;
+    uint32_t n, cap;
+    extra *extras;
+    uint32_t nextras, extras_cap;
+    char *arena;
+    size_t arena_len, arena_cap;
+    uint32_t dump_extra_head, dump_extra_tail; /* notes on the dump itself */
+    char *died; /* chain of an unfinished dump */
+    bool overflow; /* more than UINT32_MAX-1 nodes: stopped buffering */
+} dump_buf;
+
+struct sertrace_treeprint {
+    sertrace_treeprint_opts o;
+    sertrace_summary_write_fn write;
+    void *write_ctx;
+    sertrace_buf out;
+    sertrace_buf tmp;
+    uint64_t dumps;
+    int failed;
+    /* print stack, reused across dumps */
+    struct open_entry {
+        uint32_t idx;
+        uint64_t fold_n, fold_bytes;
+        uint64_t deep_n, deep_bytes;
+        bool fold_inexact;
+    } *stack;
+    size_t stack_cap;
+};
+
+static int flush_out(sertrace_treeprint *t, bool force)
+{
+    if (t->out.len && (force || t->out.len >= FLUSH_AT)) {
+        if (t->write(t->write_ctx, t->out.data, t->out.len) < 0)
+            t->failed = -1;
+        sertrace_buf_clear(&t->out);
+    }
+    return t->failed;
+}
+
+static int arena_add(dump_buf *db, const char *s, size_t n, uint32_t *off)
+{
+    if (n > UINT32_MAX || db->arena_len + n > UINT32_MAX)
+        return -1;
+    if (db->arena_len + n > db->arena_cap) {
+        size_t cap = db->arena_cap ? db->arena_cap : 256;
+        while (cap < db->arena_len + n)
+            cap *= 2;
+        char *a = realloc(db->arena, cap);
+        if (!a)
+            return -1;
+        db->arena = a;
+        db->arena_cap = cap;
+    }
+    if (n)
+        memcpy(db->arena + db->arena_len, s, n);
+    *off = (uint32_t)db->arena_len;
+    db->arena_len += n;
+    return 0;
+}
+
+static int add_extra(dump_buf *db, sertrace_node *n, bool is_error,
+                     const char *a, size_t a_len, const char *b, size_t b_len)
+{
+    if (db->nextras == db->extras_cap) {
+        uint32_t cap = db->extras_cap ? db->extras_cap * 2 : 16;
+        extra *e = realloc(db->extras, (size_t)cap * sizeof *e);
+        if (!e)
+            return -1;
+        db->extras = e;
+        db->extras_cap = cap;
+    }
+    extra *e = &db->extras[db->nextras];
+    memset(e, 0, sizeof *e);
+    e->next = NO_EXTRA;
+    e->is_error = is_error;
+    e->a_len = (uint32_t)a_len;
+    e->b_len = (uint32_t)b_len;
+    if (arena_add(db, a, a_len, &e->a_off) < 0 ||
+        arena_add(db, b, b_len, &e->b_off) < 0)
+        return -1;
+    uint32_t *head, *tail;
+    if (n && n->user < db->n) {
+        tnode *tn = &db->nodes[n->user];
+        head = &tn->extra_head;
+        tail = &tn->extra_tail;
+    } else {
+        head = &db->dump_extra_head;
+        tail = &db->dump_extra_tail;
+    }
+    if (*head == NO_EXTRA)
+        *head = db->nextras;
+    else
+        db->extras[*tail].next = db->nextras;
+    *tail = db->nextras;
+    db->nextras++;
+    return 0;
+}
+
+/* ---- visitor ------------------------------------------------------------ */
+
+static int v_dump_open(void *ctx, sertrace_dump_state *d)
+{
+    (void)ctx;
+    dump_buf *db = calloc(1, sizeof *db);
+    if (!db)
+        return -1;
+    db->dump_extra_head = db->dump_extra_tail = NO_EXTRA;
+    d->user = db;
+    return 0;
+}
+
+static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    (void)ctx;
+    dump_buf *db = d->user;
+    if (db->n >= UINT32_MAX - 1) {
+        db->overflow = true;
+        n->user = UINT64_MAX;
+        return 0;
+    }
+    if (db->n == db->cap) {
+        uint32_t cap = db->cap ? db->cap * 2 : 256;
+        if (cap < db->cap)
+            cap = UINT32_MAX;
+        tnode *a = realloc(db->nodes, (size_t)cap * sizeof *a);
+        if (!a)
+            return -1;
+        db->nodes = a;
+        db->cap = cap;
+    }
+    tnode *tn = &db->nodes[db->n];
+    memset(tn, 0, sizeof *tn);
+    tn->tag = n->tag;
+    tn->type = n->type;
+    tn->depth = n->depth;
+    tn->addr = n->addr;
+    tn->length = n->length;
+    tn->extra_head = tn->extra_tail = NO_EXTRA;
+    tn->end = UINT32_MAX;
+    n->user = db->n++;
+    return 0;
+}
+
+static int put_chain(sertrace_buf *b, const sertrace_dump_state *d,
+                     uint32_t depth);
+
+static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    sertrace_treeprint *t = ctx;
+    dump_buf *db = d->user;
+    if (n->user >= db->n)
+        return 0;
+    tnode *tn = &db->nodes[n->user];
+    tn->bytes = n->bytes;
+    tn->flags = n->flags;
+    tn->end = db->n;
+    if ((n->flags & SERTRACE_NODE_UNFINISHED) && !db->died) {
+        sertrace_buf_clear(&t->tmp);
+        if (put_chain(&t->tmp, d, n->depth) < 0)
+            return -1;
+        db->died = strdup(t->tmp.data ? t->tmp.data : "");
+        if (!db->died)
+            return -1;
+    }
+    return 0;
+}
+
+static int v_note(void *ctx, sertrace_dump_state *d, sertrace_node *n,
+                  const char *key, size_t key_len, const char *value,
+                  size_t value_len)
+{
+    (void)ctx;
+    return add_extra(d->user, n, false, key, key_len, value, value_len);
+}
+
+static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n,
+                   uint8_t tag, uint32_t type, const char *msg, size_t msg_len,
+                   const char *path, size_t path_len)
+{
+    (void)ctx;
+    (void)tag;
+    (void)type;
+    return add_extra(d->user, n, true, msg, msg_len, path, path_len);
+}
+
+/* ---- printing ------------------------------------------------------------ */
+
+static int bars(sertrace_buf *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (buf_lit(b, "\xe2\x94\x82") < 0) /* "│" */
+            return -1;
+    return 0;
+}
+
+/* "TAG name › TAG name ..." of the open chain stack[0 .. depth-1], raw
+ * (escaped when printed). */
+static int put_chain(sertrace_buf *b, const sertrace_dump_state *d,
+                     uint32_t depth)
+{
+    uint32_t skip_from = depth > 16 ? 2 : depth + 1;
+    uint32_t skip_to = depth > 16 ? depth - 13 : 0;
+    for (uint32_t i = 1; i <= depth; i++) {
+        if (i >= skip_from && i <= skip_to) {
+            if (i == skip_from &&
+                sertrace_buf_appendf(b, " \xe2\x80\xba \xe2\x80\xa6 (%u levels)",
+                                     skip_to - skip_from + 1) < 0)
+                return -1;
+            continue;
+        }
+        const sertrace_node *a = &d->stack[i - 1];
+        char tmp[8];
+        size_t len;
+        const char *name = sertrace_core_type_name(d, a->type, &len);
+        if (sertrace_buf_appendf(b, "%s%s ", i > 1 ? " \xe2\x80\xba " : "",
+                                 sertrace_tag_text(a->tag, tmp)) < 0 ||
+            sertrace_buf_append(b, name ? name : "?", name ? len : 1) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+
+static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
+                      const dump_buf *db)
+{
+    sertrace_buf *b = &t->out;
+    int rc = buf_lit(b, "\xe2\x94\x80\xe2\x94\x80 dump ") || put_u64(b, d->dump_id) ||
+                     buf_lit(b, " \xc2\xb7 pid ") || put_i64(b, d->pid) ||
+                     buf_lit(b, " \xc2\xb7 tid ") || put_i64(b, d->tid) ||
+                     buf_lit(b, " \xc2\xb7 ") || put_time(b, d->ts_begin) ||
+                     buf_lit(b, " \xc2\xb7 ")
+                 ? -1
+                 : 0;
+    if (rc == 0)
+        rc = d->serializer_len
+                 ? sertrace_fmt_escape(b, d->serializer, d->serializer_len)
+                 : buf_lit(b, "?");
+    if (rc == 0)
+        rc = buf_lit(b, " protocol ") || put_i64(b, d->protocol) ||
+                     buf_lit(b, " \xc2\xb7 payload ")
+                 ? -1
+                 : 0;
+    if (rc == 0) {
+        if (d->flags & SERTRACE_DUMPF_END) {
+            rc = sertrace_fmt_size(b, d->payload_bytes, t->o.exact);
+            if (rc == 0 && !t->o.exact && d->payload_bytes >= 1024)
+                rc = buf_lit(b, " (") || put_u64(b, d->payload_bytes) ||
+                             buf_lit(b, " B)")
+                         ? -1
+                         : 0;
+        } else {
+            rc = buf_lit(b, "unknown \xe2\x89\xa5 ");
+            if (rc == 0)
+                rc = sertrace_fmt_size(b, d->max_pos, t->o.exact);
+        }
+    }
+    if (rc == 0 && (d->flags & SERTRACE_DUMPF_STATUS_ERROR))
+        rc = buf_lit(b, " \xc2\xb7 status error");
+    if (rc == 0 && !sertrace_dump_complete(d)) {
+        rc = buf_lit(b, "  !! INCOMPLETE:");
+        const char *sep = " ";
+#define LOSS_(cond, ...)                                                       \
+    if (rc == 0 && (cond)) {                                                   \
+        rc = sertrace_buf_appendf(b, "%s", sep);                               \
+        if (rc == 0)                                                           \
+            rc = sertrace_buf_appendf(b, __VA_ARGS__);                         \
+        sep = "; ";                                                            \
+    }
+        LOSS_(d->flags & SERTRACE_DUMPF_UNFINISHED, "UNFINISHED (no dump_end)")
+        LOSS_(!(d->flags & SERTRACE_DUMPF_BEGIN), "dump_begin missing")
+        LOSS_(d->lost_batches, "%llu records events lost",
+              (unsigned long long)d->lost_batches)
+        LOSS_(d->discarded, "%llu events discarded by the tracer",
+              (unsigned long long)d->discarded)
+        LOSS_(d->malformed, "%llu malformed batches",
+              (unsigned long long)d->malformed)
+        LOSS_(d->orphan_exits, "%llu exits without enter",
+              (unsigned long long)d->orphan_exits)
+        LOSS_(d->lost_exits, "%llu exits lost",
+              (unsigned long long)d->lost_exits)
+        LOSS_(d->lost_enters, "%llu enters lost",
+              (unsigned long long)d->lost_enters)
+        LOSS_(d->nodes == 0, "no node recorded")
+#undef LOSS_
+        if (rc == 0)
+            rc = buf_lit(b, "; sizes marked \xe2\x89\xa5 are lower bounds");
+    }
+    if (rc == 0)
+        rc = buf_lit(b, "\n");
+    if (rc == 0 && db->died) {
+        rc = buf_lit(b, "!! died in: ");
+        if (rc == 0)
+            rc = sertrace_fmt_escape(b, db->died, strlen(db->died));
+        if (rc == 0)
+            rc = buf_lit(b, "\n");
+    }
+    if (rc == 0 && db->overflow)
+        rc = buf_lit(b, "!! too many nodes: tree truncated\n");
+    return rc;
+}
+
+static int put_extras(sertrace_treeprint *t, const dump_buf *db, uint32_t head,
+                      uint32_t depth, const sertrace_dump_state *d,
+                      const tnode *tn)
+{
+    int rc = 0;
+    for (uint32_t i = head; i != NO_EXTRA && rc == 0; i = db->extras[i].next) {
+        const extra *e = &db->extras[i];
+        const char *a = db->arena + e->a_off, *bb = db->arena + e->b_off;
+        if (!e->is_error) {
+            rc = sertrace_fmt_note(&t->out, depth, a, e->a_len, bb, e->b_len);
+            continue;
+        }
+        sertrace_buf *m = &t->tmp;
+        sertrace_buf_clear(m);
+        rc = buf_lit(m, "UNSERIALIZABLE");
+        if (rc == 0 && tn) {
+            char tmp[8];
+            size_t len;
+            const char *name = sertrace_core_type_name(d, tn->type, &len);
+            rc = sertrace_buf_appendf(m, " %s ", sertrace_tag_text(tn->tag, tmp));
+            if (rc == 0)
+                rc = sertrace_buf_append(m, name ? name : "?", name ? len : 1);
+        }
+        if (rc == 0 && e->a_len) {
+            rc = buf_lit(m, ": ");
+            if (rc == 0)
+                rc = sertrace_buf_append(m, a, e->a_len);
+        }
+        if (rc == 0 && e->b_len) {
+            rc = buf_lit(m, " at ");
+            if (rc == 0)
+                rc = sertrace_buf_append(m, bb, e->b_len);
+        }
+        if (rc == 0)
+            rc = sertrace_fmt_flag_line(&t->out, depth, m->data, m->len);
+    }
+    return rc;
+}
+
+static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
+                    const tnode *tn, uint64_t oversize)
+{
+    sertrace_buf *b = &t->out;
+    sertrace_buf *f = &t->tmp;
+    sertrace_node probe = {0};
+    probe.flags = tn->flags;
+    bool exact = sertrace_node_bytes_exact(&probe);
+    int rc = 0;
+    sertrace_buf_clear(f);
+    if (tn->end == UINT32_MAX)
+        rc = buf_lit(f, "?? never closed");
+    if (rc == 0 && oversize && tn->bytes >= oversize) {
+        rc = buf_lit(f, "!! OVERSIZED (\xe2\x89\xa5 ");
+        if (rc == 0)
+            rc = sertrace_fmt_size(f, oversize, t->o.exact);
+        if (rc == 0)
+            rc = buf_lit(f, ")");
+    }
+    if (rc == 0 && (tn->flags & SERTRACE_NODE_UNFINISHED))
+        rc = sertrace_buf_appendf(f, "%s!! UNFINISHED", f->len ? " " : "");
+    if (rc == 0 && (tn->flags & SERTRACE_NODE_FAILED))
+        rc = sertrace_buf_appendf(f, "%s!! FAILED inside", f->len ? " " : "");
+    if (rc == 0 && (tn->flags & SERTRACE_NODE_ERROR))
+        rc = sertrace_buf_appendf(f, "%s!! UNSERIALIZABLE", f->len ? " " : "");
+    if (rc == 0 && (tn->flags & SERTRACE_NODE_NO_EXIT))
+        rc = sertrace_buf_appendf(f, "%s?? exit lost", f->len ? " " : "");
+    if (rc == 0 && (tn->flags & SERTRACE_NODE_NO_ENTER))
+        rc = sertrace_buf_appendf(f, "%s?? enter lost", f->len ? " " : "");
+    if (rc == 0 && (tn->flags & SERTRACE_NODE_PARTIAL))
+        rc = sertrace_buf_appendf(f, "%s?? records lost inside", f->len ? " " : "");
+    if (rc == 0 && (tn->flags & SERTRACE_NODE_MALFORMED))
+        rc = sertrace_buf_appendf(f, "%s?? malformed positions", f->len ? " " : "");
+    if (rc < 0)
+        return -1;
+    (void)d;
+    if (exact)
+        return sertrace_fmt_exit(b, tn->depth, tn->tag, tn->bytes, t->o.exact,
+                                 f->data);
+    char tmp[8];
+    rc = bars(b, tn->depth >= 1 ? tn->depth - 1 : 0);
+    if (rc == 0)
+        rc = sertrace_buf_appendf(b, "\xe2\x94\x94 # %s [\xe2\x89\xa5 ",
+                                  sertrace_tag_text(tn->tag, tmp));
+    if (rc == 0)
+        rc = sertrace_fmt_size(b, tn->bytes, t->o.exact);
+    if (rc == 0)
+        rc = buf_lit(b, "]");
+    if (rc == 0 && f->len) {
+        rc = buf_lit(b, "  ");
+        if (rc == 0)
+            rc = sertrace_buf_append(b, f->data, f->len);
+    }
+    if (rc == 0)
+        rc = buf_lit(b, "\n");
+    return rc;
+}
+
+static int put_folds(sertrace_treeprint *t, const struct open_entry *e,
+                     uint32_t child_depth)
+{
+    sertrace_buf *b = &t->out;
+    int rc = 0;
+    uint32_t nbars = child_depth >= 2 ? child_depth - 2 : 0;
+    if (e->fold_n) {
+        rc = bars(b, nbars);
+        if (rc == 0)
+            rc = sertrace_buf_appendf(b, "\xe2\x94\x9c \xe2\x80\xa6 %llu more, %s",
+                                      (unsigned long long)e->fold_n,
+                                      e->fold_inexact ? "\xe2\x89\xa5 " : "");
+        if (rc == 0)
+            rc = sertrace_fmt_size(b, e->fold_bytes, t->o.exact);
+        if (rc == 0)
+            rc = buf_lit(b, "\n");
+    }
+    if (rc == 0 && e->deep_n) {
+        rc = bars(b, nbars);
+        if (rc == 0)
+            rc = sertrace_buf_appendf(b, "\xe2\x94\x9c \xe2\x80\xa6 %llu nodes below max-depth, ",
+                                      (unsigned long long)e->deep_n);
+        if (rc == 0)
+            rc = sertrace_fmt_size(b, e->deep_bytes, t->o.exact);
+        if (rc == 0)
+            rc = buf_lit(b, "\n");
+    }
+    return rc;
+}
+
+static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
+                      dump_buf *db)
+{
+    int rc = put_header(t, d, db);
+    if (rc == 0)
+        rc = put_extras(t, db, db->dump_extra_head, 0, d, NULL);
+    uint64_t whole = (d->flags & SERTRACE_DUMPF_END) ? d->payload_bytes
+                                                     : d->max_pos;
+    uint64_t oversize = t->o.oversize_bytes;
+    if (t->o.oversize_percent > 0) {
+        uint64_t p = (uint64_t)(t->o.oversize_percent / 100.0 * (double)whole);
+        oversize = p ? p : 1;
+    }
+    size_t sp = 0;
+    uint32_t i = 0;
+    while (i < db->n && rc == 0) {
+        tnode *tn = &db->nodes[i];
+        while (sp > 0 && db->nodes[t->stack[sp - 1].idx].depth >= tn->depth &&
+               rc == 0) {
+            struct open_entry *e = &t->stack[--sp];
+            const tnode *on = &db->nodes[e->idx];
+            rc = put_folds(t, e, on->depth + 1);
+            if (rc == 0)
+                rc = put_exit(t, d, on, oversize);
+            if (rc == 0)
+                rc = flush_out(t, false);
+        }
+        if (rc < 0)
+            break;
+        uint32_t end = tn->end == UINT32_MAX || tn->end <= i ? i + 1 : tn->end;
+        if (sp > 0 && t->o.max_depth && tn->depth > t->o.max_depth) {
+            t->stack[sp - 1].deep_n += end - i;
+            t->stack[sp - 1].deep_bytes += tn->bytes;
+            i = end;
+            continue;
+        }
+        if (sp > 0 && t->o.min_size && tn->bytes < t->o.min_size) {
+            sertrace_node probe = {0};
+            probe.flags = tn->flags;
+            if (!sertrace_node_bytes_exact(&probe))
+                t->stack[sp - 1].fold_inexact = true;
+            t->stack[sp - 1].fold_n++;
+            t->stack[sp - 1].fold_bytes += tn->bytes;
+            i = end;
+            continue;
+        }
+        size_t len;
+        const char *name = sertrace_core_type_name(d, tn->type, &len);
+        rc = sertrace_fmt_enter(&t->out, tn->depth, tn->tag, name, len,
+                                tn->addr, tn->length);
+        if (rc == 0)
+            rc = put_extras(t, db, tn->extra_head, tn->depth, d, tn);
+        if (rc < 0)
+            break;
+        if (sp == t->stack_cap) {
+            size_t cap = t->stack_cap ? t->stack_cap * 2 : 64;
+            struct open_entry *s = realloc(t->stack, cap * sizeof *s);
+            if (!s) {
+                rc = -1;
+                break;
+            }
+            t->stack = s;
+            t->stack_cap = cap;
+        }
+        t->stack[sp++] = (struct open_entry){i, 0, 0, 0, 0, false};
+        i++;
+    }
+    while (sp > 0 && rc == 0) {
+        struct open_entry *e = &t->stack[--sp];
+        const tnode *on = &db->nodes[e->idx];
+        rc = put_folds(t, e, on->depth + 1);
+        if (rc == 0)
+            rc = put_exit(t, d, on, oversize);
+        if (rc == 0)
+            rc = flush_out(t, false);
+    }
+    return rc;
+}
+
+static void free_dump_buf(dump_buf *db)
+{
+    free(db->nodes);
+    free(db->extras);
+    free(db->arena);
+    free(db->died);
+    free(db);
+}
+
+static int v_dump_close(void *ctx, sertrace_dump_state *d)
+{
+    sertrace_treeprint *t = ctx;
+    dump_buf *db = d->user;
+    d->user = NULL;
+    if (!db)
+        return 0;
+    int rc = print_dump(t, d, db);
+    free_dump_buf(db);
+    t->dumps++;
+    if (rc == 0)
+        flush_out(t, false);
+    return rc < 0 || t->failed ? -1 : 0;
+}
+
+/* ---- public ----------------------------------------------------------- */
+
+sertrace_treeprint *sertrace_treeprint_create(const sertrace_treeprint_opts *opts,
+                                              sertrace_summary_write_fn write,
+                                              void *write_ctx)
+{
+    sertrace_treeprint *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->o = *opts;
+    t->write = write;
+    t->write_ctx = write_ctx;
+    return t;
+}
+
+void sertrace_treeprint_visitor(sertrace_treeprint *t, sertrace_core_visitor *v)
+{
+    memset(v, 0, sizeof *v);
+    v->ctx = t;
+    v->dump_open = v_dump_open;
+    v->node_enter = v_node_enter;
+    v->node_exit = v_node_exit;
+    v->note = v_note;
+    v->error = v_error;
+    v->dump_close = v_dump_close;
+}
+
+int sertrace_treeprint_finish(sertrace_treeprint *t,
+                              const sertrace_core_stats *stats)
+{
+    int rc = 0;
+    if (stats && (stats->discarded_events || stats->lost_batches))
+        rc = sertrace_buf_appendf(
+            &t->out,
+            "!! the tracer discarded %llu events; %llu records events missing "
+            "by sequence number; affected dumps are marked INCOMPLETE\n",
+            (unsigned long long)stats->discarded_events,
+            (unsigned long long)stats->lost_batches);
+    if (rc == 0)
+        flush_out(t, true);
+    return rc < 0 || t->failed ? -1 : 0;
+}
+
+void sertrace_treeprint_destroy(sertrace_treeprint *t)
+{
+    if (!t)
+        return;
+    sertrace_buf_free(&t->out);
+    sertrace_buf_free(&t->tmp);
+    free(t->stack);
+    free(t);
+}

@@ -1,0 +1,784 @@
+/* plugin.c -- the babeltrace2 plugin `sertrace`: sink.sertrace.tree and
+ * sink.sertrace.summary.
+ *
+ * Both sinks are the same thin adapter: they pull messages from their
+ * input port, decode the three sertrace events (schema.h) into plain
+ * values and feed the tree core (analyzers/core), whose visitor is either
+ * the tree printer or the summary.  Shape follows babeltrace2's own sinks
+ * and /work/shared notes: MIP 0, the iterator is created in
+ * graph_is_configured, AGAIN is passed through (live), every message is
+ * put.  Member indices, field kinds and the vpid/vtid positions are
+ * looked up once per event class and cached (a small pointer-keyed hash),
+ * so the per-event path does no lookup by name and no allocation (the
+ * records copy buffer only grows).
+ *
+ * Parameters are declared in one table per component class; unknown
+ * parameters and wrong types are errors naming the parameter.
+ */
+#include <babeltrace2/babeltrace.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "format.h"
+#include "sertrace/schema.h"
+#include "summary.h"
+#include "treeprint.h"
+
+BT_PLUGIN_MODULE();
+BT_PLUGIN(sertrace);
+BT_PLUGIN_DESCRIPTION("sertrace: size trees of serializer dumps recorded with LTTng");
+BT_PLUGIN_AUTHOR("sertrace authors");
+BT_PLUGIN_LICENSE("MIT");
+
+/* ---- per-event-class cache ---------------------------------------------- */
+
+enum ev_kind { EV_OTHER = 0, EV_BEGIN, EV_RECORDS, EV_END };
+
+#define NO_INDEX UINT64_MAX
+
+typedef struct ec_info {
+    const bt_event_class *ec; /* key (borrowed; lives as long as the trace) */
+    enum ev_kind kind;
+    bool complete; /* every needed field found with the right type */
+    uint64_t i_dump_id, i_serializer, i_protocol, i_seq, i_records, i_bytes,
+        i_status;
+    bool protocol_signed, status_signed;
+    uint64_t i_vpid, i_vtid; /* in the common context */
+    bool vpid_signed, vtid_signed;
+} ec_info;
+
+typedef struct ec_cache {
+    ec_info *slots;
+    size_t cap; /* power of two */
+    size_t used;
+} ec_cache;
+
+/* ---- component state --------------------------------------------------- */
+
+enum sink_kind { SINK_TREE, SINK_SUMMARY };
+
+typedef struct sink {
+    enum sink_kind kind;
+    bt_self_component *self;
+    bt_message_iterator *it;
+    sertrace_core *core;
+    sertrace_summary *summary;
+    sertrace_treeprint *tree;
+    FILE *out;
+    bool own_out;
+    bool finished;
+    ec_cache cache;
+    uint8_t *rec;
+    size_t rec_cap;
+    uint64_t unreadable;
+} sink;
+
+/* ---- parameters ---------------------------------------------------------- */
+
+enum param_type { P_UINT, P_SIZE, P_OVERSIZE, P_BOOL, P_STRING, P_FORMAT };
+
+typedef struct param_def {
+    const char *name;
+    enum param_type type;
+    unsigned sinks; /* bit per sink_kind */
+    const char *help;
+} param_def;
+
+#define FOR_TREE (1u << SINK_TREE)
+#define FOR_SUMMARY (1u << SINK_SUMMARY)
+#define FOR_BOTH (FOR_TREE | FOR_SUMMARY)
+
+static const param_def params_table[] = {
+    {"oversize", P_OVERSIZE, FOR_BOTH,
+     "flag nodes at least this big: bytes (integer), a size (\"64K\"), or "
+     "a share of the dump (\"10%\")"},
+    {"max-depth", P_UINT, FOR_TREE, "fold nodes deeper than this (0: all)"},
+    {"min-size", P_SIZE, FOR_TREE,
+     "fold siblings smaller than this into one line (bytes or \"1K\")"},
+    {"exact", P_BOOL, FOR_BOTH, "sizes in bytes"},
+    {"output", P_STRING, FOR_BOTH, "write to this file (default stdout)"},
+    {"top", P_UINT, FOR_SUMMARY, "number of largest nodes kept (default 10)"},
+    {"format", P_FORMAT, FOR_SUMMARY, "\"text\" (default) or \"json\""},
+    {"max-flags", P_UINT, FOR_SUMMARY, "flags kept per dump (default 1000)"},
+    {"per-dump", P_BOOL, FOR_SUMMARY,
+     "text: print each dump's section (default true)"},
+};
+
+typedef struct parsed_params {
+    uint64_t oversize_bytes;
+    double oversize_percent;
+    uint64_t max_depth, min_size, top, max_flags;
+    bool exact, json, per_dump;
+    const char *output;
+} parsed_params;
+
+#define ERR(self, ...)                                                         \
+    BT_CURRENT_THREAD_ERROR_APPEND_CAUSE_FROM_COMPONENT(self, __VA_ARGS__)
+
+static const char *value_type_name(const bt_value *v)
+{
+    switch (bt_value_get_type(v)) {
+    case BT_VALUE_TYPE_NULL: return "null";
+    case BT_VALUE_TYPE_BOOL: return "bool";
+    case BT_VALUE_TYPE_UNSIGNED_INTEGER: return "unsigned integer";
+    case BT_VALUE_TYPE_SIGNED_INTEGER: return "signed integer";
+    case BT_VALUE_TYPE_REAL: return "real";
+    case BT_VALUE_TYPE_STRING: return "string";
+    case BT_VALUE_TYPE_ARRAY: return "array";
+    case BT_VALUE_TYPE_MAP: return "map";
+    default: return "unknown";
+    }
+}
+
+/* A non-negative integer, signed or unsigned. */
+static int get_uint(const bt_value *v, uint64_t *out)
+{
+    if (bt_value_is_unsigned_integer(v)) {
+        *out = bt_value_integer_unsigned_get(v);
+        return 0;
+    }
+    if (bt_value_is_signed_integer(v)) {
+        int64_t s = bt_value_integer_signed_get(v);
+        if (s < 0)
+            return -1;
+        *out = (uint64_t)s;
+        return 0;
+    }
+    return -1;
+}
+
+typedef struct parse_ctx {
+    enum sink_kind kind;
+    parsed_params *p;
+    int failed;
+    char msg[512]; /* the first problem, reported after the iteration */
+} parse_ctx;
+
+/* Inside parse_one: remember the first problem (an error cause may not be
+ * appended from inside bt_value_map_foreach_entry_const()). */
+#define PERR(...)                                                              \
+    do {                                                                       \
+        if (!pc->failed)                                                       \
+            snprintf(pc->msg, sizeof pc->msg, __VA_ARGS__);                    \
+    } while (0)
+
+static bt_value_map_foreach_entry_const_func_status
+parse_one(const char *key, const bt_value *v, void *data)
+{
+    parse_ctx *pc = data;
+    const param_def *def = NULL;
+    for (size_t i = 0; i < sizeof params_table / sizeof *params_table; i++)
+        if (strcmp(params_table[i].name, key) == 0 &&
+            (params_table[i].sinks & (1u << pc->kind)))
+            def = &params_table[i];
+    if (!def) {
+        PERR("unknown parameter `%s` (known: %s)", key,
+            pc->kind == SINK_TREE
+                ? "oversize, max-depth, min-size, exact, output"
+                : "oversize, top, format, exact, output, max-flags, per-dump");
+        goto bad;
+    }
+    parsed_params *p = pc->p;
+    uint64_t u;
+    switch (def->type) {
+    case P_UINT:
+        if (get_uint(v, &u) < 0) {
+            PERR("parameter `%s`: expected a non-negative integer, got a %s",
+                key, value_type_name(v));
+            goto bad;
+        }
+        if (strcmp(key, "max-depth") == 0) {
+            if (u > UINT32_MAX) {
+                PERR("parameter `%s`: %" PRIu64 " is too large", key, u);
+                goto bad;
+            }
+            p->max_depth = u;
+        } else if (strcmp(key, "top") == 0) {
+            if (u > 100000) {
+                PERR("parameter `%s`: at most 100000", key);
+                goto bad;
+            }
+            p->top = u;
+        } else {
+            if (u > 1000000) {
+                PERR("parameter `%s`: at most 1000000", key);
+                goto bad;
+            }
+            p->max_flags = u;
+        }
+        break;
+    case P_SIZE:
+        if (bt_value_is_string(v)) {
+            if (sertrace_parse_size(bt_value_string_get(v), &u) < 0) {
+                PERR("parameter `%s`: `%s` is not a size (e.g. 512, \"64K\")",
+                    key, bt_value_string_get(v));
+                goto bad;
+            }
+        } else if (get_uint(v, &u) < 0) {
+            PERR("parameter `%s`: expected a size (integer or string), got a %s",
+                key, value_type_name(v));
+            goto bad;
+        }
+        p->min_size = u;
+        break;
+    case P_OVERSIZE:
+        if (bt_value_is_string(v)) {
+            if (sertrace_parse_oversize(bt_value_string_get(v), &p->oversize_bytes,
+                                        &p->oversize_percent) < 0) {
+                PERR("parameter `%s`: `%s` is neither a size (\"64K\") nor a "
+                          "percentage (\"10%%\")",
+                    key, bt_value_string_get(v));
+                goto bad;
+            }
+        } else if (get_uint(v, &u) < 0 || u == 0) {
+            PERR("parameter `%s`: expected a positive integer (bytes) or a "
+                      "string such as \"64K\" or \"10%%\", got a %s",
+                key, value_type_name(v));
+            goto bad;
+        } else {
+            p->oversize_bytes = u;
+            p->oversize_percent = 0;
+        }
+        break;
+    case P_BOOL:
+        if (!bt_value_is_bool(v)) {
+            PERR("parameter `%s`: expected a boolean, got a %s", key,
+                value_type_name(v));
+            goto bad;
+        }
+        if (strcmp(key, "exact") == 0)
+            p->exact = bt_value_bool_get(v);
+        else
+            p->per_dump = bt_value_bool_get(v);
+        break;
+    case P_STRING:
+        if (!bt_value_is_string(v) || !*bt_value_string_get(v)) {
+            PERR("parameter `%s`: expected a non-empty string, got a %s", key,
+                value_type_name(v));
+            goto bad;
+        }
+        p->output = bt_value_string_get(v);
+        break;
+    case P_FORMAT:
+        if (!bt_value_is_string(v) || (strcmp(bt_value_string_get(v), "text") &&
+                                        strcmp(bt_value_string_get(v), "json"))) {
+            PERR("parameter `%s`: expected \"text\" or \"json\"", key);
+            goto bad;
+        }
+        p->json = strcmp(bt_value_string_get(v), "json") == 0;
+        break;
+    }
+    return BT_VALUE_MAP_FOREACH_ENTRY_CONST_FUNC_STATUS_OK;
+bad:
+    pc->failed = 1;
+    return BT_VALUE_MAP_FOREACH_ENTRY_CONST_FUNC_STATUS_OK;
+}
+
+/* ---- component lifecycle --------------------------------------------------- */
+
+static int write_out(void *ctx, const char *s, size_t n)
+{
+    return sertrace_summary_write_file(ctx, s, n);
+}
+
+static void sink_free(sink *s)
+{
+    if (!s)
+        return;
+    bt_message_iterator_put_ref(s->it);
+    sertrace_core_destroy(s->core);
+    sertrace_summary_destroy(s->summary);
+    sertrace_treeprint_destroy(s->tree);
+    if (s->out) {
+        if (s->own_out)
+            fclose(s->out);
+        else
+            fflush(s->out);
+    }
+    free(s->cache.slots);
+    free(s->rec);
+    free(s);
+}
+
+static bt_component_class_initialize_method_status
+sink_init(bt_self_component_sink *self_sink, const bt_value *params,
+          enum sink_kind kind)
+{
+    bt_self_component *self = bt_self_component_sink_as_self_component(self_sink);
+    sink *s = calloc(1, sizeof *s);
+    parsed_params p = {0};
+    p.top = 10;
+    p.max_flags = 1000;
+    p.per_dump = true;
+    if (!s)
+        goto memory;
+    s->kind = kind;
+    s->self = self;
+    if (params && !bt_value_is_map(params)) {
+        ERR(self, "parameters must be a map");
+        goto error;
+    }
+    if (params) {
+        parse_ctx pc = {kind, &p, 0, ""};
+        bt_value_map_foreach_entry_const(params, parse_one, &pc);
+        if (pc.failed) {
+            ERR(self, "%s", pc.msg);
+            goto error;
+        }
+    }
+    if (p.output) {
+        s->out = fopen(p.output, "w");
+        if (!s->out) {
+            ERR(self, "parameter `output`: cannot open `%s`: %s", p.output,
+                strerror(errno));
+            goto error;
+        }
+        s->own_out = true;
+        setvbuf(s->out, NULL, _IOFBF, 1 << 16);
+    } else {
+        s->out = stdout;
+    }
+    sertrace_core_visitor v;
+    if (kind == SINK_SUMMARY) {
+        sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+        o.json = p.json;
+        o.exact = p.exact;
+        o.top = (unsigned)p.top;
+        o.oversize_bytes = p.oversize_bytes;
+        o.oversize_percent = p.oversize_percent;
+        o.max_flags = (unsigned)p.max_flags;
+        o.per_dump = p.per_dump;
+        s->summary = sertrace_summary_create(&o, write_out, s->out);
+        if (!s->summary)
+            goto memory;
+        sertrace_summary_visitor(s->summary, &v);
+    } else {
+        sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+        o.oversize_bytes = p.oversize_bytes;
+        o.oversize_percent = p.oversize_percent;
+        o.max_depth = (uint32_t)p.max_depth;
+        o.min_size = p.min_size;
+        o.exact = p.exact;
+        s->tree = sertrace_treeprint_create(&o, write_out, s->out);
+        if (!s->tree)
+            goto memory;
+        sertrace_treeprint_visitor(s->tree, &v);
+    }
+    s->core = sertrace_core_create(&v);
+    if (!s->core)
+        goto memory;
+    if (bt_self_component_sink_add_input_port(self_sink, "in", NULL, NULL) !=
+        BT_SELF_COMPONENT_ADD_PORT_STATUS_OK)
+        goto memory;
+    bt_self_component_set_data(self, s);
+    return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_OK;
+memory:
+    sink_free(s);
+    return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_MEMORY_ERROR;
+error:
+    sink_free(s);
+    return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_ERROR;
+}
+
+static bt_component_class_initialize_method_status
+tree_init(bt_self_component_sink *self, bt_self_component_sink_configuration *cfg,
+          const bt_value *params, void *init_data)
+{
+    (void)cfg;
+    (void)init_data;
+    return sink_init(self, params, SINK_TREE);
+}
+
+static bt_component_class_initialize_method_status
+summary_init(bt_self_component_sink *self,
+             bt_self_component_sink_configuration *cfg, const bt_value *params,
+             void *init_data)
+{
+    (void)cfg;
+    (void)init_data;
+    return sink_init(self, params, SINK_SUMMARY);
+}
+
+static void sink_finalize(bt_self_component_sink *self_sink)
+{
+    sink *s = bt_self_component_get_data(
+        bt_self_component_sink_as_self_component(self_sink));
+    sink_free(s);
+}
+
+static bt_component_class_sink_graph_is_configured_method_status
+sink_graph_is_configured(bt_self_component_sink *self_sink)
+{
+    bt_self_component *self = bt_self_component_sink_as_self_component(self_sink);
+    sink *s = bt_self_component_get_data(self);
+    bt_self_component_port_input *port =
+        bt_self_component_sink_borrow_input_port_by_name(self_sink, "in");
+    if (bt_message_iterator_create_from_sink_component(self_sink, port, &s->it) !=
+        BT_MESSAGE_ITERATOR_CREATE_FROM_SINK_COMPONENT_STATUS_OK) {
+        ERR(self, "cannot create the input message iterator");
+        return BT_COMPONENT_CLASS_SINK_GRAPH_IS_CONFIGURED_METHOD_STATUS_ERROR;
+    }
+    return BT_COMPONENT_CLASS_SINK_GRAPH_IS_CONFIGURED_METHOD_STATUS_OK;
+}
+
+/* ---- event decoding ------------------------------------------------------- */
+
+static size_t ptr_hash(const void *p)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 17);
+}
+
+/* Index of member `name` in struct class `fc` with an acceptable class:
+ * `want` 'u' unsigned integer/enum, 's' any integer, 'S' string,
+ * 'A' dynamic array of unsigned integers.  NO_INDEX when absent or of
+ * another class. */
+static uint64_t member_index(const bt_field_class *fc, const char *name,
+                             char want, bool *is_signed)
+{
+    if (!fc || bt_field_class_get_type(fc) != BT_FIELD_CLASS_TYPE_STRUCTURE)
+        return NO_INDEX;
+    uint64_t n = bt_field_class_structure_get_member_count(fc);
+    for (uint64_t i = 0; i < n; i++) {
+        const bt_field_class_structure_member *m =
+            bt_field_class_structure_borrow_member_by_index_const(fc, i);
+        if (strcmp(bt_field_class_structure_member_get_name(m), name) != 0)
+            continue;
+        const bt_field_class *mfc =
+            bt_field_class_structure_member_borrow_field_class_const(m);
+        bt_field_class_type t = bt_field_class_get_type(mfc);
+        bool u = bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER);
+        bool sg = bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER);
+        if (is_signed)
+            *is_signed = sg;
+        switch (want) {
+        case 'u':
+            return u ? i : NO_INDEX;
+        case 's':
+            return u || sg ? i : NO_INDEX;
+        case 'S':
+            return t == BT_FIELD_CLASS_TYPE_STRING ? i : NO_INDEX;
+        case 'A':
+            if (!bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_DYNAMIC_ARRAY))
+                return NO_INDEX;
+            t = bt_field_class_get_type(
+                bt_field_class_array_borrow_element_field_class_const(mfc));
+            return bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER)
+                       ? i
+                       : NO_INDEX;
+        }
+    }
+    return NO_INDEX;
+}
+
+static void fill_info(ec_info *e, const bt_event_class *ec)
+{
+    memset(e, 0, sizeof *e);
+    e->ec = ec;
+    const char *name = bt_event_class_get_name(ec);
+    if (!name)
+        name = "";
+    if (strcmp(name, SERTRACE_EVENT_DUMP_BEGIN) == 0)
+        e->kind = EV_BEGIN;
+    else if (strcmp(name, SERTRACE_EVENT_RECORDS) == 0)
+        e->kind = EV_RECORDS;
+    else if (strcmp(name, SERTRACE_EVENT_DUMP_END) == 0)
+        e->kind = EV_END;
+    else
+        e->kind = EV_OTHER;
+    const bt_field_class *pfc = bt_event_class_borrow_payload_field_class_const(ec);
+    e->i_dump_id = member_index(pfc, SERTRACE_FIELD_DUMP_ID, 'u', NULL);
+    e->i_serializer = member_index(pfc, SERTRACE_FIELD_SERIALIZER, 'S', NULL);
+    e->i_protocol = member_index(pfc, SERTRACE_FIELD_PROTOCOL, 's', &e->protocol_signed);
+    e->i_seq = member_index(pfc, SERTRACE_FIELD_SEQ, 'u', NULL);
+    e->i_records = member_index(pfc, SERTRACE_FIELD_RECORDS, 'A', NULL);
+    e->i_bytes = member_index(pfc, SERTRACE_FIELD_BYTES, 'u', NULL);
+    e->i_status = member_index(pfc, SERTRACE_FIELD_STATUS, 's', &e->status_signed);
+    const bt_stream_class *sc = bt_event_class_borrow_stream_class_const(ec);
+    const bt_field_class *cfc =
+        sc ? bt_stream_class_borrow_event_common_context_field_class_const(sc) : NULL;
+    e->i_vpid = member_index(cfc, "vpid", 's', &e->vpid_signed);
+    e->i_vtid = member_index(cfc, "vtid", 's', &e->vtid_signed);
+    switch (e->kind) {
+    case EV_BEGIN:
+        e->complete = e->i_dump_id != NO_INDEX;
+        break;
+    case EV_RECORDS:
+        e->complete = e->i_dump_id != NO_INDEX && e->i_seq != NO_INDEX &&
+                      e->i_records != NO_INDEX;
+        break;
+    case EV_END:
+        e->complete = e->i_dump_id != NO_INDEX && e->i_bytes != NO_INDEX;
+        break;
+    default:
+        e->complete = true;
+    }
+}
+
+static ec_info *lookup_ec(sink *s, const bt_event_class *ec)
+{
+    ec_cache *c = &s->cache;
+    if (c->cap) {
+        size_t i = ptr_hash(ec) & (c->cap - 1);
+        while (c->slots[i].ec) {
+            if (c->slots[i].ec == ec)
+                return &c->slots[i];
+            i = (i + 1) & (c->cap - 1);
+        }
+    }
+    if (c->used * 2 >= c->cap) {
+        size_t ncap = c->cap ? c->cap * 2 : 64;
+        ec_info *ns = calloc(ncap, sizeof *ns);
+        if (!ns)
+            return NULL;
+        for (size_t i = 0; i < c->cap; i++) {
+            if (!c->slots[i].ec)
+                continue;
+            size_t k = ptr_hash(c->slots[i].ec) & (ncap - 1);
+            while (ns[k].ec)
+                k = (k + 1) & (ncap - 1);
+            ns[k] = c->slots[i];
+        }
+        free(c->slots);
+        c->slots = ns;
+        c->cap = ncap;
+    }
+    size_t i = ptr_hash(ec) & (c->cap - 1);
+    while (c->slots[i].ec)
+        i = (i + 1) & (c->cap - 1);
+    fill_info(&c->slots[i], ec);
+    c->used++;
+    return &c->slots[i];
+}
+
+static uint64_t field_u(const bt_field *st, uint64_t idx)
+{
+    return bt_field_integer_unsigned_get_value(
+        bt_field_structure_borrow_member_field_by_index_const(st, idx));
+}
+
+static int64_t field_s(const bt_field *st, uint64_t idx, bool is_signed)
+{
+    const bt_field *f = bt_field_structure_borrow_member_field_by_index_const(st, idx);
+    return is_signed ? bt_field_integer_signed_get_value(f)
+                     : (int64_t)bt_field_integer_unsigned_get_value(f);
+}
+
+static int handle_event(sink *s, const bt_message *msg)
+{
+    const bt_event *ev = bt_message_event_borrow_event_const(msg);
+    const bt_event_class *ec = bt_event_borrow_class_const(ev);
+    ec_info *e = lookup_ec(s, ec);
+    if (!e)
+        return -1;
+    if (e->kind == EV_OTHER)
+        return 0;
+    if (!e->complete) {
+        s->unreadable++;
+        return 0;
+    }
+    int64_t pid = -1, tid = -1, ts = 0;
+    const bt_field *ctx = bt_event_borrow_common_context_field_const(ev);
+    if (ctx) {
+        if (e->i_vpid != NO_INDEX)
+            pid = field_s(ctx, e->i_vpid, e->vpid_signed);
+        if (e->i_vtid != NO_INDEX)
+            tid = field_s(ctx, e->i_vtid, e->vtid_signed);
+    }
+    if (bt_message_event_borrow_stream_class_default_clock_class_const(msg)) {
+        const bt_clock_snapshot *cs =
+            bt_message_event_borrow_default_clock_snapshot_const(msg);
+        if (bt_clock_snapshot_get_ns_from_origin(cs, &ts) !=
+            BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
+            ts = 0;
+    }
+    const bt_field *p = bt_event_borrow_payload_field_const(ev);
+    if (!p) {
+        s->unreadable++;
+        return 0;
+    }
+    uint64_t id = field_u(p, e->i_dump_id);
+    switch (e->kind) {
+    case EV_BEGIN: {
+        const char *ser = NULL;
+        size_t ser_len = 0;
+        if (e->i_serializer != NO_INDEX) {
+            const bt_field *f =
+                bt_field_structure_borrow_member_field_by_index_const(p, e->i_serializer);
+            ser = bt_field_string_get_value(f);
+            ser_len = bt_field_string_get_length(f);
+        }
+        int32_t proto = -1;
+        if (e->i_protocol != NO_INDEX)
+            proto = (int32_t)field_s(p, e->i_protocol, e->protocol_signed);
+        return sertrace_core_dump_begin(s->core, pid, tid, ts, id, ser, ser_len,
+                                        proto);
+    }
+    case EV_RECORDS: {
+        uint64_t seq = field_u(p, e->i_seq);
+        const bt_field *arr =
+            bt_field_structure_borrow_member_field_by_index_const(p, e->i_records);
+        uint64_t n = bt_field_array_get_length(arr);
+        if (n > s->rec_cap) {
+            size_t cap = s->rec_cap ? s->rec_cap : 4096;
+            while (cap < n)
+                cap *= 2;
+            uint8_t *r = realloc(s->rec, cap);
+            if (!r)
+                return -1;
+            s->rec = r;
+            s->rec_cap = cap;
+        }
+        uint8_t *dst = s->rec;
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = (uint8_t)bt_field_integer_unsigned_get_value(
+                bt_field_array_borrow_element_field_by_index_const(arr, i));
+        return sertrace_core_records(s->core, pid, tid, ts, id,
+                                     (uint32_t)seq, s->rec, (size_t)n);
+    }
+    case EV_END: {
+        int status = SERTRACE_STATUS_OK;
+        if (e->i_status != NO_INDEX)
+            status = (int)field_s(p, e->i_status, e->status_signed);
+        return sertrace_core_dump_end(s->core, pid, tid, ts, id,
+                                      field_u(p, e->i_bytes), status);
+    }
+    default:
+        return 0;
+    }
+}
+
+/* pid of the process whose buffer a stream belongs to: per-PID LTTng
+ * traces carry it in the trace environment ("vpid"). */
+static int64_t stream_pid(const bt_stream *stream)
+{
+    if (!stream)
+        return -1;
+    const bt_trace *trace = bt_stream_borrow_trace_const(stream);
+    if (!trace)
+        return -1;
+    const bt_value *v = bt_trace_borrow_environment_entry_value_by_name_const(trace, "vpid");
+    if (!v)
+        return -1;
+    if (bt_value_is_signed_integer(v))
+        return bt_value_integer_signed_get(v);
+    if (bt_value_is_unsigned_integer(v))
+        return (int64_t)bt_value_integer_unsigned_get(v);
+    return -1;
+}
+
+static int handle_message(sink *s, const bt_message *msg)
+{
+    switch (bt_message_get_type(msg)) {
+    case BT_MESSAGE_TYPE_EVENT:
+        return handle_event(s, msg);
+    case BT_MESSAGE_TYPE_DISCARDED_EVENTS: {
+        uint64_t count = 0;
+        if (bt_message_discarded_events_get_count(msg, &count) !=
+                BT_PROPERTY_AVAILABILITY_AVAILABLE ||
+            count == 0)
+            count = 1; /* at least one */
+        return sertrace_core_discarded(
+            s->core, stream_pid(bt_message_discarded_events_borrow_stream_const(msg)),
+            count);
+    }
+    case BT_MESSAGE_TYPE_DISCARDED_PACKETS: {
+        /* a lost packet holds an unknown number of events: count 1 */
+        return sertrace_core_discarded(
+            s->core,
+            stream_pid(bt_message_discarded_packets_borrow_stream_const(msg)), 1);
+    }
+    default:
+        return 0;
+    }
+}
+
+static int sink_finish(sink *s)
+{
+    if (s->finished)
+        return 0;
+    s->finished = true;
+    int rc = sertrace_core_finish(s->core);
+    const sertrace_core_stats *st = sertrace_core_get_stats(s->core);
+    if (rc == 0)
+        rc = s->summary ? sertrace_summary_finish(s->summary, st)
+                        : sertrace_treeprint_finish(s->tree, st);
+    if (rc == 0 && s->unreadable)
+        fprintf(stderr,
+                "sertrace: %" PRIu64 " sertrace events had missing or unexpected "
+                "fields (newer schema?) and were skipped\n",
+                s->unreadable);
+    if (fflush(s->out) != 0)
+        rc = -1;
+    return rc;
+}
+
+static bt_component_class_sink_consume_method_status
+sink_consume(bt_self_component_sink *self_sink)
+{
+    bt_self_component *self = bt_self_component_sink_as_self_component(self_sink);
+    sink *s = bt_self_component_get_data(self);
+    bt_message_array_const msgs;
+    uint64_t count = 0;
+    bt_component_class_sink_consume_method_status status =
+        BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_OK;
+
+    switch (bt_message_iterator_next(s->it, &msgs, &count)) {
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_OK:
+        break;
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_END:
+        if (sink_finish(s) < 0) {
+            ERR(self, "cannot write the output (disk full? out of memory?)");
+            status = BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_ERROR;
+        } else {
+            status = BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_END;
+        }
+        BT_MESSAGE_ITERATOR_PUT_REF_AND_RESET(s->it);
+        return status;
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_AGAIN:
+        return BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_AGAIN;
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_MEMORY_ERROR:
+        return BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_MEMORY_ERROR;
+    default:
+        return BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_ERROR;
+    }
+    uint64_t i = 0;
+    for (; i < count; i++) {
+        if (handle_message(s, msgs[i]) < 0) {
+            ERR(self, "out of memory or cannot write the output");
+            status = BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_ERROR;
+            break;
+        }
+        bt_message_put_ref(msgs[i]);
+    }
+    for (; i < count; i++)
+        bt_message_put_ref(msgs[i]);
+    return status;
+}
+
+/* ---- component classes ---------------------------------------------------- */
+
+BT_PLUGIN_SINK_COMPONENT_CLASS(tree, sink_consume);
+BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(tree,
+    "Print each serializer dump as a size tree (dill's line grammar)");
+BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(tree,
+    "Parameters: oversize=BYTES|\"64K\"|\"10%\", max-depth=N, "
+    "min-size=BYTES|\"1K\", exact=yes|no, output=PATH. See analyzers/README.md.");
+BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(tree, tree_init);
+BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(tree, sink_graph_is_configured);
+BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(tree, sink_finalize);
+
+BT_PLUGIN_SINK_COMPONENT_CLASS(summary, sink_consume);
+BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(summary,
+    "Bytes by kind and type, top-N largest nodes and flags, per dump and overall");
+BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(summary,
+    "Parameters: format=\"text\"|\"json\", top=N, oversize=BYTES|\"64K\"|\"10%\", "
+    "exact=yes|no, output=PATH, max-flags=N, per-dump=yes|no. "
+    "JSON schema: analyzers/README.md.");
+BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(summary, summary_init);
+BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(summary, sink_graph_is_configured);
+BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(summary, sink_finalize);

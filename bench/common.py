@@ -1,0 +1,220 @@
+"""Shared plumbing for the benchmark scripts in bench/ (no measurements here).
+
+- Tools: where `sertrace`, the Python package and the babeltrace2 plugin are.
+  With a build directory (--build DIR, or SERTRACE_BENCH_BUILD) everything
+  comes from it (DIR/cli/sertrace, DIR/python, DIR/analyzers/plugin);
+  without one, from the installed system (`scripts/setup.sh` runs `meson
+  install`): `sertrace` on PATH, `import sertrace` from site-packages, the
+  plugin from babeltrace2's system plugin directory.
+- LTTng sessions made the way `sertrace record` makes them (per-UID buffers,
+  channel `sertrace` of 8 x 1 MiB sub-buffers per CPU, `sertrace:*`, vtid and
+  vpid contexts), optionally restricted to one process (VPID tracker), with
+  unique names and their own output directory, always destroyed.
+- Statistics: medians and min-max spread of samples and of paired ratios.
+
+Every timing in bench/ interleaves its contenders in one process (A B A B
+...), so slow drift of the machine (other jobs, frequency, page cache) hits
+both sides of a ratio alike.  A ratio is computed per round (B_i / A_i) and
+the table shows the median of those ratios and their min-max.
+"""
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PYTHON = "/usr/bin/python3"  # Debian's CPython (see README): never the first python3 on PATH
+
+
+class Tools:
+    """Where the pieces under test live: a build directory or the installed system."""
+
+    def __init__(self, build=None):
+        self.build = os.path.abspath(build) if build else None
+        if self.build:
+            self.sertrace = os.path.join(self.build, "cli", "sertrace")
+            self.pythonpath = os.path.join(self.build, "python")
+            self.plugin_dir = os.path.join(self.build, "analyzers", "plugin")
+        else:
+            self.sertrace = shutil.which("sertrace") or "sertrace"
+            self.pythonpath = None
+            self.plugin_dir = None
+
+    def env(self, extra=None, drop=("DISPATCH_TRACE", "SERTRACE_GRANULARITY",
+                                    "SERTRACE_EXACT", "SERTRACE_OVERSIZE")):
+        """Environment for a child process: sertrace knobs cleared, then `extra`."""
+        env = dict(os.environ)
+        for k in drop:
+            env.pop(k, None)
+        if self.pythonpath:
+            env["PYTHONPATH"] = self.pythonpath + (
+                os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        if self.plugin_dir:
+            env["SERTRACE_PLUGIN_PATH"] = self.plugin_dir
+        env.update(extra or {})
+        return env
+
+    def bt2_plugin_args(self):
+        return ["--plugin-path=" + self.plugin_dir] if self.plugin_dir else []
+
+    def describe(self):
+        return ("build directory `%s`" % os.path.relpath(self.build, ROOT)
+                if self.build else "installed system (`sertrace` on PATH, site-packages)")
+
+
+def run(cmd, **kw):
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    return subprocess.run(cmd, **kw)
+
+
+def lttng(*args):
+    return run(["lttng"] + list(args))
+
+
+def lttng_available():
+    return shutil.which("lttng") is not None and lttng("list").returncode == 0
+
+
+def ensure_sessiond():
+    """Start an lttng-sessiond if none answers (as scripts/setup.sh does)."""
+    if shutil.which("lttng") is None:
+        return False
+    if lttng("list").returncode == 0:
+        return True
+    run(["lttng-sessiond", "--daemonize"])
+    for _ in range(50):
+        if lttng("list").returncode == 0:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def foreign_active_sessions(mine=()):
+    """Names of active LTTng sessions that are not ours (they may record our
+    'dormant' processes: per-UID sessions enable sertrace:* for every process)."""
+    r = lttng("list")
+    out = []
+    for line in r.stdout.splitlines():
+        line = line.strip()
+        # "1) NAME [active]" or "1) NAME (/path) [active]"
+        if line[:1].isdigit() and "[active]" in line:
+            name = line.split(")", 1)[1].split()[0]
+            if name not in mine:
+                out.append(name)
+    return out
+
+
+class Session:
+    """An LTTng session recording sertrace:* like `sertrace record` does."""
+
+    def __init__(self, tag, outdir, vpid=None):
+        self.name = "bench-%s-%d-%d" % (tag, os.getpid(), int(time.time() * 1000) % 100000)
+        self.outdir = os.path.abspath(outdir)
+        self.vpid = vpid
+        self.started = False
+
+    def __enter__(self):
+        cmds = [["create", self.name, "--output=" + self.outdir],
+                ["enable-channel", "-u", "--buffers-uid", "--subbuf-size=1M",
+                 "--num-subbuf=8", "-s", self.name, "sertrace"],
+                ["enable-event", "-u", "-c", "sertrace", "sertrace:*", "-s", self.name],
+                ["add-context", "-u", "-c", "sertrace", "-t", "vtid", "-t", "vpid",
+                 "-s", self.name]]
+        if self.vpid is not None:
+            cmds.append(["track", "-u", "--vpid=%d" % self.vpid, "-s", self.name])
+        cmds.append(["start", self.name])
+        for cmd in cmds:
+            r = lttng(*cmd)
+            if r.returncode != 0:
+                lttng("destroy", self.name)
+                raise RuntimeError("lttng %s failed: %s" % (" ".join(cmd), r.stderr.strip()))
+        self.started = True
+        return self
+
+    def stop(self):
+        """Stop (waits for the data) and return the discarded-event count."""
+        if not self.started:
+            return None
+        lttng("stop", self.name)
+        self.started = False
+        discarded = 0
+        for line in lttng("list", self.name).stdout.splitlines():
+            if "Discarded events:" in line:
+                discarded += int(line.split(":")[1])
+        return discarded
+
+    def __exit__(self, *exc):
+        if self.started:
+            self.stop()
+        lttng("destroy", self.name)
+        return False
+
+
+def dir_bytes(path):
+    total = 0
+    for d, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(d, f))
+            except OSError:
+                pass
+    return total
+
+
+# ---------------------------------------------------------------------------
+# statistics
+# ---------------------------------------------------------------------------
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def ratio_stats(num, den):
+    """Paired ratios num_i / den_i: (median, min, max)."""
+    rs = [a / b for a, b in zip(num, den) if b]
+    if not rs:
+        return None
+    return (statistics.median(rs), min(rs), max(rs))
+
+
+def fmt_ratio(st, digits=2):
+    if st is None:
+        return "n/a"
+    m, lo, hi = st
+    f = "%%.%df" % digits
+    return (f + "x [" + f + "–" + f + "]") % (m, lo, hi)
+
+
+def fmt_ms(ns_list):
+    if not ns_list:
+        return "n/a"
+    return "%.2f" % (med(ns_list) / 1e6)
+
+
+def human(n):
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (n, unit))
+        n /= 1024
+
+
+def write_json(path, data):
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def log(*a):
+    print("[bench]", *a, file=sys.stderr, flush=True)

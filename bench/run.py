@@ -1,0 +1,872 @@
+#!/usr/bin/env python3
+"""Run every sertrace benchmark and rewrite bench/RESULTS.md.
+
+    bench/run.sh [--build DIR] [--quick] [--reps N] [--only PARTS] [--output FILE]
+
+Parts (all by default; --only takes a comma-separated subset):
+  sizes     payload sizes under pickle, dill (with/without byref), cloudpickle
+            and sertrace, and where the bytes go (sertrace traces)   bench/sizes.py
+  overhead  ratios to pickle.dumps: sertrace dormant, recording into LTTng
+            (default and every-object granularity), DISPATCH_TRACE to a
+            file, dill untraced / dill.detect.trace / dill traced by sertrace
+                                                                     bench/overhead.py
+  sinks     analyzer throughput against sink.utils.dummy, peak memory
+            against trace size                                       bench/sinkbench.py
+  api       per-node cost of the C API (bench/api_cost.sh, needs --build)
+  sinks2    the analyzers' own sink benchmark, many small dumps
+            (bench/sinks/bench_sinks.py, needs --build)
+
+--build DIR uses that meson build directory (DIR/cli/sertrace, DIR/python,
+DIR/analyzers/plugin); without it the installed sertrace is used (what
+`bash scripts/setup.sh` installs).  --quick runs fewer rounds (~2 minutes on a
+2-core VM instead of ~8).  Every comparison interleaves its contenders in one
+process, so drift cancels in the per-round ratios; tables show the median
+ratio and its [min–max] over the rounds.
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import common  # noqa: E402
+from common import fmt_ratio, human, med, ratio_stats  # noqa: E402
+
+GOALS = {
+    "dormant": 1.05,
+    "recording": 2.0,
+    "recording_aim": 1.3,
+    "text": 3.0,
+    "vs_dill_trace": 25.0,
+    "sinks": 1.25,
+}
+
+PARTS = ("sizes", "overhead", "sinks", "api", "sinks2")
+
+
+# ---------------------------------------------------------------------------
+# environment
+# ---------------------------------------------------------------------------
+
+
+def first_line(cmd, env=None):
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=30)
+        out = (r.stdout or r.stderr).strip().splitlines()
+        return out[0].strip() if out else "?"
+    except (OSError, subprocess.TimeoutExpired):
+        return "not found"
+
+
+def machine_info(tools):
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        with open("/proc/meminfo") as f:
+            kib = int(f.readline().split()[1])
+            mem = "%.1f GiB" % (kib / 1024 / 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    distro = "?"
+    try:
+        with open("/etc/os-release") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    distro = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    env = tools.env()
+    pyver = first_line([common.PYTHON, "-c", "import sys; print(sys.version.split()[0])"])
+    mods = first_line([common.PYTHON, "-c",
+                       "import dill, cloudpickle; print(dill.__version__, cloudpickle.__version__)"])
+    dill_v, cp_v = (mods.split() + ["?", "?"])[:2]
+    commit = first_line(["git", "-C", common.ROOT, "rev-parse", "--short", "HEAD"])
+    dirty = subprocess.run(["git", "-C", common.ROOT, "status", "--porcelain"],
+                           capture_output=True, text=True).stdout.strip()
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu, "cpus": os.cpu_count(), "memory": mem, "os": distro,
+        "kernel": platform.release(),
+        "python": pyver, "dill": dill_v, "cloudpickle": cp_v,
+        "lttng": first_line(["lttng", "--version"]),
+        "babeltrace2": first_line(["babeltrace2", "--version"]),
+        "sertrace": first_line([tools.sertrace, "--version"], env=env),
+        "commit": commit + (" + uncommitted changes" if dirty else ""),
+        "load": "%.2f %.2f %.2f" % os.getloadavg(),
+        "tools": tools.describe(),
+    }
+
+
+def check_tools(tools):
+    env = tools.env()
+    r = subprocess.run([common.PYTHON, "-c", "import sertrace; print(sertrace.__file__)"],
+                       capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        hint = (" (build it: ninja -C %s)" % tools.build) if tools.build else (
+            " (install it with `bash scripts/setup.sh`, or pass --build DIR)")
+        raise SystemExit("run.py: cannot import sertrace with %s%s\n%s"
+                         % (common.PYTHON, hint, r.stderr.strip()))
+    if not (os.path.exists(tools.sertrace) or shutil.which(tools.sertrace)):
+        raise SystemExit("run.py: the `sertrace` command is missing (%s)" % tools.sertrace)
+    return r.stdout.strip()
+
+
+# ---------------------------------------------------------------------------
+# isolation: a private lttng-sessiond
+# ---------------------------------------------------------------------------
+#
+# LTTng sessions are per user and apply to every process of the user: a
+# session someone else starts (a test, another benchmark) enables sertrace:*
+# in our "dormant" processes and records our timing children twice.  As
+# root, run.py therefore re-executes itself in a private mount namespace
+# (unshare -m) where tmpfs hides the shared session daemon's rundir
+# (/run/lttng) and /dev/shm (LTTng-UST's registration futex and ring
+# buffers), and starts its own lttng-sessiond there (--no-kernel); nothing
+# outside sees it, and it is stopped by its pid at the end.  The dormant
+# fast path is the same with or without a daemon (one load per dump begin).
+
+ISOLATED_ENV = "SERTRACE_BENCH_ISOLATED"
+
+
+def can_isolate():
+    return (os.geteuid() == 0 and shutil.which("unshare") and shutil.which("mount")
+            and shutil.which("lttng-sessiond") and shutil.which("lttng"))
+
+
+def reexec_isolated(argv):
+    env = dict(os.environ)
+    env[ISOLATED_ENV] = "1"
+    cmd = ["unshare", "--mount", "--propagation", "private", "--",
+           common.PYTHON, os.path.abspath(__file__)] + argv
+    return subprocess.call(cmd, env=env)
+
+
+def start_private_sessiond():
+    """In the private namespace: hide the shared daemon, start ours; returns its pid."""
+    rundir = os.path.realpath("/var/run/lttng")
+    os.makedirs(rundir, exist_ok=True)
+    for target in (rundir, "/dev/shm"):
+        r = subprocess.run(["mount", "-t", "tmpfs", "tmpfs", target], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("mount tmpfs on %s: %s" % (target, r.stderr.strip()))
+    r = subprocess.run(["lttng-sessiond", "--daemonize", "--no-kernel"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("lttng-sessiond: %s" % r.stderr.strip())
+    pid = None
+    for _ in range(100):
+        try:
+            with open(os.path.join(rundir, "lttng-sessiond.pid")) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            pid = None
+        if pid and common.lttng("list").returncode == 0:
+            break
+        time.sleep(0.1)
+    return pid
+
+
+def stop_private_sessiond(pid):
+    if not pid:
+        return
+    try:
+        os.kill(pid, 15)
+    except OSError:
+        return
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(0.1)
+
+
+def run_part(label, cmd, env, timeout=3600):
+    common.log("== %s: %s" % (label, " ".join(os.path.relpath(c, common.ROOT)
+                                            if c.startswith(common.ROOT) else c for c in cmd)))
+    t0 = time.time()
+    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=None, text=True,
+                       timeout=timeout)
+    common.log("== %s done in %.0f s (status %d)" % (label, time.time() - t0, r.returncode))
+    return r
+
+
+# ---------------------------------------------------------------------------
+# rendering helpers
+# ---------------------------------------------------------------------------
+
+
+def verdict(value, goal):
+    if value is None or value != value:
+        return "n/a"
+    return "met" if value <= goal else "**missed**"
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(str(c) for c in r) + " |")
+    return "\n".join(out)
+
+
+METRICS = {"cpu": "samples_cpu_ns", "wall": "samples_ns"}
+METRIC_NAMES = {"cpu": "CPU time of the timing process (user + system)",
+                "wall": "wall clock (perf_counter_ns)"}
+
+
+def samples(ov, config, workload, contender, metric="cpu"):
+    try:
+        return ov["configs"][config]["workloads"][workload][METRICS[metric]][contender]
+    except KeyError:
+        return None
+
+
+def pair(ov, config, workload, num, den="pickle", metric="cpu"):
+    a = samples(ov, config, workload, num, metric)
+    b = samples(ov, config, workload, den, metric)
+    if not a or not b:
+        return None
+    return ratio_stats(a, b)
+
+
+def ratio_of_ratios(r1, r2):
+    """r1 / r2 where each is (median, lo, hi) of paired ratios: (median, lo, hi)."""
+    if r1 is None or r2 is None:
+        return None
+    return (r1[0] / r2[0], r1[1] / r2[2], r1[2] / r2[1])
+
+
+# ---------------------------------------------------------------------------
+# sections
+# ---------------------------------------------------------------------------
+
+
+def section_sizes(sz):
+    if sz is None:
+        return "## Serialized size\n\nNot run.\n"
+    L = ["## Serialized size versus plain pickle", ""]
+    L.append("Protocol 4 (`pickle.DEFAULT_PROTOCOL` on Python 3.11) for every serializer; bytes of "
+             "one `dumps()`. `objects` is a walk of containers and instance dicts (shared objects "
+             "once). sertrace must equal pickle byte for byte (checked: `=` in the sertrace column).")
+    L.append("")
+    rows = []
+    for name, w in sz["workloads"].items():
+        def cell(k):
+            v = w.get(k)
+            return "{:,}".format(v) if isinstance(v, int) else (v or "?")
+        p = w.get("pickle")
+        d = w.get("dill")
+        ratio = ("%.3fx" % (d / p)) if isinstance(p, int) and isinstance(d, int) else "n/a"
+        s = cell("sertrace")
+        if isinstance(w.get("sertrace"), int):
+            s += " (=)" if w.get("sertrace_identical") else " (**differs from pickle**)"
+        rows.append(["`%s`" % name, w.get("description", ""), "{:,}".format(w["objects"]),
+                     cell("pickle"), cell("dill"), cell("dill-byref"), cell("cloudpickle"), s, ratio])
+    L.append(table(["workload", "what", "objects", "pickle (C)", "dill", "dill byref=True",
+                    "cloudpickle", "sertrace", "dill / pickle"], rows))
+    L.append("")
+    L.append("The workload classes and functions live in an importable module (`bench/workloads.py`, "
+             "`workloads/dispatch_like_state.py`), as an application's would, so dill and "
+             "cloudpickle store them by reference like pickle does and `byref` changes nothing; "
+             "the sizes differ only where pickle cannot go (the closure variant: functions, code "
+             "objects and cells by value).")
+    L.append("")
+    L.append(section_breakdown(sz.get("breakdown") or {}))
+    return "\n".join(L)
+
+
+def _by(d, key):
+    return {x[key]: x for x in d.get("by_" + ("type" if key == "type" else "kind"), [])}
+
+
+def section_breakdown(bd):
+    L = ["### Where the bytes go (from sertrace traces)", ""]
+    if bd.get("error") and not bd.get("dumps"):
+        L.append("Not available: %s" % bd["error"])
+        return "\n".join(L) + "\n"
+    if bd.get("error"):
+        L.append("Warning: %s" % bd["error"])
+        L.append("")
+    L.append("Recorded with `sertrace record --cmd-only` at every-object granularity "
+             "(`SERTRACE_GRANULARITY=all`), read back with `sertrace report --json` (trace: %s). "
+             "*self* bytes are a node's bytes minus its children's: summed over a dump they give "
+             "the payload minus the fixed header and trailer, so the shares below add up to 100 %%."
+             % human(bd.get("trace_bytes", 0)))
+    L.append("")
+    dumps = bd.get("dumps", [])
+    checks = [d for d in dumps if d.get("payload_bytes") is not None]
+    bad = [d for d in checks if d["payload_bytes"] != d["len"]]
+    L.append("Check: the payload size in the trace equals `len(dumps())` for %d of %d dumps%s."
+             % (len(checks) - len(bad), len(checks),
+                "" if not bad else " (**mismatch:** %s)" % ", ".join(
+                    "%s/%s %s≠%s" % (d["workload"], d["serializer"], d["payload_bytes"], d["len"])
+                    for d in bad)))
+    L.append("")
+    # By kind, per workload (pickle dumps).
+    rows = []
+    for d in dumps:
+        if d["serializer"] != "pickle":
+            continue
+        kinds = sorted(d.get("by_kind", []), key=lambda k: -k.get("self", 0))[:4]
+        types = sorted(d.get("by_type", []), key=lambda k: -k.get("self", 0))[:4]
+        rows.append(["`%s`" % d["workload"], "{:,}".format(d.get("nodes") or 0),
+                     ", ".join("%s %.0f%%" % (k["tag"], 100 * k.get("share", 0)) for k in kinds),
+                     ", ".join("`%s` %.0f%%" % (t["type"], 100 * t.get("share", 0)) for t in types)])
+    if rows:
+        L.append("Largest shares of self bytes, sertrace (= pickle) dumps (tags as in the text "
+                 "tree: `D2` dict, `L` list, `Tu` tuple, `O` instance, `T4` class by reference, "
+                 "`S` str, `B` bytes ...):")
+        L.append("")
+        L.append(table(["workload", "nodes", "by kind (tag)", "by type"], rows))
+        L.append("")
+    # pickle vs dill by type.
+    byw = {(d["workload"], d["serializer"]): d for d in dumps}
+    comps = []
+    for w in sorted({d["workload"] for d in dumps}):
+        if ("%s" % w, "dill") in byw:
+            pw = w if (w, "pickle") in byw else None
+            if pw is None and w.startswith("closures-"):
+                pw = "state-" + w.split("-", 1)[1]
+            if (pw, "pickle") in byw:
+                comps.append((w, pw))
+    if not any(d["serializer"] == "dill" for d in dumps):
+        L.append("pickle against dill by type: not available (the dill hook `sertrace._pyhook` "
+                 "was not built/installed when this ran).")
+        L.append("")
+    for w, pw in comps:
+        dd, pd = byw[(w, "dill")], byw[(pw, "pickle")]
+        if dd["payload_bytes"] == pd["payload_bytes"] and w == pw:
+            continue
+        pt, dt = _by(pd, "type"), _by(dd, "type")
+        diffs = []
+        for t in set(pt) | set(dt):
+            a = pt.get(t, {}).get("self", 0)
+            b = dt.get(t, {}).get("self", 0)
+            if a != b:
+                diffs.append((b - a, t, a, b, pt.get(t, {}).get("count", 0),
+                              dt.get(t, {}).get("count", 0)))
+        diffs.sort(reverse=True)
+        L.append("Which types make dill's payload of `%s` (%s B) larger than pickle's of `%s` "
+                 "(%s B), self bytes by type (top 10 differences):" % (
+                     w, "{:,}".format(dd["len"]), pw, "{:,}".format(pd["len"])))
+        L.append("")
+        L.append(table(["type", "pickle nodes", "pickle bytes", "dill nodes", "dill bytes", "dill − pickle"],
+                       [["`%s`" % t, c1, "{:,}".format(a), c2, "{:,}".format(b), "%+d" % dlt]
+                        for dlt, t, a, b, c1, c2 in diffs[:10]]))
+        L.append("")
+    return "\n".join(L)
+
+
+def section_overhead(ov):
+    if ov is None:
+        return "## Overhead\n\nNot run.\n", {}
+    L = ["## Overhead: ratios to `pickle.dumps` on the same workload", ""]
+    L.append("%d rounds per comparison; each round times `pickle.dumps` and the contender alternately "
+             "in the same process (a sample repeats one call until it lasts ≥ %g ms); cells are the "
+             "median of the per-round ratios and [min–max]. Protocol %d. Goals: dormant ≤ %.2fx; "
+             "recording ≤ %.0fx (aim %.1fx); DISPATCH_TRACE to a file ≤ %.0fx. Every sample is "
+             "timed twice: CPU time of the timing process (user + system: trace writes count, other "
+             "tenants of this shared 2-vCPU VM do not; the verdicts ✓/✗ use it) and wall clock "
+             "(`perf_counter_ns`, which also pays for preemption by other processes, LTTng's "
+             "consumer daemon included)."
+             % (ov["reps"], ov["target_ms"], ov["protocol"], GOALS["dormant"], GOALS["recording"],
+                GOALS["recording_aim"], GOALS["text"]))
+    L.append("")
+    summary = {}
+    for metric in ("cpu", "wall"):
+        L.append("**%s**" % METRIC_NAMES[metric])
+        L.append("")
+        L.append(_overhead_table(ov, metric, summary.setdefault(metric, {})))
+        L.append("")
+    return _overhead_notes(ov, L), summary
+
+
+def _overhead_table(ov, metric, summary):
+    import workloads as wl
+    cols = [("dormant", "sertrace dormant", GOALS["dormant"]),
+            ("lttng-default", "recording, LTTng, default granularity", GOALS["recording"]),
+            ("lttng-all", "recording, LTTng, every object", GOALS["recording"]),
+            ("text-file", "DISPATCH_TRACE to a file", GOALS["text"])]
+    rows = []
+    for name, (_, picklable) in wl.WORKLOADS.items():
+        if not picklable:
+            continue
+        p = (samples(ov, "dormant", name, "pickle", metric)
+             or samples(ov, "lttng-default", name, "pickle", metric))
+        row = ["`%s`" % name, ("%.2f" % (med(p) / 1e6)) if p else "n/a"]
+        for cfg, _, goal in cols:
+            st = pair(ov, cfg, name, "sertrace", metric=metric)
+            mark = "" if st is None else (" ✓" if st[0] <= goal else " ✗")
+            row.append(fmt_ratio(st) + mark)
+            if st:
+                summary.setdefault(cfg, []).append((name, st[0]))
+        rows.append(row)
+    return table(["workload", "pickle ms"] + [c[1] + " (goal ≤ %gx)" % c[2] for c in cols], rows)
+
+
+def _overhead_notes(ov, L):
+    # Recording details.
+    det = []
+    for cfg in ("lttng-default", "lttng-all", "text-file"):
+        c = ov["configs"].get(cfg)
+        if not c:
+            continue
+        if "trace_bytes" in c:
+            det.append("`%s`: %s recorded in %.0f s of timing, %s events discarded"
+                       % (cfg, human(c["trace_bytes"]), c.get("wall_s", 0), c.get("discarded", "?")))
+    if det:
+        L.append("LTTng sessions: per-UID, channel of 8 × 1 MiB sub-buffers per CPU (as `sertrace "
+                 "record`), `sertrace:*`, vpid+vtid contexts, only the timing process tracked; "
+                 "started after the child had built and warmed up its workloads. " + "; ".join(det) + ".")
+        L.append("")
+    foreign = sorted({s for c in ov["configs"].values() for s in c.get("foreign_sessions", [])})
+    if foreign:
+        L.append("Caveat: other LTTng sessions were active during these runs (%s); when they "
+                 "enable `sertrace:*` for every process of the user, the \"dormant\" process was "
+                 "recorded into them." % ", ".join("`%s`" % s for s in foreign))
+        L.append("")
+    for k, v in ov.get("skipped", {}).items():
+        L.append("Skipped `%s`: %s" % (k, v.splitlines()[0] if v else ""))
+        L.append("")
+    return "\n".join(L)
+
+
+def section_dill(ov):
+    L = ["## dill: untraced, dill's own tracer, traced by sertrace", ""]
+    L.append("Same method; ratios to `pickle.dumps` (for `closures-*`, which pickle refuses, to "
+             "`pickle.dumps` of the plain state of the same size). `dill.detect.trace(file)` is "
+             "entered around each dump (its documented context manager, writing the tree to a "
+             "file); \"traced by sertrace\" installs `sertrace.dill` around each dump and records "
+             "into LTTng, or writes the text tree (`DISPATCH_TRACE=file`). The last columns divide "
+             "the traced dump by the untraced dill dump of the same round.")
+    L.append("")
+    for metric in ("cpu", "wall"):
+        L.append("**%s**" % METRIC_NAMES[metric])
+        L.append("")
+        L.append(_dill_table(ov, metric))
+        L.append("")
+    # The 25x goal.
+    L.append("### sertrace against dill's tracer on the same graph (goal: ≥ %gx faster)" % GOALS["vs_dill_trace"])
+    L.append("")
+    L.append("Speed-up = (dill.detect.trace(file) / pickle) ÷ (sertrace X / pickle), each ratio "
+             "from its own interleaved run; [range] combines the extremes of both. For `closures-*` "
+             "the C pickler refuses the graph, so the only sertrace path is dill traced by the hook, "
+             "compared as (dill.detect.trace / dill) ÷ (dill + sertrace / dill).")
+    L.append("")
+    speedups = {}
+    for metric in ("cpu", "wall"):
+        L.append("**%s**" % METRIC_NAMES[metric])
+        L.append("")
+        L.append(_speedup_table(ov, metric, speedups.setdefault(metric, {})))
+        L.append("")
+    return "\n".join(L), speedups
+
+
+def _dill_table(ov, metric):
+    import workloads as wl
+    rows = []
+    for name in wl.WORKLOADS:
+        def pr(cfg, num, den="pickle", digits=1):
+            return fmt_ratio(pair(ov, cfg, name, num, den, metric), digits)
+        rows.append(["`%s`" % name, pr("dill", "dill"), pr("dill", "dill-trace-file"),
+                     pr("dill-sertrace-lttng", "dill-sertrace"),
+                     pr("dill-sertrace-text", "dill-sertrace"),
+                     pr("dill", "dill-trace-file", "dill", 2),
+                     pr("dill-sertrace-lttng", "dill-sertrace", "dill", 2),
+                     pr("dill-sertrace-text", "dill-sertrace", "dill", 2)])
+    return table(["workload", "dill / pickle", "dill.detect.trace(file) / pickle",
+                  "dill + sertrace LTTng / pickle", "dill + sertrace text / pickle",
+                  "dill.detect.trace / dill", "sertrace LTTng / dill", "sertrace text / dill"], rows)
+
+
+def _speedup_table(ov, metric, speedups):
+    import workloads as wl
+    rows = []
+    for name, (_, picklable) in wl.WORKLOADS.items():
+        dt = pair(ov, "dill", name, "dill-trace-file", metric=metric)
+        if picklable:
+            a = ratio_of_ratios(dt, pair(ov, "text-file", name, "sertrace", metric=metric))
+            b = ratio_of_ratios(dt, pair(ov, "lttng-default", name, "sertrace", metric=metric))
+            c = ratio_of_ratios(dt, pair(ov, "lttng-all", name, "sertrace", metric=metric))
+        else:
+            dtd = pair(ov, "dill", name, "dill-trace-file", "dill", metric)
+            a = ratio_of_ratios(dtd, pair(ov, "dill-sertrace-text", name, "dill-sertrace", "dill", metric))
+            b = ratio_of_ratios(dtd, pair(ov, "dill-sertrace-lttng", name, "dill-sertrace", "dill", metric))
+            c = None
+        for key, v in (("text", a), ("lttng", b), ("lttng-all", c)):
+            if v:
+                speedups.setdefault(key, []).append((name, v[0], picklable))
+        mark = lambda v: "" if v is None else (" ✓" if v[0] >= GOALS["vs_dill_trace"] else " ✗")
+        rows.append(["`%s`" % name, fmt_ratio(a, 0) + mark(a), fmt_ratio(b, 0) + mark(b),
+                     fmt_ratio(c, 0) + mark(c)])
+    return table(["workload", "vs sertrace DISPATCH_TRACE file", "vs sertrace LTTng (default)",
+                  "vs sertrace LTTng (every object)"], rows)
+
+
+def section_sinks(sk):
+    if sk is None:
+        return "## Analyzer throughput\n\nNot run.\n", {}
+    L = ["## Analyzer throughput and memory", ""]
+    if sk.get("error"):
+        return "\n".join(L + ["Not available: " + sk["error"], ""]), {}
+    traces = sk.get("traces", [])
+    if not traces:
+        return "\n".join(L + ["No trace.", ""]), {}
+    big = traces[-1]
+    rec = 2 * (big.get("nodes") or 0)
+    L.append("Trace: %d dumps of `builtins` at every-object granularity, recorded with `sertrace "
+             "record --cmd-only --buffer-size 64M`: %s on disk, %s CTF events (4 KiB record "
+             "batches), %s nodes = %s enter/exit records (%s). Each command's output goes to "
+             "/dev/null; %d interleaved rounds; wall time, and peak RSS from `wait4`. Goal: each "
+             "sink ≤ %.2fx `sink.utils.dummy`."
+             % (big["dumps"], human(big["trace_bytes"]), "{:,}".format(big.get("ctf_events", 0)),
+                "{:,}".format(big.get("nodes") or 0), "{:,}".format(rec),
+                (big.get("record_stderr") or ["?"])[0].replace("sertrace: ", ""), sk["reps"],
+                GOALS["sinks"]))
+    L.append("")
+    runs = sk.get("throughput", {})
+    dummy = [r["wall_ns"] for r in runs.get("dummy", [])]
+    dummy_cpu = [r["cpu_s"] for r in runs.get("dummy", [])]
+    rows = []
+    summary = {"cpu": {}, "wall": {}}
+    for name, rs in runs.items():
+        w = [r["wall_ns"] for r in rs]
+        c = [r["cpu_s"] for r in rs]
+        st = ratio_stats(w, dummy) if dummy else None
+        stc = ratio_stats(c, dummy_cpu) if dummy_cpu else None
+        m = med(w) / 1e9
+        mark = "" if name == "dummy" or stc is None else (" ✓" if stc[0] <= GOALS["sinks"] else " ✗")
+        if name != "dummy" and st and stc:
+            summary["wall"][name] = st[0]
+            summary["cpu"][name] = stc[0]
+        rows.append(["`%s`" % ("babeltrace2 -c sink.utils.dummy" if name == "dummy" else
+                               "sertrace " + name if name.startswith("report") else
+                               "babeltrace2 -c sink.sertrace." + name),
+                     "%.2f" % m, "%.2f" % med(c), "%.2f" % (rec / med(c) / 1e6) if rec else "?",
+                     "%.0f" % (big["trace_bytes"] / med(c) / 1e6),
+                     "%.0f" % (med([r["maxrss_kib"] for r in rs]) / 1024),
+                     "—" if name == "dummy" else fmt_ratio(stc) + mark,
+                     "—" if name == "dummy" else fmt_ratio(st)])
+    L.append(table(["command", "wall s", "CPU s", "M records/CPU s", "MB/CPU s", "peak RSS MiB",
+                    "CPU ratio to dummy (verdict)", "wall ratio to dummy"], rows))
+    L.append("")
+    for name, err in (sk.get("failed") or {}).items():
+        L.append("`%s` failed: %s" % (name, err.strip().splitlines()[-1] if err.strip() else "?"))
+        L.append("")
+    mem = sk.get("memory", [])
+    if mem:
+        L.append("Peak RSS (MiB) against trace size (one run each):")
+        L.append("")
+        names = [n for n in runs]
+        rows = []
+        for m in mem:
+            rows.append([m["dumps"], human(m["trace_bytes"]), "{:,}".format(m.get("nodes") or 0)]
+                        + ["%.1f" % (m[n]["maxrss_kib"] / 1024) if n in m else "?" for n in names])
+        L.append(table(["dumps", "trace", "nodes"] + names, rows))
+        L.append("")
+    return "\n".join(L), summary
+
+
+def section_verbatim(title, intro, text):
+    return "\n".join(["## " + title, "", intro, "", "```", text.strip(), "```", ""])
+
+
+# ---------------------------------------------------------------------------
+# goals
+# ---------------------------------------------------------------------------
+
+
+def worst(pairs):
+    return max(pairs, key=lambda p: p[1]) if pairs else None
+
+
+def section_goals(ov_summary, speedups, sink_summary):
+    L = ["## Goals", ""]
+    L.append("Verdicts use the CPU-time ratios (immune to other tenants of the machine); the "
+             "wall-clock figure of the same runs follows in parentheses. \"Worst\" is the workload "
+             "with the largest median ratio.")
+    L.append("")
+    rows = []
+    cpu = ov_summary.get("cpu", {})
+    wall = ov_summary.get("wall", {})
+
+    def add(goal, cfg, limit, explain_missed, explain_met=""):
+        allv = cpu.get(cfg, [])
+        w = worst(allv)
+        if not w:
+            rows.append([goal, "not measured", "n/a", ""])
+            return
+        ww = dict(wall.get(cfg, [])).get(w[0])
+        met = sum(1 for _, v in allv if v <= limit)
+        rows.append([goal, "worst `%s` %.2fx (wall %s); %d of %d workloads within"
+                     % (w[0], w[1], "%.2fx" % ww if ww else "?", met, len(allv)),
+                     "met" if met == len(allv) else "**missed**",
+                     explain_met if met == len(allv) else explain_missed])
+
+    add("dormant ≤ %.2fx" % GOALS["dormant"], "dormant", GOALS["dormant"], EXPLAIN["dormant"])
+    add("recording (default) ≤ %.0fx, aim %.1fx" % (GOALS["recording"], GOALS["recording_aim"]),
+        "lttng-default", GOALS["recording"], EXPLAIN["recording"],
+        "" if all(v <= GOALS["recording_aim"] for _, v in cpu.get("lttng-default", []))
+        else EXPLAIN["recording_aim"])
+    add("recording (every object) ≤ %.0fx" % GOALS["recording"], "lttng-all", GOALS["recording"],
+        EXPLAIN["recording_all"])
+    add("DISPATCH_TRACE to a file ≤ %.0fx" % GOALS["text"], "text-file", GOALS["text"], EXPLAIN["text"])
+    sp_cpu, sp_wall = speedups.get("cpu", {}), speedups.get("wall", {})
+    for key, label in (("text", "DISPATCH_TRACE file"), ("lttng", "LTTng recording")):
+        vs = [(n, v) for n, v, picklable in sp_cpu.get(key, []) if picklable]
+        goal = "≥ %gx faster than dill's tracer (%s)" % (GOALS["vs_dill_trace"], label)
+        if not vs:
+            rows.append([goal, "not measured", "n/a", ""])
+            continue
+        lo = min(vs, key=lambda p: p[1])
+        lw = {n: v for n, v, _ in sp_wall.get(key, [])}.get(lo[0])
+        ok = all(v >= GOALS["vs_dill_trace"] for _, v in vs)
+        rows.append([goal, "slowest `%s` %.0fx (wall %s); %d of %d workloads" % (
+                         lo[0], lo[1], "%.0fx" % lw if lw else "?",
+                         sum(1 for _, v in vs if v >= GOALS["vs_dill_trace"]), len(vs)),
+                     "met" if ok else "**missed**", "" if ok else EXPLAIN["vs_dill"]])
+    cl = [(n, v) for n, v, picklable in sp_cpu.get("text", []) if not picklable]
+    if cl:
+        rows.append(["(closure graph: dill + sertrace hook, text, vs dill's tracer)",
+                     ", ".join("`%s` %.1fx" % (n, v) for n, v in cl), "see note", EXPLAIN["closures"]])
+    sc = sink_summary.get("cpu", {}) if sink_summary else {}
+    if sc:
+        sw = sink_summary.get("wall", {})
+        ok = all(v <= GOALS["sinks"] for v in sc.values())
+        rows.append(["sinks ≤ %.2fx dummy" % GOALS["sinks"],
+                     ", ".join("%s %.2fx (wall %.2fx)" % (k, v, sw.get(k, float("nan")))
+                               for k, v in sc.items()),
+                     "met" if ok else "**missed**", "" if ok else EXPLAIN["sinks"]])
+    else:
+        rows.append(["sinks ≤ %.2fx dummy" % GOALS["sinks"], "not measured", "n/a", ""])
+    L.append(table(["goal", "measured (median ratio)", "verdict", "why / what would close it"], rows))
+    L.append("")
+    return "\n".join(L)
+
+
+# Why a goal is missed and what would close it.  Written from the measurements
+# of the runs reported in the final section of bench/README.md; the verdicts
+# above are computed, these texts are only shown next to a missed goal.
+EXPLAIN = {
+    "dormant": "The dormant path costs one branch per object (bench/api_cost: ~1 ns/node), far "
+               "below the gap: what remains is the C pickler itself against CPython's `_pickle` on "
+               "these shapes (both are C; see the per-workload column, and the spread, which on a "
+               "shared 2-vCPU VM is ±10–20 %). Closing it: profile the save loop on the worst "
+               "workload (`perf record` on sertrace vs `_pickle`) and match `_pickle`'s fast paths "
+               "(memo lookups, batched list/dict appends, the output buffer growth).",
+    "recording": "Recording appends one LEB128 record per enter and exit to a 4 KiB batch and "
+                 "emits a batch per 4 KiB; the remaining cost is per node (type interning, the "
+                 "two records) plus the LTTng event per batch. Closing it: fold atoms into their "
+                 "parent (default granularity already does), shorten records (delta-encoded "
+                 "positions), and emit larger batches so that the per-event cost is amortized.",
+    "recording_aim": "Above the 1.3x aim on some workloads: the per-node record cost dominates on "
+                     "graphs of many small containers; shorter records and fewer type events "
+                     "would bring it down.",
+    "recording_all": "Every-object granularity is a debugging mode: each atom (str, int, float) "
+                     "becomes two records, so the trace is ~3x larger than at the default "
+                     "granularity. Closing it: encode atoms as one record (enter+exit merged) "
+                     "with their size.",
+    "text": "The text tree formats two lines per node (box drawing, repr from the type name and "
+            "address, human size) and writes them; that is the price of a human-readable live "
+            "trace. Closing it: larger write buffers and folding atoms (default granularity).",
+    "vs_dill": "dill's tracer pays ~10 µs per traced line in Python logging; sertrace's cost per "
+               "node is two orders of magnitude lower, so the speed-up is smallest where dill "
+               "traces few nodes (it skips lists, tuples, strings and instances) and sertrace "
+               "traces many.",
+    "closures": "Informational: for a graph only dill can serialize, dill's pure-Python pickler "
+                "dominates both traced runs (dill is 20–45x pickle untraced), so tracing it "
+                "through sertrace can only remove dill's logging cost, not reach 25x.",
+    "sinks": "The sertrace sinks decode every record of every batch (LEB128, per thread tree "
+             "state) on top of babeltrace2's CTF decoding, which is all the dummy sink pays. "
+             "Closing it: decode batches without per-record allocations and print through one "
+             "buffered writer.",
+}
+
+
+# ---------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n", 2)[2])
+    ap.add_argument("--build", default=os.environ.get("SERTRACE_BENCH_BUILD"),
+                    help="meson build directory to benchmark (default: the installed sertrace)")
+    ap.add_argument("--quick", action="store_true", help="fewer rounds: ~2 minutes")
+    ap.add_argument("--reps", type=int, default=None, help="rounds per timing comparison")
+    ap.add_argument("--only", default=",".join(PARTS), help="comma-separated parts: " + ",".join(PARTS))
+    ap.add_argument("--output", default=os.path.join(HERE, "RESULTS.md"))
+    ap.add_argument("--raw", default=None, help="keep the raw JSON results in this directory")
+    ap.add_argument("--from-raw", default=None,
+                    help="do not measure: render RESULTS.md from the JSON kept by an earlier --raw DIR")
+    ap.add_argument("--shared-sessiond", action="store_true",
+                    help="use the machine's lttng-sessiond instead of a private one (the default "
+                         "as root: other users' sessions then may record the benchmark)")
+    args = ap.parse_args(argv)
+    if args.from_raw:
+        return bench(args, "(rendered from %s)" % args.from_raw)
+    if not args.shared_sessiond and not os.environ.get(ISOLATED_ENV) and can_isolate():
+        return reexec_isolated(argv)
+    sessiond_pid = None
+    isolation = "shared lttng-sessiond (other sessions may record the benchmark processes)"
+    if os.environ.get(ISOLATED_ENV) and not args.shared_sessiond:
+        try:
+            sessiond_pid = start_private_sessiond()
+            isolation = ("private lttng-sessiond in a private mount namespace (no other session "
+                         "can enable the benchmark's tracepoints)")
+        except RuntimeError as e:
+            common.log("isolation failed (%s); using the shared session daemon" % e)
+    try:
+        return bench(args, isolation)
+    finally:
+        stop_private_sessiond(sessiond_pid)
+
+
+def bench(args, isolation):
+
+    tools = common.Tools(args.build)
+    if tools.build and not os.path.isdir(tools.build):
+        raise SystemExit("run.py: no build directory %s" % tools.build)
+    pkg = check_tools(tools)
+    parts = [p for p in args.only.split(",") if p]
+    for p in parts:
+        if p not in PARTS:
+            raise SystemExit("run.py: unknown part %r (parts: %s)" % (p, ", ".join(PARTS)))
+    reps = args.reps or (5 if args.quick else 15)
+    t_start = time.time()
+    info = machine_info(tools)
+    common.log("benchmarking %s (package %s), %s" % (tools.describe(), pkg,
+                                                      "quick" if args.quick else "full"))
+    raw = args.from_raw or args.raw or tempfile.mkdtemp(prefix="sertrace-bench-raw-")
+    os.makedirs(raw, exist_ok=True)
+    env = tools.env()
+    bargs = ["--build", tools.build] if tools.build else []
+    results = {}
+    if args.from_raw:
+        for part in ("sizes", "overhead", "sinks"):
+            f = os.path.join(args.from_raw, part + ".json")
+            results[part] = common.read_json(f) if os.path.exists(f) else None
+        verb_file = os.path.join(args.from_raw, "verbatim.json")
+        verb_saved = common.read_json(verb_file) if os.path.exists(verb_file) else []
+        parts = [p for p in parts if p in ("sizes", "overhead", "sinks")]
+
+    if "sizes" in parts and not args.from_raw:
+        out = os.path.join(raw, "sizes.json")
+        r = run_part("sizes", [common.PYTHON, os.path.join(HERE, "sizes.py"), "--out", out] + bargs, env)
+        results["sizes"] = common.read_json(out) if r.returncode == 0 else None
+    if "overhead" in parts and not args.from_raw:
+        out = os.path.join(raw, "overhead.json")
+        r = run_part("overhead", [common.PYTHON, os.path.join(HERE, "overhead.py"), "--out", out,
+                                  "--reps", str(reps),
+                                  "--target-ms", "5" if args.quick else "10"] + bargs, env)
+        results["overhead"] = common.read_json(out) if r.returncode == 0 else None
+    if "sinks" in parts and not args.from_raw:
+        out = os.path.join(raw, "sinks.json")
+        r = run_part("sinks", [common.PYTHON, os.path.join(HERE, "sinkbench.py"), "--out", out,
+                               "--reps", "3" if args.quick else "5",
+                               "--dumps", "4,8,16" if args.quick else "10,20,40"] + bargs, env)
+        results["sinks"] = common.read_json(out) if r.returncode == 0 else None
+    verb = verb_saved if args.from_raw else []
+    if "api" in parts:
+        exe = os.path.join(tools.build or "", "bench", "api_cost")
+        if tools.build and os.path.exists(exe):
+            r = run_part("api", ["sh", os.path.join(HERE, "api_cost.sh"), tools.build,
+                                 "1" if args.quick else "3"], env, timeout=600)
+            verb.append(section_verbatim(
+                "C API cost per node (bench/api_cost.sh, verbatim)",
+                "Written by the runtime work (method: bench/README.md); run here with %s run(s)."
+                % ("1" if args.quick else "3"), r.stdout + ("" if r.returncode == 0 else
+                                                            "\n(exit status %d)" % r.returncode)))
+        else:
+            verb.append("## C API cost per node\n\nNot run: needs `--build DIR` with "
+                        "`bench/api_cost` built.\n")
+    if "sinks2" in parts:
+        script = os.path.join(HERE, "sinks", "bench_sinks.py")
+        if tools.build and os.path.exists(script) and os.path.exists(
+                os.path.join(tools.build, "tests", "plugin", "gen_trace")):
+            events = "500000" if args.quick else "2000000"
+            r = run_part("sinks2", [common.PYTHON, script, "--build", tools.build, "--events", events,
+                                    "--rounds", "2" if args.quick else "3", "--scale", "0" if args.quick else "4"],
+                         env, timeout=900)
+            verb.append(section_verbatim(
+                "Sinks on many small dumps (bench/sinks/bench_sinks.py, verbatim)",
+                "Written by the analyzers work: a trace of %s LTTng events from many small dumps "
+                "(tests/plugin/gen_trace), each sink against sink.utils.dummy." % events,
+                r.stdout + ("" if r.returncode == 0 else "\n(exit status %d)" % r.returncode)))
+        else:
+            verb.append("## Sinks on many small dumps\n\nNot run: needs `--build DIR` with "
+                        "`tests/plugin/gen_trace` and bench/sinks/bench_sinks.py.\n")
+
+    common.write_json(os.path.join(raw, "verbatim.json"), verb)
+    info_file = os.path.join(raw, "info.json")
+    if args.from_raw and os.path.exists(info_file):
+        info = common.read_json(info_file)
+        isolation = info.get("isolation", isolation)
+        elapsed_saved = info.get("elapsed")
+    else:
+        info["isolation"] = isolation
+        info["elapsed"] = time.time() - t_start
+        info["quick"] = args.quick
+        common.write_json(info_file, info)
+        elapsed_saved = None
+
+    # ------------------------------------------------------------------ render
+    ov = results.get("overhead")
+    ov_text, ov_summary = section_overhead(ov) if "overhead" in parts else ("", {})
+    dill_text, speedups = section_dill(ov) if ov else ("", {})
+    sk_text, sk_summary = section_sinks(results.get("sinks")) if "sinks" in parts else ("", {})
+    elapsed = elapsed_saved or (time.time() - t_start)
+    head = ["# sertrace benchmark results", "",
+            "Generated by `bench/run.sh%s` on %s in %.0f s. Do not edit by hand: rerun the "
+            "command (see bench/README.md)." % (" --quick" if info.get("quick", args.quick) else "",
+                                                 info["date"], elapsed),
+            "",
+            table(["machine", "value"], [
+                ["CPU", "%s, %s logical CPUs" % (info["cpu"], info["cpus"])],
+                ["memory", info["memory"]], ["OS", "%s, Linux %s" % (info["os"], info["kernel"])],
+                ["load average at start", info["load"]],
+                ["LTTng isolation", isolation],
+                ["Python", info["python"] + " (`/usr/bin/python3`)"],
+                ["dill / cloudpickle", "%s / %s" % (info["dill"], info["cloudpickle"])],
+                ["LTTng", info["lttng"]], ["babeltrace2", info["babeltrace2"]],
+                ["sertrace", "%s, %s, commit %s" % (info["sertrace"], info["tools"], info["commit"])],
+            ]), ""]
+    body = head
+    if ov or sk_summary:
+        body.append(section_goals(ov_summary, speedups, sk_summary))
+    if "sizes" in parts:
+        body.append(section_sizes(results.get("sizes")))
+    if ov_text:
+        body.append(ov_text)
+    if dill_text:
+        body.append(dill_text)
+    if sk_text:
+        body.append(sk_text)
+    body.extend(verb)
+    text = "\n".join(body).rstrip() + "\n"
+    with open(args.output, "w") as f:
+        f.write(text)
+    common.log("wrote %s (raw results in %s) in %.0f s" % (args.output, raw, elapsed))
+    if not args.raw and not args.from_raw:
+        shutil.rmtree(raw, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]) or 0)

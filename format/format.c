@@ -1,0 +1,682 @@
+/* format.c -- the one tree-line formatter of sertrace (see format.h).
+ *
+ * The live text probe (probes/text.c) and the analyzer sinks print every
+ * tree line through these functions, so the live and the post-mortem trees
+ * are the same text.  The text probe calls them once per traced object
+ * while the host program serializes, so the common paths (enter and exit
+ * lines, sizes, escaping of plain ASCII names) are written by hand instead
+ * of through printf, and a buffer only grows (by doubling) and never
+ * shrinks: a buffer reused across dumps allocates nothing in steady state.
+ *
+ * Escaping validates UTF-8 strictly (no overlong forms, no surrogates, no
+ * code point above U+10FFFF), so whatever bytes a trace holds, the output
+ * is valid UTF-8 without control characters (terminal) or valid JSON.
+ */
+#include "format.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sertrace/schema.h"
+
+/* ---- buffer ------------------------------------------------------------ */
+
+void sertrace_buf_free(sertrace_buf *b)
+{
+    if (b == NULL)
+        return;
+    free(b->data);
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+}
+
+void sertrace_buf_clear(sertrace_buf *b)
+{
+    b->len = 0;
+    if (b->data != NULL)
+        b->data[0] = '\0';
+}
+
+/* Make room for `extra` more bytes plus the NUL. */
+static int buf_reserve(sertrace_buf *b, size_t extra)
+{
+    size_t need = b->len + extra + 1;
+    size_t cap;
+    char *data;
+
+    if (extra > (size_t)-1 / 2 - b->len)
+        return -1;
+    if (need <= b->cap)
+        return 0;
+    cap = b->cap ? b->cap : 256;
+    while (cap < need)
+        cap *= 2;
+    data = realloc(b->data, cap);
+    if (data == NULL)
+        return -1;
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+int sertrace_buf_append(sertrace_buf *b, const char *s, size_t n)
+{
+    if (buf_reserve(b, n) != 0)
+        return -1;
+    if (n > 0)
+        memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+static int buf_append_str(sertrace_buf *b, const char *s)
+{
+    return sertrace_buf_append(b, s, strlen(s));
+}
+
+int sertrace_buf_appendf(sertrace_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    size_t room;
+
+    if (buf_reserve(b, 64) != 0)
+        return -1;
+    room = b->cap - b->len;
+    va_start(ap, fmt);
+    n = vsnprintf(b->data + b->len, room, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->data[b->len] = '\0';
+        return -1;
+    }
+    if ((size_t)n >= room) {
+        if (buf_reserve(b, (size_t)n) != 0) {
+            b->data[b->len] = '\0';
+            return -1;
+        }
+        va_start(ap, fmt);
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    b->len += (size_t)n;
+    return 0;
+}
+
+/* Append a decimal number without printf. */
+static int buf_append_u64(sertrace_buf *b, uint64_t v)
+{
+    char tmp[24];
+    size_t i = sizeof tmp;
+
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    return sertrace_buf_append(b, tmp + i, sizeof tmp - i);
+}
+
+/* `count` copies of the 3-byte "│". */
+static int buf_append_bars(sertrace_buf *b, uint32_t count)
+{
+    static const char bar[] = "\xe2\x94\x82";
+    char *p;
+
+    if (buf_reserve(b, (size_t)count * 3) != 0)
+        return -1;
+    p = b->data + b->len;
+    for (uint32_t i = 0; i < count; i++, p += 3)
+        memcpy(p, bar, 3);
+    b->len += (size_t)count * 3;
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+/* ---- tags -------------------------------------------------------------- */
+
+const char *sertrace_tag_text(uint8_t tag, char tmp[8])
+{
+    switch (tag) {
+#define TAG_CASE_(name, value, text, meaning)                                                      \
+    case value:                                                                                    \
+        return text;
+        SERTRACE_TAGS(TAG_CASE_)
+#undef TAG_CASE_
+    default:
+        snprintf(tmp, 8, "K%u", (unsigned)tag);
+        return tmp;
+    }
+}
+
+int sertrace_tag_from_text(const char *text)
+{
+    static const struct {
+        const char *text;
+        int value;
+    } table[] = {
+#define TAG_ROW_(name, value, text, meaning) {text, value},
+        SERTRACE_TAGS(TAG_ROW_)
+#undef TAG_ROW_
+    };
+    if (text == NULL)
+        return -1;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(table[i].text, text) == 0)
+            return table[i].value;
+    /* "K<n>" names a tag without text (the form sertrace_tag_text gives). */
+    if (text[0] == 'K' && text[1] >= '0' && text[1] <= '9') {
+        char *end;
+        unsigned long v = strtoul(text + 1, &end, 10);
+        char tmp[8];
+        if (*end == '\0' && v <= 255 && text[1] != '0' &&
+            strcmp(sertrace_tag_text((uint8_t)v, tmp), text) == 0)
+            return (int)v;
+    }
+    return -1;
+}
+
+static bool tag_is_class(uint8_t tag)
+{
+    return tag == SERTRACE_TAG_CLASS || tag == SERTRACE_TAG_DILL_T1 ||
+           tag == SERTRACE_TAG_DILL_T2 || tag == SERTRACE_TAG_DILL_T6 ||
+           tag == SERTRACE_TAG_DILL_T7;
+}
+
+static bool tag_is_function(uint8_t tag)
+{
+    return tag == SERTRACE_TAG_FUNCTION || tag == SERTRACE_TAG_DILL_F1 ||
+           tag == SERTRACE_TAG_DILL_F3;
+}
+
+/* ---- sizes ------------------------------------------------------------- */
+
+int sertrace_fmt_size(sertrace_buf *b, uint64_t bytes, bool exact)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    size_t old = b->len;
+    unsigned power = 0;
+    uint64_t whole, rest;
+    unsigned tenths;
+    char frac[2];
+
+    if (exact || bytes < 1024) {
+        if (buf_append_u64(b, bytes) != 0 || sertrace_buf_append(b, " B", 2) != 0)
+            goto fail;
+        return 0;
+    }
+    while (power < 6 && (bytes >> (10 * (power + 1))) != 0)
+        power++;
+    whole = bytes >> (10 * power);
+    rest = bytes - (whole << (10 * power));
+    /* Truncated, never rounded up: a size never reads larger than it is. */
+    tenths = (unsigned)(((unsigned __int128)rest * 10) >> (10 * power));
+    frac[0] = '.';
+    frac[1] = (char)('0' + tenths);
+    if (buf_append_u64(b, whole) != 0 || sertrace_buf_append(b, frac, 2) != 0 ||
+        sertrace_buf_append(b, " ", 1) != 0 || buf_append_str(b, units[power]) != 0)
+        goto fail;
+    return 0;
+fail:
+    b->len = old;
+    if (b->data != NULL)
+        b->data[old] = '\0';
+    return -1;
+}
+
+/* ---- UTF-8 ------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s[0..n), with its code point in
+ * *cp, or 0 if s[0] does not start a valid sequence. */
+static size_t utf8_sequence(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    unsigned char c = s[0];
+    size_t len;
+    uint32_t v, min;
+
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+        v = c & 0x1f;
+        min = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        v = c & 0x0f;
+        min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        v = c & 0x07;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        v = (v << 6) | (s[i] & 0x3f);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return len;
+}
+
+static int append_hex_escape(sertrace_buf *b, const char *prefix, unsigned v, int digits)
+{
+    static const char hex[] = "0123456789abcdef";
+    char tmp[8];
+    size_t plen = strlen(prefix);
+
+    memcpy(tmp, prefix, plen);
+    for (int i = 0; i < digits; i++)
+        tmp[plen + (size_t)i] = hex[(v >> (4 * (digits - 1 - i))) & 15];
+    return sertrace_buf_append(b, tmp, plen + (size_t)digits);
+}
+
+/* Escape s[0..n) to out, which has room for 4 * n bytes; returns the end. */
+static char *escape_to(char *out, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+
+    while (i < n) {
+        unsigned char c = p[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            *out++ = (char)c;
+            i++;
+            continue;
+        }
+        if (c == '\\') {
+            *out++ = '\\';
+            *out++ = '\\';
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        size_t len = utf8_sequence(p + i, n - i, &cp);
+        if (len == 0 || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f)) {
+            unsigned v = len == 0 ? c : cp; /* invalid byte, or the control's code point */
+            *out++ = '\\';
+            *out++ = 'x';
+            *out++ = hex[v >> 4];
+            *out++ = hex[v & 15];
+            i += len == 0 ? 1 : len;
+        } else {
+            memcpy(out, s + i, len);
+            out += len;
+            i += len;
+        }
+    }
+    return out;
+}
+
+int sertrace_fmt_escape(sertrace_buf *b, const char *s, size_t n)
+{
+    if (n > ((size_t)-1 / 8) || buf_reserve(b, 4 * n) != 0)
+        return -1;
+    b->len = (size_t)(escape_to(b->data + b->len, s, n) - b->data);
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+int sertrace_fmt_json_string(sertrace_buf *b, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t old = b->len;
+    size_t i = 0;
+
+    if (sertrace_buf_append(b, "\"", 1) != 0)
+        goto fail;
+    while (i < n) {
+        size_t run = i;
+        while (run < n && p[run] >= 0x20 && p[run] < 0x80 && p[run] != '"' && p[run] != '\\')
+            run++;
+        if (run > i) {
+            if (sertrace_buf_append(b, s + i, run - i) != 0)
+                goto fail;
+            i = run;
+            continue;
+        }
+        unsigned char c = p[i];
+        int rc;
+        size_t len = 1;
+        if (c == '"')
+            rc = sertrace_buf_append(b, "\\\"", 2);
+        else if (c == '\\')
+            rc = sertrace_buf_append(b, "\\\\", 2);
+        else if (c == '\n')
+            rc = sertrace_buf_append(b, "\\n", 2);
+        else if (c == '\r')
+            rc = sertrace_buf_append(b, "\\r", 2);
+        else if (c == '\t')
+            rc = sertrace_buf_append(b, "\\t", 2);
+        else if (c == '\b')
+            rc = sertrace_buf_append(b, "\\b", 2);
+        else if (c == '\f')
+            rc = sertrace_buf_append(b, "\\f", 2);
+        else if (c < 0x20)
+            rc = append_hex_escape(b, "\\u", c, 4);
+        else {
+            uint32_t cp;
+            len = utf8_sequence(p + i, n - i, &cp);
+            if (len == 0) {
+                rc = sertrace_buf_append(b, "\xef\xbf\xbd", 3); /* U+FFFD */
+                len = 1;
+            } else {
+                rc = sertrace_buf_append(b, s + i, len);
+            }
+        }
+        if (rc != 0)
+            goto fail;
+        i += len;
+    }
+    if (sertrace_buf_append(b, "\"", 1) != 0)
+        goto fail;
+    return 0;
+fail:
+    b->len = old;
+    if (b->data != NULL)
+        b->data[old] = '\0';
+    return -1;
+}
+
+/* ---- lines ------------------------------------------------------------- */
+
+static char *put_lit(char *p, const char *lit, size_t n)
+{
+    memcpy(p, lit, n);
+    return p + n;
+}
+
+static char *put_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    memcpy(p, tmp + i, sizeof tmp - i);
+    return p + (sizeof tmp - i);
+}
+
+static char *put_hex(char *p, uint64_t v)
+{
+    static const char digits[] = "0123456789abcdef";
+    char tmp[16];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = digits[v & 15];
+        v >>= 4;
+    } while (v != 0);
+    *p++ = '0';
+    *p++ = 'x';
+    memcpy(p, tmp + i, sizeof tmp - i);
+    return p + (sizeof tmp - i);
+}
+
+static char *put_bars(char *p, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++, p += 3)
+        memcpy(p, "\xe2\x94\x82", 3);
+    return p;
+}
+
+/* Tag texts indexed by value, with their lengths (no strlen per line). */
+static const struct {
+    const char *text;
+    uint8_t len;
+} tag_table[256] = {
+#define TAG_TABLE_(name, value, text, meaning) [value] = {text, sizeof(text) - 1},
+    SERTRACE_TAGS(TAG_TABLE_)
+#undef TAG_TABLE_
+};
+
+static char *put_tag(char *p, uint8_t tag)
+{
+    if (tag_table[tag].text != NULL) {
+        memcpy(p, tag_table[tag].text, tag_table[tag].len);
+        return p + tag_table[tag].len;
+    }
+    char tmp[8];
+    const char *t = sertrace_tag_text(tag, tmp);
+    size_t n = strlen(t);
+    memcpy(p, t, n);
+    return p + n;
+}
+
+/* Longest repr for a name of `name_len` bytes. */
+#define REPR_MAX(name_len) (4 * (name_len) + 64)
+
+static char *put_repr(char *p, uint8_t tag, const char *name, size_t name_len, uint64_t addr,
+                      uint64_t length)
+{
+    if (name == NULL) {
+        name = "?";
+        name_len = 1;
+    }
+    if (tag_is_class(tag)) {
+        p = put_lit(p, "<class '", 8);
+        p = escape_to(p, name, name_len);
+        p = put_lit(p, "'>", 2);
+    } else if (tag_is_function(tag)) {
+        p = put_lit(p, "<function ", 10);
+        p = escape_to(p, name, name_len);
+        p = put_lit(p, " at ", 4);
+        p = put_hex(p, addr);
+        *p++ = '>';
+    } else {
+        *p++ = '<';
+        if (tag == SERTRACE_TAG_MEMO)
+            p = put_lit(p, "ref ", 4);
+        p = escape_to(p, name, name_len);
+        p = put_lit(p, " object at ", 11);
+        p = put_hex(p, addr);
+        *p++ = '>';
+    }
+    if (length != 0) {
+        p = put_lit(p, " len=", 5);
+        p = put_u64(p, length - 1);
+    }
+    return p;
+}
+
+int sertrace_fmt_repr(sertrace_buf *b, uint8_t tag, const char *name, size_t name_len,
+                      uint64_t addr, uint64_t length)
+{
+    if (name_len > ((size_t)-1 / 8) || buf_reserve(b, REPR_MAX(name_len)) != 0)
+        return -1;
+    b->len = (size_t)(put_repr(b->data + b->len, tag, name, name_len, addr, length) - b->data);
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+int sertrace_fmt_enter(sertrace_buf *b, uint32_t depth, uint8_t tag, const char *name,
+                       size_t name_len, uint64_t addr, uint64_t length)
+{
+    char *p;
+
+    if (name_len > ((size_t)-1 / 8) ||
+        buf_reserve(b, (size_t)depth * 3 + 16 + REPR_MAX(name_len)) != 0)
+        return -1;
+    p = b->data + b->len;
+    if (depth <= 1) {
+        p = put_lit(p, "\xe2\x94\xac ", 4); /* "┬ " */
+    } else {
+        p = put_bars(p, depth - 2);
+        p = put_lit(p, "\xe2\x94\x9c\xe2\x94\xac ", 7); /* "├┬ " */
+    }
+    p = put_tag(p, tag);
+    p = put_lit(p, ": ", 2);
+    p = put_repr(p, tag, name, name_len, addr, length);
+    *p++ = '\n';
+    *p = '\0';
+    b->len = (size_t)(p - b->data);
+    return 0;
+}
+
+int sertrace_fmt_exit(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t bytes, bool exact,
+                      const char *flags)
+{
+    size_t flags_len = flags != NULL ? strlen(flags) : 0;
+    size_t old = b->len;
+    char *p;
+
+    if (buf_reserve(b, (size_t)depth * 3 + 64 + flags_len) != 0)
+        return -1;
+    p = b->data + b->len;
+    p = put_bars(p, depth >= 1 ? depth - 1 : 0);
+    p = put_lit(p, "\xe2\x94\x94 # ", 6); /* "└ # " */
+    p = put_tag(p, tag);
+    p = put_lit(p, " [", 2);
+    b->len = (size_t)(p - b->data);
+    /* Room was reserved for the size too, so this does not reallocate. */
+    if (sertrace_fmt_size(b, bytes, exact) != 0) {
+        b->len = old;
+        b->data[old] = '\0';
+        return -1;
+    }
+    p = b->data + b->len;
+    *p++ = ']';
+    if (flags_len > 0) {
+        p = put_lit(p, "  ", 2);
+        p = put_lit(p, flags, flags_len);
+    }
+    *p++ = '\n';
+    *p = '\0';
+    b->len = (size_t)(p - b->data);
+    return 0;
+}
+
+int sertrace_fmt_note(sertrace_buf *b, uint32_t depth, const char *key, size_t key_len,
+                      const char *value, size_t value_len)
+{
+    size_t old = b->len;
+    int rc;
+
+    rc = buf_append_bars(b, depth) || sertrace_buf_append(b, " @ ", 3) ||
+         sertrace_fmt_escape(b, key ? key : "", key ? key_len : 0) ||
+         sertrace_buf_append(b, " = ", 3) ||
+         sertrace_fmt_escape(b, value ? value : "", value ? value_len : 0) ||
+         sertrace_buf_append(b, "\n", 1);
+    if (rc != 0) {
+        b->len = old;
+        if (b->data != NULL)
+            b->data[old] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+int sertrace_fmt_flag_line(sertrace_buf *b, uint32_t depth, const char *text, size_t text_len)
+{
+    size_t old = b->len;
+    int rc;
+
+    rc = buf_append_bars(b, depth) || sertrace_buf_append(b, " !! ", 4) ||
+         sertrace_fmt_escape(b, text ? text : "", text ? text_len : 0) ||
+         sertrace_buf_append(b, "\n", 1);
+    if (rc != 0) {
+        b->len = old;
+        if (b->data != NULL)
+            b->data[old] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- size parsing ------------------------------------------------------ */
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static char lower(char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
+int sertrace_parse_size(const char *text, uint64_t *out)
+{
+    const char *p = text;
+    unsigned __int128 whole = 0, frac = 0, frac_scale = 1, mult = 1, value;
+    bool digits = false, has_frac = false;
+
+    if (text == NULL || out == NULL)
+        return -1;
+    while (is_space(*p))
+        p++;
+    while (*p >= '0' && *p <= '9') {
+        whole = whole * 10 + (unsigned)(*p - '0');
+        if (whole > UINT64_MAX)
+            return -1;
+        digits = true;
+        p++;
+    }
+    if (*p == '.') {
+        p++;
+        has_frac = true;
+        bool frac_digits = false;
+        while (*p >= '0' && *p <= '9') {
+            if (frac_scale < 1000000000000000000ULL) {
+                frac = frac * 10 + (unsigned)(*p - '0');
+                frac_scale *= 10;
+            }
+            frac_digits = true;
+            p++;
+        }
+        if (!frac_digits)
+            return -1;
+    }
+    if (!digits)
+        return -1;
+    while (is_space(*p))
+        p++;
+    switch (lower(*p)) {
+    case 'k':
+        mult = (uint64_t)1 << 10;
+        break;
+    case 'm':
+        mult = (uint64_t)1 << 20;
+        break;
+    case 'g':
+        mult = (uint64_t)1 << 30;
+        break;
+    case 't':
+        mult = (uint64_t)1 << 40;
+        break;
+    default:
+        break;
+    }
+    if (mult != 1) {
+        p++;
+        if (lower(p[0]) == 'i' && lower(p[1]) == 'b')
+            p += 2;
+        else if (lower(p[0]) == 'b')
+            p++;
+    } else if (lower(*p) == 'b') {
+        p++;
+    }
+    while (is_space(*p))
+        p++;
+    if (*p != '\0')
+        return -1;
+    /* A fraction of a byte means nothing: "1.5" alone is refused. */
+    if (has_frac && mult == 1)
+        return -1;
+    value = whole * mult + frac * mult / frac_scale;
+    if (value > UINT64_MAX)
+        return -1;
+    *out = (uint64_t)value;
+    return 0;
+}

@@ -1,0 +1,451 @@
+/* probes/text.c -- the live text probe: DISPATCH_TRACE prints each dump's tree.
+ *
+ * For every dump begun while DISPATCH_TRACE is on, the runtime calls the
+ * sertrace_text_* functions below.  They format the lines with the shared
+ * formatter (format.h, dill's line grammar) into the dump's own buffer and
+ * write the buffer out when it passes 16 KiB and at dump end.  One
+ * process-wide mutex serialises the write() calls, and a buffer only ever
+ * holds whole lines, so concurrent threads never interleave inside a line.
+ * There is no system call and no allocation per line (the buffer keeps its
+ * capacity across dumps), which keeps DISPATCH_TRACE to a file within a
+ * small factor of plain serialization.
+ *
+ * The repr of a node comes only from its interned type name and address
+ * (never user code).  Flags go inline: "!! OVERSIZED (>= 1.0 MiB)" on exit
+ * lines at or above the threshold, a flag line "!! UNSERIALIZABLE ..." with
+ * the message and path at the failing node, "!! UNFINISHED" on nodes a
+ * failed dump left open, "!! MISUSE ..." for a mismatched enter/exit.
+ *
+ * Writing never fails the host: a write error (closed pipe, full disk)
+ * disables the text output for the rest of the process with one warning on
+ * stderr.  On a pipe or socket SIGPIPE is blocked around the write and a
+ * SIGPIPE raised by it is consumed, so a closed reader cannot kill the
+ * host either.
+ */
+#include "text.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sertrace/schema.h"
+
+static pthread_mutex_t text_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Guarded by text_lock (read without it only through text_on). */
+static struct sertrace_text_config text_config = {SERTRACE_TEXT_MODE_OFF, false, false,
+                                                  SERTRACE_TEXT_DEFAULT_OVERSIZE};
+static int text_fd = -1;
+static bool text_fd_owned;
+static bool text_fd_is_pipe;
+static atomic_bool text_on;
+
+/* ---- configuration ----------------------------------------------------- */
+
+static char ascii_lower(char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
+/* Compare the trimmed value [s, s+n) with a lower-case word. */
+static bool word_is(const char *s, size_t n, const char *word)
+{
+    size_t wn = strlen(word);
+    if (n != wn)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (ascii_lower(s[i]) != word[i])
+            return false;
+    return true;
+}
+
+static void trim(const char **s, size_t *n)
+{
+    while (*n > 0 && ((*s)[0] == ' ' || (*s)[0] == '\t' || (*s)[0] == '\n')) {
+        (*s)++;
+        (*n)--;
+    }
+    while (*n > 0 && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\t' || (*s)[*n - 1] == '\n'))
+        (*n)--;
+}
+
+static bool is_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* "name.ext": a non-empty stem, a dot, 1-8 letters/digits. */
+static bool has_extension(const char *s, size_t n)
+{
+    size_t i = n;
+    while (i > 0 && is_alnum(s[i - 1]))
+        i--;
+    size_t ext = n - i;
+    return ext >= 1 && ext <= 8 && i >= 2 && s[i - 1] == '.';
+}
+
+static bool value_is_off(const char *s, size_t n)
+{
+    return n == 0 || word_is(s, n, "0") || word_is(s, n, "false") || word_is(s, n, "off") ||
+           word_is(s, n, "no");
+}
+
+static bool value_is_on(const char *s, size_t n)
+{
+    return word_is(s, n, "1") || word_is(s, n, "true") || word_is(s, n, "on") ||
+           word_is(s, n, "yes");
+}
+
+enum sertrace_text_mode sertrace_text_parse_mode(const char *value)
+{
+    const char *s = value;
+    size_t n;
+
+    if (value == NULL)
+        return SERTRACE_TEXT_MODE_OFF;
+    n = strlen(value);
+    trim(&s, &n);
+    if (value_is_off(s, n))
+        return SERTRACE_TEXT_MODE_OFF;
+    if (value_is_on(s, n) || word_is(s, n, "stderr"))
+        return SERTRACE_TEXT_MODE_STDERR;
+    if (memchr(s, '/', n) != NULL || has_extension(s, n))
+        return SERTRACE_TEXT_MODE_PATH;
+    return SERTRACE_TEXT_MODE_INVALID;
+}
+
+/* One write() with SIGPIPE blocked (and a SIGPIPE it raised consumed), so
+ * a warning to a stderr whose reader went away cannot kill the host. */
+static void write_nosigpipe(int fd, const char *p, size_t n)
+{
+    sigset_t block, old, pending;
+    bool was_pending;
+    ssize_t w;
+
+    sigemptyset(&block);
+    sigaddset(&block, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    sigpending(&pending);
+    was_pending = sigismember(&pending, SIGPIPE) == 1;
+    do
+        w = write(fd, p, n);
+    while (w < 0 && errno == EINTR);
+    if (w < 0 && errno == EPIPE && !was_pending) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&block, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static int warn(int fd, const char *fmt, const char *a, const char *b)
+{
+    char line[512];
+    int n = snprintf(line, sizeof line, fmt, a, b);
+    if (n < 0)
+        return 1;
+    if ((size_t)n >= sizeof line) {
+        n = (int)sizeof line - 1;
+        line[n - 1] = '\n';
+    }
+    if (fd >= 0)
+        write_nosigpipe(fd, line, (size_t)n);
+    return 1;
+}
+
+static void close_current_locked(void)
+{
+    if (text_fd_owned && text_fd >= 0)
+        close(text_fd);
+    text_fd = -1;
+    text_fd_owned = false;
+    text_fd_is_pipe = false;
+}
+
+/* fork() while another thread holds text_lock would leave the child's
+ * copy locked forever: hold it across fork so both sides start unlocked. */
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&text_lock);
+}
+
+static void atfork_release(void)
+{
+    pthread_mutex_unlock(&text_lock);
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+}
+
+int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
+{
+    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+    struct sertrace_text_config c = {SERTRACE_TEXT_MODE_OFF, false, false,
+                                     SERTRACE_TEXT_DEFAULT_OVERSIZE};
+    int warnings = 0;
+    int fd = -1;
+    bool owned = false;
+    struct stat st;
+
+    pthread_once(&atfork_once, register_atfork);
+    c.mode = sertrace_text_parse_mode(s->dispatch_trace);
+    if (c.mode == SERTRACE_TEXT_MODE_INVALID) {
+        warnings += warn(warn_fd,
+                         "sertrace: warning: DISPATCH_TRACE=%s%s is not understood (use 1, "
+                         "stderr, 0 or a file path); live tree off\n",
+                         s->dispatch_trace, "");
+        c.mode = SERTRACE_TEXT_MODE_OFF;
+    } else if (c.mode == SERTRACE_TEXT_MODE_STDERR) {
+        fd = STDERR_FILENO;
+    } else if (c.mode == SERTRACE_TEXT_MODE_PATH) {
+        fd = open(s->dispatch_trace, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+        if (fd < 0) {
+            warnings += warn(warn_fd,
+                             "sertrace: warning: DISPATCH_TRACE=%s: cannot open for appending "
+                             "(%s); live tree off\n",
+                             s->dispatch_trace, strerror(errno));
+            c.mode = SERTRACE_TEXT_MODE_OFF;
+        } else {
+            owned = true;
+        }
+    }
+
+    if (s->granularity != NULL && s->granularity[0] != '\0') {
+        const char *g = s->granularity;
+        size_t n = strlen(g);
+        trim(&g, &n);
+        if (word_is(g, n, "all") || word_is(g, n, "atoms"))
+            c.atoms = true;
+        else if (!word_is(g, n, "containers"))
+            warnings += warn(warn_fd,
+                             "sertrace: warning: SERTRACE_GRANULARITY=%s%s is not understood "
+                             "(use containers or all); using containers\n",
+                             s->granularity, "");
+    }
+    if (s->oversize != NULL && s->oversize[0] != '\0' &&
+        sertrace_parse_size(s->oversize, &c.oversize) != 0) {
+        c.oversize = SERTRACE_TEXT_DEFAULT_OVERSIZE;
+        warnings += warn(warn_fd,
+                         "sertrace: warning: SERTRACE_OVERSIZE=%s%s is not a size (e.g. 64K, "
+                         "1.5MiB); using 1 MiB\n",
+                         s->oversize, "");
+    }
+    if (s->exact != NULL) {
+        const char *e = s->exact;
+        size_t n = strlen(e);
+        trim(&e, &n);
+        if (value_is_on(e, n))
+            c.exact = true;
+        else if (!value_is_off(e, n))
+            warnings += warn(warn_fd,
+                             "sertrace: warning: SERTRACE_EXACT=%s%s is not understood (use 1 or "
+                             "0); sizes stay human\n",
+                             s->exact, "");
+    }
+
+    pthread_mutex_lock(&text_lock);
+    close_current_locked();
+    text_fd = fd;
+    text_fd_owned = owned;
+    text_fd_is_pipe =
+        fd >= 0 && fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+    text_config = c;
+    atomic_store(&text_on, c.mode != SERTRACE_TEXT_MODE_OFF);
+    pthread_mutex_unlock(&text_lock);
+    return warnings;
+}
+
+void sertrace_text_get_config(struct sertrace_text_config *out)
+{
+    pthread_mutex_lock(&text_lock);
+    *out = text_config;
+    pthread_mutex_unlock(&text_lock);
+}
+
+bool sertrace_text_enabled(void)
+{
+    return atomic_load_explicit(&text_on, memory_order_relaxed);
+}
+
+/* ---- writing ----------------------------------------------------------- */
+
+/* write() all of it; returns 0 or an errno. Called with text_lock held. */
+static int write_all_locked(const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(text_fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        if (w == 0)
+            return EIO;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int write_locked(const char *p, size_t n)
+{
+    sigset_t block, old, pending;
+    bool was_pending;
+    int err;
+
+    if (!text_fd_is_pipe)
+        return write_all_locked(p, n);
+    sigemptyset(&block);
+    sigaddset(&block, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    sigpending(&pending);
+    was_pending = sigismember(&pending, SIGPIPE) == 1;
+    err = write_all_locked(p, n);
+    if (err == EPIPE && !was_pending) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&block, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
+}
+
+void sertrace_text_flush(struct sertrace_text_dump *t)
+{
+    int err = 0;
+    bool report = false;
+
+    if (t->buf.len == 0)
+        return;
+    pthread_mutex_lock(&text_lock);
+    if (atomic_load(&text_on) && text_fd >= 0) {
+        err = write_locked(t->buf.data, t->buf.len);
+        if (err != 0) {
+            atomic_store(&text_on, false);
+            report = true;
+        }
+    }
+    pthread_mutex_unlock(&text_lock);
+    sertrace_buf_clear(&t->buf);
+    if (report)
+        warn(STDERR_FILENO,
+             "sertrace: warning: DISPATCH_TRACE: writing the live tree failed (%s)%s; live tree "
+             "off\n",
+             strerror(err), "");
+}
+
+static void maybe_flush(struct sertrace_text_dump *t)
+{
+    if (t->buf.len >= SERTRACE_TEXT_FLUSH_BYTES)
+        sertrace_text_flush(t);
+}
+
+/* ---- lines ------------------------------------------------------------- */
+
+void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id, const char *serializer,
+                         int protocol)
+{
+    struct sertrace_text_config c;
+
+    sertrace_text_get_config(&c);
+    t->oversize = c.oversize;
+    t->exact = c.exact;
+    sertrace_buf_clear(&t->buf);
+    if (sertrace_buf_appendf(&t->buf, "# sertrace dump %llu pid %ld tid %ld ",
+                             (unsigned long long)dump_id, (long)getpid(),
+                             (long)syscall(SYS_gettid)) != 0)
+        return;
+    if (sertrace_fmt_escape(&t->buf, serializer ? serializer : "?",
+                            serializer ? strlen(serializer) : 1) != 0)
+        return;
+    if (protocol >= 0)
+        sertrace_buf_appendf(&t->buf, " protocol %d", protocol);
+    sertrace_buf_append(&t->buf, "\n", 1);
+}
+
+void sertrace_text_enter(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag,
+                         const char *name, size_t name_len, uint64_t addr, uint64_t length)
+{
+    sertrace_fmt_enter(&t->buf, depth, tag, name, name_len, addr, length);
+    maybe_flush(t);
+}
+
+void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag, uint64_t bytes,
+                        bool unfinished)
+{
+    char flags[96];
+    size_t n = 0;
+
+    flags[0] = '\0';
+    if (unfinished)
+        n += (size_t)snprintf(flags, sizeof flags, "!! UNFINISHED");
+    if (bytes >= t->oversize) {
+        sertrace_buf tmp = SERTRACE_BUF_INIT;
+        char sz[32] = "?";
+        if (sertrace_fmt_size(&tmp, t->oversize, t->exact) == 0 && tmp.len < sizeof sz)
+            memcpy(sz, tmp.data, tmp.len + 1);
+        sertrace_buf_free(&tmp);
+        snprintf(flags + n, sizeof flags - n, "%s!! OVERSIZED (>= %s)", n ? "  " : "", sz);
+    }
+    sertrace_fmt_exit(&t->buf, depth, tag, bytes, t->exact, flags);
+    maybe_flush(t);
+}
+
+void sertrace_text_note(struct sertrace_text_dump *t, uint32_t depth, const char *key,
+                        size_t key_len, const char *value, size_t value_len)
+{
+    sertrace_fmt_note(&t->buf, depth, key, key_len, value, value_len);
+    maybe_flush(t);
+}
+
+void sertrace_text_error(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag,
+                         const char *name, size_t name_len, const char *message, size_t message_len,
+                         const char *path, size_t path_len)
+{
+    /* Error path only: building the text with a temporary buffer is fine. */
+    sertrace_buf text = SERTRACE_BUF_INIT;
+    char tmp[8];
+
+    if (sertrace_buf_appendf(&text, "UNSERIALIZABLE %s '", sertrace_tag_text(tag, tmp)) == 0 &&
+        sertrace_buf_append(&text, name ? name : "?", name ? name_len : 1) == 0 &&
+        sertrace_buf_append(&text, "' at ", 5) == 0 &&
+        sertrace_buf_append(&text, path && path_len ? path : "?",
+                            path && path_len ? path_len : 1) == 0 &&
+        sertrace_buf_append(&text, ": ", 2) == 0 &&
+        sertrace_buf_append(&text, message ? message : "", message ? message_len : 0) == 0)
+        sertrace_fmt_flag_line(&t->buf, depth, text.data, text.len);
+    sertrace_buf_free(&text);
+    maybe_flush(t);
+}
+
+void sertrace_text_misuse(struct sertrace_text_dump *t, uint32_t depth, const char *what)
+{
+    sertrace_buf text = SERTRACE_BUF_INIT;
+
+    if (sertrace_buf_appendf(&text, "MISUSE: %s", what) == 0)
+        sertrace_fmt_flag_line(&t->buf, depth, text.data, text.len);
+    sertrace_buf_free(&text);
+    maybe_flush(t);
+}
+
+void sertrace_text_end(struct sertrace_text_dump *t, uint64_t dump_id, uint64_t bytes, int status,
+                       uint32_t unfinished)
+{
+    if (sertrace_buf_appendf(&t->buf, "# end dump %llu: ", (unsigned long long)dump_id) == 0 &&
+        sertrace_fmt_size(&t->buf, bytes, t->exact) == 0) {
+        if (!t->exact && bytes >= 1024)
+            sertrace_buf_appendf(&t->buf, " (%llu B)", (unsigned long long)bytes);
+        sertrace_buf_appendf(&t->buf, ", %s%s\n", status == SERTRACE_STATUS_OK ? "ok" : "error",
+                             unfinished ? ", unfinished" : "");
+    }
+    sertrace_text_flush(t);
+}

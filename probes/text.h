@@ -1,0 +1,108 @@
+/* probes/text.h -- the live text probe (DISPATCH_TRACE), internal to libsertrace.
+ *
+ * The runtime (tracepoints/runtime.c) calls these functions for a dump that
+ * has SERTRACE_DUMP_TEXT set; they append tree lines (through the shared
+ * formatter, format.h) to the dump's own buffer and write whole buffers to
+ * the configured file descriptor, under one process-wide lock, when the
+ * buffer passes SERTRACE_TEXT_FLUSH_BYTES and at the end of the dump.  So
+ * concurrent dumps never interleave inside a line, and there is no system
+ * call and no allocation per line in steady state.  A failed write never
+ * fails the serializer: it turns the text output off with one warning.
+ *
+ * Configuration (read once per process from the environment by the runtime,
+ * or set by tests through sertrace_text_configure):
+ *   DISPATCH_TRACE        off / stderr / a path (see sertrace_text_parse_mode)
+ *   SERTRACE_GRANULARITY  containers (default) | all  (all: trace atoms too)
+ *   SERTRACE_OVERSIZE     size at or above which a node is flagged OVERSIZED
+ *                         (sertrace_parse_size syntax; default 1 MiB)
+ *   SERTRACE_EXACT        1/true/on/yes: sizes in exact bytes
+ * Bad values give one warning line each on the warning fd and fall back to
+ * the default (for DISPATCH_TRACE: off).
+ *
+ * Symbols are hidden: they are part of libsertrace, not of its API.
+ */
+#ifndef SERTRACE_PROBES_TEXT_H
+#define SERTRACE_PROBES_TEXT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "format.h"
+
+#define SERTRACE_TEXT_INTERNAL __attribute__((visibility("hidden")))
+
+/* Buffer size at which a dump's text is written out mid-dump. */
+#define SERTRACE_TEXT_FLUSH_BYTES 16384
+#define SERTRACE_TEXT_DEFAULT_OVERSIZE ((uint64_t)1 << 20)
+
+enum sertrace_text_mode {
+    SERTRACE_TEXT_MODE_OFF,
+    SERTRACE_TEXT_MODE_STDERR,
+    SERTRACE_TEXT_MODE_PATH,
+    SERTRACE_TEXT_MODE_INVALID,
+};
+
+/* Classify a DISPATCH_TRACE value (NULL = unset).  Words are matched
+ * case-insensitively after trimming blanks:
+ *   unset, "", "0", "false", "off", "no"          -> OFF
+ *   "1", "true", "on", "yes", "stderr"            -> STDERR
+ *   contains '/', or ends in ".EXT" (EXT = 1-8 letters/digits after a
+ *   non-empty stem, e.g. "trace.txt")              -> PATH (the raw value)
+ *   anything else ("maybe", "2", "trace")         -> INVALID (warn, off) */
+SERTRACE_TEXT_INTERNAL enum sertrace_text_mode sertrace_text_parse_mode(const char *value);
+
+/* Raw values of the knobs (NULL = unset). */
+struct sertrace_text_settings {
+    const char *dispatch_trace;
+    const char *granularity;
+    const char *oversize;
+    const char *exact;
+};
+
+/* Process-wide configuration, as applied. */
+struct sertrace_text_config {
+    enum sertrace_text_mode mode; /* OFF, STDERR or PATH (INVALID -> OFF) */
+    bool atoms;                   /* SERTRACE_GRANULARITY=all */
+    bool exact;
+    uint64_t oversize;
+};
+
+/* Apply settings (closing a file opened by an earlier call).  Warnings
+ * (one line each) go to `warn_fd`.  Returns the number of warnings. */
+SERTRACE_TEXT_INTERNAL int sertrace_text_configure(const struct sertrace_text_settings *s,
+                                                   int warn_fd);
+SERTRACE_TEXT_INTERNAL void sertrace_text_get_config(struct sertrace_text_config *out);
+/* True when the live tree is on and has not been disabled by a write error. */
+SERTRACE_TEXT_INTERNAL bool sertrace_text_enabled(void);
+
+/* Per-dump text state, embedded in the dump handle and reused. */
+struct sertrace_text_dump {
+    sertrace_buf buf;
+    uint64_t oversize;
+    bool exact;
+};
+
+SERTRACE_TEXT_INTERNAL void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id,
+                                                const char *serializer, int protocol);
+SERTRACE_TEXT_INTERNAL void sertrace_text_enter(struct sertrace_text_dump *t, uint32_t depth,
+                                                uint8_t tag, const char *name, size_t name_len,
+                                                uint64_t addr, uint64_t length);
+/* `unfinished`: closed by dump end, not by an exit. */
+SERTRACE_TEXT_INTERNAL void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth,
+                                               uint8_t tag, uint64_t bytes, bool unfinished);
+SERTRACE_TEXT_INTERNAL void sertrace_text_note(struct sertrace_text_dump *t, uint32_t depth,
+                                               const char *key, size_t key_len, const char *value,
+                                               size_t value_len);
+SERTRACE_TEXT_INTERNAL void sertrace_text_error(struct sertrace_text_dump *t, uint32_t depth,
+                                                uint8_t tag, const char *name, size_t name_len,
+                                                const char *message, size_t message_len,
+                                                const char *path, size_t path_len);
+SERTRACE_TEXT_INTERNAL void sertrace_text_misuse(struct sertrace_text_dump *t, uint32_t depth,
+                                                 const char *what);
+/* Footer, then write everything out. */
+SERTRACE_TEXT_INTERNAL void sertrace_text_end(struct sertrace_text_dump *t, uint64_t dump_id,
+                                              uint64_t bytes, int status, uint32_t unfinished);
+/* Write out what is buffered (also used before a nested dump starts). */
+SERTRACE_TEXT_INTERNAL void sertrace_text_flush(struct sertrace_text_dump *t);
+
+#endif /* SERTRACE_PROBES_TEXT_H */

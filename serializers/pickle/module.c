@@ -1,0 +1,569 @@
+/* module.c -- the Python surface of sertrace's pickler: sertrace._native.
+ *
+ * Defines the Pickler type (subclassable, with dump, clear_memo, memo,
+ * persistent_id, dispatch_table, bin, fast, and reducer_override /
+ * persistent_id picked up from subclasses), the module functions dump() and
+ * dumps(), and note().  Signatures and semantics are those of CPython 3.11's
+ * _pickle; PickleError and PicklingError ARE pickle's classes, so existing
+ * `except pickle.PicklingError` code keeps working.  The package
+ * (python/sertrace/__init__.py) re-exports everything.
+ */
+#include "pickler.h"
+#include "structmember.h"
+
+pickle_globals G;
+
+/* ---- object lifetime ------------------------------------------------- */
+
+static pickler *pickler_alloc(PyTypeObject *type)
+{
+    pickler *p = (pickler *)type->tp_alloc(type, 0);
+    if (p == NULL)
+        return NULL;
+    p->frame_start = -1;
+    p->max_output_len = PICKLE_WRITE_BUF_SIZE;
+    p->output_buffer = PyBytes_FromStringAndSize(NULL, p->max_output_len);
+    if (p->output_buffer == NULL || memo_init(&p->memo) < 0) {
+        Py_DECREF(p);
+        return NULL;
+    }
+    p->memo_ready = 1;
+    p->proto = PICKLE_DEFAULT_PROTOCOL;
+    p->bin = 1;
+    return p;
+}
+
+static PyObject *pickler_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    (void)args;
+    (void)kwds;
+    return (PyObject *)pickler_alloc(type);
+}
+
+static int pickler_tp_clear(pickler *p)
+{
+    Py_CLEAR(p->output_buffer);
+    Py_CLEAR(p->write);
+    Py_CLEAR(p->pers_func);
+    p->pers_func_self = NULL;
+    Py_CLEAR(p->dispatch_table);
+    Py_CLEAR(p->fast_memo);
+    Py_CLEAR(p->reducer_override);
+    Py_CLEAR(p->buffer_callback);
+    Py_CLEAR(p->err_type);
+    memo_clear(&p->memo);
+    return 0;
+}
+
+static void pickler_tp_dealloc(pickler *p)
+{
+    PyObject_GC_UnTrack(p);
+    trace_reset_error(p);
+    PyMem_Free(p->path);
+    p->path = NULL;
+    pickler_tp_clear(p);
+    memo_free(&p->memo);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+static int pickler_tp_traverse(pickler *p, visitproc visit, void *arg)
+{
+    Py_VISIT(p->write);
+    Py_VISIT(p->pers_func);
+    Py_VISIT(p->dispatch_table);
+    Py_VISIT(p->fast_memo);
+    Py_VISIT(p->reducer_override);
+    Py_VISIT(p->buffer_callback);
+    if (p->memo.table != NULL) {
+        for (size_t i = 0; i <= p->memo.mask; i++)
+            Py_VISIT(p->memo.table[i].key);
+    }
+    return 0;
+}
+
+/* persistent_id: a bound method of self is stored as (function, self) so
+ * the pickler does not hold a reference cycle to itself (as _pickle.c). */
+static int init_method_ref(pickler *p, PyObject *name)
+{
+    PyObject *func = PyObject_GetAttr((PyObject *)p, name);
+    if (func == NULL) {
+        p->pers_func_self = NULL;
+        Py_CLEAR(p->pers_func);
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    if (PyMethod_Check(func) && PyMethod_GET_SELF(func) == (PyObject *)p) {
+        PyObject *f = PyMethod_GET_FUNCTION(func);
+        Py_INCREF(f);
+        p->pers_func_self = (PyObject *)p;
+        Py_XSETREF(p->pers_func, f);
+        Py_DECREF(func);
+        return 0;
+    }
+    p->pers_func_self = NULL;
+    Py_XSETREF(p->pers_func, func);
+    return 0;
+}
+
+static int pickler_tp_init(pickler *p, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"file", "protocol", "fix_imports", "buffer_callback", NULL};
+    PyObject *file, *protocol = Py_None, *buffer_callback = Py_None;
+    int fix_imports = 1;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OpO:Pickler", kwlist, &file, &protocol,
+                                     &fix_imports, &buffer_callback))
+        return -1;
+    if (p->dumping) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Pickler.__init__() called while this Pickler is dumping");
+        return -1;
+    }
+    if (p->write != NULL)
+        (void)pickler_tp_clear(p);
+    if (pickler_set_protocol(p, protocol, fix_imports) < 0)
+        return -1;
+    if (pickler_set_output(p, file) < 0)
+        return -1;
+    if (pickler_set_buffer_callback(p, buffer_callback) < 0)
+        return -1;
+    p->output_len = 0;
+    p->frame_start = -1;
+    if (p->output_buffer == NULL) {
+        p->max_output_len = PICKLE_WRITE_BUF_SIZE;
+        p->output_buffer = PyBytes_FromStringAndSize(NULL, p->max_output_len);
+        if (p->output_buffer == NULL)
+            return -1;
+    }
+    p->fast = 0;
+    p->fast_nesting = 0;
+    Py_CLEAR(p->fast_memo);
+    if (init_method_ref(p, G.s_persistent_id) < 0)
+        return -1;
+    Py_CLEAR(p->dispatch_table);
+    p->dispatch_table = PyObject_GetAttr((PyObject *)p, G.s_dispatch_table);
+    if (p->dispatch_table == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+    }
+    return 0;
+}
+
+/* ---- methods --------------------------------------------------------- */
+
+static PyObject *pickler_dump_method(pickler *p, PyObject *obj)
+{
+    if (p->write == NULL) {
+        PyErr_Format(G.PicklingError, "Pickler.__init__() was not called by %s.__init__()",
+                     Py_TYPE(p)->tp_name);
+        return NULL;
+    }
+    /* C pickle crashes when a __reduce__ re-enters the same Pickler's
+     * dump(); refuse instead. */
+    if (p->dumping) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Pickler.dump() called while this Pickler is already dumping");
+        return NULL;
+    }
+    int status = -1;
+    p->dumping = 1;
+    if (output_reset(p) == 0 && pickler_dump(p, obj) == 0 && output_flush_to_file(p) == 0)
+        status = 0;
+    p->dumping = 0;
+    if (status < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *pickler_clear_memo(pickler *p, PyObject *unused)
+{
+    (void)unused;
+    memo_clear(&p->memo);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef pickler_methods[] = {
+    {"dump", (PyCFunction)pickler_dump_method, METH_O,
+     PyDoc_STR("dump($self, obj, /)\n--\n\n"
+               "Write a pickled representation of the given object to the open file.")},
+    {"clear_memo", (PyCFunction)pickler_clear_memo, METH_NOARGS,
+     PyDoc_STR("clear_memo($self, /)\n--\n\nClears the pickler's \"memo\".")},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef pickler_members[] = {
+    {"bin", T_INT, offsetof(pickler, bin), 0, NULL},
+    {"fast", T_INT, offsetof(pickler, fast), 0, NULL},
+    {"dispatch_table", T_OBJECT_EX, offsetof(pickler, dispatch_table), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+/* ---- memo proxy ------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    pickler *owner;
+} memo_proxy;
+
+static PyTypeObject memo_proxy_type;
+
+static void memo_proxy_dealloc(memo_proxy *m)
+{
+    PyObject_GC_UnTrack(m);
+    Py_CLEAR(m->owner);
+    PyObject_GC_Del(m);
+}
+
+static int memo_proxy_traverse(memo_proxy *m, visitproc visit, void *arg)
+{
+    Py_VISIT(m->owner);
+    return 0;
+}
+
+static PyObject *memo_proxy_copy(memo_proxy *m, PyObject *unused)
+{
+    (void)unused;
+    return memo_as_dict(&m->owner->memo);
+}
+
+static PyObject *memo_proxy_clear(memo_proxy *m, PyObject *unused)
+{
+    (void)unused;
+    memo_clear(&m->owner->memo);
+    Py_RETURN_NONE;
+}
+
+static PyObject *memo_proxy_reduce(memo_proxy *m, PyObject *unused)
+{
+    (void)unused;
+    PyObject *contents = memo_as_dict(&m->owner->memo);
+    if (contents == NULL)
+        return NULL;
+    PyObject *r = Py_BuildValue("(O(N))", (PyObject *)&PyDict_Type, contents);
+    return r;
+}
+
+static PyMethodDef memo_proxy_methods[] = {
+    {"clear", (PyCFunction)memo_proxy_clear, METH_NOARGS, PyDoc_STR("Remove all items from memo.")},
+    {"copy", (PyCFunction)memo_proxy_copy, METH_NOARGS, PyDoc_STR("Copy the memo to a new object.")},
+    {"__reduce__", (PyCFunction)memo_proxy_reduce, METH_NOARGS, PyDoc_STR("Implement pickle support.")},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject memo_proxy_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sertrace._native.PicklerMemoProxy",
+    .tp_basicsize = sizeof(memo_proxy),
+    .tp_dealloc = (destructor)memo_proxy_dealloc,
+    .tp_hash = PyObject_HashNotImplemented,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)memo_proxy_traverse,
+    .tp_methods = memo_proxy_methods,
+};
+
+static PyObject *pickler_get_memo(pickler *p, void *closure)
+{
+    (void)closure;
+    memo_proxy *m = PyObject_GC_New(memo_proxy, &memo_proxy_type);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(p);
+    m->owner = p;
+    PyObject_GC_Track(m);
+    return (PyObject *)m;
+}
+
+static int pickler_set_memo(pickler *p, PyObject *obj, void *closure)
+{
+    (void)closure;
+    memo_table fresh;
+    if (obj == NULL) {
+        PyErr_SetString(PyExc_TypeError, "attribute deletion is not supported");
+        return -1;
+    }
+    if (Py_IS_TYPE(obj, &memo_proxy_type)) {
+        PyObject *d = memo_as_dict(&((memo_proxy *)obj)->owner->memo);
+        int r;
+        if (d == NULL)
+            return -1;
+        r = pickler_set_memo(p, d, NULL);
+        Py_DECREF(d);
+        return r;
+    }
+    if (!PyDict_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "'memo' attribute must be a PicklerMemoProxy object or "
+                                      "dict, not %.200s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (memo_init(&fresh) < 0)
+        return -1;
+    Py_ssize_t i = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(obj, &i, &key, &value)) {
+        Py_ssize_t memo_id;
+        if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 2) {
+            PyErr_SetString(PyExc_TypeError, "'memo' values must be 2-item tuples");
+            goto error;
+        }
+        memo_id = PyLong_AsSsize_t(PyTuple_GET_ITEM(value, 0));
+        if (memo_id == -1 && PyErr_Occurred())
+            goto error;
+        if (memo_set(&fresh, PyTuple_GET_ITEM(value, 1), memo_id) < 0)
+            goto error;
+    }
+    memo_free(&p->memo);
+    p->memo = fresh;
+    return 0;
+error:
+    memo_free(&fresh);
+    return -1;
+}
+
+static PyObject *pickler_get_persid(pickler *p, void *closure)
+{
+    (void)closure;
+    if (p->pers_func == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "persistent_id");
+        return NULL;
+    }
+    if (p->pers_func_self != NULL)
+        return PyMethod_New(p->pers_func, p->pers_func_self);
+    Py_INCREF(p->pers_func);
+    return p->pers_func;
+}
+
+static int pickler_set_persid(pickler *p, PyObject *value, void *closure)
+{
+    (void)closure;
+    if (value == NULL) {
+        PyErr_SetString(PyExc_TypeError, "attribute deletion is not supported");
+        return -1;
+    }
+    if (!PyCallable_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "persistent_id must be a callable taking one argument");
+        return -1;
+    }
+    p->pers_func_self = NULL;
+    Py_INCREF(value);
+    Py_XSETREF(p->pers_func, value);
+    return 0;
+}
+
+static PyGetSetDef pickler_getsets[] = {
+    {"memo", (getter)pickler_get_memo, (setter)pickler_set_memo, NULL, NULL},
+    {"persistent_id", (getter)pickler_get_persid, (setter)pickler_set_persid, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(pickler_doc,
+             "Pickler(file, protocol=None, fix_imports=True, buffer_callback=None)\n--\n\n"
+             "A byte-identical, traced drop-in for pickle.Pickler (see pickle.Pickler).");
+
+PyTypeObject pickler_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sertrace.Pickler",
+    .tp_basicsize = sizeof(pickler),
+    .tp_dealloc = (destructor)pickler_tp_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = pickler_doc,
+    .tp_traverse = (traverseproc)pickler_tp_traverse,
+    .tp_clear = (inquiry)pickler_tp_clear,
+    .tp_methods = pickler_methods,
+    .tp_members = pickler_members,
+    .tp_getset = pickler_getsets,
+    .tp_init = (initproc)pickler_tp_init,
+    .tp_new = pickler_tp_new,
+};
+
+/* ---- module functions ------------------------------------------------ */
+
+static PyObject *module_dump(PyObject *module, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"obj", "file", "protocol", "fix_imports", "buffer_callback", NULL};
+    PyObject *obj, *file, *protocol = Py_None, *buffer_callback = Py_None;
+    int fix_imports = 1;
+    pickler *p;
+    (void)module;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O$pO:dump", kwlist, &obj, &file, &protocol,
+                                     &fix_imports, &buffer_callback))
+        return NULL;
+    p = pickler_alloc(&pickler_type);
+    if (p == NULL)
+        return NULL;
+    if (pickler_set_protocol(p, protocol, fix_imports) < 0 || pickler_set_output(p, file) < 0 ||
+        pickler_set_buffer_callback(p, buffer_callback) < 0 || pickler_dump(p, obj) < 0 ||
+        output_flush_to_file(p) < 0) {
+        Py_DECREF(p);
+        return NULL;
+    }
+    Py_DECREF(p);
+    Py_RETURN_NONE;
+}
+
+static PyObject *module_dumps(PyObject *module, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"obj", "protocol", "fix_imports", "buffer_callback", NULL};
+    PyObject *obj, *protocol = Py_None, *buffer_callback = Py_None, *result = NULL;
+    int fix_imports = 1;
+    pickler *p;
+    (void)module;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O$pO:dumps", kwlist, &obj, &protocol,
+                                     &fix_imports, &buffer_callback))
+        return NULL;
+    p = pickler_alloc(&pickler_type);
+    if (p == NULL)
+        return NULL;
+    if (pickler_set_protocol(p, protocol, fix_imports) == 0 &&
+        pickler_set_buffer_callback(p, buffer_callback) == 0 && pickler_dump(p, obj) == 0)
+        result = output_take_bytes(p);
+    Py_DECREF(p);
+    return result;
+}
+
+static PyObject *module_note(PyObject *module, PyObject *args)
+{
+    PyObject *key, *value;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OO:note", &key, &value))
+        return NULL;
+    if (!PyUnicode_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "note() key must be str, not %.200s", Py_TYPE(key)->tp_name);
+        return NULL;
+    }
+    if (!PyUnicode_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "note() value must be str, not %.200s",
+                     Py_TYPE(value)->tp_name);
+        return NULL;
+    }
+    sertrace_dump *d = sertrace_current_dump();
+    if (d == NULL)
+        Py_RETURN_NONE;
+    /* "surrogatepass"-free: a str that cannot be UTF-8 is noted escaped. */
+    PyObject *k = PyUnicode_AsEncodedString(key, "utf-8", "backslashreplace");
+    PyObject *v = PyUnicode_AsEncodedString(value, "utf-8", "backslashreplace");
+    if (k == NULL || v == NULL) {
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        return NULL;
+    }
+    sertrace_note(d, PyBytes_AS_STRING(k), PyBytes_AS_STRING(v));
+    Py_DECREF(k);
+    Py_DECREF(v);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"dump", (PyCFunction)(void (*)(void))module_dump, METH_VARARGS | METH_KEYWORDS,
+     PyDoc_STR("dump($module, /, obj, file, protocol=None, *, fix_imports=True,\n"
+               "     buffer_callback=None)\n--\n\n"
+               "Write a pickled representation of obj to the open file object file.")},
+    {"dumps", (PyCFunction)(void (*)(void))module_dumps, METH_VARARGS | METH_KEYWORDS,
+     PyDoc_STR("dumps($module, /, obj, protocol=None, *, fix_imports=True,\n"
+               "      buffer_callback=None)\n--\n\n"
+               "Return the pickled representation of the object as a bytes object.")},
+    {"note", (PyCFunction)module_note, METH_VARARGS,
+     PyDoc_STR("note($module, key, value, /)\n--\n\n"
+               "Attach key = value to the innermost open node of the calling thread's\n"
+               "current dump; does nothing when no dump is traced.")},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "sertrace._native",
+    .m_doc = "sertrace's C pickler: byte-identical to pickle, traced through libsertrace.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+static PyObject *import_attr(const char *module_name, const char *attr)
+{
+    PyObject *module = PyImport_ImportModule(module_name);
+    PyObject *res;
+    if (module == NULL)
+        return NULL;
+    res = PyObject_GetAttrString(module, attr);
+    Py_DECREF(module);
+    return res;
+}
+
+static int init_globals(void)
+{
+    struct {
+        PyObject **slot;
+        const char *text;
+    } names[] = {
+        {&G.s_write, "write"},
+        {&G.s_persistent_id, "persistent_id"},
+        {&G.s_dispatch_table, "dispatch_table"},
+        {&G.s_reducer_override, "reducer_override"},
+        {&G.s_reduce_ex, "__reduce_ex__"},
+        {&G.s_reduce, "__reduce__"},
+        {&G.s_qualname, "__qualname__"},
+        {&G.s_name, "__name__"},
+        {&G.s_module, "__module__"},
+        {&G.s_class, "__class__"},
+        {&G.s_new, "__new__"},
+        {&G.s_newobj, "__newobj__"},
+        {&G.s_newobj_ex, "__newobj_ex__"},
+        {&G.s_items, "items"},
+        {&G.s_latin1, "latin1"},
+        {&G.s_main, "__main__"},
+        {&G.s_modules, "modules"},
+        {&G.s_locals, "<locals>"},
+        {&G.s_dot, "."},
+        {&G.s_add_note, "add_note"},
+        {&G.s_bit_length, "bit_length"},
+        {&G.s_to_bytes, "to_bytes"},
+        {&G.s_little, "little"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        *names[i].slot = PyUnicode_InternFromString(names[i].text);
+        if (*names[i].slot == NULL)
+            return -1;
+    }
+    if ((G.PickleError = import_attr("pickle", "PickleError")) == NULL ||
+        (G.PicklingError = import_attr("pickle", "PicklingError")) == NULL ||
+        (G.dispatch_table = import_attr("copyreg", "dispatch_table")) == NULL ||
+        (G.extension_registry = import_attr("copyreg", "_extension_registry")) == NULL ||
+        (G.name_mapping_3to2 = import_attr("_compat_pickle", "REVERSE_NAME_MAPPING")) == NULL ||
+        (G.import_mapping_3to2 = import_attr("_compat_pickle", "REVERSE_IMPORT_MAPPING")) ==
+            NULL ||
+        (G.codecs_encode = import_attr("codecs", "encode")) == NULL ||
+        (G.getattr = import_attr("builtins", "getattr")) == NULL ||
+        (G.partial = import_attr("functools", "partial")) == NULL)
+        return -1;
+    if (!PyDict_CheckExact(G.dispatch_table) || !PyDict_CheckExact(G.extension_registry) ||
+        !PyDict_CheckExact(G.name_mapping_3to2) || !PyDict_CheckExact(G.import_mapping_3to2)) {
+        PyErr_SetString(PyExc_RuntimeError, "copyreg / _compat_pickle tables must be dicts");
+        return -1;
+    }
+    return 0;
+}
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    PyObject *m;
+    if (init_globals() < 0)
+        return NULL;
+    if (PyType_Ready(&pickler_type) < 0 || PyType_Ready(&memo_proxy_type) < 0)
+        return NULL;
+    m = PyModule_Create(&module_def);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&pickler_type);
+    if (PyModule_AddObject(m, "Pickler", (PyObject *)&pickler_type) < 0 ||
+        PyModule_AddObjectRef(m, "PickleError", G.PickleError) < 0 ||
+        PyModule_AddObjectRef(m, "PicklingError", G.PicklingError) < 0 ||
+        PyModule_AddIntConstant(m, "HIGHEST_PROTOCOL", PICKLE_HIGHEST_PROTOCOL) < 0 ||
+        PyModule_AddIntConstant(m, "DEFAULT_PROTOCOL", PICKLE_DEFAULT_PROTOCOL) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,480 @@
+/* trace.c -- the traced save() and the error path of the pickler.
+ *
+ * save() (save.c) hands every object to save_traced() when the dump has a
+ * listener.  save_traced() classifies the object (kind tag, type key),
+ * opens a node at the current output position, runs the ordinary
+ * save_dispatch() and closes the node at the new position.  Positions come
+ * from output_pos() (output.c), so node bytes are exact by construction:
+ * a node's bytes are everything the write path appended while it was open,
+ * frame headers and memo opcodes included, and children nest inside.
+ *
+ * Granularity: containers, reduce-based objects (INSTANCE for instances of
+ * heap types, REDUCE otherwise), globals (CLASS / FUNCTION / GLOBAL, named
+ * by the global's own module.qualname), memo hits on those (MEMO, with the
+ * original's type), bytearrays, PickleBuffers, persistent ids and extension
+ * codes always; atoms (None, bool, int, float, str, bytes) only with
+ * SERTRACE_DUMP_ATOMS.  Type names are built only the first time a type is
+ * seen in a dump (sertrace_type_known), and never by calling user code:
+ * they come from __module__/__qualname__ of types, functions and builtins.
+ *
+ * Error path: every save_<kind>() that sees a child fail adds a note to the
+ * exception as CPython 3.14 does ("when serializing dict item 'b'") and, in
+ * a traced dump, records a path segment.  The innermost failing object is
+ * remembered by the first save_traced() that sees the failure; at dump end
+ * pickler_dump() calls trace_report_error(), which builds the whole path
+ * ("State.suspended[3].frame.stack[2]") and emits ONE sertrace_error().
+ * None of this runs unless something failed.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "pickler.h"
+
+/* ---- names ----------------------------------------------------------- */
+
+enum name_mode {
+    NAME_TRACE,    /* module.qualname, module omitted for builtins */
+    NAME_PERCENT_T, /* %T: module omitted for builtins and __main__ */
+    NAME_SHORT,    /* qualname only */
+};
+
+/* The name of a type, function or other global, or NULL with no exception
+ * set when it has no usable name. */
+static PyObject *full_name_of(PyObject *obj, int mode)
+{
+    PyObject *module = NULL, *qualname = NULL, *res = NULL;
+
+    if (PyType_Check(obj)) {
+        qualname = PyType_GetQualName((PyTypeObject *)obj);
+        module = PyObject_GetAttr(obj, G.s_module);
+    }
+    else {
+        qualname = PyObject_GetAttr(obj, G.s_qualname);
+        if (qualname == NULL) {
+            PyErr_Clear();
+            qualname = PyObject_GetAttr(obj, G.s_name);
+        }
+        module = PyObject_GetAttr(obj, G.s_module);
+    }
+    if (qualname == NULL || !PyUnicode_Check(qualname))
+        goto end;
+    if (mode == NAME_SHORT || module == NULL || !PyUnicode_Check(module) ||
+        PyUnicode_CompareWithASCIIString(module, "builtins") == 0 ||
+        (mode == NAME_PERCENT_T && PyUnicode_CompareWithASCIIString(module, "__main__") == 0)) {
+        Py_INCREF(qualname);
+        res = qualname;
+    }
+    else {
+        res = PyUnicode_FromFormat("%U.%U", module, qualname);
+    }
+end:
+    PyErr_Clear();
+    Py_XDECREF(module);
+    Py_XDECREF(qualname);
+    return res;
+}
+
+/* %T of CPython 3.13+: the type's fully qualified name. */
+static PyObject *type_name_of(PyObject *obj)
+{
+    PyObject *name = full_name_of((PyObject *)Py_TYPE(obj), NAME_PERCENT_T);
+    if (name == NULL)
+        name = PyUnicode_FromString(Py_TYPE(obj)->tp_name);
+    return name;
+}
+
+/* Intern `key` in this dump, building its name only the first time. */
+static uint32_t trace_type(pickler *p, PyObject *key)
+{
+    uint32_t index = sertrace_type_known(p->trace, key);
+    if (index != 0)
+        return index;
+    char buf[512];
+    const char *name = "?";
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    PyObject *full = full_name_of(key, NAME_TRACE);
+    if (full != NULL) {
+        const char *utf8 = PyUnicode_AsUTF8(full);
+        if (utf8 != NULL) {
+            snprintf(buf, sizeof buf, "%s", utf8);
+            name = buf;
+        }
+        Py_DECREF(full);
+    }
+    PyErr_Clear();
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+    return sertrace_type(p->trace, key, name);
+}
+
+/* ---- classification --------------------------------------------------- */
+
+enum { KEY_TYPE, KEY_SELF };
+
+/* The tag of `obj` at the default granularity (0 = not traced), and
+ * whether it is named by its type or by itself (globals). */
+static uint8_t classify(pickler *p, PyObject *obj, int *key_kind)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    int atoms = (p->trace_flags & SERTRACE_DUMP_ATOMS) != 0;
+    uint8_t tag;
+
+    *key_kind = KEY_TYPE;
+    if (obj == Py_None || obj == Py_True || obj == Py_False)
+        return atoms ? SERTRACE_TAG_ATOM : 0;
+    if (type == &PyLong_Type)
+        return atoms ? SERTRACE_TAG_INT : 0;
+    if (type == &PyFloat_Type)
+        return atoms ? SERTRACE_TAG_FLOAT : 0;
+    if (type == &PyBytes_Type)
+        tag = atoms ? SERTRACE_TAG_BYTES : 0;
+    else if (type == &PyUnicode_Type)
+        tag = atoms ? SERTRACE_TAG_STR : 0;
+    else if (type == &PyDict_Type)
+        tag = SERTRACE_TAG_DICT;
+    else if (type == &PyList_Type)
+        tag = SERTRACE_TAG_LIST;
+    else if (type == &PyTuple_Type)
+        tag = SERTRACE_TAG_TUPLE;
+    else if (type == &PySet_Type)
+        tag = SERTRACE_TAG_SET;
+    else if (type == &PyFrozenSet_Type)
+        tag = SERTRACE_TAG_FROZENSET;
+    else if (type == &PyByteArray_Type)
+        tag = SERTRACE_TAG_BYTEARRAY;
+    else if (type == &PyPickleBuffer_Type)
+        tag = SERTRACE_TAG_PICKLEBUFFER;
+    else if (PyType_Check(obj)) {
+        tag = SERTRACE_TAG_CLASS;
+        *key_kind = KEY_SELF;
+    }
+    else if (type == &PyFunction_Type || PyCFunction_Check(obj)) {
+        tag = SERTRACE_TAG_FUNCTION;
+        *key_kind = KEY_SELF;
+    }
+    else if (PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE))
+        tag = SERTRACE_TAG_INSTANCE;
+    else
+        tag = SERTRACE_TAG_REDUCE;
+    if (tag == 0)
+        return 0;
+    if (memo_lookup(&p->memo, obj) != NULL)
+        return SERTRACE_TAG_MEMO;
+    return tag;
+}
+
+static uint64_t length_of(PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    if (type == &PyDict_Type)
+        return (uint64_t)PyDict_GET_SIZE(obj) + 1;
+    if (type == &PyList_Type)
+        return (uint64_t)PyList_GET_SIZE(obj) + 1;
+    if (type == &PyTuple_Type)
+        return (uint64_t)PyTuple_GET_SIZE(obj) + 1;
+    if (type == &PySet_Type || type == &PyFrozenSet_Type)
+        return (uint64_t)PySet_GET_SIZE(obj) + 1;
+    if (type == &PyUnicode_Type)
+        return (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
+    if (type == &PyBytes_Type)
+        return (uint64_t)PyBytes_GET_SIZE(obj) + 1;
+    if (type == &PyByteArray_Type)
+        return (uint64_t)PyByteArray_GET_SIZE(obj) + 1;
+    return 0;
+}
+
+static void open_node(pickler *p, uint8_t tag, PyObject *obj, int key_kind)
+{
+    PyObject *key = key_kind == KEY_SELF ? obj : (PyObject *)Py_TYPE(obj);
+    uint32_t type = trace_type(p, key);
+    sertrace_enter(p->trace, tag, type, (uintptr_t)obj, length_of(obj), output_pos(p));
+}
+
+void trace_open(pickler *p, uint8_t tag, PyObject *obj, PyObject *type_key)
+{
+    (void)type_key;
+    open_node(p, tag, obj, tag == SERTRACE_TAG_EXT ? KEY_SELF : KEY_TYPE);
+}
+
+void trace_close(pickler *p)
+{
+    sertrace_exit(p->trace, output_pos(p));
+}
+
+static void record_failure(pickler *p, PyObject *obj, uint8_t tag)
+{
+    if (p->err_recorded)
+        return;
+    p->err_recorded = 1;
+    if (tag == 0) {
+        PyTypeObject *type = Py_TYPE(obj);
+        tag = type == &PyUnicode_Type ? SERTRACE_TAG_STR
+              : type == &PyBytes_Type ? SERTRACE_TAG_BYTES
+              : type == &PyLong_Type  ? SERTRACE_TAG_INT
+              : type == &PyFloat_Type ? SERTRACE_TAG_FLOAT
+                                      : SERTRACE_TAG_ATOM;
+    }
+    p->err_tag = tag;
+    Py_INCREF(Py_TYPE(obj));
+    Py_XSETREF(p->err_type, (PyObject *)Py_TYPE(obj));
+}
+
+int save_traced(pickler *p, PyObject *obj, int pers_save)
+{
+    int key_kind;
+    uint8_t tag;
+
+    if (output_opcode_boundary(p) < 0)
+        return -1;
+    if (!pers_save && p->pers_func != NULL) {
+        int status = save_pers(p, obj);
+        if (status < 0) {
+            record_failure(p, obj, SERTRACE_TAG_PERSID);
+            return -1;
+        }
+        if (status > 0)
+            return 0;
+    }
+    tag = classify(p, obj, &key_kind);
+    if (tag == 0) {
+        if (save_dispatch(p, obj) < 0) {
+            record_failure(p, obj, 0);
+            return -1;
+        }
+        return 0;
+    }
+    open_node(p, tag, obj, key_kind);
+    if (save_dispatch(p, obj) < 0) {
+        record_failure(p, obj, tag);
+        return -1; /* left open: sertrace_dump_end closes it as failed */
+    }
+    sertrace_exit(p->trace, output_pos(p));
+    return 0;
+}
+
+/* ---- error notes and path -------------------------------------------- */
+
+static void add_note(PyObject *note)
+{
+    PyObject *type, *value, *tb;
+    if (note == NULL)
+        return; /* note_text() failed and already restored the exception */
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value != NULL) {
+        if (tb != NULL)
+            PyException_SetTraceback(value, tb);
+        PyObject *r = PyObject_CallMethodOneArg(value, G.s_add_note, note);
+        if (r == NULL)
+            PyErr_Clear();
+        Py_XDECREF(r);
+    }
+    Py_DECREF(note);
+    PyErr_Restore(type, value, tb);
+}
+
+static void push_segment(pickler *p, int kind, Py_ssize_t index, PyObject *key)
+{
+    if (p->trace == NULL)
+        return;
+    if (p->path_len == p->path_cap) {
+        Py_ssize_t cap = p->path_cap ? p->path_cap * 2 : 16;
+        path_segment *grown = PyMem_Realloc(p->path, (size_t)cap * sizeof(path_segment));
+        if (grown == NULL)
+            return; /* the path will be shorter; the exception is intact */
+        p->path = grown;
+        p->path_cap = cap;
+    }
+    Py_XINCREF(key);
+    p->path[p->path_len].kind = kind;
+    p->path[p->path_len].index = index;
+    p->path[p->path_len].key = key;
+    p->path_len++;
+}
+
+/* A repr that runs no user code: str/int/float/bytes/bool/None exactly,
+ * tuples of those; anything else "<TypeName>".  NULL on failure. */
+static PyObject *safe_repr(PyObject *obj, int depth)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    if (type == &PyUnicode_Type || type == &PyLong_Type || type == &PyFloat_Type ||
+        type == &PyBytes_Type || type == &PyBool_Type || obj == Py_None)
+        return PyObject_Repr(obj);
+    if (type == &PyTuple_Type && depth < 3) {
+        int safe = 1;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj) && safe; i++) {
+            PyTypeObject *t = Py_TYPE(PyTuple_GET_ITEM(obj, i));
+            safe = t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type ||
+                   t == &PyBytes_Type || t == &PyBool_Type || PyTuple_GET_ITEM(obj, i) == Py_None;
+        }
+        if (safe)
+            return PyObject_Repr(obj);
+    }
+    PyObject *name = type_name_of(obj);
+    if (name == NULL)
+        return NULL;
+    PyObject *res = PyUnicode_FromFormat("<%U>", name);
+    Py_DECREF(name);
+    return res;
+}
+
+/* Runs with the failure's exception set: fetch it around our own calls. */
+static PyObject *note_text(const char *fmt_kind, PyObject *container, PyObject *extra,
+                           Py_ssize_t index)
+{
+    PyObject *type, *value, *tb, *name, *text = NULL;
+    PyErr_Fetch(&type, &value, &tb);
+    name = type_name_of(container);
+    if (name != NULL) {
+        if (strcmp(fmt_kind, "index") == 0) {
+            text = PyUnicode_FromFormat("when serializing %U item %zd", name, index);
+        }
+        else if (strcmp(fmt_kind, "key") == 0) {
+            PyObject *r = safe_repr(extra, 0);
+            if (r != NULL)
+                text = PyUnicode_FromFormat("when serializing %U item %U", name, r);
+            Py_XDECREF(r);
+        }
+        else {
+            text = PyUnicode_FromFormat("when serializing %U %s", name, fmt_kind);
+        }
+        Py_DECREF(name);
+    }
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    return text;
+}
+
+void error_note_index(pickler *p, PyObject *container, Py_ssize_t i)
+{
+    add_note(note_text("index", container, NULL, i));
+    push_segment(p, PATH_INDEX, i, NULL);
+}
+
+void error_note_key(pickler *p, PyObject *container, PyObject *key)
+{
+    add_note(note_text("key", container, key, 0));
+    push_segment(p, PATH_KEY, 0, key);
+}
+
+void error_note_element(pickler *p, PyObject *container)
+{
+    add_note(note_text("element", container, NULL, 0));
+    push_segment(p, PATH_ELEMENT, 0, NULL);
+}
+
+void error_note_reduce(pickler *p, PyObject *obj, const char *what, int kind)
+{
+    if (obj != NULL)
+        add_note(note_text(what, obj, NULL, 0));
+    push_segment(p, kind, 0, NULL);
+}
+
+void error_note_object(pickler *p, PyObject *obj)
+{
+    (void)p;
+    add_note(note_text("object", obj, NULL, 0));
+}
+
+void trace_reset_error(pickler *p)
+{
+    for (Py_ssize_t i = 0; i < p->path_len; i++)
+        Py_XDECREF(p->path[i].key);
+    p->path_len = 0;
+    p->err_recorded = 0;
+    p->err_tag = 0;
+    Py_CLEAR(p->err_type);
+}
+
+static int is_identifier(PyObject *key)
+{
+    return PyUnicode_CheckExact(key) && PyUnicode_IsIdentifier(key) == 1;
+}
+
+/* Append one path segment (outermost first order) to `out` (a list of str). */
+static int append_segment(PyObject *out, const path_segment *seg, const path_segment *outer)
+{
+    PyObject *s = NULL;
+    switch (seg->kind) {
+    case PATH_INDEX:
+        s = PyUnicode_FromFormat("[%zd]", seg->index);
+        break;
+    case PATH_KEY:
+        if (outer != NULL && outer->kind == PATH_STATE && is_identifier(seg->key)) {
+            s = PyUnicode_FromFormat(".%U", seg->key);
+        }
+        else if (PyUnicode_CheckExact(seg->key) || PyLong_CheckExact(seg->key)) {
+            PyObject *r = PyObject_Repr(seg->key);
+            if (r != NULL)
+                s = PyUnicode_FromFormat("[%U]", r);
+            Py_XDECREF(r);
+        }
+        else {
+            PyObject *name = type_name_of(seg->key);
+            if (name != NULL)
+                s = PyUnicode_FromFormat("[<%U>]", name);
+            Py_XDECREF(name);
+        }
+        break;
+    case PATH_STATE:
+        return 0;
+    case PATH_ARGS:
+        s = PyUnicode_FromString("(args)");
+        break;
+    case PATH_CALLABLE:
+        s = PyUnicode_FromString("(reconstructor)");
+        break;
+    case PATH_ELEMENT:
+        s = PyUnicode_FromString("{element}");
+        break;
+    default:
+        return 0;
+    }
+    if (s == NULL)
+        return -1;
+    int r = PyList_Append(out, s);
+    Py_DECREF(s);
+    return r;
+}
+
+void trace_report_error(pickler *p, PyObject *root)
+{
+    PyObject *type, *value, *tb, *parts = NULL, *path = NULL, *message = NULL, *rootname;
+    const char *path_utf8 = NULL, *message_utf8 = NULL;
+
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value != NULL)
+        message = PyObject_Str(value);
+    PyErr_Clear();
+
+    parts = PyList_New(0);
+    rootname = full_name_of((PyObject *)Py_TYPE(root), NAME_SHORT);
+    if (parts != NULL && rootname != NULL && PyList_Append(parts, rootname) == 0) {
+        const path_segment *outer = NULL;
+        for (Py_ssize_t i = p->path_len - 1; i >= 0; i--) {
+            if (append_segment(parts, &p->path[i], outer) < 0)
+                break;
+            outer = &p->path[i];
+        }
+        PyObject *empty = PyUnicode_FromString("");
+        if (empty != NULL)
+            path = PyUnicode_Join(empty, parts);
+        Py_XDECREF(empty);
+    }
+    Py_XDECREF(rootname);
+    Py_XDECREF(parts);
+    PyErr_Clear();
+    if (path != NULL)
+        path_utf8 = PyUnicode_AsUTF8(path);
+    if (message != NULL)
+        message_utf8 = PyUnicode_AsUTF8(message);
+    PyErr_Clear();
+
+    uint32_t type_index = p->err_type != NULL ? trace_type(p, p->err_type) : 0;
+    sertrace_error(p->trace, p->err_recorded ? p->err_tag : SERTRACE_TAG_UNKNOWN, type_index,
+                   message_utf8, path_utf8);
+    Py_XDECREF(path);
+    Py_XDECREF(message);
+    PyErr_Restore(type, value, tb);
+}

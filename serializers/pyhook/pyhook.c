@@ -1,0 +1,1867 @@
+/* serializers/pyhook/pyhook.c -- trace a pure-Python pickler class in C.
+ *
+ * dill.Pickler and pickle._Pickler write their output in Python, so there
+ * is no C save loop to instrument.  This module traces such a class without
+ * editing its code: hook_class(cls) puts one small C callable into the
+ * class dict in place of `dump`, which calls the original dump.
+ *
+ * - The dump hook calls sertrace_dump_begin().  When nobody listens it gets
+ *   NULL and calls the original dump untouched: that is the whole dormant
+ *   cost, once per dump, nothing per object.
+ * - When someone listens, for the duration of the dump only, it sets three
+ *   instance attributes that shadow the class's: `pickler.save` (a C
+ *   "saver" that opens a node, calls the class's save, closes the node),
+ *   `pickler.write` and `pickler.framer.file_write` (C counting writers).
+ *   pickle's and dill's code call `self.save(x)` / `self.write(b)`, which
+ *   find the instance attributes; explicit class calls such as dill's
+ *   `StockPickler.save(self, obj)` go straight to the class function, so
+ *   every object gets exactly one node.  All of them are removed at the end.
+ * - Byte counts: the writers count every byte the pickler produces on its
+ *   own write path: bytes passed to the file plus bytes in the current
+ *   protocol-4 frame.  Nothing calls file.tell(), so pipes and sockets work.
+ *   The saver's enter position is taken after the frame commit that
+ *   pickle's save() does first, so a FRAME header committed mid-dump counts
+ *   in the enclosing object, exactly as dill's tracer counts it.
+ * - Atoms (int, float, str, bytes, None, bool) are folded into their parent
+ *   unless the dump asks for them (SERTRACE_DUMP_ATOMS).  sertrace's tags
+ *   are used (L, Tu, O, Mo ...), except where dill has its own.
+ * - dill's tags: each dill save function calls
+ *   `logger.trace(pickler, "D2: %s", ...)` on entry and
+ *   `logger.trace(pickler, "# D2")` on exit.  wrap_logger() builds a C proxy
+ *   for dill._dill.logger whose `trace` reads the tag from the format string
+ *   (never formatting it, never calling a repr) when the pickler is being
+ *   traced here; the node of an object dispatched to a dill function is
+ *   opened late, at dill's own entry call, with dill's tag, and closed at
+ *   dill's exit call, so it has exactly dill's byte count.  Other calls go
+ *   to dill's adapter unchanged, so dill.detect.trace keeps working.
+ * - On an exception, the innermost saver reports one sertrace_error() with
+ *   the type, message and path ("State.suspended[0].frame.stack[5][1]")
+ *   and adds the notes CPython 3.14's pickle adds ("when serializing list
+ *   item 5", ...).  All of it is built on the error path only.
+ *
+ * Per-thread state: the dump being traced on this thread is found through
+ * a thread-local pointer; nested dumps (a __reduce__ that pickles) push
+ * their own state.  Everything runs with the GIL held.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "sertrace/sertrace.h"
+
+/* ---- interned names ---------------------------------------------------- */
+
+static PyObject *str_write, *str_framer, *str_file_write, *str_current_frame;
+static PyObject *str_memo, *str_dispatch, *str_proto, *str_trace;
+static PyObject *str_trace_depth, *str_save, *str_dump, *str_module;
+static PyObject *str_frame_target;
+/* The first function module name seen equal to "dill._dill" (fast path). */
+static PyObject *dill_module_name;
+
+/* ---- per-dump state ---------------------------------------------------- */
+
+enum node_kind {
+    NODE_PENDING, /* save() entered, enter record not emitted yet */
+    NODE_OPEN,    /* enter emitted, exit at save() return */
+    NODE_DILL,    /* opened by dill's entry trace: exit at dill's exit trace */
+    NODE_CLOSED,  /* dill's exit trace seen; save() not returned yet */
+    NODE_SYNTH,   /* a second dill entry trace inside one save() */
+    NODE_SKIP,    /* reserved: a save() without a node */
+};
+
+typedef struct node {
+    PyObject *obj;      /* borrowed: the save() caller holds it */
+    uint64_t enter_pos; /* position before its first byte */
+    uint32_t type;      /* sertrace type index, 0 until emitted */
+    uint32_t ordinal;   /* index among its parent's traced children */
+    uint32_t nchildren; /* traced children so far */
+    uint8_t tag;
+    uint8_t kind;
+    uint8_t first_child_is_class; /* reduce: NEWOBJ (class first) */
+} node;
+
+typedef struct writer writer;
+typedef struct saver saver;
+
+typedef struct hook_state {
+    struct hook_state *prev; /* outer traced dump on this thread */
+    PyObject *pickler;       /* borrowed: the dump call holds it */
+    sertrace_dump *d;
+    unsigned flags;
+    bool atoms;
+    bool framed;     /* pickle-style framer found */
+    bool frame_dirty; /* re-read framer.current_frame before next write */
+    bool error_reported;
+    int forward_dill; /* -1 unknown, 0/1: also call dill's adapter.trace */
+    uint64_t file_bytes; /* bytes passed to the file */
+    uint64_t inframe;    /* bytes in the current frame (not yet in the file) */
+    uint64_t frame_target;
+    PyObject *framer;      /* strong */
+    PyObject *frame;       /* strong: current frame object or NULL */
+    PyObject *frame_write; /* strong: its bound write, or NULL */
+    PyObject *memo;        /* strong, exact dict or NULL */
+    PyObject *memo_key;    /* strong: private int rewritten per probe */
+    PyObject *dispatch;    /* strong, dict (or subclass) or NULL */
+    saver *saver;              /* shadows pickler.save during the dump */
+    PyObject *saved_own_save;  /* strong: pickler.__dict__['save'] or NULL */
+    writer *w_write;       /* replaces pickler.write */
+    writer *w_file;        /* replaces framer.file_write */
+    PyObject *saved_write; /* strong: pickler.__dict__['write'] or NULL */
+    PyObject *saved_file_write; /* strong */
+    node *nodes;
+    uint32_t depth; /* entries used in nodes */
+    uint32_t cap;
+    /* Per-type answers (default tag, dispatched to a dill function), so a
+     * save costs no dict lookup for a type already seen in this dump. */
+    struct {
+        PyTypeObject *type;
+        uint32_t index; /* sertrace type index, 0 until interned */
+        uint8_t tag;
+        uint8_t dill;
+    } tcache[64];
+} hook_state;
+
+static _Thread_local hook_state *tls_top;
+
+#define TCACHE_SLOT(t) (((uintptr_t)(t) >> 4) & 63u)
+
+/* Python 3.11 has no PyErr_GetRaisedException(): fetch and restore the
+ * pending exception as one normalized object. */
+typedef struct {
+    PyObject *type, *value, *tb;
+} saved_exc;
+
+static PyObject *exc_take(saved_exc *e)
+{
+    PyErr_Fetch(&e->type, &e->value, &e->tb);
+    if (e->type == NULL)
+        return NULL;
+    PyErr_NormalizeException(&e->type, &e->value, &e->tb);
+    if (e->tb && e->value)
+        PyException_SetTraceback(e->value, e->tb);
+    return e->value;
+}
+
+static void exc_give_back(saved_exc *e)
+{
+    PyErr_Restore(e->type, e->value, e->tb);
+}
+
+static inline uint64_t st_pos(const hook_state *s)
+{
+    return s->file_bytes + s->inframe;
+}
+
+/* ---- byte length of a written object ----------------------------------- */
+
+static Py_ssize_t data_length(PyObject *data)
+{
+    Py_buffer view;
+    Py_ssize_t n;
+
+    if (PyBytes_CheckExact(data))
+        return PyBytes_GET_SIZE(data);
+    if (PyMemoryView_Check(data))
+        return PyMemoryView_GET_BUFFER(data)->len;
+    if (PyByteArray_CheckExact(data))
+        return PyByteArray_GET_SIZE(data);
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) == 0) {
+        n = view.len;
+        PyBuffer_Release(&view);
+        return n;
+    }
+    PyErr_Clear();
+    n = PyObject_Length(data);
+    if (n < 0) {
+        PyErr_Clear();
+        n = 0;
+    }
+    return n;
+}
+
+/* ---- counting writers -------------------------------------------------- *
+ * A writer is installed as pickler.write (WRITER_FRAMED: does what
+ * _Framer.write does, counting the bytes that go into the frame),
+ * framer.file_write (WRITER_FILE: counts bytes passed to the file) or, for
+ * picklers without a framer, pickler.write (WRITER_PLAIN).  `st` is cleared
+ * when the dump ends: a writer kept alive after that just forwards. */
+
+enum writer_mode { WRITER_FRAMED, WRITER_FILE, WRITER_PLAIN };
+
+struct writer {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    hook_state *st;
+    PyObject *target; /* strong: original callable to forward to */
+    int mode;
+};
+
+static PyTypeObject writer_type;
+
+static void refresh_frame(hook_state *s)
+{
+    PyObject *fr;
+
+    s->frame_dirty = false;
+    Py_CLEAR(s->frame_write);
+    Py_CLEAR(s->frame);
+    fr = PyObject_GetAttr(s->framer, str_current_frame);
+    if (fr == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (fr == Py_None || PyObject_IsTrue(fr) != 1) {
+        PyErr_Clear();
+        Py_DECREF(fr);
+        return;
+    }
+    s->frame_write = PyObject_GetAttr(fr, str_write);
+    if (s->frame_write == NULL) {
+        PyErr_Clear();
+        Py_DECREF(fr);
+        return;
+    }
+    s->frame = fr;
+}
+
+static PyObject *writer_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames)
+{
+    writer *w = (writer *)self;
+    hook_state *s = w->st;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *data, *r;
+    Py_ssize_t n;
+
+    if (s == NULL || nargs != 1 || kwnames != NULL)
+        return PyObject_Vectorcall(w->target, args, nargsf, kwnames);
+    data = args[0];
+    switch (w->mode) {
+    case WRITER_FRAMED:
+        if (s->frame_dirty)
+            refresh_frame(s);
+        if (s->frame_write == NULL) /* no frame: _Framer.write -> file_write */
+            return PyObject_Vectorcall((PyObject *)s->w_file, args, nargsf, NULL);
+        r = PyObject_Vectorcall(s->frame_write, args, 1, NULL);
+        if (r == NULL)
+            return NULL;
+        n = PyLong_CheckExact(r) ? PyLong_AsSsize_t(r) : -1;
+        if (n < 0) {
+            PyErr_Clear();
+            n = data_length(data);
+        }
+        s->inframe += (uint64_t)n;
+        return r;
+    case WRITER_FILE:
+        n = data_length(data);
+        r = PyObject_Vectorcall(w->target, args, nargsf, NULL);
+        if (r != NULL) {
+            /* Only a commit (or a write outside framing, where the frame
+             * is empty anyway) reaches the file: the frame's bytes are in
+             * the file now and the framer is about to start a new frame. */
+            s->file_bytes += (uint64_t)n;
+            s->inframe = 0;
+            s->frame_dirty = true;
+        }
+        return r;
+    default:
+        n = data_length(data);
+        r = PyObject_Vectorcall(w->target, args, nargsf, NULL);
+        if (r != NULL)
+            s->file_bytes += (uint64_t)n;
+        return r;
+    }
+}
+
+static void writer_dealloc(PyObject *self)
+{
+    writer *w = (writer *)self;
+    Py_XDECREF(w->target);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyTypeObject writer_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sertrace._pyhook.CountingWriter",
+    .tp_doc = "Counts the bytes a traced pickler writes, then forwards them.",
+    .tp_basicsize = sizeof(writer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(writer, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = writer_dealloc,
+};
+
+static writer *writer_new(hook_state *s, PyObject *target, int mode)
+{
+    writer *w = PyObject_New(writer, &writer_type);
+    if (w == NULL)
+        return NULL;
+    w->vectorcall = writer_call;
+    w->st = s;
+    w->target = Py_NewRef(target);
+    w->mode = mode;
+    return w;
+}
+
+/* ---- names, without user code ------------------------------------------ */
+
+/* module.qualname of a type, or qualname alone for builtins (and for
+ * __main__ when `short_main`), like repr(cls) / pickle's _T(). */
+static int type_qualified_name(PyTypeObject *t, bool short_main, char *out, size_t cap)
+{
+    const char *qual = NULL, *mod = NULL;
+    Py_ssize_t qn = 0, mn = 0;
+
+    if (t->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        PyObject *q = ((PyHeapTypeObject *)t)->ht_qualname;
+        PyObject *m = t->tp_dict ? PyDict_GetItemWithError(t->tp_dict, str_module) : NULL;
+        if (q && PyUnicode_Check(q))
+            qual = PyUnicode_AsUTF8AndSize(q, &qn);
+        if (m && PyUnicode_Check(m))
+            mod = PyUnicode_AsUTF8AndSize(m, &mn);
+        PyErr_Clear();
+    } else {
+        const char *dot = strrchr(t->tp_name, '.');
+        if (dot) {
+            mod = t->tp_name;
+            mn = dot - t->tp_name;
+            qual = dot + 1;
+        } else {
+            qual = t->tp_name;
+        }
+        qn = (Py_ssize_t)strlen(qual);
+    }
+    if (qual == NULL) {
+        qual = "?";
+        qn = 1;
+    }
+    if (mod && !(mn == 8 && memcmp(mod, "builtins", 8) == 0) &&
+        !(short_main && mn == 8 && memcmp(mod, "__main__", 8) == 0))
+        return snprintf(out, cap, "%.*s.%.*s", (int)mn, mod, (int)qn, qual);
+    return snprintf(out, cap, "%.*s", (int)qn, qual);
+}
+
+static bool is_class_tag(uint8_t tag)
+{
+    return tag == SERTRACE_TAG_CLASS || tag == SERTRACE_TAG_DILL_T1 ||
+           tag == SERTRACE_TAG_DILL_T2 || tag == SERTRACE_TAG_DILL_T6 ||
+           tag == SERTRACE_TAG_DILL_T7;
+}
+
+static bool is_function_tag(uint8_t tag)
+{
+    return tag == SERTRACE_TAG_FUNCTION || tag == SERTRACE_TAG_DILL_F1 ||
+           tag == SERTRACE_TAG_DILL_F3;
+}
+
+/* The dump's type index for a node: the class itself for class tags, the
+ * function for function tags (so the tree shows their names), else the
+ * object's type.  Names are built only the first time a key is seen. */
+static uint32_t node_type(hook_state *s, PyObject *obj, uint8_t tag)
+{
+    const void *key;
+    uint32_t idx;
+    char name[512];
+
+    if (obj == NULL)
+        return 0;
+    if (is_class_tag(tag) && PyType_Check(obj)) {
+        key = obj;
+        idx = sertrace_type_known(s->d, key);
+        if (idx)
+            return idx;
+        type_qualified_name((PyTypeObject *)obj, false, name, sizeof name);
+    } else if (is_function_tag(tag) && PyFunction_Check(obj)) {
+        PyObject *q = ((PyFunctionObject *)obj)->func_qualname;
+        const char *u = (q && PyUnicode_Check(q)) ? PyUnicode_AsUTF8(q) : NULL;
+        key = obj;
+        idx = sertrace_type_known(s->d, key);
+        if (idx)
+            return idx;
+        if (u == NULL)
+            PyErr_Clear();
+        snprintf(name, sizeof name, "%s", u ? u : "?");
+    } else {
+        PyTypeObject *t = Py_TYPE(obj);
+        size_t h = TCACHE_SLOT(t);
+        if (s->tcache[h].type == t && s->tcache[h].index)
+            return s->tcache[h].index;
+        key = t;
+        idx = sertrace_type_known(s->d, key);
+        if (idx == 0) {
+            type_qualified_name(t, false, name, sizeof name);
+            idx = sertrace_type(s->d, key, name);
+        }
+        if (s->tcache[h].type == t)
+            s->tcache[h].index = idx;
+        return idx;
+    }
+    return sertrace_type(s->d, key, name);
+}
+
+/* ---- tags -------------------------------------------------------------- */
+
+static bool is_atom(PyTypeObject *t)
+{
+    return t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type ||
+           t == &PyBytes_Type || t == Py_TYPE(Py_None) || t == &PyBool_Type;
+}
+
+static uint8_t default_tag(PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+
+    if (t == &PyDict_Type)
+        return SERTRACE_TAG_DICT;
+    if (t == &PyList_Type)
+        return SERTRACE_TAG_LIST;
+    if (t == &PyTuple_Type)
+        return SERTRACE_TAG_TUPLE;
+    if (t == &PyUnicode_Type)
+        return SERTRACE_TAG_STR;
+    if (t == &PyLong_Type)
+        return SERTRACE_TAG_INT;
+    if (t == &PyFloat_Type)
+        return SERTRACE_TAG_FLOAT;
+    if (t == &PyBytes_Type)
+        return SERTRACE_TAG_BYTES;
+    if (t == &PyByteArray_Type)
+        return SERTRACE_TAG_BYTEARRAY;
+    if (t == &PySet_Type)
+        return SERTRACE_TAG_SET;
+    if (t == &PyFrozenSet_Type)
+        return SERTRACE_TAG_FROZENSET;
+    if (obj == Py_None || t == &PyBool_Type || obj == Py_Ellipsis || obj == Py_NotImplemented)
+        return SERTRACE_TAG_ATOM;
+    if (PyType_Check(obj))
+        return SERTRACE_TAG_CLASS;
+    if (PyFunction_Check(obj))
+        return SERTRACE_TAG_FUNCTION;
+    if (PyCFunction_Check(obj))
+        return SERTRACE_TAG_GLOBAL;
+    if (t == &PyPickleBuffer_Type)
+        return SERTRACE_TAG_PICKLEBUFFER;
+    return SERTRACE_TAG_INSTANCE;
+}
+
+static uint64_t obj_length(PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+
+    if (t == &PyDict_Type)
+        return (uint64_t)PyDict_GET_SIZE(obj) + 1;
+    if (t == &PyList_Type)
+        return (uint64_t)PyList_GET_SIZE(obj) + 1;
+    if (t == &PyTuple_Type)
+        return (uint64_t)PyTuple_GET_SIZE(obj) + 1;
+    if (t == &PyUnicode_Type)
+        return (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
+    if (t == &PyBytes_Type)
+        return (uint64_t)PyBytes_GET_SIZE(obj) + 1;
+    if (t == &PyByteArray_Type)
+        return (uint64_t)PyByteArray_GET_SIZE(obj) + 1;
+    if (t == &PySet_Type || t == &PyFrozenSet_Type)
+        return (uint64_t)PySet_GET_SIZE(obj) + 1;
+    return 0;
+}
+
+/* dill's tag texts that have their own sertrace value (schema.h): the dill
+ * range, plus D2/T4/F2, which sertrace shares with dill. */
+static const struct {
+    const char *text;
+    uint8_t tag;
+} dill_tags[] = {
+#define DILL_TAG_ENTRY_(name, value, text, meaning)                          \
+    {text, (uint8_t)SERTRACE_TAG_##name},
+    SERTRACE_TAGS(DILL_TAG_ENTRY_)
+#undef DILL_TAG_ENTRY_
+};
+
+static bool tag_is_dill_text(uint8_t tag)
+{
+    return (tag >= 64 && tag < 128 && tag != SERTRACE_TAG_DILL_OTHER) ||
+           tag == SERTRACE_TAG_DICT || tag == SERTRACE_TAG_CLASS ||
+           tag == SERTRACE_TAG_FUNCTION;
+}
+
+/* Parse "TAG: ..." / "# TAG".  Returns 1 for an entry with *tag set (and
+ * text/n the tag text), 2 for an exit, 0 for anything else. */
+static int parse_dill_message(PyObject *msg, uint8_t *tag, const char **text, size_t *n)
+{
+    const char *s;
+    Py_ssize_t len, i;
+
+    if (!PyUnicode_Check(msg))
+        return 0;
+    s = PyUnicode_AsUTF8AndSize(msg, &len);
+    if (s == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (len >= 1 && s[0] == '#')
+        return 2;
+    for (i = 0; i < len && i < 8; i++) {
+        char c = s[i];
+        if (c == ':')
+            break;
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
+            return 0;
+    }
+    if (i == 0 || i >= len || s[i] != ':')
+        return 0;
+    /* Secondary lines that are not nodes. */
+    if ((i == 4 && memcmp(s, "Diff", 4) == 0) || (i == 4 && memcmp(s, "skip", 4) == 0))
+        return 0;
+    *text = s;
+    *n = (size_t)i;
+    *tag = SERTRACE_TAG_DILL_OTHER;
+    for (size_t k = 0; k < sizeof dill_tags / sizeof dill_tags[0]; k++) {
+        if (tag_is_dill_text(dill_tags[k].tag) && strlen(dill_tags[k].text) == (size_t)i &&
+            memcmp(dill_tags[k].text, s, (size_t)i) == 0) {
+            *tag = dill_tags[k].tag;
+            break;
+        }
+    }
+    return 1;
+}
+
+/* Will the dispatch entry for obj log a dill tag?  True when it is a
+ * function of dill._dill (dill's save functions), including dill's
+ * catch-all for classes with a custom metaclass. */
+static bool dispatched_to_dill(hook_state *s, PyObject *obj)
+{
+    PyObject *f, *mod;
+
+    if (s->dispatch == NULL)
+        return false;
+    f = PyDict_GetItemWithError(s->dispatch, (PyObject *)Py_TYPE(obj));
+    if (f == NULL && !PyErr_Occurred() && PyType_Check(obj) &&
+        !PyDict_CheckExact(s->dispatch))
+        f = PyDict_GetItemWithError(s->dispatch, (PyObject *)&PyType_Type);
+    if (f == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    if (!PyFunction_Check(f))
+        return false;
+    mod = ((PyFunctionObject *)f)->func_module;
+    if (mod == NULL)
+        return false;
+    if (mod == dill_module_name)
+        return true;
+    if (PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "dill._dill") == 0) {
+        if (dill_module_name == NULL)
+            dill_module_name = Py_NewRef(mod);
+        return true;
+    }
+    return false;
+}
+
+static inline void type_info(hook_state *s, PyObject *obj, uint8_t *tag, bool *dill)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    size_t h = TCACHE_SLOT(t);
+
+    if (s->tcache[h].type != t) {
+        s->tcache[h].type = t;
+        s->tcache[h].index = 0;
+        s->tcache[h].tag = default_tag(obj);
+        s->tcache[h].dill = dispatched_to_dill(s, obj);
+    }
+    *tag = s->tcache[h].tag;
+    *dill = s->tcache[h].dill;
+}
+
+/* pickle's memo is keyed by id(obj).  Building that int costs an
+ * allocation per save; on CPython 3.11 (30-bit digits) the dump keeps one
+ * private 3-digit int and rewrites its digits in place for each probe.  It
+ * is never stored or shown to Python code: a dict probe only hashes and
+ * compares it.  Other versions allocate. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30 && \
+    SIZEOF_VOID_P <= 8
+#define PYHOOK_REUSE_MEMO_KEY 1
+#endif
+
+static PyObject *memo_key_for(hook_state *s, PyObject *obj)
+{
+#ifdef PYHOOK_REUSE_MEMO_KEY
+    uint64_t v = (uint64_t)(uintptr_t)obj;
+    PyLongObject *k;
+    Py_ssize_t n;
+
+    if (s->memo_key == NULL) {
+        s->memo_key = PyLong_FromUnsignedLongLong(1ULL << 62); /* 3 digits */
+        if (s->memo_key == NULL)
+            return NULL;
+    }
+    k = (PyLongObject *)s->memo_key;
+    k->ob_digit[0] = (digit)(v & PyLong_MASK);
+    k->ob_digit[1] = (digit)((v >> PyLong_SHIFT) & PyLong_MASK);
+    k->ob_digit[2] = (digit)(v >> (2 * PyLong_SHIFT));
+    n = k->ob_digit[2] ? 3 : k->ob_digit[1] ? 2 : k->ob_digit[0] ? 1 : 0;
+    Py_SET_SIZE(k, n);
+    return Py_NewRef(s->memo_key);
+#else
+    (void)s;
+    return PyLong_FromVoidPtr(obj);
+#endif
+}
+
+static bool memo_hit(hook_state *s, PyObject *obj)
+{
+    PyObject *key, *v;
+
+    if (s->memo == NULL || PyDict_GET_SIZE(s->memo) == 0)
+        return false;
+    key = memo_key_for(s, obj);
+    if (key == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    v = PyDict_GetItemWithError(s->memo, key);
+    Py_DECREF(key);
+    if (v == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    return true;
+}
+
+/* ---- the node stack ---------------------------------------------------- */
+
+static node *push_node(hook_state *s)
+{
+    if (s->depth == s->cap) {
+        uint32_t cap = s->cap ? s->cap * 2 : 64;
+        node *n = PyMem_Realloc(s->nodes, (size_t)cap * sizeof(node));
+        if (n == NULL)
+            return NULL;
+        s->nodes = n;
+        s->cap = cap;
+    }
+    memset(&s->nodes[s->depth], 0, sizeof(node));
+    return &s->nodes[s->depth++];
+}
+
+/* Innermost node that is a real save() node (not SKIP/SYNTH), or NULL. */
+static node *save_parent(hook_state *s, uint32_t below)
+{
+    for (uint32_t i = below; i-- > 0;) {
+        uint8_t k = s->nodes[i].kind;
+        if (k != NODE_SKIP && k != NODE_SYNTH)
+            return &s->nodes[i];
+    }
+    return NULL;
+}
+
+static void emit_enter(hook_state *s, node *n, uint8_t tag, uint64_t pos)
+{
+    n->tag = tag;
+    n->type = node_type(s, n->obj, tag);
+    sertrace_enter(s->d, tag, n->type, (uintptr_t)n->obj, n->obj ? obj_length(n->obj) : 0, pos);
+}
+
+/* Emit the enter record of a pending node (before a child or at exit). */
+static void flush_pending(hook_state *s)
+{
+    for (uint32_t i = s->depth; i-- > 0;) {
+        node *n = &s->nodes[i];
+        if (n->kind == NODE_SKIP)
+            continue;
+        if (n->kind == NODE_PENDING) {
+            emit_enter(s, n, n->tag, n->enter_pos);
+            n->kind = NODE_OPEN;
+        }
+        return;
+    }
+}
+
+/* ---- dill's trace calls ------------------------------------------------ */
+
+/* dill's messages are constants of its code objects, so the parse of a
+ * message is cached by the string's identity (the cache holds a reference,
+ * so an address is never reused while cached). */
+static struct {
+    PyObject *msg;
+    int kind;
+    uint8_t tag;
+    char text[12];
+} msg_cache[64];
+
+static int parse_dill_message_cached(PyObject *msg, uint8_t *tag, char text[12])
+{
+    size_t h = ((uintptr_t)msg >> 4) & 63u;
+    const char *t = NULL;
+    size_t n = 0;
+    int kind;
+
+    if (msg_cache[h].msg == msg) {
+        *tag = msg_cache[h].tag;
+        memcpy(text, msg_cache[h].text, 12);
+        return msg_cache[h].kind;
+    }
+    kind = parse_dill_message(msg, tag, &t, &n);
+    if (n > 11)
+        n = 11;
+    if (t)
+        memcpy(text, t, n);
+    text[n] = '\0';
+    Py_XSETREF(msg_cache[h].msg, Py_NewRef(msg));
+    msg_cache[h].kind = kind;
+    msg_cache[h].tag = *tag;
+    memcpy(msg_cache[h].text, text, 12);
+    return kind;
+}
+
+static void on_dill_trace(hook_state *s, PyObject *msg)
+{
+    uint8_t tag = 0;
+    char text[12];
+    int kind = parse_dill_message_cached(msg, &tag, text);
+    node *top = NULL;
+    uint32_t i;
+
+    if (kind == 0)
+        return;
+    for (i = s->depth; i-- > 0;) {
+        if (s->nodes[i].kind != NODE_SKIP) {
+            top = &s->nodes[i];
+            break;
+        }
+    }
+    if (kind == 2) { /* "# TAG": close the node dill opened */
+        if (top && top->kind == NODE_DILL) {
+            sertrace_exit(s->d, st_pos(s));
+            top->kind = NODE_CLOSED;
+        } else if (top && top->kind == NODE_SYNTH) {
+            sertrace_exit(s->d, st_pos(s));
+            s->depth = i; /* pop it (and any SKIP above it) */
+        }
+        return;
+    }
+    if (top && top->kind == NODE_PENDING) {
+        emit_enter(s, top, tag, st_pos(s));
+        top->kind = NODE_DILL;
+    } else {
+        /* A dill node without a save() of its own: keep it anyway. */
+        node *syn;
+        flush_pending(s);
+        syn = push_node(s);
+        if (syn == NULL)
+            return;
+        syn->kind = NODE_SYNTH;
+        syn->obj = NULL;
+        emit_enter(s, syn, tag, st_pos(s));
+    }
+    if (tag == SERTRACE_TAG_DILL_OTHER)
+        sertrace_note(s->d, "tag", text);
+}
+
+/* ---- error path -------------------------------------------------------- */
+
+/* Append to a growing PyMem buffer; failures just truncate. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = (b->cap ? b->cap * 2 : 256);
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = PyMem_Realloc(b->p, cap);
+        if (p == NULL)
+            return;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s)
+{
+    sb_add(b, s, strlen(s));
+}
+
+/* repr of a dict key, only for builtin atoms (no user __repr__). */
+static void key_repr(sbuf *b, PyObject *k)
+{
+    PyTypeObject *t = Py_TYPE(k);
+    if (t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type || t == &PyBytes_Type ||
+        t == &PyBool_Type || k == Py_None) {
+        PyObject *r = PyObject_Repr(k);
+        const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+        if (u) {
+            sb_str(b, u);
+            Py_DECREF(r);
+            return;
+        }
+        Py_XDECREF(r);
+        PyErr_Clear();
+    }
+    char name[256];
+    type_qualified_name(t, true, name, sizeof name);
+    sb_str(b, "<");
+    sb_str(b, name);
+    sb_str(b, " object>");
+}
+
+static bool is_identifier(PyObject *k)
+{
+    return PyUnicode_CheckExact(k) && PyUnicode_IsIdentifier(k) == 1;
+}
+
+enum rel {
+    REL_NONE,
+    REL_ITEM_INDEX, /* list/tuple item i */
+    REL_ITEM_KEY,   /* dict item k */
+    REL_ELEMENT,    /* set element */
+    REL_CLASS,      /* reduce: class (NEWOBJ) */
+    REL_NEWARGS,    /* reduce: __new__ arguments */
+    REL_RECON,      /* reduce: reconstructor */
+    REL_RECONARGS,  /* reduce: reconstructor arguments */
+    REL_STATE,      /* reduce: state */
+};
+
+/* How `child` sits in `parent` (both still alive: their save() calls are
+ * on the stack).  *index / *key are set for items. */
+static int relation(node *parent, node *child, Py_ssize_t *index, PyObject **key)
+{
+    PyObject *p = parent->obj, *c = child->obj;
+    PyTypeObject *pt;
+
+    if (p == NULL || c == NULL)
+        return REL_NONE;
+    pt = Py_TYPE(p);
+    if (pt == &PyList_Type || pt == &PyTuple_Type) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(p);
+        PyObject **items = PySequence_Fast_ITEMS(p);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (items[i] == c) {
+                *index = i;
+                return REL_ITEM_INDEX;
+            }
+        return REL_NONE;
+    }
+    if (pt == &PyDict_Type) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(p, &pos, &k, &v))
+            if (v == c) {
+                *key = k;
+                return REL_ITEM_KEY;
+            }
+        return REL_NONE;
+    }
+    if (pt == &PySet_Type || pt == &PyFrozenSet_Type)
+        return REL_ELEMENT;
+    /* Anything else went through save_reduce. */
+    if (child->ordinal == 0)
+        return (PyType_Check(c) && c == (PyObject *)pt) ? REL_CLASS : REL_RECON;
+    if (child->ordinal == 1 && PyTuple_CheckExact(c))
+        return parent->first_child_is_class ? REL_NEWARGS : REL_RECONARGS;
+    {
+        PyObject **dictptr = _PyObject_GetDictPtr(p);
+        if (dictptr && *dictptr == c)
+            return REL_STATE;
+    }
+    if (child->ordinal == 2)
+        return REL_STATE;
+    return REL_NONE;
+}
+
+/* Is node i a dict that is the state of the reduce node above it? */
+static bool is_state_dict(hook_state *s, uint32_t i)
+{
+    node *n = &s->nodes[i];
+    node *p;
+    Py_ssize_t idx;
+    PyObject *key;
+
+    if (n->obj == NULL || !PyDict_CheckExact(n->obj))
+        return false;
+    p = save_parent(s, i);
+    return p && relation(p, n, &idx, &key) == REL_STATE;
+}
+
+static void build_path(hook_state *s, sbuf *path)
+{
+    bool first = true;
+
+    for (uint32_t i = 0; i < s->depth; i++) {
+        node *n = &s->nodes[i];
+        node *p;
+        Py_ssize_t idx = -1;
+        PyObject *key = NULL;
+        char name[256];
+        int r;
+
+        if (n->kind == NODE_SKIP || n->kind == NODE_SYNTH || n->obj == NULL)
+            continue;
+        p = save_parent(s, i);
+        if (first || p == NULL) {
+            if (PyType_Check(n->obj) && is_class_tag(n->tag))
+                type_qualified_name((PyTypeObject *)n->obj, true, name, sizeof name);
+            else
+                type_qualified_name(Py_TYPE(n->obj), true, name, sizeof name);
+            /* qualname only: the root of a path reads "State..." */
+            const char *dot = strrchr(name, '.');
+            sb_str(path, (dot && !PyType_Check(n->obj)) ? dot + 1 : name);
+            first = false;
+            continue;
+        }
+        r = relation(p, n, &idx, &key);
+        switch (r) {
+        case REL_ITEM_INDEX: {
+            char b[32];
+            snprintf(b, sizeof b, "[%zd]", idx);
+            sb_str(path, b);
+            break;
+        }
+        case REL_ITEM_KEY:
+            if (is_state_dict(s, (uint32_t)(p - s->nodes)) && is_identifier(key)) {
+                const char *u = PyUnicode_AsUTF8(key);
+                sb_str(path, ".");
+                sb_str(path, u ? u : "?");
+                PyErr_Clear();
+            } else {
+                sb_str(path, "[");
+                key_repr(path, key);
+                sb_str(path, "]");
+            }
+            break;
+        case REL_ELEMENT:
+            sb_str(path, "{}");
+            break;
+        case REL_CLASS:
+            sb_str(path, ".__class__");
+            break;
+        case REL_NEWARGS:
+            sb_str(path, ".<__new__ args>");
+            break;
+        case REL_RECON:
+            sb_str(path, ".<reconstructor>");
+            break;
+        case REL_RECONARGS:
+            sb_str(path, ".<args>");
+            break;
+        case REL_STATE:
+            if (!PyDict_CheckExact(n->obj))
+                sb_str(path, ".<state>");
+            break; /* a state dict is transparent: its items read .name */
+        default:
+            sb_str(path, ".?");
+        }
+    }
+}
+
+/* The note CPython 3.14's pickle adds when `child` fails inside `parent`. */
+static PyObject *relation_note(node *parent, node *child)
+{
+    Py_ssize_t idx = -1;
+    PyObject *key = NULL, *note;
+    char tname[256];
+    sbuf b = {NULL, 0, 0};
+    int r = relation(parent, child, &idx, &key);
+
+    if (r == REL_NONE)
+        return NULL;
+    type_qualified_name(Py_TYPE(parent->obj), true, tname, sizeof tname);
+    sb_str(&b, "when serializing ");
+    sb_str(&b, tname);
+    switch (r) {
+    case REL_ITEM_INDEX: {
+        char num[32];
+        snprintf(num, sizeof num, " item %zd", idx);
+        sb_str(&b, num);
+        break;
+    }
+    case REL_ITEM_KEY:
+        sb_str(&b, " item ");
+        key_repr(&b, key);
+        break;
+    case REL_ELEMENT:
+        sb_str(&b, " element");
+        break;
+    case REL_CLASS:
+        sb_str(&b, " class");
+        break;
+    case REL_NEWARGS:
+        sb_str(&b, " __new__ arguments");
+        break;
+    case REL_RECON:
+        sb_str(&b, " reconstructor");
+        break;
+    case REL_RECONARGS:
+        sb_str(&b, " reconstructor arguments");
+        break;
+    case REL_STATE:
+        sb_str(&b, " state");
+        break;
+    }
+    note = b.p ? PyUnicode_DecodeUTF8(b.p, (Py_ssize_t)b.len, "replace") : NULL;
+    PyMem_Free(b.p);
+    return note;
+}
+
+/* Called once, at the innermost failing save(), with the exception set. */
+static void report_error(hook_state *s)
+{
+    PyObject *exc, *msg = NULL, *add_note = NULL;
+    sbuf path = {NULL, 0, 0}, text = {NULL, 0, 0};
+    node *n = save_parent(s, s->depth);
+    char tname[256];
+    saved_exc saved;
+
+    flush_pending(s);
+    exc = exc_take(&saved);
+    if (exc == NULL) {
+        exc_give_back(&saved);
+        return;
+    }
+    /* message: "ExcType: str(exc)" */
+    type_qualified_name(Py_TYPE(exc), true, tname, sizeof tname);
+    sb_str(&text, tname);
+    msg = PyObject_Str(exc);
+    if (msg && PyUnicode_Check(msg)) {
+        const char *u = PyUnicode_AsUTF8(msg);
+        if (u && u[0]) {
+            sb_str(&text, ": ");
+            sb_str(&text, u);
+        }
+    }
+    PyErr_Clear();
+    build_path(s, &path);
+    sertrace_error(s->d, n ? n->tag : SERTRACE_TAG_UNKNOWN, n ? n->type : 0,
+                   text.p ? text.p : "", path.p ? path.p : "");
+    /* Notes, innermost first, as they would be added while unwinding. */
+    add_note = PyObject_GetAttrString(exc, "add_note");
+    if (add_note) {
+        for (uint32_t i = s->depth; i-- > 0;) {
+            node *c = &s->nodes[i];
+            node *p;
+            PyObject *note, *r;
+            if (c->kind == NODE_SKIP || c->kind == NODE_SYNTH || c->obj == NULL)
+                continue;
+            p = save_parent(s, i);
+            if (p == NULL)
+                break;
+            note = relation_note(p, c);
+            if (note == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            r = PyObject_CallOneArg(add_note, note);
+            Py_DECREF(note);
+            if (r == NULL)
+                PyErr_Clear();
+            Py_XDECREF(r);
+        }
+    }
+    PyErr_Clear();
+    Py_XDECREF(add_note);
+    Py_XDECREF(msg);
+    PyMem_Free(path.p);
+    PyMem_Free(text.p);
+    exc_give_back(&saved);
+}
+
+/* ---- the hooks --------------------------------------------------------- */
+
+enum hook_kind { HOOK_DUMP };
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *original; /* strong: the function that was there */
+    PyObject *owner;    /* strong: the class it is installed in */
+    int kind;
+    bool had_own;       /* original was in owner.__dict__ */
+    char name[64];      /* serializer name for dump_begin */
+} hook;
+
+static PyTypeObject hook_type;
+
+/* A saver is set as pickler.save (in the instance dict, which shadows the
+ * class's save for `self.save(x)` calls) for the duration of a traced dump.
+ * Explicit class calls such as dill's `StockPickler.save(self, obj)` go
+ * straight to the class function, so each object gets exactly one node, and
+ * untraced dumps never pay for a hook on save. */
+struct saver {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    hook_state *st;     /* NULL once the dump ended: then just forwards */
+    PyObject *pickler;  /* strong, or NULL when original is already bound */
+    PyObject *original; /* strong: type(pickler).save (or the instance's own) */
+};
+
+static PyTypeObject saver_type;
+
+/* original(pickler, *args, **kw) without copying when the caller allows. */
+static PyObject *call_original(saver *sv, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *small[8], **a, *r;
+
+    if (sv->pickler == NULL) /* the instance's own save: already bound */
+        return PyObject_Vectorcall(sv->original, args, nargsf, kwnames);
+    if (nargsf & PY_VECTORCALL_ARGUMENTS_OFFSET) {
+        PyObject *tmp;
+        a = (PyObject **)args - 1;
+        tmp = a[0];
+        a[0] = sv->pickler;
+        r = PyObject_Vectorcall(sv->original, a, (size_t)nargs + 1, kwnames);
+        a[0] = tmp;
+        return r;
+    }
+    a = small;
+    if (nargs + nkw + 1 > (Py_ssize_t)(sizeof small / sizeof small[0])) {
+        a = PyMem_Malloc((size_t)(nargs + nkw + 1) * sizeof(PyObject *));
+        if (a == NULL)
+            return PyErr_NoMemory();
+    }
+    a[0] = sv->pickler;
+    memcpy(a + 1, args, (size_t)(nargs + nkw) * sizeof(PyObject *));
+    r = PyObject_Vectorcall(sv->original, a, (size_t)nargs + 1, kwnames);
+    if (a != small)
+        PyMem_Free(a);
+    return r;
+}
+
+static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames)
+{
+    PyObject *obj = args[0];
+    PyObject *r;
+    node *n, *parent;
+    uint64_t enter_pos;
+    uint32_t my_index;
+    uint8_t tag;
+    bool by_dill;
+
+    if (!s->atoms && is_atom(Py_TYPE(obj)))
+        return call_original(sv, args, nargsf, kwnames);
+
+    flush_pending(s);
+    n = push_node(s);
+    if (n == NULL)
+        return call_original(sv, args, nargsf, kwnames);
+    my_index = s->depth - 1;
+    parent = save_parent(s, my_index);
+    n->obj = obj;
+    if (parent) {
+        n->ordinal = parent->nchildren++;
+        if (n->ordinal == 0 && PyType_Check(obj) && obj == (PyObject *)Py_TYPE(parent->obj))
+            parent->first_child_is_class = 1;
+    }
+    /* pickle's save() starts with framer.commit_frame(): a frame header
+     * written there belongs before this object, as in dill's counts. */
+    enter_pos = st_pos(s);
+    if (s->framed && s->inframe >= s->frame_target)
+        enter_pos += 9;
+    n->enter_pos = enter_pos;
+    type_info(s, obj, &tag, &by_dill);
+    if (memo_hit(s, obj)) {
+        emit_enter(s, n, SERTRACE_TAG_MEMO, enter_pos);
+        n->kind = NODE_OPEN;
+    } else if (by_dill) {
+        n->tag = tag; /* until dill's trace call names it */
+        n->kind = NODE_PENDING;
+    } else {
+        emit_enter(s, n, tag, enter_pos);
+        n->kind = NODE_OPEN;
+    }
+    r = call_original(sv, args, nargsf, kwnames);
+    /* Drop synthetic dill nodes left open above us (unbalanced traces). */
+    while (s->depth > my_index + 1) {
+        if (s->nodes[s->depth - 1].kind == NODE_SYNTH && r != NULL)
+            sertrace_exit(s->d, st_pos(s));
+        s->depth--;
+    }
+    n = &s->nodes[my_index]; /* the array may have moved */
+    if (r == NULL) {
+        if (!s->error_reported) {
+            s->error_reported = true;
+            report_error(s);
+        }
+        s->depth = my_index;
+        return NULL;
+    }
+    s->error_reported = false;
+    switch (n->kind) {
+    case NODE_PENDING:
+        emit_enter(s, n, n->tag, n->enter_pos);
+        sertrace_exit(s->d, st_pos(s));
+        break;
+    case NODE_OPEN:
+    case NODE_DILL:
+        sertrace_exit(s->d, st_pos(s));
+        break;
+    default:
+        break;
+    }
+    s->depth = my_index;
+    return r;
+}
+
+static PyObject *saver_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames)
+{
+    saver *sv = (saver *)self;
+    hook_state *s = sv->st;
+
+    if (s == NULL || PyVectorcall_NARGS(nargsf) < 1 || tls_top != s)
+        return call_original(sv, args, nargsf, kwnames);
+    return save_traced(sv, s, args, nargsf, kwnames);
+}
+
+static void saver_dealloc(PyObject *self)
+{
+    saver *sv = (saver *)self;
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(sv->pickler);
+    Py_CLEAR(sv->original);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int saver_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    saver *sv = (saver *)self;
+    Py_VISIT(sv->pickler);
+    Py_VISIT(sv->original);
+    return 0;
+}
+
+static int saver_clear(PyObject *self)
+{
+    saver *sv = (saver *)self;
+    Py_CLEAR(sv->pickler);
+    Py_CLEAR(sv->original);
+    return 0;
+}
+
+static PyTypeObject saver_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sertrace._pyhook.TracedSave",
+    .tp_doc = "A traced pickler's save() during one dump (see sertrace.dill).",
+    .tp_basicsize = sizeof(saver),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_vectorcall_offset = offsetof(saver, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = saver_dealloc,
+    .tp_traverse = saver_traverse,
+    .tp_clear = saver_clear,
+};
+
+/* Shadow pickler.save with a saver for this dump, through attribute calls
+ * only (see install_writers).  When the instance already has its own
+ * `save`, it is wrapped as is (called without the pickler prepended). */
+static int install_saver(hook_state *s)
+{
+    PyObject *cls_save, *cur = NULL, *orig = NULL;
+    saver *sv = NULL;
+    int rc = -1;
+
+    cls_save = _PyType_Lookup(Py_TYPE(s->pickler), str_save);
+    cur = PyObject_GetAttr(s->pickler, str_save);
+    if (cur == NULL)
+        goto end;
+    if (cls_save && PyMethod_Check(cur) && PyMethod_GET_FUNCTION(cur) == cls_save &&
+        PyMethod_GET_SELF(cur) == s->pickler) {
+        orig = Py_NewRef(cls_save);
+    } else {
+        s->saved_own_save = Py_NewRef(cur);
+        orig = Py_NewRef(cur);
+    }
+    sv = PyObject_GC_New(saver, &saver_type);
+    if (sv == NULL)
+        goto end;
+    sv->vectorcall = saver_call;
+    sv->st = s;
+    sv->pickler = s->saved_own_save ? NULL : Py_NewRef(s->pickler);
+    sv->original = orig;
+    orig = NULL;
+    PyObject_GC_Track(sv);
+    if (PyObject_SetAttr(s->pickler, str_save, (PyObject *)sv) < 0)
+        goto end;
+    s->saver = sv;
+    sv = NULL;
+    rc = 0;
+end:
+    Py_XDECREF(sv);
+    Py_XDECREF(orig);
+    Py_XDECREF(cur);
+    if (rc < 0) {
+        Py_CLEAR(s->saved_own_save);
+        PyErr_Clear();
+    }
+    return rc;
+}
+
+static void remove_saver(hook_state *s)
+{
+    if (s->saver == NULL)
+        return;
+    s->saver->st = NULL;
+    if (s->saved_own_save) {
+        if (PyObject_SetAttr(s->pickler, str_save, s->saved_own_save) < 0)
+            PyErr_Clear();
+    } else if (PyObject_DelAttr(s->pickler, str_save) < 0) {
+        PyErr_Clear();
+    }
+    Py_CLEAR(s->saver);
+    Py_CLEAR(s->saved_own_save);
+}
+
+/* Replace pickler.write / framer.file_write with counting writers. */
+static int install_writers(hook_state *s)
+{
+    PyObject *pickler = s->pickler, *fw = NULL, *target = NULL;
+    int rc = -1;
+
+    /* pickle._Pickler sets `write` per instance; a class-level write means
+     * another kind of pickler.  (Attribute calls only: asking for the
+     * instance __dict__ would turn CPython's inline attribute values into a
+     * real dict and slow every self.x of the dump.) */
+    if (_PyType_Lookup(Py_TYPE(pickler), str_write) != NULL)
+        goto end;
+    s->saved_write = PyObject_GetAttr(pickler, str_write);
+    if (s->saved_write == NULL)
+        goto end;
+    s->framer = PyObject_GetAttr(pickler, str_framer);
+    if (s->framer != NULL) {
+        fw = PyObject_GetAttr(s->framer, str_file_write);
+        if (fw != NULL && PyObject_HasAttr(s->framer, str_current_frame)) {
+            PyObject *target_size = PyObject_GetAttr(s->framer, str_frame_target);
+            s->frame_target = 64 * 1024;
+            if (target_size && PyLong_Check(target_size))
+                s->frame_target = PyLong_AsUnsignedLongLong(target_size);
+            Py_XDECREF(target_size);
+            PyErr_Clear();
+            s->w_file = writer_new(s, fw, WRITER_FILE);
+            s->w_write = writer_new(s, s->saved_write, WRITER_FRAMED);
+            if (s->w_file == NULL || s->w_write == NULL)
+                goto end;
+            if (PyObject_SetAttr(s->framer, str_file_write, (PyObject *)s->w_file) < 0)
+                goto end;
+            s->saved_file_write = fw;
+            fw = NULL;
+            if (PyObject_SetAttr(pickler, str_write, (PyObject *)s->w_write) < 0) {
+                PyObject_SetAttr(s->framer, str_file_write, s->saved_file_write);
+                Py_CLEAR(s->saved_file_write);
+                goto end;
+            }
+            s->framed = true;
+            s->frame_dirty = true;
+            rc = 0;
+            goto end;
+        }
+    }
+    PyErr_Clear();
+    Py_CLEAR(s->framer);
+    target = s->saved_write;
+    s->w_write = writer_new(s, target, WRITER_PLAIN);
+    if (s->w_write == NULL)
+        goto end;
+    if (PyObject_SetAttr(pickler, str_write, (PyObject *)s->w_write) < 0)
+        goto end;
+    rc = 0;
+end:
+    Py_XDECREF(fw);
+    if (rc < 0)
+        PyErr_Clear();
+    return rc;
+}
+
+static void restore_writers(hook_state *s)
+{
+    saved_exc saved;
+
+    PyErr_Fetch(&saved.type, &saved.value, &saved.tb);
+    remove_saver(s);
+    if (s->w_write) {
+        s->w_write->st = NULL;
+        if (s->saved_write && PyObject_SetAttr(s->pickler, str_write, s->saved_write) < 0)
+            PyErr_Clear();
+    }
+    if (s->w_file) {
+        s->w_file->st = NULL;
+        if (s->saved_file_write && s->framer &&
+            PyObject_SetAttr(s->framer, str_file_write, s->saved_file_write) < 0)
+            PyErr_Clear();
+    }
+    Py_CLEAR(s->w_write);
+    Py_CLEAR(s->w_file);
+    Py_CLEAR(s->saved_write);
+    Py_CLEAR(s->saved_file_write);
+    Py_CLEAR(s->framer);
+    Py_CLEAR(s->frame);
+    Py_CLEAR(s->frame_write);
+    Py_CLEAR(s->memo);
+    Py_CLEAR(s->memo_key);
+    Py_CLEAR(s->dispatch);
+    PyMem_Free(s->nodes);
+    s->nodes = NULL;
+    exc_give_back(&saved);
+}
+
+static PyObject *dump_hook_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                                PyObject *kwnames)
+{
+    hook *h = (hook *)self;
+    hook_state s;
+    PyObject *pickler, *proto_obj, *r;
+    int proto = -1;
+    sertrace_dump *d;
+
+    if (PyVectorcall_NARGS(nargsf) < 1)
+        return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+    pickler = args[0];
+    /* dill.Pickler.dump -> pickle._Pickler.dump: already traced. */
+    for (hook_state *t = tls_top; t; t = t->prev)
+        if (t->pickler == pickler)
+            return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+    proto_obj = PyObject_GetAttr(pickler, str_proto);
+    if (proto_obj && PyLong_Check(proto_obj))
+        proto = (int)PyLong_AsLong(proto_obj);
+    Py_XDECREF(proto_obj);
+    PyErr_Clear();
+    d = sertrace_dump_begin(h->name, proto);
+    if (d == NULL)
+        return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+
+    memset(&s, 0, sizeof s);
+    s.pickler = pickler;
+    s.d = d;
+    s.flags = sertrace_dump_flags(d);
+    s.atoms = (s.flags & SERTRACE_DUMP_ATOMS) != 0;
+    s.forward_dill = -1;
+    if (install_writers(&s) < 0) {
+        /* Not a pickle-style pickler: no byte counts, so no tree. */
+        restore_writers(&s);
+        sertrace_dump_end(d, 0, SERTRACE_STATUS_ERROR);
+        return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+    }
+    s.memo = PyObject_GetAttr(pickler, str_memo);
+    if (s.memo && !PyDict_CheckExact(s.memo))
+        Py_CLEAR(s.memo);
+    s.dispatch = PyObject_GetAttr(pickler, str_dispatch);
+    if (s.dispatch && !PyDict_Check(s.dispatch))
+        Py_CLEAR(s.dispatch);
+    PyErr_Clear();
+    if (install_saver(&s) < 0) {
+        restore_writers(&s);
+        sertrace_dump_end(d, 0, SERTRACE_STATUS_ERROR);
+        return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+    }
+
+    s.prev = tls_top;
+    tls_top = &s;
+    r = PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+    tls_top = s.prev;
+    restore_writers(&s);
+    sertrace_dump_end(d, st_pos(&s), r ? SERTRACE_STATUS_OK : SERTRACE_STATUS_ERROR);
+    return r;
+}
+
+static PyObject *hook_descr_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    (void)type;
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static void hook_dealloc(PyObject *self)
+{
+    hook *h = (hook *)self;
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(h->original);
+    Py_CLEAR(h->owner);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int hook_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    hook *h = (hook *)self;
+    Py_VISIT(h->original);
+    Py_VISIT(h->owner);
+    return 0;
+}
+
+static int hook_clear(PyObject *self)
+{
+    hook *h = (hook *)self;
+    Py_CLEAR(h->original);
+    Py_CLEAR(h->owner);
+    return 0;
+}
+
+static PyObject *hook_getattro(PyObject *self, PyObject *name)
+{
+    PyObject *r = PyObject_GenericGetAttr(self, name);
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError) &&
+        ((hook *)self)->original) {
+        PyErr_Clear();
+        r = PyObject_GetAttr(((hook *)self)->original, name);
+    }
+    return r;
+}
+
+static PyMemberDef hook_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(hook, original), READONLY, "the hooked function"},
+    {"owner", T_OBJECT, offsetof(hook, owner), READONLY, "the class it is installed in"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject hook_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sertrace._pyhook.Hook",
+    .tp_doc = "sertrace hook around a pickler's save() or dump() (see sertrace.dill).",
+    .tp_basicsize = sizeof(hook),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR |
+                Py_TPFLAGS_HAVE_GC,
+    .tp_vectorcall_offset = offsetof(hook, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_descr_get = hook_descr_get,
+    .tp_dealloc = hook_dealloc,
+    .tp_traverse = hook_traverse,
+    .tp_clear = hook_clear,
+    .tp_getattro = hook_getattro,
+    .tp_members = hook_members,
+};
+
+static hook *own_hook(PyObject *cls, PyObject *name)
+{
+    PyObject *v = PyDict_GetItemWithError(((PyTypeObject *)cls)->tp_dict, name);
+    if (v && Py_IS_TYPE(v, &hook_type))
+        return (hook *)v;
+    return NULL;
+}
+
+static int install_hook(PyObject *cls, PyObject *attr, int kind, const char *sname)
+{
+    PyObject *orig;
+    hook *h;
+    int rc;
+
+    if (own_hook(cls, attr))
+        return 0;
+    if (PyErr_Occurred())
+        return -1;
+    orig = PyObject_GetAttr(cls, attr);
+    if (orig == NULL)
+        return -1;
+    if (!PyCallable_Check(orig)) {
+        PyErr_Format(PyExc_TypeError, "%R.%U is not callable", cls, attr);
+        Py_DECREF(orig);
+        return -1;
+    }
+    h = PyObject_GC_New(hook, &hook_type);
+    if (h == NULL) {
+        Py_DECREF(orig);
+        return -1;
+    }
+    h->vectorcall = dump_hook_call;
+    h->original = orig;
+    h->owner = Py_NewRef(cls);
+    h->kind = kind;
+    h->had_own = PyDict_GetItemWithError(((PyTypeObject *)cls)->tp_dict, attr) != NULL;
+    snprintf(h->name, sizeof h->name, "%s", sname);
+    PyObject_GC_Track(h);
+    rc = PyObject_SetAttr(cls, attr, (PyObject *)h);
+    Py_DECREF(h);
+    return rc;
+}
+
+static int remove_hook(PyObject *cls, PyObject *attr)
+{
+    hook *h = own_hook(cls, attr);
+    if (h == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (h->had_own)
+        return PyObject_SetAttr(cls, attr, h->original);
+    return PyObject_DelAttr(cls, attr);
+}
+
+/* ---- module functions -------------------------------------------------- */
+
+static PyObject *py_hook_class(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    const char *name;
+    (void)mod;
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "hook_class(cls, name): a class and a str");
+        return NULL;
+    }
+    name = PyUnicode_AsUTF8(args[1]);
+    if (name == NULL)
+        return NULL;
+    if (install_hook(args[0], str_dump, HOOK_DUMP, name) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_unhook_class(PyObject *mod, PyObject *cls)
+{
+    bool had;
+    (void)mod;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "unhook_class(cls): a class");
+        return NULL;
+    }
+    had = own_hook(cls, str_dump) != NULL;
+    if (remove_hook(cls, str_dump) < 0)
+        return NULL;
+    return PyBool_FromLong(had);
+}
+
+static PyObject *py_is_hooked(PyObject *mod, PyObject *cls)
+{
+    (void)mod;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "is_hooked(cls): a class");
+        return NULL;
+    }
+    return PyBool_FromLong(own_hook(cls, str_dump) != NULL);
+}
+
+/* ---- dill logger proxy ------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *wrapped; /* dill.logger.adapter */
+} logger_proxy;
+
+static PyTypeObject logger_proxy_type;
+
+static bool forward_to_dill(hook_state *s)
+{
+    if (s->forward_dill < 0) {
+        PyObject *td = PyObject_GetAttr(s->pickler, str_trace_depth);
+        if (td == NULL) {
+            PyErr_Clear();
+            s->forward_dill = 1; /* not a dill pickler: dill logs at INFO */
+        } else {
+            s->forward_dill = td != Py_None;
+            Py_DECREF(td);
+        }
+    }
+    return s->forward_dill != 0;
+}
+
+/* dill's adapter behind the proxy (one per process in practice). */
+static PyObject *dill_adapter;
+
+/* `trace` lives in the proxy type's dict as this plain callable, not as a
+ * method, so `logger.trace(...)` allocates no bound method per call. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+} trace_fn;
+
+static PyObject *proxy_trace(PyObject *self, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    hook_state *s = tls_top;
+    PyObject *meth, *r;
+
+    (void)self;
+    if (s != NULL && nargs >= 2 && s->pickler == args[0]) {
+        on_dill_trace(s, args[1]);
+        if (!forward_to_dill(s))
+            Py_RETURN_NONE;
+    } else if (nargs >= 1) {
+        /* dill's adapter.trace returns at once when the pickler has
+         * _trace_depth None (dill's tracer off for this dump): do that
+         * check here and spare the call into Python. */
+        PyObject *td = PyObject_GetAttr(args[0], str_trace_depth);
+        if (td == Py_None) {
+            Py_DECREF(td);
+            Py_RETURN_NONE;
+        }
+        Py_XDECREF(td);
+        PyErr_Clear();
+    }
+    if (dill_adapter == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "sertrace: dill's logger proxy has no adapter");
+        return NULL;
+    }
+    meth = PyObject_GetAttr(dill_adapter, str_trace);
+    if (meth == NULL)
+        return NULL;
+    r = PyObject_Vectorcall(meth, args, (size_t)nargs, kwnames);
+    Py_DECREF(meth);
+    return r;
+}
+
+static PyObject *proxy_getattro(PyObject *self, PyObject *name)
+{
+    PyObject *r = PyObject_GenericGetAttr(self, name);
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        r = PyObject_GetAttr(((logger_proxy *)self)->wrapped, name);
+    }
+    return r;
+}
+
+static int proxy_setattro(PyObject *self, PyObject *name, PyObject *value)
+{
+    return PyObject_SetAttr(((logger_proxy *)self)->wrapped, name, value);
+}
+
+static void proxy_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(((logger_proxy *)self)->wrapped);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int proxy_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(((logger_proxy *)self)->wrapped);
+    return 0;
+}
+
+static PyObject *proxy_repr(PyObject *self)
+{
+    return PyUnicode_FromFormat("<sertrace proxy for %R>", ((logger_proxy *)self)->wrapped);
+}
+
+static PyTypeObject trace_fn_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sertrace._pyhook.TraceFunction",
+    .tp_doc = "trace(pickler, msg, *args): read dill's tag for sertrace, then (when dill's "
+              "own tracer is on, or the pickler is not traced) call dill's adapter.trace.",
+    .tp_basicsize = sizeof(trace_fn),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(trace_fn, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
+static PyMemberDef proxy_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(logger_proxy, wrapped), READONLY, "dill's adapter"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject logger_proxy_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sertrace._pyhook.LoggerProxy",
+    .tp_doc = "Stands in for dill._dill.logger: gives dill's tags to sertrace.",
+    .tp_basicsize = sizeof(logger_proxy),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_dealloc = proxy_dealloc,
+    .tp_traverse = proxy_traverse,
+    .tp_getattro = proxy_getattro,
+    .tp_setattro = proxy_setattro,
+    .tp_repr = proxy_repr,
+    .tp_members = proxy_members,
+};
+
+static PyObject *py_wrap_logger(PyObject *mod, PyObject *adapter)
+{
+    logger_proxy *p;
+    (void)mod;
+    if (Py_IS_TYPE(adapter, &logger_proxy_type))
+        return Py_NewRef(adapter);
+    p = PyObject_GC_New(logger_proxy, &logger_proxy_type);
+    if (p == NULL)
+        return NULL;
+    p->wrapped = Py_NewRef(adapter);
+    Py_XSETREF(dill_adapter, Py_NewRef(adapter));
+    PyObject_GC_Track(p);
+    return (PyObject *)p;
+}
+
+static PyObject *py_tracing(PyObject *mod, PyObject *pickler)
+{
+    (void)mod;
+    for (hook_state *t = tls_top; t; t = t->prev)
+        if (t->pickler == pickler)
+            Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"hook_class", (PyCFunction)(void (*)(void))py_hook_class, METH_FASTCALL,
+     "hook_class(cls, name): put sertrace hooks around cls.save and cls.dump; dumps are "
+     "named `name`.  Idempotent."},
+    {"unhook_class", py_unhook_class, METH_O,
+     "unhook_class(cls) -> bool: remove the hooks hook_class() put in cls."},
+    {"is_hooked", py_is_hooked, METH_O, "is_hooked(cls) -> bool: cls has its own hooks."},
+    {"wrap_logger", py_wrap_logger, METH_O,
+     "wrap_logger(adapter) -> proxy to assign to dill._dill.logger."},
+    {"tracing", py_tracing, METH_O,
+     "tracing(pickler) -> bool: a traced dump of this pickler is running on this thread."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "sertrace._pyhook",
+    .m_doc = "C hooks that trace pure-Python picklers (dill.Pickler, pickle._Pickler) with "
+             "sertrace.  Use sertrace.dill, not this module.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+#define INTERN(var, text)                                                      \
+    do {                                                                       \
+        if ((var) == NULL && ((var) = PyUnicode_InternFromString(text)) == NULL) \
+            return NULL;                                                       \
+    } while (0)
+
+PyMODINIT_FUNC PyInit__pyhook(void)
+{
+    PyObject *m;
+
+    INTERN(str_write, "write");
+    INTERN(str_framer, "framer");
+    INTERN(str_file_write, "file_write");
+    INTERN(str_current_frame, "current_frame");
+    INTERN(str_memo, "memo");
+    INTERN(str_dispatch, "dispatch");
+    INTERN(str_proto, "proto");
+    INTERN(str_trace, "trace");
+    INTERN(str_trace_depth, "_trace_depth");
+    INTERN(str_save, "save");
+    INTERN(str_dump, "dump");
+    INTERN(str_module, "__module__");
+    INTERN(str_frame_target, "_FRAME_SIZE_TARGET");
+    if (PyType_Ready(&writer_type) < 0 || PyType_Ready(&hook_type) < 0 ||
+        PyType_Ready(&saver_type) < 0 || PyType_Ready(&trace_fn_type) < 0 ||
+        PyType_Ready(&logger_proxy_type) < 0)
+        return NULL;
+    {
+        trace_fn *tf = PyObject_New(trace_fn, &trace_fn_type);
+        int rc;
+        if (tf == NULL)
+            return NULL;
+        tf->vectorcall = proxy_trace;
+        rc = PyDict_SetItem(logger_proxy_type.tp_dict, str_trace, (PyObject *)tf);
+        Py_DECREF(tf);
+        if (rc < 0)
+            return NULL;
+        PyType_Modified(&logger_proxy_type);
+    }
+    m = PyModule_Create(&module_def);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Hook", (PyObject *)&hook_type) < 0 ||
+        PyModule_AddObjectRef(m, "LoggerProxy", (PyObject *)&logger_proxy_type) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,614 @@
+"""End-to-end tests of the `sertrace` command (cli/).
+
+Run by meson (suite 'e2e') with:
+  SERTRACE_BIN           the built `sertrace` binary
+  SERTRACE_TEST_DUMPER   tests/cli/dumper.c built against libsertrace: prints
+                         "pid P" then "dump N bytes B" per dump (B = payload
+                         length, the truth the trace is compared with)
+  SERTRACE_PLUGIN_PATH   the build directory of the babeltrace2 plugin
+A session daemon is started by `sertrace` itself when none runs.
+
+Other programs that load sertrace may run at the same time on this machine
+(per-UID buffers record every process of the user), so assertions on
+trace contents select the dumps of the dumper's own pid; --cmd-only is
+tested separately.  No assertion depends on timing: waits poll for a
+condition with a generous deadline that only guards against hangs.
+"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+SERTRACE = os.environ.get("SERTRACE_BIN", "")
+DUMPER = os.environ.get("SERTRACE_TEST_DUMPER", "")
+PLUGIN_PATH = os.environ.get("SERTRACE_PLUGIN_PATH", "")
+HANG_GUARD = 60  # seconds; only against hangs, never asserted
+
+pytestmark = pytest.mark.skipif(
+    not (SERTRACE and DUMPER and os.path.exists(SERTRACE)),
+    reason="run through meson (SERTRACE_BIN / SERTRACE_TEST_DUMPER)")
+
+
+def run(*args, env=None, timeout=HANG_GUARD, **kw):
+    e = dict(os.environ)
+    e.setdefault("SERTRACE_PROGRESS", "0")
+    if env:
+        e.update(env)
+    return subprocess.run([SERTRACE, *args], capture_output=True, text=True,
+                          env=e, timeout=timeout, **kw)
+
+
+def sessions():
+    """Names of the LTTng sessions (through the lttng CLI: test-side only)."""
+    out = subprocess.run(["lttng", "list"], capture_output=True, text=True,
+                         timeout=HANG_GUARD).stdout
+    return set(re.findall(r"^\s*\d+\) (\S+)", out, re.M))
+
+
+def unique(tag):
+    return "cli-%s-%d-%d" % (tag, os.getpid(), time.monotonic_ns() % 1000000)
+
+
+def printed_sizes(stdout):
+    """{dump index: bytes} and the pid from the dumper's stdout."""
+    pid = int(re.search(r"^pid (\d+)$", stdout, re.M).group(1))
+    sizes = {int(n): int(b) for n, b in
+             re.findall(r"^dump (\d+) bytes (\d+)$", stdout, re.M)}
+    return pid, sizes
+
+
+def report_json(trace):
+    r = run("report", "--json", trace)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["format"] == "sertrace-summary"
+    return doc
+
+
+def dumps_of(doc, pid):
+    return [d for d in doc["dumps"]
+            if d["pid"] == pid and d["serializer"] == "cli-test"]
+
+
+def wait_for(pred, what):
+    deadline = time.monotonic() + HANG_GUARD
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
+
+
+# ---- help, version, usage ------------------------------------------------
+
+def test_version():
+    r = run("--version")
+    assert r.returncode == 0
+    assert re.match(r"^sertrace \d+\.\d+\.\d+$", r.stdout.strip())
+
+
+@pytest.mark.parametrize("sub", ["record", "start", "stop", "snapshot", "report"])
+def test_help_of_every_subcommand(sub):
+    r = run(sub, "--help")
+    assert r.returncode == 0
+    assert r.stdout.startswith("Usage: sertrace " + sub)
+    assert "Exit status" in r.stdout
+
+
+def test_top_level_help_lists_subcommands():
+    r = run("--help")
+    assert r.returncode == 0
+    for sub in ("record", "start", "stop", "snapshot", "report"):
+        assert re.search(r"^  %s " % sub, r.stdout, re.M)
+
+
+@pytest.mark.parametrize("args", [
+    ["frobnicate"],
+    ["report", "--bogus", "x"],
+    ["report"],
+    ["report", "--tree", "--json", "x"],
+    ["report", "--top", "ten", "x"],
+    ["report", "--oversize", "12 parsecs", "x"],
+    ["record"],
+    ["record", "--buffer-size", "lots", "--", "true"],
+    ["record", "--buffer-size", "1K", "--", "true"],
+    ["stop"],
+    ["stop", "a", "b"],
+    ["start", "unexpected"],
+    ["start", "--live", "net://127.0.0.1", "--snapshot"],
+    ["record", "--live", "net://127.0.0.1", "--", "true"],
+    ["report", "--tree", "--top", "3", "x"],
+    ["report", "--json", "--max-depth", "3", "x"],
+    ["report", "--live", "net://127.0.0.1/host/h/s", "extra-trace"],
+])
+def test_usage_errors_exit_2(args):
+    r = run(*args)
+    assert r.returncode == 2, (args, r.stderr)
+    assert r.stderr.startswith("sertrace: ")
+
+
+# ---- record ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """One recording of 6 dumps, shared by the report tests."""
+    out = tmp_path_factory.mktemp("rec") / "trace"
+    r = run("record", "-o", str(out), "--", DUMPER, "--dumps", "6")
+    assert r.returncode == 0, r.stderr
+    pid, sizes = printed_sizes(r.stdout)
+    assert len(sizes) == 6
+    return out, pid, sizes, r
+
+
+def test_record_reports_location_and_losses(recorded):
+    out, _, _, r = recorded
+    assert "trace written to %s" % out in r.stderr
+    assert "0 events discarded, 0 packets lost" in r.stderr
+    metas = [os.path.join(d, f) for d, _, fs in os.walk(out) for f in fs
+             if f == "metadata"]
+    assert metas, "no CTF trace under " + str(out)
+
+
+def test_record_leaves_no_session(recorded):
+    name = unique("gone")
+    out = recorded[0].parent / "again"
+    r = run("record", "--name", name, "-o", str(out), "--", DUMPER, "--dumps", "1")
+    assert r.returncode == 0, r.stderr
+    assert name not in sessions()
+
+
+def test_report_json_payload_bytes_are_exact(recorded):
+    out, pid, sizes, _ = recorded
+    mine = dumps_of(report_json(str(out)), pid)
+    assert sorted(d["payload_bytes"] for d in mine) == sorted(sizes.values())
+    assert all(d["complete"] for d in mine)
+
+
+def test_report_tree(recorded):
+    out, pid, sizes, _ = recorded
+    r = run("report", "--tree", "--exact", str(out))
+    assert r.returncode == 0, r.stderr
+    # Each dump's root is the dumper's test.Map; its exit line carries the
+    # exact bytes between its enter and exit: payload - 2 header - 1 trailer.
+    roots = re.findall(r"^└ # Map \[(\d+) B\]", r.stdout, re.M)
+    for b in sizes.values():
+        assert str(b - 3) in roots
+    assert "test.Map" in r.stdout and "test.Array" in r.stdout
+
+
+def test_report_default_is_tree(recorded):
+    out = str(recorded[0])
+    assert run("report", out).stdout == run("report", "--tree", out).stdout
+
+
+def test_report_summary(recorded):
+    out, pid, sizes, _ = recorded
+    r = run("report", "--summary", "--top", "3", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "cli-test" in r.stdout
+    assert "test.Array" in r.stdout
+
+
+def test_report_options_reach_the_sink(recorded):
+    out = str(recorded[0])
+    full = run("report", "--tree", out).stdout
+    shallow = run("report", "--tree", "--max-depth", "1", out).stdout
+    assert shallow != full and len(shallow) < len(full)
+    flagged = run("report", "--tree", "--oversize", "100", out)
+    assert flagged.returncode == 0, flagged.stderr
+    assert flagged.stdout != full
+    top = run("report", "--json", "--top", "2", out)
+    assert top.returncode == 0, top.stderr
+
+
+def test_report_progress_filter_keeps_output(recorded):
+    out = str(recorded[0])
+    plain = run("report", "--json", out)
+    shown = run("report", "--json", out, env={"SERTRACE_PROGRESS": "1"})
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == plain.stdout
+    m = re.findall(r"(\d+) events read", shown.stderr)
+    assert m and int(m[-1]) > 0
+
+
+def test_exit_status_is_propagated(tmp_path):
+    r = run("record", "-o", str(tmp_path / "t"), "--", DUMPER, "--dumps", "1",
+            "--exit", "7")
+    assert r.returncode == 7
+    assert "trace written to" in r.stderr
+
+
+def test_killed_by_signal_gives_128_plus_signal_and_a_readable_trace(tmp_path):
+    out = tmp_path / "t"
+    r = run("record", "-o", str(out), "--", DUMPER, "--dumps", "2",
+            "--kill", str(int(signal.SIGKILL)))
+    assert r.returncode == 128 + signal.SIGKILL
+    pid, sizes = printed_sizes(r.stdout)
+    mine = dumps_of(report_json(str(out)), pid)
+    assert sorted(d["payload_bytes"] for d in mine) == sorted(sizes.values())
+
+
+def test_cmd_not_found(tmp_path):
+    out = tmp_path / "t"
+    name = unique("nf")
+    r = run("record", "--name", name, "-o", str(out), "--",
+            "no-such-command-sertrace")
+    assert r.returncode == 127
+    assert "no-such-command-sertrace: command not found" in r.stderr
+    assert not out.exists()
+    assert name not in sessions()
+
+
+def test_output_dir_not_empty(tmp_path):
+    (tmp_path / "junk").write_text("x")
+    name = unique("ne")
+    r = run("record", "--name", name, "-o", str(tmp_path), "--", DUMPER)
+    assert r.returncode == 1
+    assert "exists and is not empty" in r.stderr
+    assert "pid" not in r.stdout  # CMD never ran
+    assert sorted(os.listdir(tmp_path)) == ["junk"]
+    assert name not in sessions()
+
+
+def test_output_dir_cannot_be_created(tmp_path):
+    (tmp_path / "file").write_text("x")
+    r = run("record", "-o", str(tmp_path / "file" / "sub"), "--", DUMPER)
+    assert r.returncode == 1
+    assert "cannot create output directory" in r.stderr
+    assert "pid" not in r.stdout
+
+
+def test_empty_existing_output_dir_is_used(tmp_path):
+    r = run("record", "-o", str(tmp_path), "--", DUMPER, "--dumps", "1")
+    assert r.returncode == 0, r.stderr
+    assert "trace written to %s" % tmp_path in r.stderr
+
+
+def test_program_that_never_loads_sertrace(tmp_path):
+    # --cmd-only: other processes of this user that load sertrace meanwhile
+    # (parallel tests) would otherwise put a trace in the directory.
+    out = tmp_path / "t"
+    name = unique("nl")
+    r = run("record", "--cmd-only", "--name", name, "-o", str(out), "--", "/bin/true")
+    assert r.returncode == 1
+    assert "no sertrace events: did the program import sertrace" in r.stderr
+    assert not out.exists()  # we created it, we removed it
+    assert name not in sessions()
+
+
+def test_cmd_only_traces_only_the_command(tmp_path):
+    # A second dumper runs meanwhile: without --cmd-only its dumps would
+    # be recorded too (per-UID buffers).
+    bg = subprocess.Popen([DUMPER, "--forever", "--every", "5"],
+                          stdout=subprocess.PIPE, text=True)
+    try:
+        bg_pid = int(bg.stdout.readline().split()[1])
+        assert bg.stdout.readline().startswith("dump 0")
+        out = tmp_path / "t"
+        r = run("record", "--cmd-only", "-o", str(out), "--", DUMPER, "--dumps", "3")
+        assert r.returncode == 0, r.stderr
+        pid, sizes = printed_sizes(r.stdout)
+        doc = report_json(str(out))
+        assert {d["pid"] for d in doc["dumps"]} == {pid}
+        assert sorted(d["payload_bytes"] for d in doc["dumps"]) == sorted(sizes.values())
+        assert bg_pid != pid
+    finally:
+        bg.terminate()
+        bg.wait(timeout=HANG_GUARD)
+
+
+def test_signal_is_forwarded_to_the_command(tmp_path):
+    out = tmp_path / "t"
+    ready = tmp_path / "ready"
+    p = subprocess.Popen([SERTRACE, "record", "-o", str(out), "--", DUMPER,
+                          "--forever", "--every", "20", "--ready", str(ready)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(ready.exists, "the first dump")
+    p.send_signal(signal.SIGTERM)  # the dumper exits 0 on SIGTERM
+    stdout, stderr = p.communicate(timeout=HANG_GUARD)
+    assert p.returncode == 0, stderr
+    assert "trace written to" in stderr
+    pid, sizes = printed_sizes(stdout)
+    mine = dumps_of(report_json(str(out)), pid)
+    assert {d["payload_bytes"] for d in mine if d["complete"]} <= set(sizes.values())
+    assert len(mine) >= 1
+
+
+# ---- report errors --------------------------------------------------------------
+
+def test_no_session_daemon_and_none_can_be_started():
+    """As a user outside the `tracing` group with an empty HOME, no session
+    daemon is reachable; make starting one fail and check the message and
+    that nothing is left behind."""
+    import shutil
+    import tempfile
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to act as user nobody")
+    base = tempfile.mkdtemp(prefix="sertrace-cli-nosd-")
+    try:
+        os.chmod(base, 0o777)
+        home = os.path.join(base, "home")
+        os.mkdir(home)
+        os.chmod(home, 0o777)
+        out = os.path.join(base, "t")
+        env = dict(os.environ, HOME=home, LTTNG_HOME=home,
+                   LTTNG_SESSIOND_PATH="/bin/false")
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            SERTRACE, "record", "-o", out, "--", "/bin/true"],
+                           capture_output=True, text=True, env=env, timeout=HANG_GUARD)
+        assert r.returncode == 1, r.stderr
+        assert "no session daemon is available" in r.stderr
+        assert not os.path.exists(out)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_report_missing_path(tmp_path):
+    r = run("report", str(tmp_path / "nope"))
+    assert r.returncode == 1
+    assert "No such file or directory" in r.stderr
+
+
+def test_report_empty_dir(tmp_path):
+    r = run("report", str(tmp_path))
+    assert r.returncode == 1
+    assert "no trace found under" in r.stderr
+
+
+def test_report_corrupt_metadata(tmp_path):
+    d = tmp_path / "ust" / "uid" / "0" / "64-bit"
+    d.mkdir(parents=True)
+    (d / "metadata").write_bytes(os.urandom(4096))
+    r = run("report", str(tmp_path))
+    assert r.returncode == 1
+    assert "corrupt or unreadable trace" in r.stderr
+
+
+def test_report_corrupt_stream(recorded, tmp_path):
+    import shutil
+    src = recorded[0]
+    dst = tmp_path / "t"
+    shutil.copytree(src, dst)
+    streams = [os.path.join(d, f) for d, _, fs in os.walk(dst) for f in fs
+               if f.startswith("sertrace_") and not f.endswith(".idx")]
+    assert streams
+    for s in streams:
+        with open(s, "r+b") as f:
+            f.write(os.urandom(64))
+    r = run("report", str(dst))
+    assert r.returncode == 1
+    assert "corrupt" in r.stderr
+
+
+def test_report_plugin_not_found(recorded, tmp_path):
+    env = {"SERTRACE_PLUGIN_PATH": str(tmp_path), "BABELTRACE_PLUGIN_PATH": str(tmp_path)}
+    r = run("report", str(recorded[0]), env=env)
+    # Either found in the install/system dir, or a clear error.
+    assert r.returncode == 0 or "plugin was not found" in r.stderr
+
+
+# ---- production without restart: start / stop --------------------------------------
+
+class LineCollector:
+    """Collects a child's stdout lines in a thread, so a test can tell the
+    lines printed after some moment from the ones already in the pipe."""
+
+    def __init__(self, proc):
+        import threading
+        self.lines = []
+        self.proc = proc
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def wait_lines(self, n):
+        wait_for(lambda: len(self.lines) >= n, "%d lines of output" % n)
+
+    def text(self):
+        self.thread.join(timeout=HANG_GUARD)
+        return "".join(self.lines)
+
+
+def test_start_stop_traces_an_already_running_process(tmp_path):
+    ready = tmp_path / "ready"
+    p = subprocess.Popen([DUMPER, "--forever", "--every", "50", "--ready", str(ready)],
+                         stdout=subprocess.PIPE, text=True)
+    lines = LineCollector(p)
+    try:
+        wait_for(ready.exists, "the dumper's first dump")
+        out = tmp_path / "t"
+        name = unique("ss")
+        r = run("start", "--name", name, "-o", str(out))
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == name
+        assert name in sessions()
+        # Let the running process dump 8 more times under the session.
+        lines.wait_lines(len(lines.lines) + 8)
+        r = run("stop", name)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == str(out)
+        assert name not in sessions()
+    finally:
+        p.terminate()
+        p.wait(timeout=HANG_GUARD)
+    pid, sizes = printed_sizes(lines.text())
+    assert pid == p.pid
+    mine = dumps_of(report_json(str(out)), pid)
+    complete = [d["payload_bytes"] for d in mine if d["complete"]]
+    # 8 dumps ran entirely while the session was on; the dumps cut by
+    # start/stop are the only ones allowed to be missing or incomplete.
+    assert len(complete) >= 7
+    assert set(complete) <= set(sizes.values())
+
+
+def test_stop_unknown_session():
+    r = run("stop", unique("none"))
+    assert r.returncode == 1
+    assert "no session named" in r.stderr
+
+
+def test_python_process_traced_after_start(tmp_path):
+    """The issue's scenario: a long-running Python process that imported
+    sertrace (DISPATCH_TRACE off) is traced by a session created later."""
+    pypath = os.environ.get("SERTRACE_TEST_PYTHONPATH", "")
+    env = dict(os.environ, PYTHONPATH=pypath, DISPATCH_TRACE="0")
+    probe = subprocess.run(["/usr/bin/python3", "-c", "import sertrace; sertrace.dumps"],
+                           env=env, capture_output=True, timeout=HANG_GUARD)
+    if not pypath or probe.returncode != 0:
+        pytest.skip("the sertrace Python package is not built")
+    ready = tmp_path / "ready"
+    script = (
+        "import sys, time, sertrace\n"
+        "state = {'k%d' % i: list(range(i)) for i in range(50)}\n"
+        "n = 0\n"
+        "while True:\n"
+        "    b = sertrace.dumps(state, protocol=4)\n"
+        "    print('dump', n, 'bytes', len(b), flush=True)\n"
+        "    if n == 0: open(sys.argv[1], 'w').close()\n"
+        "    n += 1\n"
+        "    time.sleep(0.05)\n")
+    p = subprocess.Popen(["/usr/bin/python3", "-c", script, str(ready)], env=env,
+                         stdout=subprocess.PIPE, text=True)
+    lines = LineCollector(p)
+    try:
+        wait_for(ready.exists, "the Python process's first dump")
+        out = tmp_path / "t"
+        name = unique("py")
+        r = run("start", "--name", name, "-o", str(out))
+        assert r.returncode == 0, r.stderr
+        lines.wait_lines(len(lines.lines) + 8)
+        r = run("stop", name)
+        assert r.returncode == 0, r.stderr
+    finally:
+        p.terminate()
+        p.wait(timeout=HANG_GUARD)
+    doc = report_json(str(out))
+    mine = [d for d in doc["dumps"] if d["pid"] == p.pid and d["complete"]]
+    assert len(mine) >= 7
+    expected = len(__import__("pickle").dumps(
+        {'k%d' % i: list(range(i)) for i in range(50)}, protocol=4))
+    assert {d["payload_bytes"] for d in mine} == {expected}
+
+
+# ---- flight recorder --------------------------------------------------------------
+
+def test_snapshot_session(tmp_path):
+    out = tmp_path / "t"
+    ready = tmp_path / "ready"
+    name = unique("snap")
+    rec = subprocess.Popen([SERTRACE, "record", "--snapshot", "--name", name, "-o",
+                            str(out), "--", DUMPER, "--forever", "--every", "20",
+                            "--ready", str(ready)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(ready.exists, "the first dump")
+        wait_for(lambda: name in sessions(), "the snapshot session")
+        r = run("snapshot", name)
+        assert r.returncode == 0, r.stderr
+        snap = r.stdout.strip()
+        assert snap.startswith(str(out) + "/")
+        other = tmp_path / "elsewhere"
+        r2 = run("snapshot", "-o", str(other), name)
+        assert r2.returncode == 0, r2.stderr
+        assert r2.stdout.strip().startswith(str(other) + "/")
+    finally:
+        rec.send_signal(signal.SIGTERM)
+        stdout, stderr = rec.communicate(timeout=HANG_GUARD)
+    assert rec.returncode == 0, stderr
+    assert "flight-recorder session %s" % name in stderr
+    assert "last snapshot written to" in stderr
+    assert name not in sessions()
+    pid, sizes = printed_sizes(stdout)
+    mine = dumps_of(report_json(snap), pid)
+    assert mine
+    assert {d["payload_bytes"] for d in mine if d["complete"]} <= set(sizes.values())
+    # The whole directory (several snapshots of one session) reads too.
+    assert dumps_of(report_json(str(out)), pid)
+
+
+def test_snapshot_of_a_normal_session_is_refused(tmp_path):
+    name = unique("nosnap")
+    r = run("start", "--name", name, "-o", str(tmp_path / "t"))
+    assert r.returncode == 0, r.stderr
+    try:
+        s = run("snapshot", name)
+        assert s.returncode == 1
+        assert "not a snapshot session" in s.stderr
+    finally:
+        run("stop", name)
+    assert name not in sessions()
+
+
+# ---- live ----------------------------------------------------------------------------
+
+def _free_ports(n):
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_live_report(tmp_path):
+    ctrl, data, live = _free_ports(3)
+    relay_out = tmp_path / "relay"
+    relay_out.mkdir()
+    relayd = subprocess.Popen(
+        ["lttng-relayd", "-C", "tcp://127.0.0.1:%d" % ctrl,
+         "-D", "tcp://127.0.0.1:%d" % data, "-L", "tcp://127.0.0.1:%d" % live,
+         "-o", str(relay_out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    name = unique("live")
+    reader = None
+    try:
+        def relay_listening():
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", live)) == 0
+        wait_for(relay_listening, "lttng-relayd")
+        r = run("start", "--name", name, "--live", "net://127.0.0.1:%d:%d" % (ctrl, data))
+        assert r.returncode == 0, r.stderr
+        url = "net://127.0.0.1:%d/host/%s/%s" % (live, socket.gethostname(), name)
+        reader = subprocess.Popen([SERTRACE, "report", "--json", "--live", url],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+
+        def reader_attached():
+            # The relay daemon lists its sessions and connected viewers.
+            ls = subprocess.run(["babeltrace2", "-i", "lttng-live",
+                                 "net://127.0.0.1:%d" % live],
+                                capture_output=True, text=True, timeout=HANG_GUARD)
+            return re.search(r"/%s .*1 client\(s\) connected" % re.escape(name),
+                             ls.stdout) is not None
+        wait_for(reader_attached, "the live reader to attach")
+        d = subprocess.run([DUMPER, "--dumps", "5", "--every", "50"],
+                           capture_output=True, text=True, timeout=HANG_GUARD)
+        pid, sizes = printed_sizes(d.stdout)
+        r = run("stop", name)
+        assert r.returncode == 0, r.stderr
+        # The reader must end by itself once the session is gone.
+        stdout, stderr = reader.communicate(timeout=HANG_GUARD)
+        assert reader.returncode == 0, stderr
+        doc = json.loads(stdout)
+        mine = dumps_of(doc, pid)
+        assert sorted(x["payload_bytes"] for x in mine) == sorted(sizes.values())
+    finally:
+        if reader is not None and reader.poll() is None:
+            reader.kill()
+            reader.wait()
+        if name in sessions():
+            run("stop", name)
+        relayd.terminate()
+        relayd.wait(timeout=HANG_GUARD)

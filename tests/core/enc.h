@@ -1,0 +1,87 @@
+/* enc.h -- a tiny test-side encoder of sertrace records (schema.h), so the
+ * core tests can write synthetic streams, including broken ones.  It is
+ * deliberately independent of the runtime's encoder: if the two disagree
+ * on the layout, the end-to-end tests catch it. */
+#ifndef TEST_ENC_H
+#define TEST_ENC_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "sertrace/schema.h"
+
+typedef struct enc {
+    uint8_t buf[1 << 16];
+    size_t n;
+} enc;
+
+static inline void enc_reset(enc *e) { e->n = 0; }
+
+static inline void enc_u8(enc *e, uint8_t v)
+{
+    if (e->n < sizeof e->buf)
+        e->buf[e->n++] = v;
+}
+
+static inline void enc_varint(enc *e, uint64_t v)
+{
+    do {
+        uint8_t b = v & 0x7f;
+        v >>= 7;
+        enc_u8(e, (uint8_t)(b | (v ? 0x80 : 0)));
+    } while (v);
+}
+
+static inline void enc_str(enc *e, const char *s, size_t n)
+{
+    enc_varint(e, n);
+    for (size_t i = 0; i < n; i++)
+        enc_u8(e, (uint8_t)s[i]);
+}
+
+static inline void enc_enter(enc *e, uint8_t tag, uint64_t depth, uint64_t type,
+                             uint64_t addr, uint64_t length, uint64_t pos)
+{
+    enc_u8(e, SERTRACE_REC_ENTER);
+    enc_u8(e, tag);
+    enc_varint(e, depth);
+    enc_varint(e, type);
+    enc_varint(e, addr);
+    enc_varint(e, length);
+    enc_varint(e, pos);
+}
+
+static inline void enc_exit(enc *e, uint64_t depth, uint64_t pos)
+{
+    enc_u8(e, SERTRACE_REC_EXIT);
+    enc_varint(e, depth);
+    enc_varint(e, pos);
+}
+
+static inline void enc_type(enc *e, uint64_t type, const char *name)
+{
+    enc_u8(e, SERTRACE_REC_TYPE);
+    enc_varint(e, type);
+    enc_str(e, name, strlen(name));
+}
+
+static inline void enc_error(enc *e, uint8_t tag, uint64_t depth, uint64_t type,
+                             const char *msg, const char *path)
+{
+    enc_u8(e, SERTRACE_REC_ERROR);
+    enc_u8(e, tag);
+    enc_varint(e, depth);
+    enc_varint(e, type);
+    enc_str(e, msg, strlen(msg));
+    enc_str(e, path, strlen(path));
+}
+
+static inline void enc_note(enc *e, uint64_t depth, const char *k, const char *v)
+{
+    enc_u8(e, SERTRACE_REC_NOTE);
+    enc_varint(e, depth);
+    enc_str(e, k, strlen(k));
+    enc_str(e, v, strlen(v));
+}
+
+#endif

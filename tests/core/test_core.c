@@ -1,0 +1,655 @@
+/* test_core.c -- Criterion tests of the tree core (analyzers/core/core.c)
+ * on synthetic streams: regular trees, every irregular stream the issue
+ * lists (unfinished dumps, orphan exits, lost batches, discarded events,
+ * missing dump_begin, interleaved threads and processes, nested dumps),
+ * malformed records (unknown opcodes, bad varints, truncation, absurd
+ * values, random bytes), a 1,000,000-deep tree, and flat memory. */
+#include <criterion/criterion.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "enc.h"
+
+/* ---- a recording visitor ------------------------------------------------ */
+
+typedef struct rnode {
+    uint32_t depth, type;
+    uint8_t tag;
+    uint16_t flags;
+    uint64_t bytes, self;
+    uint64_t dump_id;
+    int64_t pid;
+} rnode;
+
+typedef struct rdump {
+    sertrace_dump_state st; /* copy at close (stack pointers not valid) */
+    bool complete;
+    uint32_t died_depth;
+    char died_type[64];
+} rdump;
+
+typedef struct rec {
+    rnode nodes[4096];
+    size_t nnodes;
+    rdump dumps[256];
+    size_t ndumps;
+    uint64_t exits, enters, opens;
+    char notes[1024];
+    char errors[1024];
+    bool keep_nodes;
+} rec;
+
+static int r_open(void *ctx, sertrace_dump_state *d)
+{
+    (void)d;
+    ((rec *)ctx)->opens++;
+    return 0;
+}
+
+static int r_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    (void)d;
+    (void)n;
+    ((rec *)ctx)->enters++;
+    return 0;
+}
+
+static int r_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    rec *r = ctx;
+    r->exits++;
+    cr_assert_eq(n, &d->stack[d->depth - 1], "node_exit gets the stack top");
+    cr_assert_eq(n->depth, d->depth);
+    if ((n->flags & SERTRACE_NODE_UNFINISHED) && r->ndumps < 256 &&
+        d->user == NULL) {
+        /* innermost unfinished: remember the chain's depth and name */
+        d->user = (void *)1;
+        rdump *rd = &r->dumps[r->ndumps];
+        rd->died_depth = n->depth;
+        size_t len;
+        const char *name = sertrace_core_type_name(d, n->type, &len);
+        if (name)
+            snprintf(rd->died_type, sizeof rd->died_type, "%.*s", (int)len, name);
+    }
+    if (r->keep_nodes && r->nnodes < 4096)
+        r->nodes[r->nnodes++] = (rnode){n->depth, n->type, n->tag, n->flags,
+                                        n->bytes, n->self, d->dump_id, d->pid};
+    return 0;
+}
+
+static int r_note(void *ctx, sertrace_dump_state *d, sertrace_node *n,
+                  const char *k, size_t kl, const char *v, size_t vl)
+{
+    (void)d;
+    rec *r = ctx;
+    size_t l = strlen(r->notes);
+    snprintf(r->notes + l, sizeof r->notes - l, "%u:%.*s=%.*s;",
+             n ? n->depth : 0, (int)kl, k, (int)vl, v);
+    return 0;
+}
+
+static int r_error(void *ctx, sertrace_dump_state *d, sertrace_node *n,
+                   uint8_t tag, uint32_t type, const char *m, size_t ml,
+                   const char *p, size_t pl)
+{
+    (void)d;
+    (void)tag;
+    (void)type;
+    rec *r = ctx;
+    size_t l = strlen(r->errors);
+    snprintf(r->errors + l, sizeof r->errors - l, "%u:%.*s@%.*s;",
+             n ? n->depth : 0, (int)ml, m, (int)pl, p);
+    return 0;
+}
+
+static int r_close(void *ctx, sertrace_dump_state *d)
+{
+    rec *r = ctx;
+    cr_assert_eq(d->depth, 0, "stack empty at close");
+    if (r->ndumps < 256) {
+        rdump *rd = &r->dumps[r->ndumps++];
+        rd->st = *d;
+        rd->st.stack = NULL;
+        rd->st.types = NULL;
+        rd->st.names = NULL;
+        rd->complete = sertrace_dump_complete(d);
+    }
+    d->user = NULL;
+    return 0;
+}
+
+static rec *R;
+static sertrace_core *C;
+static enc E;
+
+static void setup(void)
+{
+    R = calloc(1, sizeof *R);
+    R->keep_nodes = true;
+    sertrace_core_visitor v = {R, r_open, r_enter, r_exit, r_note, r_error, r_close};
+    C = sertrace_core_create(&v);
+    cr_assert_not_null(C);
+    enc_reset(&E);
+}
+
+static void teardown(void)
+{
+    sertrace_core_destroy(C);
+    free(R);
+}
+
+static const rnode *find_node(uint32_t depth, uint8_t tag)
+{
+    for (size_t i = 0; i < R->nnodes; i++)
+        if (R->nodes[i].depth == depth && R->nodes[i].tag == tag)
+            return &R->nodes[i];
+    return NULL;
+}
+
+static void flush(int64_t pid, uint64_t id, uint32_t seq)
+{
+    cr_assert_eq(sertrace_core_records(C, pid, pid, 10, id, seq, E.buf, E.n), 0);
+    enc_reset(&E);
+}
+
+/* A small regular dump: dict(root, 100 B) { list (40 B) { str 10 B },
+ * instance (30 B) }, 2 header + 1 trailer bytes. */
+static void regular_dump(int64_t pid, int64_t tid, uint64_t id)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, pid, tid, 1, id, "pickle", 6, 5), 0);
+    enc_type(&E, 1, "dict");
+    enc_enter(&E, SERTRACE_TAG_DICT, 1, 1, 0x1000, 3, 2);
+    enc_type(&E, 2, "list");
+    enc_enter(&E, SERTRACE_TAG_LIST, 2, 2, 0x2000, 2, 10);
+    enc_type(&E, 3, "str");
+    enc_enter(&E, SERTRACE_TAG_STR, 3, 3, 0x3000, 5, 12);
+    enc_exit(&E, 3, 22);
+    enc_exit(&E, 2, 50);
+    enc_type(&E, 4, "mod.Thing");
+    enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, 4, 0x4000, 0, 60);
+    enc_note(&E, 2, "frame", "ip=3");
+    enc_exit(&E, 2, 90);
+    enc_exit(&E, 1, 102);
+    flush(pid, id, 0);
+    cr_assert_eq(sertrace_core_dump_end(C, pid, tid, 2, id, 103, SERTRACE_STATUS_OK), 0);
+}
+
+TestSuite(core, .init = setup, .fini = teardown);
+
+Test(core, regular_tree_exact_bytes_and_self)
+{
+    regular_dump(100, 101, 1);
+    cr_assert_eq(R->ndumps, 1);
+    rdump *d = &R->dumps[0];
+    cr_assert(d->complete);
+    cr_assert_eq(d->st.payload_bytes, 103);
+    cr_assert_eq(d->st.pid, 100);
+    cr_assert_eq(d->st.tid, 101);
+    cr_assert_str_eq(d->st.serializer, "pickle");
+    cr_assert_eq(d->st.protocol, 5);
+    cr_assert_eq(d->st.nodes, 4);
+    cr_assert_eq(d->st.max_depth, 3);
+    const rnode *root = find_node(1, SERTRACE_TAG_DICT);
+    cr_assert_not_null(root);
+    cr_assert_eq(root->bytes, 100);
+    cr_assert_eq(root->self, 100 - 40 - 30);
+    const rnode *l = find_node(2, SERTRACE_TAG_LIST);
+    cr_assert_eq(l->bytes, 40);
+    cr_assert_eq(l->self, 30);
+    cr_assert_eq(find_node(3, SERTRACE_TAG_STR)->bytes, 10);
+    cr_assert_eq(find_node(2, SERTRACE_TAG_INSTANCE)->bytes, 30);
+    for (size_t i = 0; i < R->nnodes; i++)
+        cr_assert_eq(R->nodes[i].flags, 0, "no flag on a regular tree");
+    cr_assert_str_eq(R->notes, "2:frame=ip=3;");
+    /* post-order: exits come children first */
+    cr_assert_eq(R->nodes[0].tag, SERTRACE_TAG_STR);
+    cr_assert_eq(R->nodes[3].tag, SERTRACE_TAG_DICT);
+}
+
+Test(core, batches_split_across_seq)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 7, "pickle", 6, 4), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 4, 2);
+    flush(1, 7, 0);
+    for (uint32_t i = 0; i < 3; i++) {
+        enc_enter(&E, SERTRACE_TAG_INT, 2, 0, 10 + i, 0, 3 + 5 * i);
+        enc_exit(&E, 2, 8 + 5 * i);
+        flush(1, 7, i + 1);
+    }
+    enc_exit(&E, 1, 20);
+    flush(1, 7, 4);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 7, 21, 0), 0);
+    cr_assert(R->dumps[0].complete);
+    cr_assert_eq(find_node(1, SERTRACE_TAG_LIST)->bytes, 18);
+    cr_assert_eq(find_node(1, SERTRACE_TAG_LIST)->self, 3);
+    cr_assert_eq(R->dumps[0].st.records_events, 5);
+}
+
+Test(core, lost_batch_marks_incomplete_and_partial)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "pickle", 6, 4), 0);
+    enc_enter(&E, SERTRACE_TAG_DICT, 1, 0, 1, 0, 2);
+    enc_enter(&E, SERTRACE_TAG_LIST, 2, 0, 2, 0, 3);
+    flush(1, 1, 0);
+    /* seq 1 and 2 lost: they held children of the list */
+    enc_exit(&E, 2, 50);
+    enc_enter(&E, SERTRACE_TAG_TUPLE, 2, 0, 3, 0, 50);
+    enc_exit(&E, 2, 60);
+    enc_exit(&E, 1, 61);
+    flush(1, 1, 3);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 62, 0), 0);
+    rdump *d = &R->dumps[0];
+    cr_assert_not(d->complete);
+    cr_assert_eq(d->st.lost_batches, 2);
+    const rnode *l = find_node(2, SERTRACE_TAG_LIST);
+    cr_assert(l->flags & SERTRACE_NODE_PARTIAL, "list was open across the gap");
+    cr_assert_eq(l->bytes, 47, "positions still give its bytes");
+    cr_assert_not(find_node(2, SERTRACE_TAG_TUPLE)->flags & SERTRACE_NODE_PARTIAL);
+    const rnode *root = find_node(1, SERTRACE_TAG_DICT);
+    cr_assert(root->flags & SERTRACE_NODE_PARTIAL);
+    sertrace_node probe = {0};
+    probe.flags = root->flags;
+    cr_assert_not(sertrace_node_self_exact(&probe), "self never exact after a loss");
+}
+
+Test(core, orphan_exit_is_counted_and_ignored)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "x", 1, 0), 0);
+    enc_exit(&E, 3, 40); /* exit without any enter */
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 0);
+    enc_exit(&E, 2, 5); /* exit deeper than what is open */
+    enc_exit(&E, 1, 10);
+    flush(1, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 10, 0), 0);
+    cr_assert_eq(R->dumps[0].st.orphan_exits, 2);
+    cr_assert_not(R->dumps[0].complete);
+    cr_assert_eq(find_node(1, SERTRACE_TAG_LIST)->bytes, 10);
+}
+
+Test(core, lost_exit_closed_by_next_sibling)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "x", 1, 0), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 0);
+    enc_enter(&E, SERTRACE_TAG_DICT, 2, 0, 2, 0, 1);
+    enc_enter(&E, SERTRACE_TAG_STR, 3, 0, 3, 0, 2);
+    enc_exit(&E, 3, 7);
+    /* dict's EXIT lost; a sibling at depth 2 arrives */
+    enc_enter(&E, SERTRACE_TAG_TUPLE, 2, 0, 4, 0, 12);
+    enc_exit(&E, 2, 20);
+    enc_exit(&E, 1, 21);
+    flush(1, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 21, 0), 0);
+    const rnode *dict = find_node(2, SERTRACE_TAG_DICT);
+    cr_assert(dict->flags & SERTRACE_NODE_NO_EXIT);
+    cr_assert_eq(dict->bytes, 6, "lower bound: last position seen inside");
+    cr_assert_eq(R->dumps[0].st.lost_exits, 1);
+    cr_assert(find_node(1, SERTRACE_TAG_LIST)->flags & SERTRACE_NODE_CHILD_INEXACT);
+    cr_assert_not(R->dumps[0].complete);
+}
+
+Test(core, records_without_begin_mid_tree_snapshot_edge)
+{
+    /* a snapshot kept only seq 5.. of a dump, starting at depth 3 */
+    enc_exit(&E, 4, 90);                                   /* orphan */
+    enc_enter(&E, SERTRACE_TAG_STR, 4, 0, 9, 0, 100);      /* ancestors 1..3 missing */
+    enc_exit(&E, 4, 110);
+    enc_exit(&E, 3, 120);
+    enc_exit(&E, 2, 130);
+    enc_exit(&E, 1, 140);
+    flush(55, 9, 5);
+    cr_assert_eq(sertrace_core_dump_end(C, 55, 56, 0, 9, 141, 0), 0);
+    rdump *d = &R->dumps[0];
+    cr_assert_not(d->st.flags & SERTRACE_DUMPF_BEGIN);
+    cr_assert_eq(d->st.lost_batches, 5);
+    cr_assert_eq(d->st.lost_enters, 3);
+    cr_assert_eq(d->st.orphan_exits, 1);
+    cr_assert_eq(d->st.payload_bytes, 141);
+    cr_assert_not(d->complete);
+    const rnode *root = find_node(1, SERTRACE_TAG_UNKNOWN);
+    cr_assert(root->flags & SERTRACE_NODE_NO_ENTER);
+    cr_assert_eq(root->bytes, 40, "lower bound from the first seen position");
+    cr_assert_eq(find_node(4, SERTRACE_TAG_STR)->bytes, 10);
+    cr_assert_eq(find_node(4, SERTRACE_TAG_STR)->flags & ~SERTRACE_NODE_PARTIAL, 0);
+}
+
+Test(core, dump_never_ends_reports_chain)
+{
+    regular_dump(1, 1, 1);
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 5, 2, "pickle", 6, 5), 0);
+    enc_type(&E, 1, "State");
+    enc_enter(&E, SERTRACE_TAG_INSTANCE, 1, 1, 1, 0, 2);
+    enc_type(&E, 2, "list");
+    enc_enter(&E, SERTRACE_TAG_LIST, 2, 2, 2, 3, 5);
+    enc_type(&E, 3, "Frame");
+    enc_enter(&E, SERTRACE_TAG_INSTANCE, 3, 3, 3, 0, 9);
+    enc_enter(&E, SERTRACE_TAG_STR, 4, 0, 4, 0, 12);
+    enc_exit(&E, 4, 30);
+    flush(1, 2, 0);
+    /* killed: no more events */
+    cr_assert_eq(sertrace_core_finish(C), 0);
+    cr_assert_eq(R->ndumps, 2);
+    cr_assert(R->dumps[0].complete);
+    rdump *d = &R->dumps[1];
+    cr_assert(d->st.flags & SERTRACE_DUMPF_UNFINISHED);
+    cr_assert_not(d->complete);
+    cr_assert_eq(d->st.unfinished_nodes, 3);
+    cr_assert_eq(d->died_depth, 3, "died inside the Frame at depth 3");
+    cr_assert_str_eq(d->died_type, "Frame");
+    const rnode *frame = find_node(3, SERTRACE_TAG_INSTANCE);
+    cr_assert(frame->flags & SERTRACE_NODE_UNFINISHED);
+    cr_assert_eq(frame->bytes, 21, "lower bound 30 - 9");
+    cr_assert_eq(sertrace_core_get_stats(C)->dumps_unfinished, 1);
+}
+
+Test(core, discarded_marks_live_dumps_of_that_pid_only)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "p", 1, 5), 0);
+    cr_assert_eq(sertrace_core_dump_begin(C, 2, 2, 0, 1, "p", 1, 5), 0);
+    enc_enter(&E, SERTRACE_TAG_DICT, 1, 0, 1, 0, 0);
+    flush(1, 1, 0);
+    enc_enter(&E, SERTRACE_TAG_DICT, 1, 0, 1, 0, 0);
+    flush(2, 1, 0);
+    cr_assert_eq(sertrace_core_discarded(C, 1, 1234), 0);
+    enc_exit(&E, 1, 10);
+    flush(1, 1, 1);
+    enc_exit(&E, 1, 10);
+    flush(2, 1, 1);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 11, 0), 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 2, 2, 0, 1, 11, 0), 0);
+    cr_assert_eq(R->dumps[0].st.discarded, 1234);
+    cr_assert_not(R->dumps[0].complete);
+    cr_assert_eq(R->dumps[1].st.discarded, 0);
+    cr_assert(R->dumps[1].complete);
+    cr_assert(R->nodes[0].flags & SERTRACE_NODE_PARTIAL);
+    /* unknown pid: every live dump */
+    cr_assert_eq(sertrace_core_dump_begin(C, 3, 3, 0, 1, "p", 1, 5), 0);
+    cr_assert_eq(sertrace_core_dump_begin(C, 4, 4, 0, 1, "p", 1, 5), 0);
+    cr_assert_eq(sertrace_core_discarded(C, -1, 7), 0);
+    cr_assert_eq(sertrace_core_finish(C), 0);
+    cr_assert_eq(R->dumps[2].st.discarded, 7);
+    cr_assert_eq(R->dumps[3].st.discarded, 7);
+    cr_assert_eq(sertrace_core_get_stats(C)->discarded_events, 1241);
+}
+
+Test(core, interleaved_threads_and_processes)
+{
+    /* same dump_id in two processes, two threads of one process, records
+     * interleaved batch by batch */
+    int64_t pids[3] = {10, 10, 20};
+    int64_t tids[3] = {11, 12, 21};
+    uint64_t ids[3] = {1, 2, 1};
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(sertrace_core_dump_begin(C, pids[k], tids[k], k, ids[k], "p", 1, 4), 0);
+    for (int k = 0; k < 3; k++) {
+        enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 2);
+        flush(pids[k], ids[k], 0);
+    }
+    for (uint32_t i = 0; i < 10; i++)
+        for (int k = 0; k < 3; k++) {
+            enc_enter(&E, SERTRACE_TAG_INT, 2, 0, 1, 0, 3 + i * (k + 1));
+            enc_exit(&E, 2, 3 + (i + 1) * (k + 1));
+            flush(pids[k], ids[k], i + 1);
+        }
+    for (int k = 0; k < 3; k++) {
+        enc_exit(&E, 1, 3 + 10 * (k + 1));
+        flush(pids[k], ids[k], 11);
+        cr_assert_eq(sertrace_core_dump_end(C, pids[k], tids[k], 0, ids[k], 4 + 10 * (k + 1), 0), 0);
+    }
+    cr_assert_eq(R->ndumps, 3);
+    for (int k = 0; k < 3; k++) {
+        cr_assert(R->dumps[k].complete, "dump %d complete", k);
+        cr_assert_eq(R->dumps[k].st.nodes, 11);
+        cr_assert_eq(R->dumps[k].st.tid, tids[k]);
+    }
+    for (size_t i = 0; i < R->nnodes; i++)
+        if (R->nodes[i].depth == 1) {
+            int k = R->nodes[i].pid == 20 ? 2 : (R->nodes[i].dump_id == 1 ? 0 : 1);
+            cr_assert_eq(R->nodes[i].bytes, 1 + 10 * (uint64_t)(k + 1));
+        }
+    cr_assert_eq(sertrace_core_get_stats(C)->max_live_dumps, 3);
+}
+
+Test(core, nested_dumps_on_one_thread)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "pickle", 6, 5), 0);
+    enc_enter(&E, SERTRACE_TAG_REDUCE, 1, 0, 1, 0, 2);
+    flush(1, 1, 0);
+    /* a __reduce__ pickles something else meanwhile */
+    regular_dump(1, 1, 2);
+    enc_exit(&E, 1, 50);
+    flush(1, 1, 1);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 51, 0), 0);
+    cr_assert_eq(R->ndumps, 2);
+    cr_assert_eq(R->dumps[0].st.dump_id, 2);
+    cr_assert(R->dumps[0].complete);
+    cr_assert(R->dumps[1].complete);
+    cr_assert_eq(find_node(1, SERTRACE_TAG_REDUCE)->bytes, 48);
+}
+
+Test(core, unknown_opcode_skips_rest_of_batch)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "p", 1, 5), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 0);
+    enc_u8(&E, 0x7e); /* opcode from a newer schema */
+    enc_enter(&E, SERTRACE_TAG_INT, 2, 0, 1, 0, 1); /* skipped */
+    enc_exit(&E, 2, 2);
+    flush(1, 1, 0);
+    enc_exit(&E, 1, 9);
+    flush(1, 1, 1);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 10, 0), 0);
+    cr_assert_eq(R->dumps[0].st.malformed, 1);
+    cr_assert_eq(R->dumps[0].st.nodes, 1);
+    cr_assert_not(R->dumps[0].complete);
+    cr_assert_eq(find_node(1, SERTRACE_TAG_LIST)->bytes, 9);
+    cr_assert(find_node(1, SERTRACE_TAG_LIST)->flags & SERTRACE_NODE_PARTIAL);
+}
+
+static void one_malformed(const uint8_t *bytes, size_t n)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 9, 9, 0, 77, "p", 1, 5), 0);
+    cr_assert_eq(sertrace_core_records(C, 9, 9, 0, 77, 0, bytes, n), 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 9, 9, 0, 77, 1, 0), 0);
+    rdump *d = &R->dumps[R->ndumps - 1];
+    cr_assert_geq(d->st.malformed, 1);
+    cr_assert_not(d->complete);
+}
+
+Test(core, malformed_varint_too_long)
+{
+    uint8_t b[] = {SERTRACE_REC_EXIT, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                   0xff, 0xff, 0xff, 0xff, 0x01, 0x01};
+    one_malformed(b, sizeof b);
+}
+
+Test(core, malformed_varint_truncated)
+{
+    uint8_t b[] = {SERTRACE_REC_ENTER, 1, 0x01, 0x80};
+    one_malformed(b, sizeof b);
+}
+
+Test(core, malformed_string_longer_than_batch)
+{
+    uint8_t b[] = {SERTRACE_REC_TYPE, 1, 0xff, 0x7f, 'a', 'b'};
+    one_malformed(b, sizeof b);
+}
+
+Test(core, malformed_depth_zero_and_absurd)
+{
+    enc_enter(&E, 1, 0, 0, 0, 0, 0);
+    one_malformed(E.buf, E.n);
+    enc_reset(&E);
+    enc_enter(&E, 1, 1ull << 40, 0, 0, 0, 0);
+    one_malformed(E.buf, E.n);
+    enc_reset(&E);
+    enc_type(&E, 1ull << 33, "x");
+    one_malformed(E.buf, E.n);
+    enc_reset(&E);
+    enc_type(&E, 0, "x");
+    one_malformed(E.buf, E.n);
+}
+
+Test(core, malformed_exit_before_enter_position)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "p", 1, 5), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 100);
+    enc_exit(&E, 1, 50);
+    flush(1, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 101, 0), 0);
+    cr_assert(R->nodes[0].flags & SERTRACE_NODE_MALFORMED);
+    cr_assert_eq(R->nodes[0].bytes, 0);
+    cr_assert_not(R->dumps[0].complete);
+}
+
+Test(core, empty_and_null_batches)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "p", 1, 5), 0);
+    cr_assert_eq(sertrace_core_records(C, 1, 1, 0, 1, 0, NULL, 0), 0);
+    cr_assert_eq(sertrace_core_records(C, 1, 1, 0, 1, 1, NULL, 5), 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 0, 0), 0);
+    cr_assert_eq(R->dumps[0].st.nodes, 0);
+    cr_assert_not(R->dumps[0].complete, "a dump without nodes is not complete");
+}
+
+Test(core, repeated_or_reordered_seq_is_skipped)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "p", 1, 5), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 0);
+    flush(1, 1, 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 0);
+    flush(1, 1, 0); /* again seq 0 */
+    enc_exit(&E, 1, 4);
+    flush(1, 1, 1);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 5, 0), 0);
+    cr_assert_eq(R->dumps[0].st.malformed, 1);
+    cr_assert_eq(R->dumps[0].st.nodes, 1);
+    cr_assert_eq(R->nodes[0].bytes, 4);
+}
+
+Test(core, end_without_begin_and_duplicate_begin)
+{
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 3, 99, 1), 0);
+    cr_assert_eq(R->ndumps, 1);
+    cr_assert_not(R->dumps[0].st.flags & SERTRACE_DUMPF_BEGIN);
+    cr_assert(R->dumps[0].st.flags & SERTRACE_DUMPF_STATUS_ERROR);
+    cr_assert_eq(R->dumps[0].st.payload_bytes, 99);
+    /* pid reuse: a second begin with the same (pid, id) */
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 4, "p", 1, 5), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 0);
+    flush(1, 4, 0);
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 4, "p", 1, 5), 0);
+    cr_assert_eq(R->ndumps, 2);
+    cr_assert(R->dumps[1].st.flags & SERTRACE_DUMPF_RESTARTED);
+    cr_assert(R->dumps[1].st.flags & SERTRACE_DUMPF_UNFINISHED);
+    regular_dump(2, 2, 4);
+    cr_assert_eq(sertrace_core_finish(C), 0);
+    cr_assert_eq(R->ndumps, 4);
+}
+
+Test(core, error_and_notes_attach_to_their_depth)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "p", 1, 5), 0);
+    enc_note(&E, 0, "dump", "level");
+    enc_enter(&E, SERTRACE_TAG_DICT, 1, 0, 1, 0, 0);
+    enc_enter(&E, SERTRACE_TAG_FUNCTION, 2, 0, 1, 0, 3);
+    enc_error(&E, SERTRACE_TAG_FUNCTION, 2, 0, "Can't pickle local object", "State.f");
+    enc_note(&E, 9, "deep", "goes to innermost");
+    enc_exit(&E, 2, 3);
+    enc_exit(&E, 1, 4);
+    flush(1, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 5, SERTRACE_STATUS_ERROR), 0);
+    cr_assert_str_eq(R->errors, "2:Can't pickle local object@State.f;");
+    cr_assert_str_eq(R->notes, "0:dump=level;2:deep=goes to innermost;");
+    cr_assert(find_node(2, SERTRACE_TAG_FUNCTION)->flags & SERTRACE_NODE_ERROR);
+    cr_assert_eq(R->dumps[0].st.errors, 1);
+    cr_assert(R->dumps[0].complete, "an error is a flag, sizes are exact");
+}
+
+Test(core, random_bytes_never_crash)
+{
+    srand(12345);
+    uint8_t b[512];
+    for (int round = 0; round < 3000; round++) {
+        size_t n = (size_t)(rand() % (int)sizeof b);
+        for (size_t i = 0; i < n; i++) {
+            int r = rand() % 8;
+            /* bias to valid opcodes and small varints so deep paths run */
+            b[i] = r < 3 ? (uint8_t)(1 + rand() % 5) : r < 6 ? (uint8_t)(rand() % 8) : (uint8_t)rand();
+        }
+        uint64_t id = (uint64_t)(round % 7);
+        if (round % 5 == 0)
+            cr_assert_eq(sertrace_core_dump_begin(C, round % 3, 0, 0, id, (char *)b, n % 80, 5), 0);
+        cr_assert_eq(sertrace_core_records(C, round % 3, 0, 0, id, (uint32_t)(round % 4), b, n), 0);
+        if (round % 11 == 0)
+            cr_assert_eq(sertrace_core_dump_end(C, round % 3, 0, 0, id, (uint64_t)rand(), rand() % 3), 0);
+        if (round % 97 == 0)
+            cr_assert_eq(sertrace_core_discarded(C, round % 4 - 1, 3), 0);
+    }
+    cr_assert_eq(sertrace_core_finish(C), 0);
+    cr_assert_eq(sertrace_core_get_stats(C)->live_dumps, 0);
+    cr_assert_eq(R->enters, R->exits, "every node opened is closed");
+}
+
+/* ---- depth and memory ------------------------------------------------------ */
+
+#define DEEP 1000000u
+
+Test(core, million_deep_tree)
+{
+    R->keep_nodes = false;
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "p", 1, 5), 0);
+    uint32_t seq = 0;
+    for (uint32_t d = 1; d <= DEEP; d++) {
+        enc_enter(&E, SERTRACE_TAG_LIST, d, 0, d, 2, 2 + d - 1);
+        if (E.n > 4000)
+            flush(1, 1, seq++);
+    }
+    for (uint32_t d = DEEP; d >= 1; d--) {
+        /* each list adds 1 byte before and 1 byte after its child */
+        enc_exit(&E, d, 2 + DEEP + (DEEP - d) + 1);
+        if (E.n > 4000)
+            flush(1, 1, seq++);
+    }
+    flush(1, 1, seq++);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 2 * DEEP + 3, 0), 0);
+    cr_assert_eq(R->ndumps, 1);
+    cr_assert(R->dumps[0].complete);
+    cr_assert_eq(R->dumps[0].st.max_depth, DEEP);
+    cr_assert_eq(R->dumps[0].st.nodes, DEEP);
+    cr_assert_eq(R->exits, DEEP);
+}
+
+static uint64_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+Test(core, memory_flat_as_stream_grows)
+{
+    R->keep_nodes = false;
+    uint64_t after_warmup = 0;
+    for (uint64_t i = 1; i <= 60000; i++) {
+        int64_t pid = (int64_t)(i % 4);
+        cr_assert_eq(sertrace_core_dump_begin(C, pid, pid, 0, i, "pickle", 6, 5), 0);
+        enc_type(&E, 1, "list");
+        enc_enter(&E, SERTRACE_TAG_LIST, 1, 1, 1, 0, 2);
+        for (uint32_t k = 0; k < 20; k++) {
+            enc_enter(&E, SERTRACE_TAG_INT, 2, 0, 1, 0, 3 + k);
+            enc_exit(&E, 2, 4 + k);
+        }
+        enc_exit(&E, 1, 24);
+        flush(pid, i, 0);
+        cr_assert_eq(sertrace_core_dump_end(C, pid, pid, 0, i, 25, 0), 0);
+        R->ndumps = 0;
+        if (i == 5000)
+            after_warmup = heap_in_use();
+    }
+    uint64_t end = heap_in_use();
+    cr_assert_leq(end, after_warmup + 4096,
+                  "heap grew from %llu to %llu over 55000 dumps",
+                  (unsigned long long)after_warmup, (unsigned long long)end);
+    cr_assert_eq(sertrace_core_get_stats(C)->max_live_dumps, 1);
+    cr_assert_eq(R->exits, 60000ull * 21);
+}

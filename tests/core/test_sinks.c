@@ -1,0 +1,346 @@
+/* test_sinks.c -- Criterion tests of the summary and the tree printer
+ * (analyzers/core/summary.c, treeprint.c) on synthetic streams: the text
+ * grammar, folding, inexact sizes, unfinished chains, the JSON object,
+ * escaping of hostile strings, and flat memory of the summary. */
+#include <criterion/criterion.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "enc.h"
+#include "format.h"
+#include "summary.h"
+#include "treeprint.h"
+
+static sertrace_buf OUT = SERTRACE_BUF_INIT;
+static enc E;
+
+static int capture(void *ctx, const char *s, size_t n)
+{
+    (void)ctx;
+    return sertrace_buf_append(&OUT, s, n);
+}
+
+static int discard(void *ctx, const char *s, size_t n)
+{
+    (void)ctx;
+    (void)s;
+    (void)n;
+    return 0;
+}
+
+static void flush(sertrace_core *c, int64_t pid, uint64_t id, uint32_t seq)
+{
+    cr_assert_eq(sertrace_core_records(c, pid, pid, 0, id, seq, E.buf, E.n), 0);
+    enc_reset(&E);
+}
+
+/* dict (root, 2..102) { list 10..50 { 4 small ints }, Thing 60..90 } */
+static void sample(sertrace_core *c, int64_t pid, uint64_t id, const char *tname)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, pid, pid + 1, 1700000000123456789ll,
+                                          id, "pickle", 6, 5), 0);
+    enc_type(&E, 1, "dict");
+    enc_enter(&E, SERTRACE_TAG_DICT, 1, 1, 0xabc0, 3, 2);
+    enc_type(&E, 2, "list");
+    enc_enter(&E, SERTRACE_TAG_LIST, 2, 2, 0xabd0, 5, 10);
+    enc_type(&E, 3, "int");
+    for (int k = 0; k < 4; k++) {
+        enc_enter(&E, SERTRACE_TAG_INT, 3, 3, 0, 0, 12 + 5 * k);
+        enc_exit(&E, 3, 14 + 5 * k);
+    }
+    enc_exit(&E, 2, 50);
+    enc_type(&E, 4, tname);
+    enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, 4, 0xabe0, 0, 60);
+    enc_note(&E, 2, "ip", "42");
+    enc_exit(&E, 2, 90);
+    enc_exit(&E, 1, 102);
+    flush(c, pid, id, 0);
+    cr_assert_eq(sertrace_core_dump_end(c, pid, pid + 1, 0, id, 103, 0), 0);
+}
+
+static void setup(void)
+{
+    sertrace_buf_clear(&OUT);
+    enc_reset(&E);
+}
+
+TestSuite(sinks, .init = setup);
+
+static void run_tree(const sertrace_treeprint_opts *o, void (*feed)(sertrace_core *))
+{
+    sertrace_treeprint *t = sertrace_treeprint_create(o, capture, NULL);
+    sertrace_core_visitor v;
+    sertrace_treeprint_visitor(t, &v);
+    sertrace_core *c = sertrace_core_create(&v);
+    feed(c);
+    cr_assert_eq(sertrace_core_finish(c), 0);
+    cr_assert_eq(sertrace_treeprint_finish(t, sertrace_core_get_stats(c)), 0);
+    sertrace_core_destroy(c);
+    sertrace_treeprint_destroy(t);
+}
+
+static void feed_sample(sertrace_core *c) { sample(c, 7, 1, "mod.Thing"); }
+
+Test(sinks, tree_grammar_exact)
+{
+    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    o.exact = true;
+    run_tree(&o, feed_sample);
+    const char *want =
+        "\xe2\x94\xac D2: <dict object at 0xabc0> len=2\n"
+        "\xe2\x94\x9c\xe2\x94\xac L: <list object at 0xabd0> len=4\n";
+    cr_assert_not_null(strstr(OUT.data, want), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x82\xe2\x94\x94 # L [40 B]\n"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x94 # D2 [100 B]\n"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "@ ip = 42"), "note line, got:\n%s", OUT.data);
+    /* header first, then the root line */
+    cr_assert(strncmp(OUT.data, "\xe2\x94\x80\xe2\x94\x80 dump 1 \xc2\xb7 pid 7 \xc2\xb7 tid 8", 22) == 0,
+              "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "2023-11-14 22:13:20.123456789 UTC"));
+    cr_assert_not_null(strstr(OUT.data, "pickle protocol 5 \xc2\xb7 payload 103 B"));
+    cr_assert_null(strstr(OUT.data, "INCOMPLETE"));
+}
+
+Test(sinks, tree_min_size_folds_and_oversize_flags)
+{
+    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    o.exact = true;
+    o.min_size = 5;
+    o.oversize_percent = 35;
+    run_tree(&o, feed_sample);
+    cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x82\xe2\x94\x9c \xe2\x80\xa6 4 more, 8 B\n"), "got:\n%s", OUT.data);
+    cr_assert_null(strstr(OUT.data, "I: "), "ints folded");
+    cr_assert_not_null(strstr(OUT.data, "# L [40 B]  !! OVERSIZED"), "got:\n%s", OUT.data);
+    cr_assert_null(strstr(OUT.data, "# O [30 B]  !!"), "30 < 35%% of 103");
+}
+
+Test(sinks, tree_max_depth)
+{
+    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    o.exact = true;
+    o.max_depth = 2;
+    run_tree(&o, feed_sample);
+    cr_assert_not_null(strstr(OUT.data, "4 nodes below max-depth, 8 B"), "got:\n%s", OUT.data);
+}
+
+static void feed_unfinished(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 3, 4, 0, 9, "pickle", 6, 5), 0);
+    enc_type(&E, 1, "State");
+    enc_enter(&E, SERTRACE_TAG_INSTANCE, 1, 1, 1, 0, 2);
+    enc_type(&E, 2, "Frame");
+    enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, 2, 2, 0, 5);
+    enc_enter(&E, SERTRACE_TAG_STR, 3, 0, 3, 0, 6);
+    enc_exit(&E, 3, 1500);
+    flush(c, 3, 9, 0);
+}
+
+Test(sinks, tree_unfinished_shows_chain_and_lower_bounds)
+{
+    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    run_tree(&o, feed_unfinished);
+    cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: UNFINISHED"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "!! died in: O State \xe2\x80\xba O Frame"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "# O [\xe2\x89\xa5 1.4 KiB]  !! UNFINISHED"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "# Str [1.4 KiB]\n"), "the closed child is exact");
+}
+
+static void feed_hostile(sertrace_core *c)
+{
+    sample(c, 1, 1, "evil\x1b[2J\x07\xff\xfe" "name\n\"quoted\"\\");
+}
+
+static void assert_no_controls(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '\n')
+            continue;
+        cr_assert(ch >= 0x20 && ch != 0x7f, "control byte 0x%02x at %zu in:\n%s", ch, i, s);
+        cr_assert(ch != 0xff && ch != 0xfe, "invalid UTF-8 byte kept");
+    }
+}
+
+Test(sinks, tree_escapes_hostile_names)
+{
+    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    run_tree(&o, feed_hostile);
+    assert_no_controls(OUT.data, OUT.len);
+    cr_assert_not_null(strstr(OUT.data, "evil\\x1b[2J\\x07\\xff\\xfename\\x0a"), "got:\n%s", OUT.data);
+}
+
+static void run_summary(const sertrace_summary_opts *o, void (*feed)(sertrace_core *))
+{
+    sertrace_summary *s = sertrace_summary_create(o, capture, NULL);
+    sertrace_core_visitor v;
+    sertrace_summary_visitor(s, &v);
+    sertrace_core *c = sertrace_core_create(&v);
+    feed(c);
+    cr_assert_eq(sertrace_core_finish(c), 0);
+    cr_assert_eq(sertrace_summary_finish(s, sertrace_core_get_stats(c)), 0);
+    sertrace_core_destroy(c);
+    sertrace_summary_destroy(s);
+}
+
+static void feed_two(sertrace_core *c)
+{
+    sample(c, 7, 1, "mod.Thing");
+    feed_unfinished(c);
+}
+
+Test(sinks, summary_text)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.exact = true;
+    o.top = 3;
+    run_summary(&o, feed_two);
+    cr_assert_not_null(strstr(OUT.data, "payload 103 B"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "complete"));
+    cr_assert_not_null(strstr(OUT.data, "!! died in: O State \xe2\x80\xba O Frame"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "== overall: 2 dumps, 1 complete, 1 incomplete (1 unfinished); payload 103 B"),
+                       "got:\n%s", OUT.data);
+    /* top 3 of the first dump: 100 (root), 40 (list), 30 (Thing) */
+    const char *top = strstr(OUT.data, "top 3 largest nodes\n");
+    cr_assert_not_null(top);
+    cr_assert(strncmp(top + 20, "    100 B (self 30 B)  D2 dict\n", 31) == 0, "got:\n%s", top);
+}
+
+Test(sinks, summary_json_fields)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.json = true;
+    o.oversize_bytes = 35;
+    run_summary(&o, feed_two);
+    const char *s = OUT.data;
+    cr_assert(strncmp(s, "{\"format\": \"sertrace-summary\", \"version\": 1, \"dumps\": [", 55) == 0, "got:\n%s", s);
+    cr_assert_not_null(strstr(s, "\"payload_bytes\": 103"));
+    cr_assert_not_null(strstr(s, "\"payload_bytes\": null"));
+    cr_assert_not_null(strstr(s, "\"complete\": true"));
+    cr_assert_not_null(strstr(s, "\"complete\": false, \"unfinished\": true"));
+    cr_assert_not_null(strstr(s, "\"serializer\": \"pickle\""));
+    cr_assert_not_null(strstr(s, "\"pid\": 7, \"tid\": 8"));
+    cr_assert_not_null(strstr(s, "{\"kind\": \"oversized\", \"path\": \"D2 dict \xe2\x80\xba L list\""), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, "{\"kind\": \"incomplete\", \"path\": \"O State \xe2\x80\xba O Frame\""), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, "\"totals\": {\"dumps\": 2, \"complete\": 1"));
+    cr_assert_not_null(strstr(s, "{\"type\": \"list\", \"count\": 1, \"bytes\": 40, \"self\": 32"), "got:\n%s", s);
+    cr_assert(OUT.len > 3 && strcmp(s + OUT.len - 3, "}}\n") == 0);
+}
+
+Test(sinks, summary_json_escapes_hostile_names)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.json = true;
+    run_summary(&o, feed_hostile);
+    assert_no_controls(OUT.data, OUT.len);
+    cr_assert_not_null(strstr(OUT.data, "\"type\": \"evil\\u001b[2J\\u0007"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "name\\n\\\"quoted\\\"\\\\\""), "got:\n%s", OUT.data);
+}
+
+static void feed_error(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 1, 1, 0, 1, "pickle", 6, 5), 0);
+    enc_type(&E, 1, "function");
+    enc_enter(&E, SERTRACE_TAG_DICT, 1, 0, 1, 0, 2);
+    enc_enter(&E, SERTRACE_TAG_FUNCTION, 2, 1, 2, 0, 3);
+    enc_error(&E, SERTRACE_TAG_FUNCTION, 2, 1, "Can't pickle local object 'f.<locals>.g'",
+              "State.suspended[3].frame");
+    enc_exit(&E, 2, 3);
+    enc_exit(&E, 1, 3);
+    flush(c, 1, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(c, 1, 1, 0, 1, 3, SERTRACE_STATUS_ERROR), 0);
+}
+
+Test(sinks, unserializable_flag_everywhere)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.json = true;
+    run_summary(&o, feed_error);
+    cr_assert_not_null(strstr(OUT.data,
+        "{\"kind\": \"unserializable\", \"path\": \"State.suspended[3].frame\", "
+        "\"message\": \"Can't pickle local object 'f.<locals>.g'\""), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "\"status\": \"error\""));
+    sertrace_buf_clear(&OUT);
+    sertrace_treeprint_opts t = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    run_tree(&t, feed_error);
+    cr_assert_not_null(strstr(OUT.data,
+        "\xe2\x94\x82\xe2\x94\x82 !! UNSERIALIZABLE F2 function: Can't pickle local object "
+        "'f.<locals>.g' at State.suspended[3].frame\n"), "got:\n%s", OUT.data);
+}
+
+static void feed_lossy(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 1, 1, 0, 1, "pickle", 6, 5), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 2);
+    flush(c, 1, 1, 0);
+    enc_exit(&E, 1, 2000);
+    flush(c, 1, 1, 2);
+    cr_assert_eq(sertrace_core_dump_end(c, 1, 1, 0, 1, 2001, 0), 0);
+    cr_assert_eq(sertrace_core_discarded(c, -1, 5), 0);
+}
+
+Test(sinks, lost_records_never_exact)
+{
+    sertrace_treeprint_opts t = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    run_tree(&t, feed_lossy);
+    cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: 1 records events lost"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "?? records lost inside"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "!! the tracer discarded 5 events; 1 records events missing"));
+    sertrace_buf_clear(&OUT);
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.json = true;
+    run_summary(&o, feed_lossy);
+    cr_assert_not_null(strstr(OUT.data, "\"complete\": false"));
+    cr_assert_not_null(strstr(OUT.data, "\"records_events\": 1"));
+    cr_assert_not_null(strstr(OUT.data, "\"discarded_events\": 5, \"lost_records_events\": 1"), "got:\n%s", OUT.data);
+}
+
+Test(sinks, oversize_parser)
+{
+    uint64_t b;
+    double p;
+    cr_assert_eq(sertrace_parse_oversize("10%", &b, &p), 0);
+    cr_assert_eq(b, 0);
+    cr_assert_float_eq(p, 10.0, 1e-9);
+    cr_assert_eq(sertrace_parse_oversize("64K", &b, &p), 0);
+    cr_assert_eq(b, 65536);
+    cr_assert_eq(sertrace_parse_oversize("1234", &b, &p), 0);
+    cr_assert_eq(b, 1234);
+    cr_assert_eq(sertrace_parse_oversize("150%", &b, &p), -1);
+    cr_assert_eq(sertrace_parse_oversize("x%", &b, &p), -1);
+    cr_assert_eq(sertrace_parse_oversize("-5", &b, &p), -1);
+    cr_assert_eq(sertrace_parse_oversize("", &b, &p), -1);
+}
+
+static uint64_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+Test(sinks, summary_memory_flat)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.json = true;
+    o.oversize_percent = 10;
+    sertrace_summary *s = sertrace_summary_create(&o, discard, NULL);
+    sertrace_core_visitor v;
+    sertrace_summary_visitor(s, &v);
+    sertrace_core *c = sertrace_core_create(&v);
+    uint64_t warm = 0;
+    char name[32];
+    for (uint64_t i = 1; i <= 40000; i++) {
+        snprintf(name, sizeof name, "mod.T%llu", (unsigned long long)(i % 50));
+        sample(c, (int64_t)(i % 8), i, name);
+        if (i == 4000)
+            warm = heap_in_use();
+    }
+    uint64_t end = heap_in_use();
+    cr_assert_leq(end, warm + 8192, "summary heap grew from %llu to %llu",
+                  (unsigned long long)warm, (unsigned long long)end);
+    cr_assert_eq(sertrace_core_finish(c), 0);
+    cr_assert_eq(sertrace_summary_finish(s, sertrace_core_get_stats(c)), 0);
+    sertrace_core_destroy(c);
+    sertrace_summary_destroy(s);
+}

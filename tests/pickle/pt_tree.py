@@ -1,0 +1,107 @@
+"""Parser of sertrace's live text tree (DISPATCH_TRACE), for the tests.
+
+Line grammar (format/format.h; header/footer from probes/text.c):
+  # sertrace dump ID pid PID tid TID SERIALIZER[ protocol N]
+  ┬ TAG: REPR                                  enter, depth 1
+  "│"*(d-2) + "├┬ TAG: REPR"                   enter, depth d >= 2
+  "│"*(d-1) + "└ # TAG [N B]" [+ "  " FLAGS]   exit, depth d (exact sizes)
+  "│"*d + " @ KEY = VALUE"                     note of the node open at d
+  "│"*d + " !! TEXT"                           flag of the node open at d
+  # end dump ID: N B, ok|error[, unfinished]
+Dumps nest (a dump started inside a __reduce__ flushes its parent's text
+first) and each has its own stack of open nodes.
+
+parse(text) returns the list of dumps in the order they *began*, each a
+dict: id, serializer, protocol, total, status, unfinished, roots (list of
+nodes), flags (list of (depth, text)), notes; a node is a dict: tag, repr,
+depth, bytes, flags (exit-line text), children, line (1-based number).
+Malformed or unbalanced input raises TreeError with the line number.
+"""
+
+import re
+
+HEADER = re.compile(r"^# sertrace dump (\d+) pid (\d+) tid (\d+) (\S+)(?: protocol (-?\d+))?$")
+FOOTER = re.compile(r"^# end dump (\d+): (\d+) B, (ok|error)(, unfinished)?$")
+ENTER = re.compile(r"^(│*)(┬|├┬) (\S+): (.*)$")
+EXIT = re.compile(r"^(│*)└ # (\S+) \[(\d+) B\](?:  (.*))?$")
+NOTE = re.compile(r"^(│*) @ (.*)$")
+FLAG = re.compile(r"^(│*) !! (.*)$")
+
+
+class TreeError(Exception):
+    pass
+
+
+def parse(text):
+    dumps = []
+    active = []  # stack of dumps being written (nested dumps)
+    for n, line in enumerate(text.split("\n"), 1):
+        if line == "":
+            continue
+        m = HEADER.match(line)
+        if m:
+            d = {"id": int(m.group(1)), "pid": int(m.group(2)), "tid": int(m.group(3)),
+                 "serializer": m.group(4), "protocol": int(m.group(5)) if m.group(5) else None,
+                 "roots": [], "stack": [], "flags": [], "notes": [], "line": n, "total": None}
+            dumps.append(d)
+            active.append(d)
+            continue
+        m = FOOTER.match(line)
+        if m:
+            if not active or active[-1]["id"] != int(m.group(1)):
+                raise TreeError("line %d: footer of dump %s does not close the open dump" % (n, m.group(1)))
+            d = active.pop()
+            if d["stack"]:
+                raise TreeError("line %d: dump %d ends with %d open nodes" % (n, d["id"], len(d["stack"])))
+            d["total"] = int(m.group(2))
+            d["status"] = m.group(3)
+            d["unfinished"] = bool(m.group(4))
+            continue
+        if not active:
+            raise TreeError("line %d outside any dump: %r" % (n, line))
+        d = active[-1]
+        st = d["stack"]
+        m = ENTER.match(line)
+        if m:
+            bars, box = len(m.group(1)), m.group(2)
+            depth = 1 if box == "┬" else bars + 2
+            if box == "┬" and bars:
+                raise TreeError("line %d: root enter with bars" % n)
+            if depth != len(st) + 1:
+                raise TreeError("line %d: enter at depth %d with %d open" % (n, depth, len(st)))
+            node = {"tag": m.group(3), "repr": m.group(4), "depth": depth, "bytes": None,
+                    "flags": None, "children": [], "line": n, "lines": []}
+            (st[-1]["children"] if st else d["roots"]).append(node)
+            st.append(node)
+            continue
+        m = EXIT.match(line)
+        if m:
+            depth = len(m.group(1)) + 1
+            if not st or depth != len(st):
+                raise TreeError("line %d: exit at depth %d with %d open" % (n, depth, len(st)))
+            node = st.pop()
+            if node["tag"] != m.group(2):
+                raise TreeError("line %d: exit tag %s closes %s" % (n, m.group(2), node["tag"]))
+            node["bytes"] = int(m.group(3))
+            node["flags"] = m.group(4) or ""
+            continue
+        m = NOTE.match(line) or FLAG.match(line)
+        if m:
+            depth = len(m.group(1))
+            if depth != len(st):
+                raise TreeError("line %d: note/flag at depth %d with %d open" % (n, depth, len(st)))
+            kind = "notes" if line[len(m.group(1)):].startswith(" @ ") else "flags"
+            d[kind].append((depth, m.group(2)))
+            if st:
+                st[-1]["lines"].append((kind, m.group(2)))
+            continue
+        raise TreeError("line %d: not a tree line: %r" % (n, line))
+    if active:
+        raise TreeError("%d dump(s) never ended (first: %d)" % (len(active), active[0]["id"]))
+    return dumps
+
+
+def walk(node):
+    yield node
+    for c in node["children"]:
+        yield from walk(c)

@@ -1,0 +1,206 @@
+"""Byte accounting of sertrace's trace, checked against the real payloads.
+
+A child process (pt_accounting_child.py) dumps the differential corpus
+(DUMPS_PER_PROTOCOL random graphs per protocol, the dispatch-like
+workload, a few > 64 KiB objects) with sertrace to dumps(), a BytesIO, a
+pipe and a socket, with DISPATCH_TRACE=<file> SERTRACE_EXACT=1
+SERTRACE_GRANULARITY=all, and prints each payload's length and shape.  The
+text tree (parsed by pt_tree.py) must satisfy, for every dump:
+  - nesting is balanced (enter/exit depths and tags match, one root);
+  - every node's bytes >= the sum of its children's bytes (self >= 0);
+  - the footer's total == len(payload);
+  - root bytes + header + trailer == len(payload), where header is the
+    PROTO opcode (2 bytes, read from the payload) and trailer is STOP plus,
+    when STOP sits in a frame, that frame's 9-byte header: sertrace counts a
+    FRAME header when its frame is committed (serializers/pickle/pickler.h,
+    output_pos), so frames committed mid-dump belong to the node open at
+    that moment and only the last frame, committed after STOP, is outside
+    the root.  The rule is read from the payload, never a fixed total.
+Failed dumps (pickle refused the object) must be balanced and say "error".
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import pt_impl
+import pt_tree
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DUMPS_PER_PROTOCOL = 300  # "a few hundred graphs per protocol" (dumps and BytesIO each)
+STREAM_PER_PROTOCOL = 60  # graphs per protocol through a pipe and through a socket
+
+pytestmark = pytest.mark.skipif(pt_impl.IMPL_NAME != "sertrace", reason="accounting needs sertrace's trace")
+
+
+def _env(trace_path, **extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([HERE] + [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env.update(DISPATCH_TRACE=trace_path, SERTRACE_EXACT="1", SERTRACE_GRANULARITY="all")
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def traced_corpus(tmp_path_factory):
+    trace = str(tmp_path_factory.mktemp("accounting") / "trace.txt")
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "pt_accounting_child.py"),
+                           str(DUMPS_PER_PROTOCOL), str(STREAM_PER_PROTOCOL)],
+                          capture_output=True, text=True, env=_env(trace), timeout=600, cwd=HERE)
+    assert proc.returncode == 0, "child failed (%d): %s" % (proc.returncode, proc.stderr[-3000:])
+    records = [json.loads(line) for line in proc.stdout.splitlines()]
+    with open(trace, encoding="utf-8") as f:
+        text = f.read()
+    dumps = pt_tree.parse(text)
+    return records, dumps
+
+
+def test_one_trace_dump_per_dump(traced_corpus):
+    records, dumps = traced_corpus
+    assert len(records) > 6 * (2 * DUMPS_PER_PROTOCOL + 2 * STREAM_PER_PROTOCOL)
+    assert len(dumps) == len(records)
+    for rec, d in zip(records, dumps):
+        assert d["serializer"] == "pickle"
+        assert d["protocol"] == rec["protocol"], rec
+        assert d["status"] == ("ok" if rec["ok"] else "error"), (rec, d["status"])
+
+
+def _check_node(node, problems, where):
+    kids = sum(c["bytes"] for c in node["children"])
+    if node["bytes"] < kids:
+        problems.append("%s: node %s (line %d) has %d B but its children %d B"
+                        % (where, node["tag"], node["line"], node["bytes"], kids))
+
+
+def test_tree_sizes_add_up(traced_corpus):
+    records, dumps = traced_corpus
+    problems = []
+    checked = {}
+    for rec, d in zip(records, dumps):
+        where = "%s p%d %s" % (rec["label"], rec["protocol"], rec["target"])
+        if len(d["roots"]) != 1:
+            problems.append("%s: %d root nodes" % (where, len(d["roots"])))
+            continue
+        root = d["roots"][0]
+        for node in pt_tree.walk(root):
+            _check_node(node, problems, where)
+        if not rec["ok"]:
+            if rec["pickle_error"] != rec["error"] and "RecursionError" not in rec["error"]:
+                problems.append("%s: sertrace raised %r, pickle %r" % (where, rec["error"], rec["pickle_error"]))
+            continue
+        if not rec["same_as_pickle"]:
+            problems.append("%s: payload differs from pickle's" % where)
+        trailer = 1 + (9 if rec["stop_framed"] else 0)
+        header = rec["proto_len"]
+        if d["total"] != rec["len"]:
+            problems.append("%s: footer says %d B, payload is %d B" % (where, d["total"], rec["len"]))
+        if root["bytes"] + header + trailer != rec["len"]:
+            problems.append("%s: root %d B + header %d + trailer %d != len(payload) %d"
+                            % (where, root["bytes"], header, trailer, rec["len"]))
+        checked[rec["target"]] = checked.get(rec["target"], 0) + 1
+    assert not problems, "%d problems, first ones:\n%s" % (len(problems), "\n".join(problems[:25]))
+    assert set(checked) == {"dumps", "bytesio", "pipe", "socket", "oob"}, checked
+
+
+def test_atoms_are_traced(traced_corpus):
+    """SERTRACE_GRANULARITY=all: ints, strs, bytes ... get their own nodes,
+    and their sizes match what pickle writes for them alone (minus PROTO,
+    STOP and memo opcodes: only checked for memo-free atoms)."""
+    records, dumps = traced_corpus
+    tags = set()
+    for d in dumps[:500]:
+        for r in d["roots"]:
+            for node in pt_tree.walk(r):
+                tags.add(node["tag"])
+    for tag in ("I", "Str", "L", "D2", "Tu"):
+        assert tag in tags, (tag, sorted(tags))
+
+
+# --------------------------------------------------- unserializable ----
+
+
+CHILD_UNSERIALIZABLE = r"""
+import json, pickle, sys
+sys.path.insert(0, %(here)r)
+import pt_types as T
+import sertrace
+obj = T.Plain(items=[{"k": T.make_local_function(), "ok": 1}])
+res = {}
+for name, m in (("pickle", pickle), ("sertrace", sertrace)):
+    try:
+        m.dumps(obj, %(protocol)d)
+        res[name] = None
+    except Exception as e:
+        res[name] = [type(e).__module__ + "." + type(e).__qualname__, str(e), list(getattr(e, "__notes__", []))]
+print(json.dumps(res))
+"""
+
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_unserializable_flag(tmp_path, protocol):
+    trace = str(tmp_path / "trace.txt")
+    proc = subprocess.run([sys.executable, "-c", CHILD_UNSERIALIZABLE % {"here": HERE, "protocol": protocol}],
+                          capture_output=True, text=True, env=_env(trace), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout)
+    exp, got = res["pickle"], res["sertrace"]
+    assert exp is not None and got is not None
+    assert got[:2] == exp[:2], "exception differs: %r vs %r" % (got, exp)
+    notes = got[2]
+    assert notes, "sertrace adds no path notes to the exception"
+    joined = "\n".join(notes)
+    assert "'k'" in joined and "0" in joined, notes
+    with open(trace, encoding="utf-8") as f:
+        dumps = pt_tree.parse(f.read())
+    assert len(dumps) == 1 and dumps[0]["status"] == "error"
+    flags = [text for _, text in dumps[0]["flags"]]
+    assert flags, "no flag line in the tree"
+    flag = flags[0]
+    assert "UNSERIALIZABLE" in flag, flag
+    assert exp[1] in flag, "message %r not in flag line %r" % (exp[1], flag)
+    assert "Plain.items[0]['k']" in flag, "path not in flag line %r" % flag
+
+
+CHILD_NESTED = r"""
+import io, json, sys
+sys.path.insert(0, %(here)r)
+import pt_types as T
+import sertrace
+
+class Inner:
+    def __reduce__(self):
+        # a whole separate dump while the outer one is being written
+        return (T.rebuild, (sertrace.dumps([b"i" * 100, "inner", (1, 2)], 4),))
+
+obj = [Inner(), "middle", Inner(), {"k": Inner()}]
+out = []
+for p in range(6):
+    data = sertrace.dumps(obj, p)
+    out.append(len(data))
+print(json.dumps(out))
+"""
+
+
+def test_nested_dumps_trace(tmp_path):
+    """Dumps started inside a __reduce__ appear as complete dumps inside
+    their parent's text, and every dump's accounting is exact."""
+    trace = str(tmp_path / "trace.txt")
+    proc = subprocess.run([sys.executable, "-c", CHILD_NESTED % {"here": HERE}],
+                          capture_output=True, text=True, env=_env(trace), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lengths = json.loads(proc.stdout)
+    with open(trace, encoding="utf-8") as f:
+        dumps = pt_tree.parse(f.read())
+    assert len(dumps) == 6 * 4  # each outer dump + its three inner ones
+    outer = [d for d in dumps if d["protocol"] != 4 or d["roots"][0]["tag"] != "L" or len(d["roots"][0]["children"]) != 3]
+    inner = [d for d in dumps if d not in outer]
+    assert len(inner) == 18 and len(outer) == 6
+    for d, n in zip(outer, lengths):
+        assert d["total"] == n
+    for d in dumps:
+        assert d["status"] == "ok" and len(d["roots"]) == 1
+        for node in pt_tree.walk(d["roots"][0]):
+            assert node["bytes"] >= sum(c["bytes"] for c in node["children"])

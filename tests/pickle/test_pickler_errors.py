@@ -1,0 +1,211 @@
+"""Errors: the same exception types and messages as C pickle, plus the
+CPython 3.14-style notes giving the path of an unserializable object."""
+import io
+import pickle
+import sys
+
+import pytest
+
+import sertrace
+
+UNPICKLABLE = lambda: 0  # noqa: E731  (module-level lambda: lookup of <lambda> fails)
+
+
+def outcome(fn):
+    try:
+        return ("ok", fn())
+    except Exception as e:
+        return ("raise", type(e), str(e))
+
+
+def __newobj__(cls, *args):
+    return cls.__new__(cls, *args)
+
+
+def __newobj_ex__(cls, args, kwargs):
+    return cls.__new__(cls, *args, **kwargs)
+
+
+def make(reduce_value):
+    cls = type("Bad", (), {"__reduce__": lambda self: reduce_value})
+    return cls()
+
+
+class Raises:
+    def __reduce__(self):
+        raise ValueError("boom")
+
+
+class GetstateSelf:
+    def __getstate__(self):
+        return self
+
+
+BAD = {
+    "raises": Raises(),
+    "garbage": make(42),
+    "short": make((list,)),
+    "long": make((list, (), None, None, None, None, None)),
+    "not_callable": make((1, ())),
+    "args_not_tuple": make((list, [])),
+    "listitems_not_iter": make((list, (), None, [1])),
+    "dictitems_not_iter": make((dict, (), None, None, {})),
+    "setter_not_callable": make((list, (), {}, None, None, 3)),
+    "newobj_empty": make((__newobj__, ())),
+    "newobj_not_type": make((__newobj__, (1,))),
+    "newobj_wrong_class": make((__newobj__, (int,))),
+    "newobj_ex_len": make((__newobj_ex__, (1,))),
+    "newobj_ex_cls": make((__newobj_ex__, (1, (), {}))),
+    "newobj_ex_args": make((__newobj_ex__, (Raises, [], {}))),
+    "newobj_ex_kwargs": make((__newobj_ex__, (Raises, (), []))),
+    "lambda": UNPICKLABLE,
+    "module": sys,
+    "generator": (x for x in ()),
+    "getstate_self": GetstateSelf(),
+    "picklebuffer": pickle.PickleBuffer(b"x"),
+}
+
+
+@pytest.mark.parametrize("protocol", range(6))
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_same_error_as_pickle(name, protocol):
+    obj = BAD[name]
+    assert outcome(lambda: sertrace.dumps(obj, protocol)) == outcome(
+        lambda: pickle.dumps(obj, protocol))
+
+
+def test_not_the_same_object():
+    global UNPICKLABLE
+    f = UNPICKLABLE
+    f.__qualname__ = "outcome"  # found, but it's another object
+    try:
+        for protocol in range(6):
+            a = outcome(lambda: sertrace.dumps(f, protocol))
+            assert a == outcome(lambda: pickle.dumps(f, protocol))
+            assert "it's not the same object as" in a[2]
+    finally:
+        f.__qualname__ = "<lambda>"
+
+
+def test_local_object():
+    def local():
+        pass
+    a = outcome(lambda: sertrace.dumps(local))
+    assert a == outcome(lambda: pickle.dumps(local))
+    assert a[1] is AttributeError and "Can't pickle local object" in a[2]
+
+
+def test_deep_nesting_is_recursion_error():
+    deep = []
+    cur = deep
+    for _ in range(100000):
+        nxt = []
+        cur.append(nxt)
+        cur = nxt
+    for protocol in (0, 2, 5):
+        with pytest.raises(RecursionError):
+            sertrace.dumps(deep, protocol)
+
+
+class State:
+    def __init__(self):
+        self.suspended = {3: Frame()}
+        self.version = 1
+
+
+class Frame:
+    def __init__(self):
+        self.stack = [1, "two", UNPICKLABLE]
+
+
+def test_path_notes():
+    with pytest.raises(pickle.PicklingError) as info:
+        sertrace.dumps(State(), 4)
+    assert info.value.__notes__ == [
+        "when serializing list item 2",
+        "when serializing dict item 'stack'",
+        "when serializing test_pickler_errors.Frame state",
+        "when serializing test_pickler_errors.Frame object",
+        "when serializing dict item 3",
+        "when serializing dict item 'suspended'",
+        "when serializing test_pickler_errors.State state",
+        "when serializing test_pickler_errors.State object",
+    ]
+    # The message itself is pickle's.
+    with pytest.raises(pickle.PicklingError) as ref:
+        pickle.dumps(State(), 4)
+    assert str(info.value) == str(ref.value)
+
+
+@pytest.mark.parametrize("container,note", [
+    ({"a": 1, "b": UNPICKLABLE}, "when serializing dict item 'b'"),
+    ([0, 1, 2, UNPICKLABLE], "when serializing list item 3"),
+    ((UNPICKLABLE,), "when serializing tuple item 0"),
+    ((1, 2, 3, 4, UNPICKLABLE), "when serializing tuple item 4"),
+    ({UNPICKLABLE}, "when serializing set element"),
+    (frozenset({UNPICKLABLE}), "when serializing frozenset element"),
+])
+def test_container_notes(container, note):
+    # Protocols < 4 pickle sets as (set, ([items],)): a list item of the
+    # reconstructor arguments, as in CPython 3.14.
+    protocols = range(4, 6) if isinstance(container, (set, frozenset)) else range(6)
+    for protocol in protocols:
+        with pytest.raises(pickle.PicklingError) as info:
+            sertrace.dumps(container, protocol)
+        assert info.value.__notes__[0] == note
+
+
+class BadKey:
+    def __repr__(self):  # never called by the pickler
+        raise AssertionError("user __repr__ called")
+
+
+def test_notes_never_call_user_repr():
+    with pytest.raises(pickle.PicklingError) as info:
+        sertrace.dumps({BadKey(): UNPICKLABLE})
+    assert info.value.__notes__ == ["when serializing dict item <test_pickler_errors.BadKey>"]
+
+
+class FailingFile:
+    def write(self, data):
+        raise OSError("disk full")
+
+
+class ShortFile:
+    def write(self, data):
+        return 0  # ignored, as pickle ignores it
+
+
+def test_file_errors():
+    with pytest.raises(OSError, match="disk full"):
+        sertrace.dump([1, 2], FailingFile())
+    with pytest.raises(OSError, match="disk full"):
+        sertrace.Pickler(FailingFile(), 4).dump(b"x" * 100000)
+    sertrace.dump([1, 2], ShortFile())
+
+
+class Mutator:
+    def __init__(self, target):
+        self.target = target
+
+    def __reduce__(self):
+        self.target.clear()
+        return (list, ())
+
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_mutation_during_pickling(protocol):
+    def build_list():
+        lst = [0, 1]
+        lst.append(Mutator(lst))
+        lst.extend(range(5))
+        return lst
+
+    def build_dict():
+        d = {"a": 1}
+        d["m"] = Mutator(d)
+        d["z"] = 2
+        return d
+    for build in (build_list, build_dict):
+        assert outcome(lambda: sertrace.dumps(build(), protocol)) == outcome(
+            lambda: pickle.dumps(build(), protocol))

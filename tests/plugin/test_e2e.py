@@ -1,0 +1,343 @@
+"""End-to-end tests of the babeltrace2 plugin `sertrace` on real LTTng traces.
+
+Each test records a program in its own LTTng session (unique name, own
+/tmp output dir, destroyed in a finally block), then runs
+`babeltrace2 --plugin-path=<plugin dir> -c sink.sertrace.{tree,summary}`
+on the trace and compares what the sinks say with what the program printed:
+payload sizes are exact, dumps are complete or flagged, never silently wrong.
+
+Environment (set by tests/plugin/meson.build):
+  SERTRACE_GEN_TRACE   path of gen_trace (writes dumps through libsertrace)
+  SERTRACE_PLUGIN_DIR  the plugin's build directory
+  SERTRACE_WORKLOADS   the workloads/ folder
+  SERTRACE_PYTHONPATH  <builddir>/python (the `sertrace` Python package)
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+GEN = os.environ.get("SERTRACE_GEN_TRACE", "")
+PLUGIN_DIR = os.environ.get("SERTRACE_PLUGIN_DIR", "")
+WORKLOADS = os.environ.get("SERTRACE_WORKLOADS", "")
+PYPATH = os.environ.get("SERTRACE_PYTHONPATH", "")
+COUNTER = [0]
+
+pytestmark = pytest.mark.skipif(not (GEN and PLUGIN_DIR), reason="run through meson test")
+
+
+def lttng(*args, check=True):
+    r = subprocess.run(["lttng", *args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError("lttng %s failed: %s%s" % (" ".join(args), r.stdout, r.stderr))
+    return r
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sessiond():
+    if lttng("list", check=False).returncode != 0:
+        subprocess.run(["lttng-sessiond", "--daemonize"], check=True)
+    yield
+
+
+@contextlib.contextmanager
+def session(kind="uid", snapshot=False):
+    """A started session recording sertrace:* with vpid/vtid; yields
+    (name, output dir).  kind="small-pid" uses a per-PID channel far too
+    small for the workload."""
+    COUNTER[0] += 1
+    name = "analyzers-%d-%d" % (os.getpid(), COUNTER[0])
+    out = tempfile.mkdtemp(prefix="sertrace-analyzers-")
+    shutil.rmtree(out)
+    created = False
+    try:
+        args = ["create", name, "--output=" + out]
+        if snapshot:
+            args.append("--snapshot")
+        lttng(*args)
+        created = True
+        chan = []
+        if kind == "small-pid":
+            lttng("enable-channel", "-u", "--buffers-pid", "--subbuf-size=8192",
+                  "--num-subbuf=2", "-s", name, "small")
+            chan = ["-c", "small"]
+        lttng("enable-event", "-u", "sertrace:*", "-s", name, *chan)
+        lttng("add-context", "-u", "-t", "vpid", "-t", "vtid", "-s", name, *chan)
+        lttng("start", name)
+        yield name, out
+    finally:
+        if created:
+            lttng("stop", name, check=False)
+            lttng("destroy", name, check=False)
+
+
+def gen(*args, expect_kill=False):
+    r = subprocess.run([GEN, *map(str, args)], capture_output=True, text=True)
+    if expect_kill:
+        assert r.returncode == -9, (r.returncode, r.stderr)
+    else:
+        assert r.returncode == 0, (r.returncode, r.stderr)
+    sizes = []
+    pid = None
+    for line in r.stdout.splitlines():
+        if line.startswith("payload "):
+            _, tid, n = line.split()
+            sizes.append((int(tid), int(n)))
+        elif line.startswith("pid "):
+            pid = int(line.split()[1])
+    assert pid is not None
+    return pid, sizes
+
+
+def bt(trace, sink, *params, check=True):
+    cmd = ["babeltrace2", "--plugin-path=" + PLUGIN_DIR, "-c", "sink.sertrace." + sink]
+    for p in params:
+        cmd += ["-p", p]
+    cmd.append(trace)
+    r = subprocess.run(cmd, capture_output=True)
+    if check:
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+    return r
+
+
+def summary(trace, pid, *params):
+    """The JSON summary, with only the dumps of process `pid` (other
+    programs traced by other sessions of the machine may appear too)."""
+    out = bt(trace, "summary", "format=\"json\"", *params).stdout
+    doc = json.loads(out.decode("utf-8"))
+    assert doc["format"] == "sertrace-summary" and doc["version"] == 1
+    doc["dumps"] = sorted((d for d in doc["dumps"] if d["pid"] == pid),
+                          key=lambda d: d["dump_id"])
+    return doc
+
+
+def tree(trace, pid, *params):
+    """The tree sink's output, keeping the dumps of `pid` (header line and
+    tree) and the trailing notices."""
+    text = bt(trace, "tree", *params).stdout.decode("utf-8")
+    keep, out = True, []
+    for line in text.splitlines():
+        if line.startswith("\u2500\u2500 dump "):
+            keep = (" \u00b7 pid %d \u00b7 " % pid) in line
+        elif line.startswith("!! the tracer"):
+            keep = True
+        if keep:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def cleanup(out):
+    shutil.rmtree(out, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+
+
+def test_nested_payload_sizes_exact():
+    with session() as (_, out):
+        pid, sizes = gen("nested", 40)
+    try:
+        doc = summary(out, pid)
+        dumps = sorted(doc["dumps"], key=lambda d: d["dump_id"])
+        assert [d["payload_bytes"] for d in dumps] == [n for _, n in sizes]
+        for d in dumps:
+            assert d["complete"] is True, d
+            assert d["serializer"] == "gen"
+            assert d["root_exact"] is True
+            assert d["root_bytes"] == d["payload_bytes"] - 3  # 2 header + 1 trailer
+        text = tree(out, pid, "exact=yes")
+        roots = [l for l in text.splitlines() if l.startswith("\u252c ")]
+        headers = [l for l in text.splitlines() if l.startswith("\u2500\u2500 dump ")]
+        assert len(roots) == 40 and len(headers) == 40
+        for (_, n), h in zip(sizes, headers):
+            assert ("payload %d B" % n) in h
+        assert "INCOMPLETE" not in text
+    finally:
+        cleanup(out)
+
+
+def test_eight_threads_exactly_their_dumps():
+    with session() as (_, out):
+        pid, sizes = gen("threads", 8, 25)
+    try:
+        assert len(sizes) == 200
+        doc = summary(out, pid)
+        assert len(doc["dumps"]) == 200
+        got = {}
+        for d in sorted(doc["dumps"], key=lambda d: d["dump_id"]):
+            assert d["complete"] is True, d
+            got.setdefault(d["tid"], []).append(d["payload_bytes"])
+        want = {}
+        for tid, n in sizes:
+            want.setdefault(tid, []).append(n)
+        assert len(got) == 8
+        assert got == want
+    finally:
+        cleanup(out)
+
+
+def test_sigkill_mid_dump_unfinished_with_chain():
+    with session() as (_, out):
+        pid, sizes = gen("kill", 5, expect_kill=True)
+    try:
+        assert len(sizes) == 5
+        doc = summary(out, pid)
+        dumps = sorted(doc["dumps"], key=lambda d: d["dump_id"])
+        assert len(dumps) == 6
+        assert [d["payload_bytes"] for d in dumps[:5]] == [n for _, n in sizes]
+        assert all(d["complete"] for d in dumps[:5])
+        last = dumps[5]
+        assert last["complete"] is False and last["unfinished"] is True
+        assert last["payload_bytes"] is None
+        chain = " ".join(last["died_in"])
+        assert "dispatch.State" in chain and "list" in chain and "dispatch.Frame" in chain
+        kinds = [f["kind"] for f in last["flags"]]
+        assert "incomplete" in kinds
+        text = tree(out, pid)
+        assert sum(l.startswith("\u252c ") for l in text.splitlines()) == 6
+        assert "!! died in: O dispatch.State \u203a L list \u203a O dispatch.Frame" in text
+        assert "UNFINISHED" in text
+    finally:
+        cleanup(out)
+
+
+def test_small_per_pid_channel_discards_flagged_never_wrong():
+    with session(kind="small-pid") as (_, out):
+        pid, sizes = gen("flood", 3000, 300)
+    try:
+        want = [n for _, n in sizes]
+        doc = summary(out, pid)
+        t = doc["totals"]
+        assert t["discarded_events"] > 0 or t["lost_records_events"] > 0, t
+        incomplete = [d for d in doc["dumps"] if not d["complete"]]
+        assert incomplete, "a channel this small must lose something"
+        for d in doc["dumps"]:
+            i = d["dump_id"] - 1
+            if d["payload_bytes"] is not None:
+                assert d["payload_bytes"] == want[i]
+            if d["complete"]:
+                assert d["root_bytes"] == want[i] - 3
+            else:
+                kinds = {f["kind"] for f in d["flags"]}
+                assert "incomplete" in kinds
+            # a size presented as exact is the true one
+            for node in d["top"]:
+                if node["exact"] and node["depth"] == 1:
+                    assert node["bytes"] == want[i] - 3
+        assert any(any(f["kind"] == "discarded" for f in d["flags"]) for d in incomplete) \
+            or t["lost_records_events"] > 0
+        text = tree(out, pid)
+        assert "INCOMPLETE" in text
+        assert "!! the tracer discarded" in text
+    finally:
+        cleanup(out)
+
+
+def test_snapshot_session():
+    with session(snapshot=True) as (name, out):
+        pid, sizes = gen("nested", 3000)
+        lttng("snapshot", "record", "-s", name)
+    try:
+        want = [n for _, n in sizes]
+        doc = summary(out, pid)
+        assert doc["dumps"], "the snapshot holds the last dumps"
+        ids = [d["dump_id"] for d in doc["dumps"]]
+        assert max(ids) == len(want), "the newest dump is in the snapshot"
+        for d in doc["dumps"]:
+            if d["payload_bytes"] is not None:
+                assert d["payload_bytes"] == want[d["dump_id"] - 1]
+            if d["complete"]:
+                assert d["root_bytes"] == want[d["dump_id"] - 1] - 3
+        assert sum(d["complete"] for d in doc["dumps"]) >= 1
+        tree(out, pid)  # prints without error on the edges
+    finally:
+        cleanup(out)
+
+
+def test_failed_dump_flags_unserializable():
+    with session() as (_, out):
+        pid, sizes = gen("error")
+    try:
+        doc = summary(out, pid)
+        (d,) = doc["dumps"]
+        assert d["status"] == "error"
+        assert d["payload_bytes"] == sizes[0][1]
+        f = [f for f in d["flags"] if f["kind"] == "unserializable"]
+        assert f and f[0]["path"] == "State.suspended[3].frame.f"
+        assert "Can't pickle local object" in f[0]["message"]
+        text = tree(out, pid)
+        assert "!! UNSERIALIZABLE F2 function: Can't pickle local object" in text
+    finally:
+        cleanup(out)
+
+
+def test_parameters_signed_unsigned_and_errors():
+    with session() as (_, out):
+        pid, _ = gen("nested", 3)
+    try:
+        for p in ("top=3", "top=+3", "oversize=100", "oversize=+100", "oversize=\"10%\"",
+                  "oversize=\"1K\""):
+            bt(out, "summary", p)
+        for p in ("max-depth=2", "max-depth=+2", "min-size=8", "min-size=\"1K\"", "exact=yes"):
+            bt(out, "tree", p)
+        for sink, p, name in (("tree", "max-depth=-1", "max-depth"),
+                              ("tree", "oversize=\"lots\"", "oversize"),
+                              ("tree", "bogus=1", "bogus"),
+                              ("summary", "format=\"xml\"", "format"),
+                              ("summary", "top=\"ten\"", "top"),
+                              ("tree", "exact=3", "exact")):
+            r = bt(out, sink, p, check=False)
+            assert r.returncode != 0, p
+            assert ("`%s`" % name) in r.stderr.decode(errors="replace"), r.stderr
+        path = os.path.join(out, "summary.json")
+        bt(out, "summary", "format=\"json\"", "output=\"%s\"" % path)
+        with open(path) as f:
+            assert len([d for d in json.load(f)["dumps"] if d["pid"] == pid]) == 3
+    finally:
+        cleanup(out)
+
+
+def _python_sertrace_ok():
+    if not PYPATH:
+        return False
+    env = dict(os.environ, PYTHONPATH=PYPATH)
+    r = subprocess.run([sys.executable, "-c", "import sertrace; sertrace.dumps(1)"],
+                       env=env, capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_python_pickler_payload_sizes(protocol):
+    if not _python_sertrace_ok():
+        pytest.skip("the sertrace Python package is not built")
+    script = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "import os, sertrace, dispatch_like_state as m\n"
+        "print('pid', os.getpid())\n"
+        "for n in (1, 4, 16):\n"
+        "    print(len(sertrace.dumps(m.build_state(n), %d)))\n" % (WORKLOADS, protocol))
+    env = dict(os.environ, PYTHONPATH=PYPATH)
+    with session() as (_, out):
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True)
+    try:
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.split("\n")
+        pid = int(lines[0].split()[1])
+        lengths = [int(x) for x in lines[1:] if x]
+        doc = summary(out, pid)
+        dumps = sorted((d for d in doc["dumps"] if d["serializer"] == "pickle"),
+                       key=lambda d: d["dump_id"])
+        assert [d["payload_bytes"] for d in dumps] == lengths
+        for d in dumps:
+            assert d["complete"] is True, d
+            assert d["protocol"] == protocol
+        tree(out, pid)
+    finally:
+        cleanup(out)

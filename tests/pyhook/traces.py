@@ -1,0 +1,197 @@
+"""Helpers for the pyhook tests: run a dump under dill's tracer or sertrace's
+live text tree (in a child process, so hooks never leak between tests) and
+parse both into flat pre-order node lists.
+
+A node is a dict: {"tag", "size", "depth", "parent"} (parent = index of the
+enclosing node in the same list, or -1).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = os.path.normpath(os.path.join(HERE, "..", "..", "workloads"))
+PYTHON = os.environ.get("SERTRACE_TEST_PYTHON", sys.executable)
+
+# Object graphs, built identically in every child process.  The workload is
+# imported by name (not __main__), as an application's modules would be.
+GRAPHS = r'''
+import sys
+sys.path.insert(0, WORKLOADS)
+import dispatch_like_state as dls
+import closures_graph
+
+def build(name):
+    if name == "state":
+        return dls.build_state_with_closures(6)
+    if name == "state_big":
+        return dls.build_state_with_closures(40)
+    if name == "closures":
+        return closures_graph.build(40)
+    raise ValueError(name)
+'''
+
+# Captures dill's own tracer: a handler on the 'dill' logger gets bare
+# messages with record.depth and record.size (exact byte counts).
+DILL_TRACE_SCRIPT = GRAPHS + r'''
+import io, json, logging
+import dill, dill.detect
+nodes = []
+stack = []
+class H(logging.Handler):
+    def emit(self, record):
+        msg = record.msg
+        if msg.startswith("#"):
+            i = stack.pop()
+            nodes[i]["size"] = getattr(record, "size", None)
+        else:
+            nodes.append({"tag": msg.split(":", 1)[0], "size": None,
+                          "depth": len(stack) + 1,
+                          "parent": stack[-1] if stack else -1})
+            stack.append(len(nodes) - 1)
+h = H()
+lg = logging.getLogger("dill")
+lg.addHandler(h)
+obj = build(GRAPH)
+with dill.detect.trace(io.StringIO()):
+    data = dill.dumps(obj, protocol=PROTOCOL)
+lg.removeHandler(h)
+print(json.dumps({"len": len(data), "nodes": nodes}))
+'''
+
+# Dumps with sertrace's hooks installed; DISPATCH_TRACE comes from the env.
+SERTRACE_SCRIPT = GRAPHS + r'''
+import io, json, os, socket, threading
+import dill
+import sertrace.dill
+sertrace.dill.install()
+obj = build(GRAPH)
+if SINK == "bytes":
+    data = dill.dumps(obj, protocol=PROTOCOL)
+    n = len(data)
+else:
+    if SINK == "pipe":
+        r, w = os.pipe()
+        rf, wf = os.fdopen(r, "rb"), os.fdopen(w, "wb")
+    else:
+        a, b = socket.socketpair()
+        rf, wf = b.makefile("rb"), a.makefile("wb")
+    got = []
+    t = threading.Thread(target=lambda: got.append(rf.read()))
+    t.start()
+    dill.dump(obj, wf, protocol=PROTOCOL)
+    wf.close()
+    if SINK == "socket":
+        a.close()
+    t.join()
+    data = got[0]
+    n = len(data)
+    assert dill.loads(data) is not None
+print(json.dumps({"len": n}))
+'''
+
+
+def run_script(script, env_extra=None, **params):
+    head = "WORKLOADS = %r\nHERE = %r\n" % (WORKLOADS, HERE)
+    head += "".join("%s = %r\n" % (k, v) for k, v in params.items())
+    env = dict(os.environ)
+    env.pop("DISPATCH_TRACE", None)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [HERE] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env.update(env_extra or {})
+    p = subprocess.run([PYTHON, "-c", head + script], env=env, capture_output=True,
+                       text=True, timeout=300)
+    return p
+
+
+def dill_trace(graph, protocol):
+    p = run_script(DILL_TRACE_SCRIPT, GRAPH=graph, PROTOCOL=protocol)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+ENTER = re.compile(r"^([│]*)(?:┬|├┬) (\S+): ")
+EXIT = re.compile(r"^([│]*)└ # (\S+) \[(\d+) B\]")
+NOTE = re.compile(r"^([│]*) @ (\S+) = (.*)$")
+
+
+def parse_text_tree(text):
+    """Parse sertrace's live text output (exact sizes) into dumps, in the
+    order they began: [{"header", "end", "nodes": [...], "flags": [str]}].
+    A dump begun inside another one on the same thread (a __reduce__ that
+    pickles) prints inside it: open dumps form a stack."""
+    dumps = []
+    open_dumps = []  # stack of (dump, node stack)
+    for line in text.splitlines():
+        if line.startswith("# sertrace dump "):
+            cur = {"header": line, "end": None, "nodes": [], "flags": []}
+            dumps.append(cur)
+            open_dumps.append((cur, []))
+            continue
+        if not open_dumps:
+            continue
+        cur, stack = open_dumps[-1]
+        if line.startswith("# end dump "):
+            cur["end"] = line
+            open_dumps.pop()
+            continue
+        m = ENTER.match(line)
+        if m:
+            cur["nodes"].append({"tag": m.group(2), "line_tag": m.group(2), "size": None,
+                                 "depth": len(stack) + 1,
+                                 "parent": stack[-1] if stack else -1})
+            stack.append(len(cur["nodes"]) - 1)
+            continue
+        m = EXIT.match(line)
+        if m:
+            i = stack.pop()
+            node = cur["nodes"][i]
+            assert node["line_tag"] == m.group(2), line
+            node["size"] = int(m.group(3))
+            continue
+        m = NOTE.match(line)
+        if m and m.group(2) == "tag" and stack and cur["nodes"][stack[-1]]["line_tag"] == "Dx":
+            cur["nodes"][stack[-1]]["tag"] = m.group(3)  # dill's own text
+            continue
+        if " !! " in line or line.lstrip("│").startswith(" !!"):
+            cur["flags"].append(line)
+    return dumps
+
+
+def end_bytes(end_line):
+    m = re.match(r"# end dump \d+: (\d+) B, (\w+)", end_line)
+    return int(m.group(1)), m.group(2)
+
+
+def match_subsequence(dill_nodes, st_nodes):
+    """Map each dill node, in order, to a sertrace node with the same tag and
+    size, later than the previous match, whose ancestors include the match of
+    the dill node's parent.  Returns the list of indexes or raises
+    AssertionError naming the first dill node that has no match."""
+    out = []
+    j = 0
+    for i, dn in enumerate(dill_nodes):
+        want_anc = out[dn["parent"]] if dn["parent"] >= 0 else None
+        while j < len(st_nodes):
+            sn = st_nodes[j]
+            if sn["tag"] == dn["tag"] and sn["size"] == dn["size"]:
+                if want_anc is None or _is_ancestor(st_nodes, want_anc, j):
+                    break
+            j += 1
+        if j == len(st_nodes):
+            raise AssertionError("dill node #%d %s [%s B] (depth %d) has no match"
+                                 % (i, dn["tag"], dn["size"], dn["depth"]))
+        out.append(j)
+        j += 1
+    return out
+
+
+def _is_ancestor(nodes, anc, k):
+    p = nodes[k]["parent"]
+    while p >= 0:
+        if p == anc:
+            return True
+        p = nodes[p]["parent"]
+    return False

@@ -1,0 +1,1091 @@
+/* tests/runtime/test_runtime.c -- Criterion tests of the sertrace C API.
+ *
+ * The tests install the runtime's internal hooks (runtime-internal.h) to
+ * capture what would go to LTTng (dump_begin, every flushed batch of
+ * records, dump_end), decode the batches with the small independent
+ * decoder below (written from schema.h, not from runtime.c), and assert on
+ * the decoded records: nesting and exact positions, several threads at
+ * once, batches split at 4 KiB without splitting a record, type interning
+ * once per dump, errors, notes, misuse (exit without enter, NULL handle,
+ * depth cap, enter without exit), string cutting, nested dumps, and the
+ * text probe (golden tree in a file, DISPATCH_TRACE parsing, warnings).
+ * Criterion runs each test in its own process, so configuration set by
+ * one test does not leak into another.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime-internal.h"
+#include "sertrace/schema.h"
+#include "sertrace/sertrace.h"
+
+/* ---- capture ----------------------------------------------------------- */
+
+#define MAX_DUMPS 4096
+
+struct batch_info {
+    uint32_t seq;
+    uint32_t len;
+};
+
+struct captured_dump {
+    uint64_t id;
+    char serializer[64];
+    int32_t protocol;
+    bool ended;
+    uint64_t bytes;
+    uint8_t status;
+    uint8_t *records; /* all batches concatenated */
+    size_t records_len;
+    size_t records_cap;
+    struct batch_info *batches;
+    size_t nbatches;
+};
+
+static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct captured_dump dumps[MAX_DUMPS];
+static size_t ndumps;
+
+static struct captured_dump *find_dump(uint64_t id)
+{
+    for (size_t i = 0; i < ndumps; i++)
+        if (dumps[i].id == id)
+            return &dumps[i];
+    return NULL;
+}
+
+static void on_begin(void *ctx, uint64_t id, const char *serializer, int32_t protocol)
+{
+    (void)ctx;
+    pthread_mutex_lock(&cap_lock);
+    if (ndumps < MAX_DUMPS) {
+        struct captured_dump *c = &dumps[ndumps++];
+        memset(c, 0, sizeof *c);
+        c->id = id;
+        snprintf(c->serializer, sizeof c->serializer, "%s", serializer);
+        c->protocol = protocol;
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+static void on_records(void *ctx, uint64_t id, uint32_t seq, const uint8_t *buf, uint32_t len)
+{
+    (void)ctx;
+    pthread_mutex_lock(&cap_lock);
+    struct captured_dump *c = find_dump(id);
+    if (c != NULL) {
+        if (c->records_len + len > c->records_cap) {
+            c->records_cap = c->records_cap ? c->records_cap * 2 : 2 * SERTRACE_BATCH_BYTES;
+            c->records = realloc(c->records, c->records_cap);
+        }
+        memcpy(c->records + c->records_len, buf, len);
+        c->records_len += len;
+        c->batches = realloc(c->batches, (c->nbatches + 1) * sizeof *c->batches);
+        c->batches[c->nbatches].seq = seq;
+        c->batches[c->nbatches].len = len;
+        c->nbatches++;
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+static void on_end(void *ctx, uint64_t id, uint64_t bytes, uint8_t status)
+{
+    (void)ctx;
+    pthread_mutex_lock(&cap_lock);
+    struct captured_dump *c = find_dump(id);
+    if (c != NULL) {
+        c->ended = true;
+        c->bytes = bytes;
+        c->status = status;
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+static void capture_on(void)
+{
+    struct sertrace_internal_hooks h = {on_begin, on_records, on_end, NULL};
+    /* Text off whatever the environment says; hooks on. */
+    sertrace_internal_configure(NULL, NULL, NULL, NULL, -1);
+    sertrace_internal_set_hooks(&h);
+}
+
+static void free_all(void);
+TestSuite(runtime, .init = capture_on, .fini = free_all);
+
+/* ---- decoder (from schema.h) ------------------------------------------- */
+
+struct rec {
+    uint8_t op;
+    uint8_t tag;
+    uint64_t depth, type, addr, length, pos;
+    char *s1, *s2; /* TYPE name / ERROR message / NOTE key ; ERROR path / NOTE value */
+    size_t s1_len, s2_len;
+};
+
+struct recs {
+    struct rec *v;
+    size_t n;
+    size_t cap;
+};
+
+static bool get_varint(const uint8_t *b, size_t len, size_t *i, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (*i >= len)
+            return false;
+        uint8_t c = b[(*i)++];
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool get_str(const uint8_t *b, size_t len, size_t *i, char **s, size_t *n)
+{
+    uint64_t l;
+    if (!get_varint(b, len, i, &l) || l > len - *i)
+        return false;
+    *s = malloc(l + 1);
+    memcpy(*s, b + *i, l);
+    (*s)[l] = '\0';
+    *n = l;
+    *i += l;
+    return true;
+}
+
+/* Decode one batch; false if it does not end exactly on a record. */
+static bool decode_batch(const uint8_t *b, size_t len, struct recs *out)
+{
+    size_t i = 0;
+    while (i < len) {
+        struct rec r;
+        memset(&r, 0, sizeof r);
+        r.op = b[i++];
+        bool ok = true;
+        switch (r.op) {
+        case SERTRACE_REC_ENTER:
+            ok = i < len;
+            if (ok)
+                r.tag = b[i++];
+            ok = ok && get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.type) &&
+                 get_varint(b, len, &i, &r.addr) && get_varint(b, len, &i, &r.length) &&
+                 get_varint(b, len, &i, &r.pos);
+            break;
+        case SERTRACE_REC_EXIT:
+            ok = get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.pos);
+            break;
+        case SERTRACE_REC_TYPE:
+            ok = get_varint(b, len, &i, &r.type) && get_str(b, len, &i, &r.s1, &r.s1_len);
+            break;
+        case SERTRACE_REC_ERROR:
+            ok = i < len;
+            if (ok)
+                r.tag = b[i++];
+            ok = ok && get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.type) &&
+                 get_str(b, len, &i, &r.s1, &r.s1_len) && get_str(b, len, &i, &r.s2, &r.s2_len);
+            break;
+        case SERTRACE_REC_NOTE:
+            ok = get_varint(b, len, &i, &r.depth) && get_str(b, len, &i, &r.s1, &r.s1_len) &&
+                 get_str(b, len, &i, &r.s2, &r.s2_len);
+            break;
+        default:
+            ok = false;
+        }
+        if (!ok)
+            return false;
+        if (out->n == out->cap) {
+            out->cap = out->cap ? out->cap * 2 : 64;
+            out->v = realloc(out->v, out->cap * sizeof *out->v);
+        }
+        out->v[out->n++] = r;
+    }
+    return true;
+}
+
+/* Everything decoded, freed after each test (keeps ASan's leak check clean). */
+#define MAX_DECODED MAX_DUMPS
+static struct recs decoded[MAX_DECODED];
+static size_t ndecoded;
+
+static void free_all(void)
+{
+    for (size_t k = 0; k < ndecoded; k++) {
+        for (size_t i = 0; i < decoded[k].n; i++) {
+            free(decoded[k].v[i].s1);
+            free(decoded[k].v[i].s2);
+        }
+        free(decoded[k].v);
+    }
+    ndecoded = 0;
+    for (size_t k = 0; k < ndumps; k++) {
+        free(dumps[k].records);
+        free(dumps[k].batches);
+    }
+    ndumps = 0;
+}
+
+/* Decode every batch of a dump, checking batch bounds and seq order. */
+static struct recs decode_dump(const struct captured_dump *c)
+{
+    struct recs r = {NULL, 0, 0};
+    size_t off = 0;
+    for (size_t k = 0; k < c->nbatches; k++) {
+        cr_assert_eq(c->batches[k].seq, k, "batch seq %u at %zu", c->batches[k].seq, k);
+        cr_assert_leq(c->batches[k].len, SERTRACE_BATCH_BYTES);
+        cr_assert_gt(c->batches[k].len, 0);
+        cr_assert(decode_batch(c->records + off, c->batches[k].len, &r),
+                  "batch %zu does not hold whole records", k);
+        off += c->batches[k].len;
+    }
+    cr_assert_lt(ndecoded, MAX_DECODED);
+    decoded[ndecoded++] = r;
+    return r;
+}
+
+static const struct captured_dump *only_dump(void)
+{
+    cr_assert_eq(ndumps, 1, "expected one captured dump, got %zu", ndumps);
+    cr_assert(dumps[0].ended);
+    return &dumps[0];
+}
+
+/* Rebuild sizes from ENTER/EXIT records and check them against `want`
+ * (bytes per node, in enter order). */
+static void check_sizes(const struct recs *r, const uint64_t *want, size_t nwant)
+{
+    uint64_t stack_pos[64];
+    size_t stack_idx[64];
+    uint64_t got[256];
+    size_t depth = 0, nodes = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->v[i].op == SERTRACE_REC_ENTER) {
+            cr_assert_eq(r->v[i].depth, depth + 1);
+            stack_pos[depth] = r->v[i].pos;
+            stack_idx[depth] = nodes++;
+            depth++;
+        } else if (r->v[i].op == SERTRACE_REC_EXIT) {
+            cr_assert_eq(r->v[i].depth, depth);
+            depth--;
+            got[stack_idx[depth]] = r->v[i].pos - stack_pos[depth];
+        }
+    }
+    cr_assert_eq(depth, 0);
+    cr_assert_eq(nodes, nwant);
+    for (size_t i = 0; i < nwant; i++)
+        cr_expect_eq(got[i], want[i], "node %zu: %llu bytes, want %llu", i,
+                     (unsigned long long)got[i], (unsigned long long)want[i]);
+}
+
+/* ---- tests ------------------------------------------------------------- */
+
+Test(runtime, nesting_and_exact_sizes)
+{
+    static int dict_type, list_type;
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    cr_assert_not_null(d);
+    cr_expect(sertrace_dump_flags(d) & SERTRACE_DUMP_ACTIVE);
+    cr_expect(sertrace_dump_flags(d) & SERTRACE_DUMP_LTTNG);
+    cr_expect_eq(sertrace_current_dump(), d);
+
+    uint32_t td = sertrace_type(d, &dict_type, "dict");
+    uint32_t tl = sertrace_type(d, &list_type, "list");
+    cr_expect_eq(td, 1);
+    cr_expect_eq(tl, 2);
+    /* Payload: 2 header bytes, dict{ list[3 items], list[] }, 1 trailer. */
+    sertrace_enter(d, SERTRACE_TAG_DICT, td, 0x1000, 3, 2);
+    cr_expect_eq(sertrace_depth(d), 1);
+    sertrace_enter(d, SERTRACE_TAG_LIST, tl, 0x2000, 4, 5);
+    cr_expect_eq(sertrace_depth(d), 2);
+    sertrace_exit(d, 17);
+    sertrace_enter(d, SERTRACE_TAG_LIST, tl, 0x3000, 1, 17);
+    sertrace_exit(d, 19);
+    sertrace_exit(d, 300);
+    cr_expect_eq(sertrace_depth(d), 0);
+    sertrace_dump_end(d, 301, SERTRACE_STATUS_OK);
+    cr_expect_null(sertrace_current_dump());
+
+    const struct captured_dump *c = only_dump();
+    cr_expect_str_eq(c->serializer, "pickle");
+    cr_expect_eq(c->protocol, 5);
+    cr_expect_eq(c->bytes, 301);
+    cr_expect_eq(c->status, SERTRACE_STATUS_OK);
+    struct recs r = decode_dump(c);
+    cr_assert_eq(r.n, 2 + 3 + 3);
+    cr_expect_eq(r.v[0].op, SERTRACE_REC_TYPE);
+    cr_expect_str_eq(r.v[0].s1, "dict");
+    cr_expect_eq(r.v[0].type, 1);
+    cr_expect_eq(r.v[1].op, SERTRACE_REC_TYPE);
+    cr_expect_str_eq(r.v[1].s1, "list");
+    cr_expect_eq(r.v[2].op, SERTRACE_REC_ENTER);
+    cr_expect_eq(r.v[2].tag, SERTRACE_TAG_DICT);
+    cr_expect_eq(r.v[2].type, 1);
+    cr_expect_eq(r.v[2].addr, 0x1000);
+    cr_expect_eq(r.v[2].length, 3);
+    cr_expect_eq(r.v[2].pos, 2);
+    cr_expect_eq(r.v[3].addr, 0x2000);
+    cr_expect_eq(r.v[3].depth, 2);
+    static const uint64_t want[] = {298, 12, 2};
+    check_sizes(&r, want, 3);
+}
+
+Test(runtime, large_values_roundtrip)
+{
+    sertrace_dump *d = sertrace_dump_begin("x", -1);
+    cr_assert_not_null(d);
+    sertrace_enter(d, 255, 0, UINTPTR_MAX, UINT64_MAX, UINT64_MAX - 10);
+    sertrace_exit(d, UINT64_MAX);
+    sertrace_dump_end(d, UINT64_MAX, SERTRACE_STATUS_OK);
+    struct recs r = decode_dump(only_dump());
+    cr_assert_eq(r.n, 2);
+    cr_expect_eq(r.v[0].tag, 255);
+    cr_expect_eq(r.v[0].addr, (uint64_t)UINTPTR_MAX);
+    cr_expect_eq(r.v[0].length, UINT64_MAX);
+    cr_expect_eq(r.v[0].pos, UINT64_MAX - 10);
+    cr_expect_eq(r.v[1].pos, UINT64_MAX);
+    cr_expect_eq(dumps[0].protocol, -1);
+    cr_expect_eq(dumps[0].bytes, UINT64_MAX);
+}
+
+Test(runtime, batches_split_at_4k_without_splitting_records)
+{
+    sertrace_dump *d = sertrace_dump_begin("pickle", 4);
+    uint64_t pos = 0;
+    const int n = 5000;
+    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 1, n + 1, pos);
+    for (int i = 0; i < n; i++) {
+        sertrace_enter(d, SERTRACE_TAG_TUPLE, 0, 0x7f0000000000 + (uint64_t)i * 64, 3, pos);
+        pos += 1000 + (uint64_t)i;
+        if (i % 100 == 0)
+            sertrace_note(d, "i", "a note inside the batch");
+        sertrace_exit(d, pos);
+    }
+    sertrace_exit(d, pos);
+    sertrace_dump_end(d, pos, SERTRACE_STATUS_OK);
+
+    const struct captured_dump *c = only_dump();
+    cr_expect_gt(c->nbatches, 10);
+    /* All but the last batch are nearly full: a record is at most 52 B here
+     * except notes (~30 B), so the unused tail is below that. */
+    for (size_t k = 0; k + 1 < c->nbatches; k++)
+        cr_expect_gt(c->batches[k].len, SERTRACE_BATCH_BYTES - 64, "batch %zu: %u", k,
+                     c->batches[k].len);
+    struct recs r = decode_dump(c);
+    size_t enters = 0, exits = 0, notes = 0;
+    for (size_t i = 0; i < r.n; i++) {
+        enters += r.v[i].op == SERTRACE_REC_ENTER;
+        exits += r.v[i].op == SERTRACE_REC_EXIT;
+        notes += r.v[i].op == SERTRACE_REC_NOTE;
+    }
+    cr_expect_eq(enters, (size_t)n + 1);
+    cr_expect_eq(exits, (size_t)n + 1);
+    cr_expect_eq(notes, 50);
+    /* Every child's size is exact. */
+    size_t child = 0;
+    for (size_t i = 0; i < r.n; i++) {
+        if (r.v[i].op == SERTRACE_REC_ENTER && r.v[i].depth == 2) {
+            size_t j = i + 1;
+            while (r.v[j].op != SERTRACE_REC_EXIT)
+                j++;
+            cr_assert_eq(r.v[j].pos - r.v[i].pos, 1000 + child);
+            child++;
+        }
+    }
+    cr_expect_eq(child, (size_t)n);
+}
+
+Test(runtime, type_interned_once_per_dump)
+{
+    static int t_a, t_b;
+    for (int dump = 0; dump < 2; dump++) {
+        sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+        cr_expect_eq(sertrace_type_known(d, &t_a), 0);
+        uint32_t a = sertrace_type(d, &t_a, "pkg.A");
+        cr_expect_eq(a, 1);
+        cr_expect_eq(sertrace_type_known(d, &t_a), 1);
+        for (int i = 0; i < 100; i++) {
+            cr_expect_eq(sertrace_type(d, &t_a, "ignored"), 1);
+            sertrace_enter(d, SERTRACE_TAG_INSTANCE, a, (uintptr_t)i, 0, (uint64_t)i);
+            sertrace_exit(d, (uint64_t)i + 1);
+        }
+        cr_expect_eq(sertrace_type(d, &t_b, NULL), 2);
+        sertrace_dump_end(d, 100, SERTRACE_STATUS_OK);
+    }
+    cr_assert_eq(ndumps, 2);
+    for (int k = 0; k < 2; k++) {
+        struct recs r = decode_dump(&dumps[k]);
+        size_t types = 0;
+        for (size_t i = 0; i < r.n; i++)
+            if (r.v[i].op == SERTRACE_REC_TYPE) {
+                types++;
+                if (r.v[i].type == 1)
+                    cr_expect_str_eq(r.v[i].s1, "pkg.A");
+                else
+                    cr_expect_eq(r.v[i].s1_len, 0);
+            }
+        cr_expect_eq(types, 2, "dump %d: %zu TYPE records", k, types);
+        cr_expect_eq(r.v[0].op, SERTRACE_REC_TYPE, "TYPE before first use");
+    }
+    cr_expect_neq(dumps[0].id, dumps[1].id);
+}
+
+Test(runtime, many_types_grow_the_table)
+{
+    static char keys[5000];
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    for (int i = 0; i < 5000; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "T%d", i);
+        cr_assert_eq(sertrace_type(d, &keys[i], name), (uint32_t)i + 1);
+    }
+    for (int i = 0; i < 5000; i++)
+        cr_assert_eq(sertrace_type_known(d, &keys[i]), (uint32_t)i + 1);
+    sertrace_dump_end(d, 0, SERTRACE_STATUS_OK);
+    struct recs r = decode_dump(only_dump());
+    cr_assert_eq(r.n, 5000);
+    cr_expect_str_eq(r.v[4999].s1, "T4999");
+}
+
+Test(runtime, error_and_note_paths)
+{
+    static int t;
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    sertrace_note(d, "dump", "level"); /* no node open: depth 0 */
+    uint32_t ty = sertrace_type(d, &t, "make_counter.<locals>.incr");
+    sertrace_enter(d, SERTRACE_TAG_DICT, 0, 0x10, 2, 2);
+    sertrace_note(d, "ip", "42");
+    sertrace_enter(d, SERTRACE_TAG_INSTANCE, 0, 0x20, 0, 10);
+    sertrace_error(d, SERTRACE_TAG_FUNCTION, ty, "Can't pickle local object",
+                   "State.suspended[3].frame.stack[2]");
+    sertrace_dump_end(d, 25, SERTRACE_STATUS_ERROR);
+
+    const struct captured_dump *c = only_dump();
+    cr_expect_eq(c->status, SERTRACE_STATUS_ERROR);
+    struct recs r = decode_dump(c);
+    cr_assert_eq(r.n, 6);
+    cr_expect_eq(r.v[0].op, SERTRACE_REC_NOTE);
+    cr_expect_eq(r.v[0].depth, 0);
+    cr_expect_str_eq(r.v[0].s1, "dump");
+    cr_expect_str_eq(r.v[0].s2, "level");
+    cr_expect_eq(r.v[3].op, SERTRACE_REC_NOTE);
+    cr_expect_eq(r.v[3].depth, 1);
+    cr_expect_str_eq(r.v[3].s1, "ip");
+    cr_expect_str_eq(r.v[3].s2, "42");
+    cr_expect_eq(r.v[5].op, SERTRACE_REC_ERROR);
+    cr_expect_eq(r.v[5].tag, SERTRACE_TAG_FUNCTION);
+    cr_expect_eq(r.v[5].depth, 2);
+    cr_expect_eq(r.v[5].type, ty);
+    cr_expect_str_eq(r.v[5].s1, "Can't pickle local object");
+    cr_expect_str_eq(r.v[5].s2, "State.suspended[3].frame.stack[2]");
+    /* No EXIT records are invented for the nodes the error left open. */
+    for (size_t i = 0; i < r.n; i++)
+        cr_expect_neq(r.v[i].op, SERTRACE_REC_EXIT);
+}
+
+Test(runtime, error_with_null_strings)
+{
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    sertrace_error(d, SERTRACE_TAG_UNKNOWN, 0, NULL, NULL);
+    sertrace_note(d, NULL, NULL);
+    sertrace_dump_end(d, 0, SERTRACE_STATUS_ERROR);
+    struct recs r = decode_dump(only_dump());
+    cr_assert_eq(r.n, 2);
+    cr_expect_eq(r.v[0].s1_len, 0);
+    cr_expect_eq(r.v[0].s2_len, 0);
+    cr_expect_eq(r.v[1].s1_len, 0);
+}
+
+Test(runtime, strings_longer_than_max_are_cut)
+{
+    static int t;
+    size_t big = SERTRACE_STRING_MAX * 3;
+    char *s = malloc(big + 1);
+    memset(s, 'x', big);
+    s[big] = '\0';
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    sertrace_type(d, &t, s);
+    sertrace_error(d, 0, 1, s, s);
+    sertrace_note(d, s, s);
+    sertrace_dump_end(d, 0, SERTRACE_STATUS_ERROR);
+    free(s);
+    const struct captured_dump *c = only_dump();
+    struct recs r = decode_dump(c);
+    cr_assert_eq(r.n, 3);
+    cr_expect_eq(r.v[0].s1_len, SERTRACE_STRING_MAX);
+    cr_expect_eq(r.v[1].s1_len, SERTRACE_STRING_MAX);
+    cr_expect_eq(r.v[1].s2_len, SERTRACE_STRING_MAX);
+    cr_expect_eq(r.v[2].s1_len, SERTRACE_STRING_MAX);
+    cr_expect_eq(r.v[2].s2_len, SERTRACE_STRING_MAX);
+    /* The ERROR (2 x 1000 B) and the NOTE do not fit one 4 KiB batch with
+     * the TYPE: they went to separate batches, none split. */
+    cr_expect_eq(c->nbatches, 2);
+}
+
+Test(runtime, misuse_exit_without_enter)
+{
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    sertrace_exit(d, 5);
+    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 1, 1, 0);
+    sertrace_exit(d, 2);
+    sertrace_exit(d, 3);
+    cr_expect_eq(sertrace_depth(d), 0);
+    sertrace_dump_end(d, 3, SERTRACE_STATUS_OK);
+    struct recs r = decode_dump(only_dump());
+    cr_assert_eq(r.n, 4);
+    cr_expect_eq(r.v[0].op, SERTRACE_REC_ERROR);
+    cr_expect_str_eq(r.v[0].s1, "exit without enter");
+    cr_expect_eq(r.v[0].depth, 0);
+    cr_expect_eq(r.v[1].op, SERTRACE_REC_ENTER);
+    cr_expect_eq(r.v[2].op, SERTRACE_REC_EXIT);
+    cr_expect_eq(r.v[3].op, SERTRACE_REC_ERROR);
+    cr_expect_str_eq(r.v[3].s1, "exit without enter");
+}
+
+Test(runtime, misuse_enter_without_exit)
+{
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 1, 1, 0);
+    sertrace_dump_end(d, 3, SERTRACE_STATUS_OK);
+    struct recs r = decode_dump(only_dump());
+    cr_assert_eq(r.n, 2);
+    cr_expect_eq(r.v[1].op, SERTRACE_REC_ERROR);
+    cr_expect_str_eq(r.v[1].s1, "enter without exit");
+}
+
+Test(runtime, misuse_null_handle_is_a_noop)
+{
+    sertrace_enter(NULL, 1, 1, 1, 1, 1);
+    sertrace_exit(NULL, 1);
+    sertrace_error(NULL, 1, 1, "m", "p");
+    sertrace_note(NULL, "k", "v");
+    sertrace_dump_end(NULL, 1, 0);
+    cr_expect_eq(sertrace_type(NULL, "k", "n"), 0);
+    cr_expect_eq(sertrace_type_known(NULL, "k"), 0);
+    cr_expect_eq(sertrace_depth(NULL), 0);
+    cr_expect_eq(sertrace_dump_flags(NULL), 0);
+    cr_expect_null(sertrace_current_dump());
+    sertrace_note(sertrace_current_dump(), "k", "v");
+    cr_expect_eq(ndumps, 0);
+}
+
+Test(runtime, misuse_depth_cap)
+{
+    sertrace_internal_set_max_depth(10);
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    for (int i = 0; i < 15; i++)
+        sertrace_enter(d, SERTRACE_TAG_LIST, 0, (uintptr_t)i, 0, (uint64_t)i);
+    cr_expect_eq(sertrace_depth(d), 15);
+    for (int i = 15; i > 0; i--)
+        sertrace_exit(d, 100 - (uint64_t)i);
+    cr_expect_eq(sertrace_depth(d), 0);
+    sertrace_exit(d, 100); /* one too many */
+    sertrace_dump_end(d, 100, SERTRACE_STATUS_OK);
+    struct recs r = decode_dump(only_dump());
+    size_t enters = 0, exits = 0, errors = 0;
+    for (size_t i = 0; i < r.n; i++) {
+        enters += r.v[i].op == SERTRACE_REC_ENTER;
+        exits += r.v[i].op == SERTRACE_REC_EXIT;
+        if (r.v[i].op == SERTRACE_REC_ERROR) {
+            errors++;
+            if (errors == 1) {
+                cr_expect(strstr(r.v[i].s1, "too deep") != NULL, "%s", r.v[i].s1);
+                cr_expect_eq(r.v[i].depth, 10);
+            } else {
+                cr_expect_str_eq(r.v[i].s1, "exit without enter");
+            }
+        }
+    }
+    cr_expect_eq(enters, 10);
+    cr_expect_eq(exits, 10);
+    cr_expect_eq(errors, 2);
+    /* The 10 recorded nodes are the outermost ones, closed by the last 10
+     * exits: the root spans 0 .. 99. */
+    cr_expect_eq(r.v[r.n - 2].op, SERTRACE_REC_EXIT);
+    cr_expect_eq(r.v[r.n - 2].depth, 1);
+    cr_expect_eq(r.v[r.n - 2].pos, 99);
+}
+
+Test(runtime, deep_nesting_grows_the_stack)
+{
+    const int depth = 100000;
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    for (int i = 0; i < depth; i++)
+        sertrace_enter(d, SERTRACE_TAG_LIST, 0, (uintptr_t)i, 2, (uint64_t)i);
+    cr_expect_eq(sertrace_depth(d), (uint32_t)depth);
+    for (int i = depth - 1; i >= 0; i--)
+        sertrace_exit(d, 2 * (uint64_t)depth - (uint64_t)i);
+    sertrace_dump_end(d, 2 * (uint64_t)depth, SERTRACE_STATUS_OK);
+    struct recs r = decode_dump(only_dump());
+    cr_expect_eq(r.n, 2 * (size_t)depth);
+    cr_expect_eq(r.v[depth - 1].depth, (uint64_t)depth);
+    cr_expect_eq(r.v[depth].pos - r.v[depth - 1].pos, 2);                   /* innermost node */
+    cr_expect_eq(r.v[2 * depth - 1].pos - r.v[0].pos, 2 * (uint64_t)depth); /* root */
+}
+
+Test(runtime, nested_dumps_on_one_thread)
+{
+    sertrace_dump *outer = sertrace_dump_begin("pickle", 5);
+    sertrace_enter(outer, SERTRACE_TAG_INSTANCE, 0, 1, 0, 0);
+    sertrace_dump *inner = sertrace_dump_begin("pickle", 4);
+    cr_assert_not_null(inner);
+    cr_expect_neq(inner, outer);
+    cr_expect_eq(sertrace_current_dump(), inner);
+    cr_expect_eq(sertrace_depth(inner), 0);
+    sertrace_enter(inner, SERTRACE_TAG_DICT, 0, 2, 1, 0);
+    sertrace_exit(inner, 7);
+    sertrace_dump_end(inner, 8, SERTRACE_STATUS_OK);
+    cr_expect_eq(sertrace_current_dump(), outer);
+    sertrace_exit(outer, 40);
+    sertrace_dump_end(outer, 41, SERTRACE_STATUS_OK);
+    cr_expect_null(sertrace_current_dump());
+    cr_assert_eq(ndumps, 2);
+    cr_expect_neq(dumps[0].id, dumps[1].id);
+    const struct captured_dump *o = find_dump(dumps[0].id);
+    const struct captured_dump *in = &dumps[1];
+    struct recs ro = decode_dump(o), ri = decode_dump(in);
+    cr_expect_eq(ro.n, 2);
+    cr_expect_eq(ri.n, 2);
+    cr_expect_eq(ri.v[0].addr, 2);
+    cr_expect_eq(ro.v[1].pos, 40);
+    /* A handle is reused from the pool: the next dump gets a fresh id. */
+    sertrace_dump *again = sertrace_dump_begin("pickle", 5);
+    sertrace_dump_end(again, 0, SERTRACE_STATUS_OK);
+    cr_expect_eq(ndumps, 3);
+    cr_expect_gt(dumps[2].id, dumps[0].id);
+}
+
+Test(runtime, dumps_ended_out_of_order)
+{
+    sertrace_dump *a = sertrace_dump_begin("a", 1);
+    sertrace_dump *b = sertrace_dump_begin("b", 1);
+    sertrace_dump *c = sertrace_dump_begin("c", 1);
+    sertrace_dump_end(b, 0, SERTRACE_STATUS_OK); /* middle first */
+    cr_expect_eq(sertrace_current_dump(), c);
+    sertrace_dump_end(c, 0, SERTRACE_STATUS_OK);
+    cr_expect_eq(sertrace_current_dump(), a);
+    sertrace_dump_end(a, 0, SERTRACE_STATUS_OK);
+    cr_expect_null(sertrace_current_dump());
+    cr_expect_eq(ndumps, 3);
+}
+
+/* 8 threads, each its own dumps with a thread-specific shape: no
+ * cross-talk (every record of a dump belongs to its thread). */
+#define THREADS 8
+#define DUMPS_PER_THREAD 50
+
+static void *thread_main(void *arg)
+{
+    uintptr_t t = (uintptr_t)arg;
+    static int types[THREADS];
+    for (int k = 0; k < DUMPS_PER_THREAD; k++) {
+        sertrace_dump *d = sertrace_dump_begin("pickle", (int)t);
+        char name[32];
+        snprintf(name, sizeof name, "thread%u.T", (unsigned)t);
+        uint32_t ty = sertrace_type(d, &types[t], name);
+        uint64_t pos = 0;
+        int width = 10 + (int)t * 30; /* different sizes per thread */
+        sertrace_enter(d, SERTRACE_TAG_LIST, ty, (t << 32), (uint64_t)width + 1, pos);
+        for (int i = 0; i < width; i++) {
+            sertrace_enter(d, SERTRACE_TAG_TUPLE, ty, (t << 32) | (uint64_t)i, 0, pos);
+            pos += t + 1;
+            sertrace_exit(d, pos);
+        }
+        sertrace_exit(d, pos);
+        cr_assert_eq(sertrace_current_dump(), d);
+        sertrace_dump_end(d, pos, SERTRACE_STATUS_OK);
+    }
+    return NULL;
+}
+
+Test(runtime, eight_threads_no_cross_talk)
+{
+    pthread_t th[THREADS];
+    for (uintptr_t t = 0; t < THREADS; t++)
+        cr_assert_eq(pthread_create(&th[t], NULL, thread_main, (void *)t), 0);
+    for (int t = 0; t < THREADS; t++)
+        pthread_join(th[t], NULL);
+    cr_assert_eq(ndumps, THREADS * DUMPS_PER_THREAD);
+    for (size_t k = 0; k < ndumps; k++) {
+        const struct captured_dump *c = &dumps[k];
+        uint64_t t = (uint64_t)c->protocol;
+        int width = 10 + (int)t * 30;
+        cr_assert(c->ended);
+        cr_expect_eq(c->bytes, (uint64_t)width * (t + 1));
+        struct recs r = decode_dump(c);
+        cr_assert_eq(r.n, 1 + 2 * (size_t)(width + 1));
+        char name[32];
+        snprintf(name, sizeof name, "thread%u.T", (unsigned)t);
+        cr_expect_str_eq(r.v[0].s1, name);
+        for (size_t i = 1; i < r.n; i++) {
+            if (r.v[i].op == SERTRACE_REC_ENTER)
+                cr_assert_eq(r.v[i].addr >> 32, t, "dump %zu record %zu", k, i);
+            else
+                cr_assert_eq(r.v[i].op, SERTRACE_REC_EXIT);
+        }
+        cr_expect_eq(r.v[r.n - 1].pos, (uint64_t)width * (t + 1));
+    }
+    /* Dump ids are unique. */
+    for (size_t a = 0; a < ndumps; a++)
+        for (size_t b = a + 1; b < ndumps; b++)
+            cr_assert_neq(dumps[a].id, dumps[b].id);
+}
+
+Test(runtime, serializer_name_cut_to_63)
+{
+    char name[200];
+    memset(name, 's', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    sertrace_dump *d = sertrace_dump_begin(name, 1);
+    sertrace_dump_end(d, 0, 0);
+    cr_expect_eq(strlen(only_dump()->serializer), 63);
+    sertrace_dump *n = sertrace_dump_begin(NULL, 1);
+    cr_assert_not_null(n);
+    sertrace_dump_end(n, 0, 0);
+    cr_expect_str_eq(dumps[1].serializer, "");
+}
+
+Test(runtime, no_listener_gives_null)
+{
+    sertrace_internal_set_hooks(NULL);
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    /* An LTTng session of someone else may have enabled sertrace:*; then
+     * the handle exists and says so. */
+    if (d != NULL) {
+        cr_expect(sertrace_dump_flags(d) & SERTRACE_DUMP_LTTNG);
+        sertrace_dump_end(d, 0, 0);
+    }
+    cr_expect_eq(ndumps, 0);
+}
+
+/* ---- configuration and the text probe ---------------------------------- */
+
+Test(config, dispatch_trace_table)
+{
+    static const struct {
+        const char *value;
+        int mode; /* 0 off, 1 stderr, 2 path, 3 invalid */
+    } cases[] = {
+        {NULL, 0},         {"", 0},         {"0", 0},
+        {"false", 0},      {"FALSE", 0},    {"off", 0},
+        {"no", 0},         {" off ", 0},    {"1", 1},
+        {"true", 1},       {"True", 1},     {"on", 1},
+        {"yes", 1},        {"stderr", 1},   {"STDERR", 1},
+        {"/tmp/t.log", 2}, {"./trace", 2},  {"dir/file", 2},
+        {"trace.txt", 2},  {"dump.log", 2}, {"maybe", 3},
+        {"2", 3},          {"trace", 3},    {"-1", 3},
+        {".hidden", 3},    {"x.", 3},       {"a.toolongext", 3},
+        {"stdout", 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cr_expect_eq(sertrace_internal_dispatch_trace_mode(cases[i].value), cases[i].mode,
+                     "DISPATCH_TRACE='%s'", cases[i].value ? cases[i].value : "(unset)");
+}
+
+static char *read_fd_all(int fd)
+{
+    static char buf[1 << 20];
+    size_t n = 0;
+    lseek(fd, 0, SEEK_SET);
+    for (;;) {
+        ssize_t r = read(fd, buf + n, sizeof buf - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+static size_t count_lines(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+static void reset_fd(int fd)
+{
+    cr_assert_eq(ftruncate(fd, 0), 0);
+    lseek(fd, 0, SEEK_SET);
+}
+
+static int temp_fd(char *path_out)
+{
+    strcpy(path_out, "/tmp/sertrace-runtime-test-XXXXXX");
+    int fd = mkstemp(path_out);
+    cr_assert_geq(fd, 0);
+    return fd;
+}
+
+Test(config, bad_values_warn_once_and_stay_off)
+{
+    char wpath[64];
+    int wfd = temp_fd(wpath);
+    sertrace_internal_set_hooks(NULL);
+
+    cr_expect_eq(sertrace_internal_configure("maybe", NULL, NULL, NULL, wfd), 1);
+    char *w = read_fd_all(wfd);
+    cr_expect_eq(count_lines(w), 1);
+    cr_expect(strstr(w, "DISPATCH_TRACE=maybe") != NULL, "%s", w);
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    cr_expect(d == NULL || !(sertrace_dump_flags(d) & SERTRACE_DUMP_TEXT));
+    sertrace_dump_end(d, 0, 0);
+
+    reset_fd(wfd);
+    cr_expect_eq(
+        sertrace_internal_configure("/nonexistent-dir/sub/trace.log", NULL, NULL, NULL, wfd), 1);
+    w = read_fd_all(wfd);
+    cr_expect_eq(count_lines(w), 1);
+    cr_expect(strstr(w, "cannot open") != NULL, "%s", w);
+    cr_expect(strstr(w, "No such file or directory") != NULL, "%s", w);
+    d = sertrace_dump_begin("pickle", 5);
+    cr_expect(d == NULL || !(sertrace_dump_flags(d) & SERTRACE_DUMP_TEXT));
+    sertrace_dump_end(d, 0, 0);
+
+    reset_fd(wfd);
+    cr_expect_eq(sertrace_internal_configure(NULL, "some", "12Q", "perhaps", wfd), 3);
+    w = read_fd_all(wfd);
+    cr_expect_eq(count_lines(w), 3);
+    cr_expect(strstr(w, "SERTRACE_GRANULARITY=some") != NULL);
+    cr_expect(strstr(w, "SERTRACE_OVERSIZE=12Q") != NULL);
+    cr_expect(strstr(w, "SERTRACE_EXACT=perhaps") != NULL);
+
+    reset_fd(wfd);
+    cr_expect_eq(sertrace_internal_configure("0", "containers", "64K", "0", wfd), 0);
+    cr_expect_eq(count_lines(read_fd_all(wfd)), 0);
+    close(wfd);
+    unlink(wpath);
+}
+
+Test(config, granularity_all_sets_atoms)
+{
+    sertrace_internal_set_hooks(&(struct sertrace_internal_hooks){NULL, NULL, NULL, NULL});
+    sertrace_internal_configure(NULL, "all", NULL, NULL, -1);
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    cr_assert_not_null(d);
+    cr_expect(sertrace_dump_flags(d) & SERTRACE_DUMP_ATOMS);
+    sertrace_dump_end(d, 0, 0);
+    sertrace_internal_configure(NULL, "containers", NULL, NULL, -1);
+    d = sertrace_dump_begin("pickle", 5);
+    cr_expect_not(sertrace_dump_flags(d) & SERTRACE_DUMP_ATOMS);
+    sertrace_dump_end(d, 0, 0);
+}
+
+/* Drop the header's pid/tid (they vary) for golden comparison. */
+static void normalise_header(char *s)
+{
+    char *p;
+    while ((p = strstr(s, " pid ")) != NULL) {
+        char *end = strstr(p, " pickle");
+        if (end == NULL)
+            break;
+        memmove(p, end, strlen(end) + 1);
+    }
+}
+
+static void small_text_dump(void)
+{
+    static int t_dict, t_state, t_fn;
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    cr_assert_not_null(d);
+    cr_assert(sertrace_dump_flags(d) & SERTRACE_DUMP_TEXT);
+    uint32_t td = sertrace_type(d, &t_dict, "dict");
+    uint32_t ts = sertrace_type(d, &t_state, "dispatch.scheduler.State");
+    uint32_t tf = sertrace_type(d, &t_fn, "make_counter.<locals>.incr\n");
+    sertrace_enter(d, SERTRACE_TAG_DICT, td, 0x7710bc313000, 3, 2);
+    sertrace_enter(d, SERTRACE_TAG_CLASS, ts, 0x5000, 0, 3);
+    sertrace_exit(d, 34);
+    sertrace_note(d, "frame", "ip=42");
+    sertrace_enter(d, SERTRACE_TAG_DICT, td, 0x7710bc313a40, 2, 34);
+    sertrace_exit(d, 34 + 2000);
+    sertrace_enter(d, SERTRACE_TAG_FUNCTION, tf, 0x7f00, 0, 2034);
+    sertrace_error(d, SERTRACE_TAG_FUNCTION, tf, "Can't pickle local object", "State.suspended[3]");
+    sertrace_dump_end(d, 2040, SERTRACE_STATUS_ERROR);
+}
+
+static const char golden_text[] =
+    "# sertrace dump 1 pickle protocol 5\n"
+    "┬ D2: <dict object at 0x7710bc313000> len=2\n"
+    "├┬ T4: <class 'dispatch.scheduler.State'>\n"
+    "│└ # T4 [31 B]\n"
+    "│ @ frame = ip=42\n"
+    "├┬ D2: <dict object at 0x7710bc313a40> len=1\n"
+    "│└ # D2 [1.9 KiB]  !! OVERSIZED (>= 1.0 KiB)\n"
+    "├┬ F2: <function make_counter.<locals>.incr\\x0a at 0x7f00>\n"
+    "││ !! UNSERIALIZABLE F2 'make_counter.<locals>.incr\\x0a' at State.suspended[3]: Can't "
+    "pickle local object\n"
+    "│└ # F2 [6 B]  !! UNFINISHED\n"
+    "└ # D2 [1.9 KiB]  !! UNFINISHED  !! OVERSIZED (>= 1.0 KiB)\n"
+    "# end dump 1: 1.9 KiB (2040 B), error, unfinished\n";
+
+Test(text, golden_tree_to_file)
+{
+    char path[64];
+    int fd = temp_fd(path);
+    cr_assert_eq(sertrace_internal_configure(path, NULL, "1K", NULL, 2), 0);
+    sertrace_internal_set_hooks(NULL);
+    small_text_dump();
+    char *out = read_fd_all(fd);
+    normalise_header(out);
+    cr_expect_str_eq(out, golden_text);
+    close(fd);
+    unlink(path);
+}
+
+Test(text, exact_sizes_and_append)
+{
+    char path[64];
+    int fd = temp_fd(path);
+    cr_assert_eq(write(fd, "previous line\n", 14), 14);
+    cr_assert_eq(sertrace_internal_configure(path, NULL, "1K", "1", 2), 0);
+    sertrace_internal_set_hooks(NULL);
+    small_text_dump();
+    char *out = read_fd_all(fd);
+    cr_expect_eq(strncmp(out, "previous line\n# sertrace dump 1 pid ", 36), 0, "%s", out);
+    cr_expect(strstr(out, "│└ # D2 [2000 B]  !! OVERSIZED (>= 1024 B)\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "# end dump 1: 2040 B, error, unfinished\n") != NULL, "%s", out);
+    close(fd);
+    unlink(path);
+}
+
+Test(text, misuse_is_flagged)
+{
+    char path[64];
+    int fd = temp_fd(path);
+    cr_assert_eq(sertrace_internal_configure(path, NULL, NULL, NULL, 2), 0);
+    sertrace_internal_set_hooks(NULL);
+    sertrace_dump *d = sertrace_dump_begin("msgpack", -1);
+    sertrace_exit(d, 1);
+    sertrace_enter(d, SERTRACE_TAG_MAP, 0, 0x10, 1, 0);
+    sertrace_dump_end(d, 5, SERTRACE_STATUS_OK);
+    char *out = read_fd_all(fd);
+    normalise_header(out);
+    cr_expect(strstr(out, " msgpack\n") != NULL, "%s", out);
+    cr_expect(strstr(out, " !! MISUSE: exit without enter\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "│ !! MISUSE: enter without exit\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "└ # Map [5 B]  !! UNFINISHED\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "# end dump 1: 5 B, ok, unfinished\n") != NULL, "%s", out);
+    close(fd);
+    unlink(path);
+}
+
+Test(text, write_error_disables_with_one_warning)
+{
+    char wpath[64];
+    int wfd = temp_fd(wpath);
+    /* /dev/full: open works, every write fails with ENOSPC. */
+    cr_assert_eq(sertrace_internal_configure("/dev/full", NULL, NULL, NULL, 2), 0);
+    sertrace_internal_set_hooks(NULL);
+    int saved = dup(2);
+    dup2(wfd, 2);
+    for (int k = 0; k < 3; k++) {
+        sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+        if (d == NULL)
+            continue; /* text turned off after the first failure */
+        sertrace_enter(d, SERTRACE_TAG_LIST, 0, 1, 1, 0);
+        sertrace_exit(d, 2);
+        sertrace_dump_end(d, 3, SERTRACE_STATUS_OK);
+    }
+    dup2(saved, 2);
+    close(saved);
+    char *w = read_fd_all(wfd);
+    cr_expect_eq(count_lines(w), 1, "%s", w);
+    cr_expect(strstr(w, "No space left on device") != NULL, "%s", w);
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    cr_expect(d == NULL || !(sertrace_dump_flags(d) & SERTRACE_DUMP_TEXT));
+    sertrace_dump_end(d, 0, 0);
+    close(wfd);
+    unlink(wpath);
+}
+
+Test(text, closed_pipe_on_stderr_does_not_kill)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    close(p[0]); /* nobody reads */
+    int saved = dup(2);
+    dup2(p[1], 2);
+    sertrace_internal_configure("stderr", NULL, NULL, NULL, -1);
+    sertrace_internal_set_hooks(NULL);
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 1, 1, 0);
+    sertrace_exit(d, 2);
+    sertrace_dump_end(d, 3, SERTRACE_STATUS_OK); /* EPIPE, not SIGPIPE */
+    dup2(saved, 2);
+    close(saved);
+    close(p[1]);
+    d = sertrace_dump_begin("pickle", 5);
+    cr_expect(d == NULL || !(sertrace_dump_flags(d) & SERTRACE_DUMP_TEXT));
+    sertrace_dump_end(d, 0, 0);
+    sigset_t pending;
+    sigpending(&pending);
+    cr_expect_eq(sigismember(&pending, SIGPIPE), 0);
+}
+
+static void *text_thread(void *arg)
+{
+    uintptr_t t = (uintptr_t)arg;
+    for (int k = 0; k < 20; k++) {
+        sertrace_dump *d = sertrace_dump_begin("pickle", (int)t);
+        uint64_t pos = 0;
+        sertrace_enter(d, SERTRACE_TAG_LIST, 0, t, 301, pos);
+        for (int i = 0; i < 300; i++) {
+            sertrace_enter(d, SERTRACE_TAG_TUPLE, 0, t, 0, pos);
+            pos += 3;
+            sertrace_exit(d, pos);
+        }
+        sertrace_exit(d, pos);
+        sertrace_dump_end(d, pos, SERTRACE_STATUS_OK);
+    }
+    return NULL;
+}
+
+Test(text, threads_never_interleave_inside_a_line)
+{
+    char path[64];
+    int fd = temp_fd(path);
+    cr_assert_eq(sertrace_internal_configure(path, NULL, NULL, NULL, 2), 0);
+    sertrace_internal_set_hooks(NULL);
+    pthread_t th[THREADS];
+    for (uintptr_t t = 0; t < THREADS; t++)
+        pthread_create(&th[t], NULL, text_thread, (void *)t);
+    for (int t = 0; t < THREADS; t++)
+        pthread_join(th[t], NULL);
+    struct stat st;
+    fstat(fd, &st);
+    char *buf = malloc((size_t)st.st_size + 1);
+    lseek(fd, 0, SEEK_SET);
+    cr_assert_eq(read(fd, buf, (size_t)st.st_size), st.st_size);
+    buf[st.st_size] = '\0';
+    size_t lines = 0, headers = 0, footers = 0;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        lines++;
+        if (strncmp(line, "# sertrace dump ", 16) == 0)
+            headers++;
+        else if (strncmp(line, "# end dump ", 11) == 0) {
+            footers++;
+            cr_assert(strstr(line, ": 900 B, ok") != NULL, "%s", line);
+        } else if (strncmp(line, "┬ L: <? object at 0x", 22) != 0 &&
+                   strncmp(line, "├┬ Tu: <? object at 0x", 25) != 0 &&
+                   strcmp(line, "│└ # Tu [3 B]") != 0 && strcmp(line, "└ # L [900 B]") != 0)
+            cr_assert_fail("mangled line: '%s'", line);
+    }
+    cr_expect_eq(headers, THREADS * 20);
+    cr_expect_eq(footers, THREADS * 20);
+    cr_expect_eq(lines, THREADS * 20 * (2 + 2 + 600));
+    free(buf);
+    close(fd);
+    unlink(path);
+}

@@ -1,0 +1,703 @@
+/* tracepoints/runtime.c -- the sertrace runtime behind sertrace/sertrace.h.
+ *
+ * A serializer brackets each dump and each object with the API calls; this
+ * file turns them into the batched records of sertrace/schema.h and, when
+ * DISPATCH_TRACE is on, into live tree lines (probes/text.c).
+ *
+ * Shape, and why:
+ * - sertrace_dump_begin() asks LTTng whether `sertrace:records` is enabled
+ *   (one load, checked at every dump begin, so a session may enable
+ *   sertrace:* at any time) and whether the text probe is on.  If nobody
+ *   listens it returns NULL and the serializer skips every other call with
+ *   one branch per object: that is the dormant cost.
+ * - Dump handles are pooled per thread (a free list in TLS), so a steady
+ *   stream of dumps allocates nothing.  Each handle owns a node stack
+ *   (grows by doubling up to the depth cap), a type intern table (open
+ *   addressing keyed by the type pointer, entries stamped with a per-dump
+ *   generation so a new dump needs no clearing), an arena for type names
+ *   (the text probe prints them), and a 4 KiB batch buffer.
+ * - Each call appends one LEB128 record (a few ns) to the batch; the batch
+ *   goes out as ONE `sertrace:records` event when the next record would not
+ *   fit and at dump end.  No allocation, no lock, no lookup by name on the
+ *   hot path (a node stack or type table only grows the first time a dump
+ *   goes deeper or wider than any before it on that handle).
+ * - Misuse (exit without enter, too deep, enters left open by a dump that
+ *   claims success) is recorded as an ERROR record and a text flag, then
+ *   ignored.  A NULL handle is the documented "not tracing" value and is a
+ *   no-op everywhere.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sertrace-tp.h"
+#include "sertrace/sertrace.h"
+#include "runtime-internal.h"
+#include "text.h"
+
+#define NODE_STACK_INITIAL 64
+#define TYPE_TABLE_INITIAL 64 /* slots; always a power of two */
+#define SERIALIZER_MAX 63
+#define RECORD_FIXED_MAX 64 /* op + tag + 5 varints of at most 10 bytes */
+
+struct node {
+    uint64_t pos;
+    uint64_t addr;
+    uint64_t length;
+    uint32_t type;
+    uint8_t tag;
+};
+
+struct type_slot {
+    const void *key;
+    uint32_t gen;   /* valid for the dump whose generation this is */
+    uint32_t index; /* 1-based type index */
+};
+
+struct type_name {
+    uint32_t off; /* into the arena */
+    uint32_t len; /* UINT32_MAX: no name given */
+};
+
+struct sertrace_dump {
+    uint64_t id;
+    unsigned flags;
+    bool records_on; /* LTTng or test hooks */
+    bool text_on;
+    bool failed; /* sertrace_error() was called */
+    int protocol;
+    char serializer[SERIALIZER_MAX + 1];
+    struct sertrace_internal_hooks hooks;
+
+    struct node *stack;
+    uint32_t depth;
+    uint32_t stack_cap;
+    uint32_t overflow; /* enters beyond the depth cap, not yet exited */
+    uint32_t max_depth;
+    bool too_deep_reported;
+
+    struct type_slot *slots;
+    uint32_t slot_cap;
+    uint32_t gen;
+    uint32_t ntypes;
+    struct type_name *names; /* names[1..ntypes] */
+    uint32_t names_cap;
+    char *arena;
+    size_t arena_len;
+    size_t arena_cap;
+
+    uint32_t seq;
+    uint32_t batch_len;
+    uint8_t batch[SERTRACE_BATCH_BYTES];
+
+    struct sertrace_text_dump text;
+
+    struct sertrace_dump *outer;     /* enclosing dump on this thread */
+    struct sertrace_dump *next_free; /* pool link */
+};
+
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+static pthread_key_t pool_key;
+static atomic_uint_fast64_t next_dump_id;
+static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sertrace_internal_hooks hooks;
+static atomic_bool hooks_on;
+static atomic_uint max_depth_cap = SERTRACE_MAX_DEPTH;
+static atomic_bool config_atoms;
+
+static __thread struct sertrace_dump *tls_free;
+static __thread struct sertrace_dump *tls_current;
+static __thread bool tls_key_set;
+
+/* ---- handle pool ------------------------------------------------------- */
+
+static void dump_free(struct sertrace_dump *d)
+{
+    free(d->stack);
+    free(d->slots);
+    free(d->names);
+    free(d->arena);
+    sertrace_buf_free(&d->text.buf);
+    free(d);
+}
+
+/* Thread exit: free the pooled handles of that thread. */
+static void pool_destroy(void *unused)
+{
+    (void)unused;
+    while (tls_free != NULL) {
+        struct sertrace_dump *d = tls_free;
+        tls_free = d->next_free;
+        dump_free(d);
+    }
+}
+
+static void config_from_env(void)
+{
+    struct sertrace_text_settings s = {
+        getenv("DISPATCH_TRACE"),
+        getenv("SERTRACE_GRANULARITY"),
+        getenv("SERTRACE_OVERSIZE"),
+        getenv("SERTRACE_EXACT"),
+    };
+    struct sertrace_text_config c;
+
+    pthread_key_create(&pool_key, pool_destroy);
+    sertrace_text_configure(&s, STDERR_FILENO);
+    sertrace_text_get_config(&c);
+    atomic_store(&config_atoms, c.atoms);
+}
+
+static struct sertrace_dump *pool_get(void)
+{
+    struct sertrace_dump *d = tls_free;
+
+    if (d != NULL) {
+        tls_free = d->next_free;
+        return d;
+    }
+    d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return NULL;
+    d->stack = malloc(NODE_STACK_INITIAL * sizeof *d->stack);
+    d->slots = calloc(TYPE_TABLE_INITIAL, sizeof *d->slots);
+    if (d->stack == NULL || d->slots == NULL) {
+        dump_free(d);
+        return NULL;
+    }
+    d->stack_cap = NODE_STACK_INITIAL;
+    d->slot_cap = TYPE_TABLE_INITIAL;
+    if (!tls_key_set) {
+        pthread_setspecific(pool_key, (void *)1);
+        tls_key_set = true;
+    }
+    return d;
+}
+
+static void pool_put(struct sertrace_dump *d)
+{
+    d->next_free = tls_free;
+    tls_free = d;
+}
+
+/* ---- records ----------------------------------------------------------- */
+
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static void batch_flush(struct sertrace_dump *d)
+{
+    if (d->batch_len == 0)
+        return;
+    if (d->flags & SERTRACE_DUMP_LTTNG)
+        lttng_ust_tracepoint(sertrace, records, d->id, d->seq, d->batch, d->batch_len);
+    if (d->hooks.records != NULL)
+        d->hooks.records(d->hooks.ctx, d->id, d->seq, d->batch, d->batch_len);
+    d->seq++;
+    d->batch_len = 0;
+}
+
+/* Room for `n` more bytes in the batch (flushing first if needed). */
+static inline uint8_t *batch_reserve(struct sertrace_dump *d, size_t n)
+{
+    if (d->batch_len + n > SERTRACE_BATCH_BYTES)
+        batch_flush(d);
+    return d->batch + d->batch_len;
+}
+
+/* Where to encode a fixed-size record (at most RECORD_FIXED_MAX bytes):
+ * straight into the batch when even the longest record fits (the common
+ * case: no copy), else into `tmp`, then batch_commit_fixed() copies it, so
+ * a batch is flushed only when the actual record would not fit. */
+static inline uint8_t *batch_fixed_begin(struct sertrace_dump *d, uint8_t *tmp)
+{
+    if (d->batch_len + RECORD_FIXED_MAX <= SERTRACE_BATCH_BYTES)
+        return d->batch + d->batch_len;
+    return tmp;
+}
+
+static inline void batch_fixed_commit(struct sertrace_dump *d, const uint8_t *start,
+                                      const uint8_t *end)
+{
+    size_t n = (size_t)(end - start);
+    if (start != d->batch + d->batch_len) {
+        uint8_t *p = batch_reserve(d, n);
+        memcpy(p, start, n);
+    }
+    d->batch_len += (uint32_t)n;
+}
+
+static size_t cut(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    return n > SERTRACE_STRING_MAX ? SERTRACE_STRING_MAX : n;
+}
+
+static uint8_t *put_str(uint8_t *p, const char *s, size_t n)
+{
+    p = put_varint(p, n);
+    if (n > 0)
+        memcpy(p, s, n);
+    return p + n;
+}
+
+/* ERROR and NOTE records: header fields then two strings. */
+static void record_error(struct sertrace_dump *d, uint8_t tag, uint32_t type, const char *m,
+                         size_t mn, const char *path, size_t pn)
+{
+    size_t need =
+        2 + varint_len(d->depth) + varint_len(type) + varint_len(mn) + mn + varint_len(pn) + pn;
+    uint8_t *p = batch_reserve(d, need);
+    uint8_t *start = p;
+
+    *p++ = SERTRACE_REC_ERROR;
+    *p++ = tag;
+    p = put_varint(p, d->depth);
+    p = put_varint(p, type);
+    p = put_str(p, m, mn);
+    p = put_str(p, path, pn);
+    d->batch_len += (uint32_t)(p - start);
+}
+
+/* ---- misuse ------------------------------------------------------------ */
+
+static void report_misuse(struct sertrace_dump *d, const char *what)
+{
+    if (d->records_on)
+        record_error(d, SERTRACE_TAG_UNKNOWN, 0, what, strlen(what), "", 0);
+    if (d->text_on)
+        sertrace_text_misuse(&d->text, d->depth, what);
+}
+
+/* ---- public API -------------------------------------------------------- */
+
+sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
+{
+    struct sertrace_dump *d;
+    bool lttng, hooked, text;
+    size_t n;
+
+    pthread_once(&config_once, config_from_env);
+    lttng = lttng_ust_tracepoint_enabled(sertrace, records);
+    hooked = atomic_load_explicit(&hooks_on, memory_order_acquire);
+    text = sertrace_text_enabled();
+    if (!lttng && !hooked && !text)
+        return NULL;
+    d = pool_get();
+    if (d == NULL)
+        return NULL;
+
+    d->id = atomic_fetch_add(&next_dump_id, 1) + 1;
+    d->flags = SERTRACE_DUMP_ACTIVE;
+    if (atomic_load_explicit(&config_atoms, memory_order_relaxed))
+        d->flags |= SERTRACE_DUMP_ATOMS;
+    if (lttng || hooked)
+        d->flags |= SERTRACE_DUMP_LTTNG;
+    if (text)
+        d->flags |= SERTRACE_DUMP_TEXT;
+    d->records_on = lttng || hooked;
+    d->text_on = text;
+    d->failed = false;
+    d->protocol = protocol;
+    n = serializer ? strlen(serializer) : 0;
+    if (n > SERIALIZER_MAX)
+        n = SERIALIZER_MAX;
+    if (n > 0)
+        memcpy(d->serializer, serializer, n);
+    d->serializer[n] = '\0';
+    memset(&d->hooks, 0, sizeof d->hooks);
+    if (hooked) {
+        pthread_mutex_lock(&hooks_lock);
+        d->hooks = hooks;
+        pthread_mutex_unlock(&hooks_lock);
+    }
+    d->depth = 0;
+    d->overflow = 0;
+    d->max_depth = atomic_load_explicit(&max_depth_cap, memory_order_relaxed);
+    d->too_deep_reported = false;
+    if (++d->gen == 0) { /* wrapped: stale stamps could match, clear them */
+        memset(d->slots, 0, d->slot_cap * sizeof *d->slots);
+        d->gen = 1;
+    }
+    d->ntypes = 0;
+    d->arena_len = 0;
+    d->seq = 0;
+    d->batch_len = 0;
+
+    /* Nested dump: what the outer dump printed so far goes out first. */
+    if (tls_current != NULL && tls_current->text_on)
+        sertrace_text_flush(&tls_current->text);
+    d->outer = tls_current;
+    tls_current = d;
+
+    if (lttng)
+        lttng_ust_tracepoint(sertrace, dump_begin, d->id, d->serializer, (int32_t)protocol);
+    if (d->hooks.dump_begin != NULL)
+        d->hooks.dump_begin(d->hooks.ctx, d->id, d->serializer, (int32_t)protocol);
+    if (text)
+        sertrace_text_begin(&d->text, d->id, d->serializer, protocol);
+    return d;
+}
+
+unsigned sertrace_dump_flags(const sertrace_dump *d)
+{
+    return d ? d->flags : 0;
+}
+
+static void unlink_current(struct sertrace_dump *d)
+{
+    if (tls_current == d) {
+        tls_current = d->outer;
+        return;
+    }
+    /* Ended out of order (or on another thread): unlink if it is ours. */
+    for (struct sertrace_dump *it = tls_current; it != NULL; it = it->outer) {
+        if (it->outer == d) {
+            it->outer = d->outer;
+            return;
+        }
+    }
+}
+
+static const char *type_name(const struct sertrace_dump *d, uint32_t type, size_t *len)
+{
+    if (type == 0 || type > d->ntypes || d->names[type].len == UINT32_MAX) {
+        *len = 0;
+        return NULL;
+    }
+    *len = d->names[type].len;
+    return d->arena + d->names[type].off;
+}
+
+void sertrace_dump_end(sertrace_dump *d, uint64_t total_bytes, int status)
+{
+    uint8_t st;
+    uint32_t open;
+
+    if (d == NULL)
+        return;
+    st = status == SERTRACE_STATUS_OK ? SERTRACE_STATUS_OK : SERTRACE_STATUS_ERROR;
+    open = d->depth + d->overflow;
+    if (open > 0 && st == SERTRACE_STATUS_OK && !d->failed)
+        report_misuse(d, "enter without exit");
+    if (d->text_on) {
+        /* Close what an error (or a misuse) left open, innermost first. */
+        for (uint32_t i = d->depth; i > 0; i--) {
+            const struct node *nd = &d->stack[i - 1];
+            uint64_t bytes = total_bytes > nd->pos ? total_bytes - nd->pos : 0;
+            sertrace_text_exit(&d->text, i, nd->tag, bytes, true);
+        }
+        sertrace_text_end(&d->text, d->id, total_bytes, st, open);
+    }
+    if (d->records_on) {
+        batch_flush(d);
+        if (d->flags & SERTRACE_DUMP_LTTNG)
+            lttng_ust_tracepoint(sertrace, dump_end, d->id, total_bytes, st);
+        if (d->hooks.dump_end != NULL)
+            d->hooks.dump_end(d->hooks.ctx, d->id, total_bytes, st);
+    }
+    unlink_current(d);
+    pool_put(d);
+}
+
+static inline uint32_t slot_of(const void *key, uint32_t cap)
+{
+    uint64_t h = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ULL;
+    return (uint32_t)(h >> 32) & (cap - 1);
+}
+
+uint32_t sertrace_type_known(const sertrace_dump *d, const void *key)
+{
+    uint32_t mask, i;
+
+    if (d == NULL)
+        return 0;
+    mask = d->slot_cap - 1;
+    for (i = slot_of(key, d->slot_cap);; i = (i + 1) & mask) {
+        const struct type_slot *s = &d->slots[i];
+        if (s->gen != d->gen)
+            return 0;
+        if (s->key == key)
+            return s->index;
+    }
+}
+
+/* Double the slot table, keeping this dump's entries. */
+static int types_grow(struct sertrace_dump *d)
+{
+    uint32_t cap = d->slot_cap * 2;
+    struct type_slot *slots = calloc(cap, sizeof *slots);
+
+    if (slots == NULL)
+        return -1;
+    for (uint32_t i = 0; i < d->slot_cap; i++) {
+        const struct type_slot *s = &d->slots[i];
+        if (s->gen != d->gen)
+            continue;
+        uint32_t j = slot_of(s->key, cap);
+        while (slots[j].gen == d->gen)
+            j = (j + 1) & (cap - 1);
+        slots[j] = *s;
+    }
+    free(d->slots);
+    d->slots = slots;
+    d->slot_cap = cap;
+    return 0;
+}
+
+uint32_t sertrace_type(sertrace_dump *d, const void *key, const char *name)
+{
+    uint32_t index, i;
+    size_t n;
+
+    if (d == NULL)
+        return 0;
+    index = sertrace_type_known(d, key);
+    if (index != 0)
+        return index;
+    if (d->ntypes >= SERTRACE_MAX_TYPES)
+        return 0;
+    if ((d->ntypes + 1) * 2 > d->slot_cap && types_grow(d) != 0)
+        return 0;
+    if (d->ntypes + 2 > d->names_cap) {
+        uint32_t cap = d->names_cap ? d->names_cap * 2 : 64;
+        struct type_name *names = realloc(d->names, cap * sizeof *names);
+        if (names == NULL)
+            return 0;
+        d->names = names;
+        d->names_cap = cap;
+    }
+    n = cut(name);
+    if (d->arena_len + n > d->arena_cap) {
+        size_t cap = d->arena_cap ? d->arena_cap : 4096;
+        while (cap < d->arena_len + n)
+            cap *= 2;
+        char *arena = realloc(d->arena, cap);
+        if (arena == NULL)
+            return 0;
+        d->arena = arena;
+        d->arena_cap = cap;
+    }
+    index = ++d->ntypes;
+    d->names[index].off = (uint32_t)d->arena_len;
+    d->names[index].len = name ? (uint32_t)n : UINT32_MAX;
+    if (n > 0)
+        memcpy(d->arena + d->arena_len, name, n);
+    d->arena_len += n;
+    for (i = slot_of(key, d->slot_cap); d->slots[i].gen == d->gen; i = (i + 1) & (d->slot_cap - 1))
+        ;
+    d->slots[i].key = key;
+    d->slots[i].gen = d->gen;
+    d->slots[i].index = index;
+
+    if (d->records_on) {
+        uint8_t *p = batch_reserve(d, 1 + varint_len(index) + varint_len(n) + n);
+        uint8_t *start = p;
+        *p++ = SERTRACE_REC_TYPE;
+        p = put_varint(p, index);
+        p = put_str(p, name, n);
+        d->batch_len += (uint32_t)(p - start);
+    }
+    return index;
+}
+
+/* The node stack is full: grow it, or refuse beyond the cap. */
+static bool stack_grow(struct sertrace_dump *d)
+{
+    uint32_t cap;
+    struct node *stack;
+
+    if (d->stack_cap >= d->max_depth)
+        return false;
+    cap = d->stack_cap > d->max_depth / 2 ? d->max_depth : d->stack_cap * 2;
+    stack = realloc(d->stack, (size_t)cap * sizeof *stack);
+    if (stack == NULL)
+        return false;
+    d->stack = stack;
+    d->stack_cap = cap;
+    return true;
+}
+
+void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr, uint64_t length,
+                    uint64_t pos)
+{
+    struct node *nd;
+
+    if (d == NULL)
+        return;
+    if (d->overflow > 0 || d->depth >= d->max_depth ||
+        (d->depth >= d->stack_cap && !stack_grow(d))) {
+        if (!d->too_deep_reported) {
+            d->too_deep_reported = true;
+            report_misuse(d, "too deep: node not recorded (depth cap reached)");
+        }
+        d->overflow++;
+        return;
+    }
+    nd = &d->stack[d->depth++];
+    nd->pos = pos;
+    nd->addr = addr;
+    nd->length = length;
+    nd->type = type;
+    nd->tag = tag;
+    if (d->records_on) {
+        uint8_t tmp[RECORD_FIXED_MAX];
+        uint8_t *start = batch_fixed_begin(d, tmp);
+        uint8_t *p = start;
+        *p++ = SERTRACE_REC_ENTER;
+        *p++ = tag;
+        p = put_varint(p, d->depth);
+        p = put_varint(p, type);
+        p = put_varint(p, addr);
+        p = put_varint(p, length);
+        p = put_varint(p, pos);
+        batch_fixed_commit(d, start, p);
+    }
+    if (d->text_on) {
+        size_t n;
+        const char *name = type_name(d, type, &n);
+        sertrace_text_enter(&d->text, d->depth, tag, name, n, addr, length);
+    }
+}
+
+void sertrace_exit(sertrace_dump *d, uint64_t pos)
+{
+    const struct node *nd;
+
+    if (d == NULL)
+        return;
+    if (d->overflow > 0) {
+        d->overflow--;
+        return;
+    }
+    if (d->depth == 0) {
+        report_misuse(d, "exit without enter");
+        return;
+    }
+    nd = &d->stack[d->depth - 1];
+    if (d->records_on) {
+        uint8_t tmp[RECORD_FIXED_MAX];
+        uint8_t *start = batch_fixed_begin(d, tmp);
+        uint8_t *p = start;
+        *p++ = SERTRACE_REC_EXIT;
+        p = put_varint(p, d->depth);
+        p = put_varint(p, pos);
+        batch_fixed_commit(d, start, p);
+    }
+    if (d->text_on) {
+        if (pos < nd->pos)
+            sertrace_text_misuse(&d->text, d->depth, "exit position before enter position");
+        sertrace_text_exit(&d->text, d->depth, nd->tag, pos >= nd->pos ? pos - nd->pos : 0, false);
+    }
+    d->depth--;
+}
+
+void sertrace_error(sertrace_dump *d, uint8_t tag, uint32_t type, const char *message,
+                    const char *path)
+{
+    size_t mn, pn;
+
+    if (d == NULL)
+        return;
+    d->failed = true;
+    mn = cut(message);
+    pn = cut(path);
+    if (d->records_on)
+        record_error(d, tag, type, message, mn, path, pn);
+    if (d->text_on) {
+        size_t n;
+        const char *name = type_name(d, type, &n);
+        sertrace_text_error(&d->text, d->depth, tag, name, n, message, mn, path, pn);
+    }
+}
+
+void sertrace_note(sertrace_dump *d, const char *key, const char *value)
+{
+    size_t kn, vn;
+
+    if (d == NULL)
+        return;
+    kn = cut(key);
+    vn = cut(value);
+    if (d->records_on) {
+        size_t need = 1 + varint_len(d->depth) + varint_len(kn) + kn + varint_len(vn) + vn;
+        uint8_t *p = batch_reserve(d, need);
+        uint8_t *start = p;
+        *p++ = SERTRACE_REC_NOTE;
+        p = put_varint(p, d->depth);
+        p = put_str(p, key, kn);
+        p = put_str(p, value, vn);
+        d->batch_len += (uint32_t)(p - start);
+    }
+    if (d->text_on)
+        sertrace_text_note(&d->text, d->depth, key ? key : "", kn, value ? value : "", vn);
+}
+
+sertrace_dump *sertrace_current_dump(void)
+{
+    return tls_current;
+}
+
+uint32_t sertrace_depth(const sertrace_dump *d)
+{
+    return d ? d->depth + d->overflow : 0;
+}
+
+/* ---- internal hooks (runtime-internal.h) ------------------------------- */
+
+void sertrace_internal_set_hooks(const struct sertrace_internal_hooks *h)
+{
+    pthread_once(&config_once, config_from_env);
+    pthread_mutex_lock(&hooks_lock);
+    if (h != NULL)
+        hooks = *h;
+    else
+        memset(&hooks, 0, sizeof hooks);
+    atomic_store_explicit(&hooks_on, h != NULL, memory_order_release);
+    pthread_mutex_unlock(&hooks_lock);
+}
+
+int sertrace_internal_configure(const char *dispatch_trace, const char *granularity,
+                                const char *oversize, const char *exact, int warn_fd)
+{
+    struct sertrace_text_settings s = {dispatch_trace, granularity, oversize, exact};
+    struct sertrace_text_config c;
+    int warnings;
+
+    pthread_once(&config_once, config_from_env);
+    warnings = sertrace_text_configure(&s, warn_fd);
+    sertrace_text_get_config(&c);
+    atomic_store(&config_atoms, c.atoms);
+    return warnings;
+}
+
+int sertrace_internal_dispatch_trace_mode(const char *value)
+{
+    return (int)sertrace_text_parse_mode(value);
+}
+
+void sertrace_internal_set_max_depth(uint32_t max_depth)
+{
+    atomic_store(&max_depth_cap,
+                 max_depth == 0 || max_depth > SERTRACE_MAX_DEPTH ? SERTRACE_MAX_DEPTH : max_depth);
+}
