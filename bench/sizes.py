@@ -111,7 +111,7 @@ def trace_breakdown(tools, tmp):
     if rep.returncode != 0:
         return {"error": "sertrace report failed (%d): %s" % (rep.returncode, rep.stderr[-1500:])}
     doc = json.loads(rep.stdout)
-    dumps = sorted((d for d in doc["dumps"] if d["pid"] == pid), key=lambda d: d["dump_id"])
+    dumps = sorted((d for d in doc["dumps"] if d["pid"] == pid), key=lambda d: d.get("time_ns") or 0)
     out = {"dill_hook": have_dill_hook, "trace_bytes": common.dir_bytes(trace),
            "record_stderr": r.stderr.strip().splitlines()[:3], "dumps": []}
     if len(dumps) != len(expected):

@@ -68,6 +68,7 @@ struct sertrace_dump {
     bool records_on; /* LTTng or test hooks */
     bool text_on;
     bool failed; /* sertrace_error() was called */
+    bool live;   /* begun and not yet ended (guards a double end) */
     int protocol;
     char serializer[SERIALIZER_MAX + 1];
     struct sertrace_internal_hooks hooks;
@@ -318,6 +319,7 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     d->records_on = lttng || hooked;
     d->text_on = text;
     d->failed = false;
+    d->live = true;
     d->protocol = protocol;
     n = serializer ? strlen(serializer) : 0;
     if (n > SERIALIZER_MAX)
@@ -394,8 +396,9 @@ void sertrace_dump_end(sertrace_dump *d, uint64_t total_bytes, int status)
     uint8_t st;
     uint32_t open;
 
-    if (d == NULL)
+    if (d == NULL || !d->live) /* NULL, or ended twice: nothing to do */
         return;
+    d->live = false;
     st = status == SERTRACE_STATUS_OK ? SERTRACE_STATUS_OK : SERTRACE_STATUS_ERROR;
     open = d->depth + d->overflow;
     if (open > 0 && st == SERTRACE_STATUS_OK && !d->failed)

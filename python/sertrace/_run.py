@@ -9,7 +9,6 @@ the program exactly as `python3 script.py args...` would: same sys.argv, sys.pat
 `__main__`, its exceptions and exit status unchanged.  With DISPATCH_TRACE set, the live tree
 is printed or written; under `sertrace record`, the dumps are recorded.
 """
-import importlib.abc
 import os
 import pickle
 import runpy
@@ -18,74 +17,28 @@ import sys
 _saved = None
 
 
-class _DillHook(importlib.abc.MetaPathFinder):
-    """Hooks dill's Pickler the moment the program imports dill."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != "dill":
-            return None
-        sys.meta_path.remove(self)
-        try:
-            import importlib.util
-
-            spec = importlib.util.find_spec("dill")
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        real_exec = loader.exec_module
-
-        def exec_module(module, _real=real_exec):
-            _real(module)
-            _hook_dill()
-
-        loader.exec_module = exec_module
-        return spec
-
-
-def _hook_dill():
-    try:
-        from . import dill as dill_hook  # provided by serializers/pyhook
-    except ImportError:
-        return False
-    install = getattr(dill_hook, "install", None)
-    if install is None:
-        return False
-    install()
-    return True
-
-
-_finder = None
-
-
 def install():
-    """Make pickle.dump, pickle.dumps and pickle.Pickler the traced ones.  Idempotent."""
-    global _saved, _finder
+    """Make pickle.dump, pickle.dumps and pickle.Pickler the traced ones, and trace dill's
+    Pickler (now, or when the program imports dill) and pickle._Pickler.  Idempotent."""
+    global _saved
     from . import Pickler, dump, dumps
+    from . import dill as dill_hook
 
     if _saved is None:
         _saved = (pickle.dump, pickle.dumps, pickle.Pickler)
     pickle.dump, pickle.dumps, pickle.Pickler = dump, dumps, Pickler
-    if "dill" in sys.modules:
-        _hook_dill()
-    elif _finder is None:
-        _finder = _DillHook()
-        sys.meta_path.insert(0, _finder)
+    dill_hook.install()
 
 
 def uninstall():
     """Put back what install() replaced."""
-    global _saved, _finder
+    global _saved
+    from . import dill as dill_hook
+
     if _saved is not None:
         pickle.dump, pickle.dumps, pickle.Pickler = _saved
         _saved = None
-    if _finder is not None:
-        try:
-            sys.meta_path.remove(_finder)
-        except ValueError:
-            pass
-        _finder = None
+    dill_hook.uninstall()
 
 
 USAGE = """\

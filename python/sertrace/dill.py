@@ -2,8 +2,10 @@
 
 dill and the pure-Python ``pickle._Pickler`` write their output in Python, so
 sertrace cannot instrument a C save loop for them.  Instead, this module puts
-small C hooks (``sertrace._pyhook``) around a pickler class's ``save`` and
-``dump``, without editing the class's code:
+a small C hook (``sertrace._pyhook``) around a pickler class's ``dump``,
+without editing the class's code.  When a listener is active, that hook
+shadows the pickler's ``save`` and ``write`` with C callables for the
+duration of the dump:
 
 - every object the pickler saves becomes a node of the sertrace tree, with
   the exact number of bytes it added to the output, counted on the pickler's
@@ -18,7 +20,8 @@ small C hooks (``sertrace._pyhook``) around a pickler class's ``save`` and
 
 Nothing is printed or recorded unless a listener is active: ``DISPATCH_TRACE``
 (live text tree) or an LTTng session with ``sertrace:*`` enabled.  Without a
-listener a hooked ``dump`` costs one extra C call, and each ``save`` one more.
+listener a hooked ``dump`` costs one extra C call per dump and nothing per
+object.
 
 Usage::
 
@@ -93,7 +96,7 @@ def _unwrap_dill_logger():
 
 
 def trace_class(cls, name=None):
-    """Hook ``cls.save`` and ``cls.dump`` so that sertrace traces its dumps.
+    """Hook ``cls.dump`` so that sertrace traces the dumps of ``cls`` and its subclasses.
 
     ``cls`` is a pickler class shaped like ``pickle._Pickler`` (a ``write``
     attribute set per instance, and optionally a protocol-4 ``framer``):

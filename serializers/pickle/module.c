@@ -380,22 +380,96 @@ PyTypeObject pickler_type = {
 
 /* ---- module functions ------------------------------------------------ */
 
-static PyObject *module_dump(PyObject *module, PyObject *args, PyObject *kwds)
+/* Arguments of dump()/dumps(), parsed from a vectorcall (METH_FASTCALL |
+ * METH_KEYWORDS) like Argument Clinic does for _pickle: the same messages,
+ * and, as for _pickle, no recursion-depth check on the call itself (a
+ * METH_VARARGS function costs one level, which moves where a deep object
+ * hits the recursion limit). */
+typedef struct {
+    const char *fname;       /* "dumps" */
+    const char *const *names; /* all parameter names, NULL-terminated */
+    int npositional;         /* parameters that may be positional */
+    int nrequired;           /* leading required ones */
+} arg_spec;
+
+static int parse_fastcall(const arg_spec *spec, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames, PyObject **out)
 {
-    static char *kwlist[] = {"obj", "file", "protocol", "fix_imports", "buffer_callback", NULL};
-    PyObject *obj, *file, *protocol = Py_None, *buffer_callback = Py_None;
+    int nparams = 0;
+    while (spec->names[nparams] != NULL)
+        nparams++;
+    if (nargs > spec->npositional) {
+        PyErr_Format(PyExc_TypeError, "%.200s() takes %s %d positional argument%s (%zd given)",
+                     spec->fname, spec->nrequired < spec->npositional ? "at most" : "exactly",
+                     spec->npositional, spec->npositional == 1 ? "" : "s", nargs);
+        return -1;
+    }
+    for (int i = 0; i < nparams; i++)
+        out[i] = i < nargs ? args[i] : NULL;
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int found = -1;
+        if (!PyUnicode_Check(key)) {
+            PyErr_SetString(PyExc_TypeError, "keywords must be strings");
+            return -1;
+        }
+        for (int i = 0; i < nparams && found < 0; i++) {
+            if (PyUnicode_CompareWithASCIIString(key, spec->names[i]) == 0)
+                found = i;
+        }
+        if (found < 0) {
+            PyErr_Format(PyExc_TypeError, "'%U' is an invalid keyword argument for %.200s()", key,
+                         spec->fname);
+            return -1;
+        }
+        if (found < nargs) {
+            PyErr_Format(PyExc_TypeError,
+                         "argument for %.200s() given by name ('%s') and position (%d)",
+                         spec->fname, spec->names[found], found + 1);
+            return -1;
+        }
+        out[found] = args[nargs + k];
+    }
+    for (int i = 0; i < spec->nrequired; i++) {
+        if (out[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "%.200s() missing required argument '%s' (pos %d)",
+                         spec->fname, spec->names[i], i + 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int bool_arg(PyObject *value, int *out)
+{
+    if (value == NULL)
+        return 0;
+    int r = PyObject_IsTrue(value);
+    if (r < 0)
+        return -1;
+    *out = r;
+    return 0;
+}
+
+static PyObject *module_dump(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames)
+{
+    static const char *const names[] = {"obj", "file", "protocol", "fix_imports",
+                                        "buffer_callback", NULL};
+    static const arg_spec spec = {"dump", names, 3, 2};
+    PyObject *a[5];
     int fix_imports = 1;
     pickler *p;
     (void)module;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O$pO:dump", kwlist, &obj, &file, &protocol,
-                                     &fix_imports, &buffer_callback))
+    if (parse_fastcall(&spec, args, nargs, kwnames, a) < 0 || bool_arg(a[3], &fix_imports) < 0)
         return NULL;
     p = pickler_alloc(&pickler_type);
     if (p == NULL)
         return NULL;
-    if (pickler_set_protocol(p, protocol, fix_imports) < 0 || pickler_set_output(p, file) < 0 ||
-        pickler_set_buffer_callback(p, buffer_callback) < 0 || pickler_dump(p, obj) < 0 ||
+    if (pickler_set_protocol(p, a[2], fix_imports) < 0 || pickler_set_output(p, a[1]) < 0 ||
+        pickler_set_buffer_callback(p, a[4]) < 0 || pickler_dump(p, a[0]) < 0 ||
         output_flush_to_file(p) < 0) {
         Py_DECREF(p);
         return NULL;
@@ -404,22 +478,24 @@ static PyObject *module_dump(PyObject *module, PyObject *args, PyObject *kwds)
     Py_RETURN_NONE;
 }
 
-static PyObject *module_dumps(PyObject *module, PyObject *args, PyObject *kwds)
+static PyObject *module_dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
 {
-    static char *kwlist[] = {"obj", "protocol", "fix_imports", "buffer_callback", NULL};
-    PyObject *obj, *protocol = Py_None, *buffer_callback = Py_None, *result = NULL;
+    static const char *const names[] = {"obj", "protocol", "fix_imports", "buffer_callback",
+                                        NULL};
+    static const arg_spec spec = {"dumps", names, 2, 1};
+    PyObject *a[4], *result = NULL;
     int fix_imports = 1;
     pickler *p;
     (void)module;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O$pO:dumps", kwlist, &obj, &protocol,
-                                     &fix_imports, &buffer_callback))
+    if (parse_fastcall(&spec, args, nargs, kwnames, a) < 0 || bool_arg(a[2], &fix_imports) < 0)
         return NULL;
     p = pickler_alloc(&pickler_type);
     if (p == NULL)
         return NULL;
-    if (pickler_set_protocol(p, protocol, fix_imports) == 0 &&
-        pickler_set_buffer_callback(p, buffer_callback) == 0 && pickler_dump(p, obj) == 0)
+    if (pickler_set_protocol(p, a[1], fix_imports) == 0 &&
+        pickler_set_buffer_callback(p, a[3]) == 0 && pickler_dump(p, a[0]) == 0)
         result = output_take_bytes(p);
     Py_DECREF(p);
     return result;
@@ -458,11 +534,11 @@ static PyObject *module_note(PyObject *module, PyObject *args)
 }
 
 static PyMethodDef module_methods[] = {
-    {"dump", (PyCFunction)(void (*)(void))module_dump, METH_VARARGS | METH_KEYWORDS,
+    {"dump", (PyCFunction)(void (*)(void))module_dump, METH_FASTCALL | METH_KEYWORDS,
      PyDoc_STR("dump($module, /, obj, file, protocol=None, *, fix_imports=True,\n"
                "     buffer_callback=None)\n--\n\n"
                "Write a pickled representation of obj to the open file object file.")},
-    {"dumps", (PyCFunction)(void (*)(void))module_dumps, METH_VARARGS | METH_KEYWORDS,
+    {"dumps", (PyCFunction)(void (*)(void))module_dumps, METH_FASTCALL | METH_KEYWORDS,
      PyDoc_STR("dumps($module, /, obj, protocol=None, *, fix_imports=True,\n"
                "      buffer_callback=None)\n--\n\n"
                "Return the pickled representation of the object as a bytes object.")},

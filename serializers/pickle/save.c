@@ -1796,10 +1796,25 @@ static int save_reduce(pickler *p, PyObject *args, PyObject *obj)
         if (memo_put(p, obj) < 0)
             return -1;
     }
-    if (listitems && batch_list(p, listitems, obj) < 0)
-        return -1;
-    if (dictitems && batch_dict(p, dictitems, obj) < 0)
-        return -1;
+    /* listitems / dictitems have no container object of their own: when
+     * tracing, they get an ITEMS node so their bytes are not folded into
+     * the object's self bytes. */
+    if (listitems) {
+        if (p->trace != NULL && obj != NULL)
+            trace_open(p, SERTRACE_TAG_ITEMS, obj, NULL);
+        if (batch_list(p, listitems, obj) < 0)
+            return -1;
+        if (p->trace != NULL && obj != NULL)
+            trace_close(p);
+    }
+    if (dictitems) {
+        if (p->trace != NULL && obj != NULL)
+            trace_open(p, SERTRACE_TAG_ITEMS, obj, NULL);
+        if (batch_dict(p, dictitems, obj) < 0)
+            return -1;
+        if (p->trace != NULL && obj != NULL)
+            trace_close(p);
+    }
     if (state && save_reduce_state(p, obj, state, state_setter) < 0)
         return -1;
     return 0;

@@ -187,7 +187,8 @@ static void open_node(pickler *p, uint8_t tag, PyObject *obj, int key_kind)
 {
     PyObject *key = key_kind == KEY_SELF ? obj : (PyObject *)Py_TYPE(obj);
     uint32_t type = trace_type(p, key);
-    sertrace_enter(p->trace, tag, type, (uintptr_t)obj, length_of(obj), output_pos(p));
+    uint64_t length = tag == SERTRACE_TAG_ITEMS ? 0 : length_of(obj);
+    sertrace_enter(p->trace, tag, type, (uintptr_t)obj, length, output_pos(p));
 }
 
 void trace_open(pickler *p, uint8_t tag, PyObject *obj, PyObject *type_key)
@@ -461,6 +462,17 @@ void trace_report_error(pickler *p, PyObject *root)
         if (empty != NULL)
             path = PyUnicode_Join(empty, parts);
         Py_XDECREF(empty);
+        /* Records keep SERTRACE_STRING_MAX bytes from the start; a very deep
+         * path (a RecursionError) keeps its root and its innermost end. */
+        if (path != NULL && PyUnicode_GET_LENGTH(path) > 240) {
+            Py_ssize_t n = PyUnicode_GET_LENGTH(path);
+            PyObject *tail = PyUnicode_Substring(path, n - 200, n);
+            PyObject *shorter =
+                tail != NULL ? PyUnicode_FromFormat("%U...%U", rootname, tail) : NULL;
+            Py_XDECREF(tail);
+            if (shorter != NULL)
+                Py_SETREF(path, shorter);
+        }
     }
     Py_XDECREF(rootname);
     Py_XDECREF(parts);

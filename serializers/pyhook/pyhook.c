@@ -70,7 +70,6 @@ enum node_kind {
     NODE_DILL,    /* opened by dill's entry trace: exit at dill's exit trace */
     NODE_CLOSED,  /* dill's exit trace seen; save() not returned yet */
     NODE_SYNTH,   /* a second dill entry trace inside one save() */
-    NODE_SKIP,    /* reserved: a save() without a node */
 };
 
 typedef struct node {
@@ -107,10 +106,10 @@ typedef struct hook_state {
     PyObject *memo_key;    /* strong: private int rewritten per probe */
     PyObject *dispatch;    /* strong, dict (or subclass) or NULL */
     saver *saver;              /* shadows pickler.save during the dump */
-    PyObject *saved_own_save;  /* strong: pickler.__dict__['save'] or NULL */
+    PyObject *saved_own_save;  /* strong: the instance's own save, or NULL */
     writer *w_write;       /* replaces pickler.write */
     writer *w_file;        /* replaces framer.file_write */
-    PyObject *saved_write; /* strong: pickler.__dict__['write'] or NULL */
+    PyObject *saved_write; /* strong: the instance's write (framer.write) */
     PyObject *saved_file_write; /* strong */
     node *nodes;
     uint32_t depth; /* entries used in nodes */
@@ -652,7 +651,7 @@ static node *save_parent(hook_state *s, uint32_t below)
 {
     for (uint32_t i = below; i-- > 0;) {
         uint8_t k = s->nodes[i].kind;
-        if (k != NODE_SKIP && k != NODE_SYNTH)
+        if (k != NODE_SYNTH)
             return &s->nodes[i];
     }
     return NULL;
@@ -668,15 +667,11 @@ static void emit_enter(hook_state *s, node *n, uint8_t tag, uint64_t pos)
 /* Emit the enter record of a pending node (before a child or at exit). */
 static void flush_pending(hook_state *s)
 {
-    for (uint32_t i = s->depth; i-- > 0;) {
-        node *n = &s->nodes[i];
-        if (n->kind == NODE_SKIP)
-            continue;
-        if (n->kind == NODE_PENDING) {
-            emit_enter(s, n, n->tag, n->enter_pos);
-            n->kind = NODE_OPEN;
-        }
-        return;
+    node *n = s->depth ? &s->nodes[s->depth - 1] : NULL;
+
+    if (n && n->kind == NODE_PENDING) {
+        emit_enter(s, n, n->tag, n->enter_pos);
+        n->kind = NODE_OPEN;
     }
 }
 
@@ -723,15 +718,13 @@ static void on_dill_trace(hook_state *s, PyObject *msg)
     char text[12];
     int kind = parse_dill_message_cached(msg, &tag, text);
     node *top = NULL;
-    uint32_t i;
+    uint32_t i = 0;
 
     if (kind == 0)
         return;
-    for (i = s->depth; i-- > 0;) {
-        if (s->nodes[i].kind != NODE_SKIP) {
-            top = &s->nodes[i];
-            break;
-        }
+    if (s->depth) {
+        i = s->depth - 1;
+        top = &s->nodes[i];
     }
     if (kind == 2) { /* "# TAG": close the node dill opened */
         if (top && top->kind == NODE_DILL) {
@@ -739,7 +732,7 @@ static void on_dill_trace(hook_state *s, PyObject *msg)
             top->kind = NODE_CLOSED;
         } else if (top && top->kind == NODE_SYNTH) {
             sertrace_exit(s->d, st_pos(s));
-            s->depth = i; /* pop it (and any SKIP above it) */
+            s->depth = i; /* pop it */
         }
         return;
     }
@@ -904,7 +897,7 @@ static void build_path(hook_state *s, sbuf *path)
         char name[256];
         int r;
 
-        if (n->kind == NODE_SKIP || n->kind == NODE_SYNTH || n->obj == NULL)
+        if (n->kind == NODE_SYNTH || n->obj == NULL)
             continue;
         p = save_parent(s, i);
         if (first || p == NULL) {
@@ -1049,7 +1042,7 @@ static void report_error(hook_state *s)
             node *c = &s->nodes[i];
             node *p;
             PyObject *note, *r;
-            if (c->kind == NODE_SKIP || c->kind == NODE_SYNTH || c->obj == NULL)
+            if (c->kind == NODE_SYNTH || c->obj == NULL)
                 continue;
             p = save_parent(s, i);
             if (p == NULL)

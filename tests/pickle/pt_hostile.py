@@ -106,7 +106,42 @@ class Other:
     pass
 
 
+def _named(name):
+    def f(*a, **k):
+        return None
+
+    f.__name__ = name
+    return f
+
+
+class WeirdName:
+    """A callable whose __name__ lookup raises, or is not a str."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __call__(self, *a):
+        return None
+
+    @property
+    def __name__(self):
+        if isinstance(self._name, Exception):
+            raise self._name
+        return self._name
+
+
 GARBAGE = {
+    # C pickle decides NEWOBJ / NEWOBJ_EX from the callable's __name__ only
+    "fake_newobj": (_named("__newobj__"), (Garbage, 1)),
+    "fake_newobj_ex": (_named("__newobj_ex__"), (Garbage, (1,), {"k": 2})),
+    "fake_newobj_no_args": (_named("__newobj__"), ()),
+    "callable_name_raises": (WeirdName(RuntimeError("__name__ lookup")), (1,)),
+    "callable_name_not_str": (WeirdName(5), (1,)),
+    "callable_name_newobj_attr_error": (WeirdName(AttributeError("no name")), (1,)),
+    "tuple_subclass": T.TupleSub((T.rebuild, (1,))),
+    "args_tuple_subclass": (T.rebuild, T.TupleSub((1, 2))),
+    "state_dict_subclass": (T.Plain, (), T.DictSub(a=1)),
+    "state_slots_pair_wrong": (T.Plain, (), (1, 2, 3)),
     "int": 42,
     "none": None,
     "bytes": b"x",
@@ -376,7 +411,7 @@ class RaisingFile:
         return len(b)
 
 
-BIG = [b"x" * 70000, "y" * 70000, list(range(20000)), b"z" * 100000]
+BIG = [b"x" * 70000, "y" * 70000, list(range(3000)), b"z" * 100000]
 
 
 @case

@@ -44,22 +44,28 @@ def _env(trace_path, **extra):
     return env
 
 
-@pytest.fixture(scope="module")
-def traced_corpus(tmp_path_factory):
+OVERSIZE = 4096  # SERTRACE_OVERSIZE for the corpus run: flags must match sizes
+
+
+@pytest.fixture(scope="module", params=["all", "containers"])
+def traced_corpus(request, tmp_path_factory):
+    """granularity all: atoms are nodes too; containers (the default): atoms
+    are folded into their parent's self bytes.  Both must add up."""
     trace = str(tmp_path_factory.mktemp("accounting") / "trace.txt")
+    env = _env(trace, SERTRACE_GRANULARITY=request.param, SERTRACE_OVERSIZE=str(OVERSIZE))
     proc = subprocess.run([sys.executable, os.path.join(HERE, "pt_accounting_child.py"),
                            str(DUMPS_PER_PROTOCOL), str(STREAM_PER_PROTOCOL)],
-                          capture_output=True, text=True, env=_env(trace), timeout=600, cwd=HERE)
+                          capture_output=True, text=True, env=env, timeout=600, cwd=HERE)
     assert proc.returncode == 0, "child failed (%d): %s" % (proc.returncode, proc.stderr[-3000:])
     records = [json.loads(line) for line in proc.stdout.splitlines()]
     with open(trace, encoding="utf-8") as f:
         text = f.read()
     dumps = pt_tree.parse(text)
-    return records, dumps
+    return records, dumps, request.param
 
 
 def test_one_trace_dump_per_dump(traced_corpus):
-    records, dumps = traced_corpus
+    records, dumps, granularity = traced_corpus
     assert len(records) > 6 * (2 * DUMPS_PER_PROTOCOL + 2 * STREAM_PER_PROTOCOL)
     assert len(dumps) == len(records)
     for rec, d in zip(records, dumps):
@@ -76,17 +82,17 @@ def _check_node(node, problems, where):
 
 
 def test_tree_sizes_add_up(traced_corpus):
-    records, dumps = traced_corpus
+    records, dumps, granularity = traced_corpus
     problems = []
     checked = {}
     for rec, d in zip(records, dumps):
         where = "%s p%d %s" % (rec["label"], rec["protocol"], rec["target"])
-        if len(d["roots"]) != 1:
+        if len(d["roots"]) != 1 and granularity == "all":
             problems.append("%s: %d root nodes" % (where, len(d["roots"])))
             continue
-        root = d["roots"][0]
-        for node in pt_tree.walk(root):
-            _check_node(node, problems, where)
+        for r in d["roots"]:
+            for node in pt_tree.walk(r):
+                _check_node(node, problems, where)
         if not rec["ok"]:
             if rec["pickle_error"] != rec["error"] and "RecursionError" not in rec["error"]:
                 problems.append("%s: sertrace raised %r, pickle %r" % (where, rec["error"], rec["pickle_error"]))
@@ -97,9 +103,15 @@ def test_tree_sizes_add_up(traced_corpus):
         header = rec["proto_len"]
         if d["total"] != rec["len"]:
             problems.append("%s: footer says %d B, payload is %d B" % (where, d["total"], rec["len"]))
-        if root["bytes"] + header + trailer != rec["len"]:
+        top = sum(r["bytes"] for r in d["roots"])
+        if len(d["roots"]) == 1 and top + header + trailer != rec["len"]:
             problems.append("%s: root %d B + header %d + trailer %d != len(payload) %d"
-                            % (where, root["bytes"], header, trailer, rec["len"]))
+                            % (where, top, header, trailer, rec["len"]))
+        elif len(d["roots"]) != 1 and top + header + trailer > rec["len"]:
+            # containers granularity, root object an atom: no root node (or
+            # the nodes of the atom's reduce, e.g. bytes below protocol 3)
+            problems.append("%s: top-level nodes %d B + header %d + trailer %d > len(payload) %d"
+                            % (where, top, header, trailer, rec["len"]))
         checked[rec["target"]] = checked.get(rec["target"], 0) + 1
     assert not problems, "%d problems, first ones:\n%s" % (len(problems), "\n".join(problems[:25]))
     assert set(checked) == {"dumps", "bytesio", "pipe", "socket", "oob"}, checked
@@ -109,14 +121,33 @@ def test_atoms_are_traced(traced_corpus):
     """SERTRACE_GRANULARITY=all: ints, strs, bytes ... get their own nodes,
     and their sizes match what pickle writes for them alone (minus PROTO,
     STOP and memo opcodes: only checked for memo-free atoms)."""
-    records, dumps = traced_corpus
+    records, dumps, granularity = traced_corpus
     tags = set()
     for d in dumps[:500]:
         for r in d["roots"]:
             for node in pt_tree.walk(r):
                 tags.add(node["tag"])
-    for tag in ("I", "Str", "L", "D2", "Tu"):
+    atoms = {"I", "Str", "Fl", "By", "A"}
+    for tag in ("L", "D2", "Tu", "O"):
         assert tag in tags, (tag, sorted(tags))
+    if granularity == "all":
+        assert atoms <= tags, sorted(tags)
+    else:
+        assert not (atoms & tags), "atoms traced with granularity=containers: %s" % sorted(atoms & tags)
+
+
+def test_oversize_flags(traced_corpus):
+    """SERTRACE_OVERSIZE=4096: exactly the nodes of >= 4096 B carry the
+    OVERSIZED flag on their exit line."""
+    records, dumps, granularity = traced_corpus
+    flagged = 0
+    for d in dumps:
+        for r in d["roots"]:
+            for node in pt_tree.walk(r):
+                has = "OVERSIZED" in node["flags"]
+                assert has == (node["bytes"] >= OVERSIZE), (node["tag"], node["bytes"], node["flags"], node["line"])
+                flagged += has
+    assert flagged > 0
 
 
 # --------------------------------------------------- unserializable ----

@@ -665,6 +665,20 @@ Test(runtime, nested_dumps_on_one_thread)
     cr_expect_gt(dumps[2].id, dumps[0].id);
 }
 
+Test(runtime, dump_ended_twice_is_ignored)
+{
+    sertrace_dump *a = sertrace_dump_begin("a", 1);
+    sertrace_dump_end(a, 1, SERTRACE_STATUS_OK);
+    sertrace_dump_end(a, 2, SERTRACE_STATUS_OK); /* misuse: must not corrupt the pool */
+    sertrace_dump *b = sertrace_dump_begin("b", 1);
+    sertrace_dump *c = sertrace_dump_begin("c", 1);
+    cr_expect_neq(b, c, "the pool must not hand out one handle twice");
+    sertrace_dump_end(c, 0, SERTRACE_STATUS_OK);
+    sertrace_dump_end(b, 0, SERTRACE_STATUS_OK);
+    cr_expect_eq(ndumps, 3);
+    cr_expect_eq(dumps[0].bytes, 1);
+}
+
 Test(runtime, dumps_ended_out_of_order)
 {
     sertrace_dump *a = sertrace_dump_begin("a", 1);
