@@ -5,7 +5,9 @@
    cloudpickle (Debian's python3-cloudpickle) and sertrace (whose bytes must
    equal pickle's: checked).  Serializers that refuse a workload show the
    exception type and message.
-2. Where the bytes go: one child process, recorded with `sertrace record
+2. The text tree (DISPATCH_TRACE=<file>, default granularity) of one dump
+   of each workload: lines, bytes, deepest indentation.
+3. Where the bytes go: one child process, recorded with `sertrace record
    --cmd-only` at every-object granularity (SERTRACE_GRANULARITY=all), dumps
    each workload once with sertrace.dumps and, when the dill hook is built,
    once with dill.dumps traced by sertrace.dill.  `sertrace report --json`
@@ -41,6 +43,8 @@ def _exc(e):
 
 def child_sizes():
     import pickle
+    import warnings
+    warnings.simplefilter("ignore")  # dill's PicklingWarning about __main__ classes
 
     import cloudpickle
     import dill
@@ -51,7 +55,7 @@ def child_sizes():
     out = {"versions": {"dill": dill.__version__,
                         "cloudpickle": getattr(cloudpickle, "__version__", "?")},
            "workloads": {}}
-    for name in wl.WORKLOADS:
+    for name in list(wl.WORKLOADS) + list(wl.SIZE_ONLY):
         obj = wl.build(name)
         row = {"objects": wl.count_objects(obj), "description": wl.DESCRIPTIONS.get(name, "")}
         ref = None
@@ -73,8 +77,33 @@ def child_sizes():
     print(json.dumps(out))
 
 
+def child_text():
+    """Runs with DISPATCH_TRACE=<file>: the size of each workload's text tree."""
+    import sertrace
+    import workloads as wl
+
+    path = os.environ["DISPATCH_TRACE"]
+    out = {}
+    for name, (_, picklable) in wl.WORKLOADS.items():
+        if not picklable:
+            continue
+        obj = wl.build(name)
+        before = os.path.getsize(path) if os.path.exists(path) else 0
+        n = len(sertrace.dumps(obj, PROTOCOL))
+        with open(path, "rb") as f:
+            f.seek(before)
+            text = f.read()
+        lines = text.count(b"\n")
+        depth = max((len(line.decode("utf-8", "replace")) - len(line.decode("utf-8", "replace").lstrip("\u2502"))
+                     for line in text.splitlines()), default=0)
+        out[name] = {"payload": n, "text_bytes": len(text), "lines": lines, "max_indent": depth}
+    print(json.dumps(out))
+
+
 def child_trace(with_dill):
     """Runs under `sertrace record`: one dump per workload and serializer."""
+    import warnings
+    warnings.simplefilter("ignore")
     import sertrace
     import workloads as wl
 
@@ -84,7 +113,7 @@ def child_trace(with_dill):
         import sertrace.dill as sdill
         sdill.install(pure_pickle=False)
     print(json.dumps({"pid": os.getpid()}), flush=True)
-    for name, (_, picklable) in wl.WORKLOADS.items():
+    for name, (_, picklable) in list(wl.WORKLOADS.items()) + list(wl.SIZE_ONLY.items()):
         obj = wl.build(name)
         if picklable:
             print(json.dumps({"w": name, "s": "pickle", "len": len(sertrace.dumps(obj, PROTOCOL))}),
@@ -133,12 +162,15 @@ def main(argv):
     ap.add_argument("--out", default=None)
     ap.add_argument("--child-sizes", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--trace-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--text-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--with-dill", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child_sizes:
         return child_sizes()
     if args.trace_child:
         return child_trace(args.with_dill)
+    if args.text_child:
+        return child_text()
 
     tools = common.Tools(args.build)
     tmp = tempfile.mkdtemp(prefix="sertrace-bench-sizes-")
@@ -149,6 +181,11 @@ def main(argv):
         if r.returncode != 0:
             raise SystemExit("sizes child failed: " + r.stderr[-3000:])
         result = json.loads(r.stdout.strip().splitlines()[-1])
+        common.log("sizes: text tree sizes (DISPATCH_TRACE)")
+        r = common.run([common.PYTHON, os.path.abspath(__file__), "--text-child"],
+                       env=tools.env({"DISPATCH_TRACE": os.path.join(tmp, "tree.txt")}), cwd=tmp)
+        result["text"] = (json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0
+                          else {"error": r.stderr[-1000:]})
         common.log("sizes: recording where the bytes go")
         if common.ensure_sessiond():
             result["breakdown"] = trace_breakdown(tools, tmp)

@@ -82,17 +82,48 @@ class Account:
         self.meta = {}
 
 
-def build_instances(n_accounts: int = 3000, seed: int = 11) -> Dict[str, Any]:
+def build_instances(n_accounts: int = 3000, seed: int = 11, person_cls=None,
+                    account_cls=None) -> Dict[str, Any]:
+    person_cls = person_cls or Person
+    account_cls = account_cls or Account
     rng = random.Random(seed)
     accounts = []
     for i in range(n_accounts):
-        owner = Person("person-%d" % i, 18 + i % 60)
-        acc = Account("ACC%07d" % i, owner, rng.uniform(0, 1e4),
-                      [rng.uniform(-100, 100) for _ in range(rng.randint(2, 6))])
+        owner = person_cls("person-%d" % i, 18 + i % 60)
+        acc = account_cls("ACC%07d" % i, owner, rng.uniform(0, 1e4),
+                          [rng.uniform(-100, 100) for _ in range(rng.randint(2, 6))])
         if i % 5 == 0:
             acc.meta = {"vip": True}
         accounts.append(acc)
     return {"bank": "example", "accounts": accounts}
+
+
+def build_instances_main() -> Dict[str, Any]:
+    """`instances` with Person and Account defined in __main__, as in a script.
+
+    pickle (and sertrace) store __main__ classes by reference like any other;
+    dill and cloudpickle store them by value unless dill's byref=True.  The
+    classes are made once and set as attributes of the running __main__ module,
+    so pickle finds them there.  Sizes only (the classes depend on __main__)."""
+    import __main__
+    import dataclasses
+    if not hasattr(__main__, "Account") or not hasattr(__main__, "Person"):
+        ns = {"__module__": "__main__", "__annotations__": {"name": str, "age": int},
+              "__qualname__": "Person"}
+        person = dataclasses.dataclass(type("Person", (), ns))
+
+        def __init__(self, number, owner, balance, history):
+            self.number = number
+            self.owner = owner
+            self.balance = balance
+            self.history = [round(x, 2) for x in history]
+            self.meta = {}
+        __init__.__module__ = "__main__"
+        __init__.__qualname__ = "Account.__init__"
+        account = type("Account", (), {"__module__": "__main__", "__qualname__": "Account",
+                                        "__init__": __init__})
+        __main__.Person, __main__.Account = person, account
+    return build_instances(person_cls=__main__.Person, account_cls=__main__.Account)
 
 
 # ---------------------------------------------------------------------------
@@ -169,6 +200,9 @@ WORKLOADS["closures-%d" % CLOSURE_SIZE] = (
     lambda: dls.build_state_with_closures(CLOSURE_SIZE), False)
 WORKLOADS["dataclass-graph"] = (build_dataclass_graph, True)
 
+# Measured by sizes.py only (its classes live in __main__).
+SIZE_ONLY = {"instances-main": (build_instances_main, True)}
+
 # For a workload pickle refuses, the picklable graph it is measured against.
 PICKLE_STAND_IN = {"closures-%d" % CLOSURE_SIZE: "state-%d" % CLOSURE_SIZE}
 
@@ -179,6 +213,7 @@ DESCRIPTIONS = {
 }
 for _n in STATE_SIZES:
     DESCRIPTIONS["state-%d" % _n] = "scheduler-state stand-in, %d coroutines" % _n
+DESCRIPTIONS["instances-main"] = "`instances` with its two classes defined in `__main__`, as in a script"
 DESCRIPTIONS["closures-%d" % CLOSURE_SIZE] = (
     "state-%d plus a closure cell, a nested function and a lambda (pickle refuses)" % CLOSURE_SIZE)
 
@@ -200,6 +235,8 @@ for _k in MICRO:
 def build(name):
     if name in MICRO:
         return MICRO[name]()
+    if name in SIZE_ONLY:
+        return SIZE_ONLY[name][0]()
     return WORKLOADS[name][0]()
 
 

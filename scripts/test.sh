@@ -36,7 +36,7 @@ for log in ("build/meson-logs/testlog.json", "build-asan/meson-logs/testlog.json
         failed += not ok
         out = (t.get("stdout") or "") + (t.get("stderr") or "")
         said = [l.strip() for l in out.splitlines()
-                if re.search(r"Synthesis: Tested|^=+ .*(passed|failed|error).* =+$", l.strip())]
+                if re.search(r"Synthesis: Tested|^(=+ )?\d+ (passed|failed|error)", l.strip())]
         print("%-5s %-28s %s" % (t["result"], t["name"], said[-1] if said else ""))
 if passed + failed == 0:
     print("no tests ran")

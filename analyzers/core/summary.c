@@ -100,6 +100,15 @@ struct sertrace_summary {
     uint64_t types_overflow;
     rendered *top; /* min-heap on bytes */
     unsigned ntop;
+    /* Escaped type names of the dump being printed, by type index, in the
+     * output's format (each name is escaped once per dump, not once per
+     * row or ancestry label).  Valid while cache_on. */
+    sertrace_buf esc;
+    uint32_t *esc_off, *esc_len;
+    uint64_t *esc_gen;
+    size_t esc_cap;
+    uint64_t gen;
+    bool cache_on;
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -228,6 +237,53 @@ static int put_size(sertrace_buf *b, uint64_t bytes, bool exact, bool exact_fmt)
 }
 
 /* "TAG name" of a node, escaped for text or as a JSON string. */
+/* The escaped name of `type` (text: sertrace_fmt_escape; JSON: the inside
+ * of sertrace_fmt_json_string), from the per-dump cache. */
+static int cached_name(sertrace_summary *s, const sertrace_dump_state *d,
+                       uint32_t type, const char **out, size_t *out_len)
+{
+    if (type >= s->esc_cap) {
+        size_t cap = s->esc_cap ? s->esc_cap : 64;
+        while (cap <= type)
+            cap *= 2;
+        uint32_t *o = realloc(s->esc_off, cap * sizeof *o);
+        if (!o)
+            return -1;
+        s->esc_off = o;
+        uint32_t *l = realloc(s->esc_len, cap * sizeof *l);
+        if (!l)
+            return -1;
+        s->esc_len = l;
+        uint64_t *g = realloc(s->esc_gen, cap * sizeof *g);
+        if (!g)
+            return -1;
+        memset(g + s->esc_cap, 0, (cap - s->esc_cap) * sizeof *g);
+        s->esc_gen = g;
+        s->esc_cap = cap;
+    }
+    if (s->esc_gen[type] != s->gen) {
+        size_t len;
+        const char *name = sertrace_core_type_name(d, type, &len);
+        if (!name) {
+            name = "?";
+            len = 1;
+        }
+        size_t start = s->esc.len;
+        int rc = s->o.json ? sertrace_fmt_json_string(&s->esc, name, len)
+                           : sertrace_fmt_escape(&s->esc, name, len);
+        if (rc < 0 || s->esc.len > UINT32_MAX)
+            return -1;
+        size_t skip = s->o.json ? 1 : 0; /* the quotes */
+        s->esc_off[type] = (uint32_t)(start + skip);
+        s->esc_len[type] = (uint32_t)(s->esc.len - start - 2 * skip);
+        s->esc_gen[type] = s->gen;
+    }
+    *out = s->esc.data + s->esc_off[type];
+    *out_len = s->esc_len[type];
+    return 0;
+}
+
+/* "TAG name" of a node, escaped for text or as a JSON string. */
 static int put_label(sertrace_summary *s, sertrace_buf *b,
                      const sertrace_dump_state *d, uint8_t tag, uint32_t type,
                      bool json)
@@ -235,6 +291,18 @@ static int put_label(sertrace_summary *s, sertrace_buf *b,
     char tmp[8];
     size_t len;
     const char *tt = sertrace_tag_text(tag, tmp);
+    if (s->cache_on && json == s->o.json) {
+        const char *esc;
+        if (cached_name(s, d, type, &esc, &len) < 0)
+            return -1;
+        /* tag texts are plain ASCII: no escaping needed */
+        if (json)
+            return buf_lit(b, "\"") || put_str(b, tt) || buf_lit(b, " ") ||
+                           app(b, esc, len) || buf_lit(b, "\"")
+                       ? -1
+                       : 0;
+        return put_str(b, tt) || buf_lit(b, " ") || app(b, esc, len) ? -1 : 0;
+    }
     const char *name = sertrace_core_type_name(d, type, &len);
     if (!name) {
         name = "?";
@@ -1027,9 +1095,10 @@ static int dump_text(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
             rc = put_table_header(b, "type");
             for (unsigned i = 0; i < nrows && i < TEXT_TYPES_MAX && rc == 0; i++) {
                 size_t len;
-                const char *name = sertrace_core_type_name(d, rows[i].type, &len);
-                rc = put_row(s, b, "", &rows[i].st, whole, name ? name : "?",
-                             name ? len : 1, true);
+                const char *esc;
+                rc = cached_name(s, d, rows[i].type, &esc, &len);
+                if (rc == 0)
+                    rc = put_row(s, b, "", &rows[i].st, whole, esc, len, false);
             }
             if (rc == 0 && nrows > TEXT_TYPES_MAX)
                 rc = sertrace_buf_appendf(b, "    \xe2\x80\xa6 %u more types\n",
@@ -1283,6 +1352,9 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
         qsort(ds->top, ds->ntop, sizeof *ds->top, cmp_raw_desc);
     else
         INSERTION_SORT(top_raw, ds->top, ds->ntop, cmp_raw_desc)
+    s->gen++;
+    sertrace_buf_clear(&s->esc);
+    s->cache_on = true;
     rc = s->o.json ? dump_json(s, d, ds, s->rows, nrows, whole)
                    : dump_text(s, d, ds, s->rows, nrows, whole);
     /* fold into the overall totals */
@@ -1307,6 +1379,7 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     }
     if (rc == 0)
         rc = merge_top(s, d, ds);
+    s->cache_on = false;
 end:
     recycle_dump_sum(s, ds);
     if (rc == 0)
@@ -1474,6 +1547,10 @@ void sertrace_summary_destroy(sertrace_summary *s)
     }
     free(s->types);
     free(s->rows);
+    free(s->esc_off);
+    free(s->esc_len);
+    free(s->esc_gen);
+    sertrace_buf_free(&s->esc);
     sertrace_buf_free(&s->out);
     sertrace_buf_free(&s->tmp);
     sertrace_buf_free(&s->sz);

@@ -387,6 +387,10 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
     probe.flags = tn->flags;
     bool exact = sertrace_node_bytes_exact(&probe);
     int rc = 0;
+    if (exact && tn->flags == 0 && tn->end != UINT32_MAX &&
+        !(oversize && tn->bytes >= oversize))
+        return sertrace_fmt_exit(b, tn->depth, tn->tag, tn->bytes, t->o.exact,
+                                 NULL); /* the common case: no flag */
     sertrace_buf_clear(f);
     if (tn->end == UINT32_MAX)
         rc = buf_lit(f, "?? never closed");

@@ -238,7 +238,16 @@ int save_traced(pickler *p, PyObject *obj, int pers_save)
     }
     tag = classify(p, obj, &key_kind);
     if (tag == 0) {
-        if (save_dispatch(p, obj) < 0) {
+        /* An untraced atom is one node-less unit, even when it pickles
+         * through a reduce (bytes below protocol 3): what it writes is
+         * folded into its parent, so its reduce's global and argument tuple
+         * get no nodes either. */
+        sertrace_dump *d = p->trace;
+        int status;
+        p->trace = NULL;
+        status = save_dispatch(p, obj);
+        p->trace = d;
+        if (status < 0) {
             record_failure(p, obj, 0);
             return -1;
         }

@@ -37,6 +37,7 @@ import fractions
 import functools
 import itertools
 import math
+import os
 import pickle
 import random
 import struct
@@ -46,8 +47,9 @@ import uuid
 
 import pt_types as T
 
-MAX_NODES = 40
-MAX_DEPTH = 7
+# Size knobs; the environment overrides are for soak runs (bigger graphs).
+MAX_NODES = int(os.environ.get("PT_MAX_NODES", "40"))
+MAX_DEPTH = int(os.environ.get("PT_MAX_DEPTH", "7"))
 
 # ---------------------------------------------------------------- atoms ----
 
@@ -400,7 +402,11 @@ class Gen:
             return r.choice(UNPICKLABLE + [[UNPICKLABLE[0]], {"k": [T.Plain(f=UNPICKLABLE[1])]}])
         if r.random() < (0.03 if self.protocol in (None, 5) else 0.003):
             return pickle.PickleBuffer(r.choice((bytearray(self.bytes_()), self.bytes_())))
-        root = self.value(0)
+        if r.random() < 0.35:  # a wider root: more objects meet in one memo / frame
+            root = [self.value(1) for _ in range(r.randint(3, 12))]
+            self.mutables.append(root)
+        else:
+            root = self.value(0)
         # cycles: put a reference to some built object (often the root) into a mutable one
         if self.mutables and r.random() < 0.25:
             target = r.choice(self.mutables)

@@ -831,6 +831,44 @@ def case_threads(m):
     return [results[i] for i in range(4)]
 
 
+class StrRaises(Exception):
+    def __str__(self):
+        raise RuntimeError("__str__ of the exception")
+
+
+class StrNotStr(Exception):
+    def __str__(self):
+        return 5
+
+
+class StrHuge(Exception):
+    def __str__(self):
+        return "\x00\udc80" + "m" * 3_000_000
+
+
+class ReprRaisesObj:
+    """Unpicklable object whose repr and str raise (error messages and
+    the trace's error path must not call them or must survive it)."""
+
+    def __repr__(self):
+        raise RuntimeError("repr")
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        raise TypeError("cannot pickle ReprRaisesObj")
+
+
+@case
+def case_exception_str_hostile(m):
+    out = []
+    for exc in (StrRaises("x"), StrNotStr("y"), StrHuge("z")):
+        for p in (0, 2, 4, 5):
+            out += each_protocol(m, lambda: [{"k": RaisingReduce(exc)}], protocols=[p])
+    out += each_protocol(m, lambda: {"a": [ReprRaisesObj()]})
+    return out
+
+
 # -------------------------------------------------- error paths ----
 
 

@@ -83,7 +83,10 @@ PICKLER_NAMES = sorted({"%s.%s" % (m.Pickler.__module__, m.Pickler.__qualname__)
 
 
 def _msg(e, normalize):
-    s = str(e)
+    try:
+        s = str(e)
+    except Exception as inner:  # noqa: BLE001 -- a hostile __str__
+        s = "<str() raised %s>" % type(inner).__name__
     for name in PICKLER_NAMES:  # "_pickle.Pickler" vs "sertrace.Pickler" in messages
         s = s.replace(name, "<Pickler>")
     if isinstance(e, KeyError) and re.fullmatch(r"\d{6,}", s):

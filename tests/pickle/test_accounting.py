@@ -235,3 +235,86 @@ def test_nested_dumps_trace(tmp_path):
         assert d["status"] == "ok" and len(d["roots"]) == 1
         for node in pt_tree.walk(d["roots"][0]):
             assert node["bytes"] >= sum(c["bytes"] for c in node["children"])
+
+
+# ------------------------------------------------------------ LTTng ----
+
+
+LTTNG_CHILD = r"""
+import json, os, sys
+sys.path.insert(0, %(here)r)
+import graphgen, pickle, pt_types as T
+import sertrace
+T.add_extensions()
+dumps = []
+fails = []
+for p in range(6):
+    for i in range(%(count)d):
+        obj = graphgen.build(8_000_000 + p * 100_000 + i, p)
+        try:
+            data = sertrace.dumps(obj, p)
+        except Exception as e:
+            dumps.append([p, None])
+            continue
+        if data != pickle.dumps(obj, p):
+            fails.append("seed %%d p%%d" %% (8_000_000 + p * 100_000 + i, p))
+        dumps.append([p, len(data)])
+print(json.dumps({"pid": os.getpid(), "dumps": dumps, "fails": fails}))
+"""
+
+
+def _lttng_available():
+    import shutil
+
+    if not (shutil.which("lttng") and shutil.which("babeltrace2")):
+        return False
+    return subprocess.run(["lttng", "list"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _lttng_available(), reason="needs lttng and a running lttng-sessiond")
+def test_lttng_recorded_dumps(tmp_path):
+    """Recorded by a real LTTng session (sertrace:*, vpid context): the bytes
+    are still pickle's, and for every dump of the child the recorded
+    dump_end.bytes equals len(payload) and the status matches.  Other
+    processes may record at the same time: events are filtered by vpid."""
+    import re
+
+    session = "pickletests-%d" % os.getpid()
+    out = str(tmp_path / "lttng")
+    run = lambda *a: subprocess.run(["lttng", *a], capture_output=True, text=True)  # noqa: E731
+    assert run("create", session, "--output=" + out).returncode == 0
+    try:
+        assert run("enable-event", "-u", "sertrace:*", "-s", session).returncode == 0
+        assert run("add-context", "-u", "-t", "vpid", "-s", session).returncode == 0
+        assert run("start", session).returncode == 0
+        env = _env("0")
+        proc = subprocess.run([sys.executable, "-c", LTTNG_CHILD % {"here": HERE, "count": 60}],
+                              capture_output=True, text=True, env=env, timeout=300)
+        run("stop", session)
+    finally:
+        run("destroy", session)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout)
+    assert not res["fails"], res["fails"][:10]
+    bt = subprocess.run(["babeltrace2", out], capture_output=True, text=True, timeout=300)
+    assert bt.returncode == 0, bt.stderr[-2000:]
+    begin = re.compile(r"sertrace:dump_begin: .*\{ vpid = %d \}, \{ dump_id = (\d+), serializer = \"pickle\", protocol = (\d+) \}" % res["pid"])
+    end = re.compile(r"sertrace:dump_end: .*\{ vpid = %d \}, \{ dump_id = (\d+), bytes = (\d+), status = \( \"(\w+)\"" % res["pid"])
+    begins, ends = [], {}
+    for line in bt.stdout.splitlines():
+        m = begin.search(line)
+        if m:
+            begins.append((int(m.group(1)), int(m.group(2))))
+            continue
+        m = end.search(line)
+        if m:
+            ends[int(m.group(1))] = (int(m.group(2)), m.group(3))
+    assert len(begins) == len(res["dumps"]), "recorded %d dumps, child made %d" % (len(begins), len(res["dumps"]))
+    begins.sort()
+    for (dump_id, proto), (p, n) in zip(begins, res["dumps"]):
+        assert proto == p
+        nbytes, status = ends[dump_id]
+        if n is None:
+            assert status == "error"
+        else:
+            assert status == "ok" and nbytes == n, (dump_id, nbytes, n)
