@@ -22,6 +22,8 @@ Configurations:
                        child's pid tracked), default granularity
   lttng-all            same, SERTRACE_GRANULARITY=all (every object a node)
   text-file            sertrace.dumps with DISPATCH_TRACE=<file>
+  (lttng-default and text-file also time dill.dumps inside dill.detect.trace(<file>),
+   so "how much faster than dill's tracer" is a ratio within one process)
   dill                 dill.dumps untraced, and inside dill.detect.trace(<file>)
   dill-sertrace-lttng  dill.dumps untraced, and traced by sertrace.dill into LTTng
   dill-sertrace-text   dill.dumps untraced, and traced by sertrace.dill with
@@ -56,9 +58,9 @@ PROTOCOL = 4
 CONFIGS = [
     # name, extra env, LTTng session?, contenders, include non-picklable workloads
     ("dormant", {}, False, ["pickle", "sertrace"], False),
-    ("lttng-default", {}, True, ["pickle", "sertrace"], False),
+    ("lttng-default", {}, True, ["pickle", "sertrace", "dill-trace-file"], False),
     ("lttng-all", {"SERTRACE_GRANULARITY": "all"}, True, ["pickle", "sertrace"], False),
-    ("text-file", {"DISPATCH_TRACE": "@TEXT@"}, False, ["pickle", "sertrace"], False),
+    ("text-file", {"DISPATCH_TRACE": "@TEXT@"}, False, ["pickle", "sertrace", "dill-trace-file"], False),
     ("dill", {}, False, ["pickle", "dill", "dill-trace-file"], True),
     ("dill-sertrace-lttng", {}, True, ["pickle", "dill", "dill-sertrace"], True),
     ("dill-sertrace-text", {"DISPATCH_TRACE": "@TEXT@"}, False, ["pickle", "dill", "dill-sertrace"], True),

@@ -18,7 +18,6 @@ failed test instead of a dead test session.
 import copyreg
 import gc
 import io
-import itertools
 import json
 import os
 import pickle
