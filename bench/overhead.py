@@ -85,7 +85,7 @@ def child(args):
 
     need_sertrace = "sertrace" in contenders or "dill-sertrace" in contenders
     if need_sertrace:
-        import sertrace  # noqa: F401  (the runtime reads its environment here)
+        import sertrace  # the runtime reads its environment (DISPATCH_TRACE ...) here
     if any(c.startswith("dill") for c in contenders):
         import dill
         import dill.detect
@@ -96,7 +96,6 @@ def child(args):
         if c == "pickle":
             return lambda: pickle.dumps(obj, PROTOCOL)
         if c == "sertrace":
-            import sertrace
             return lambda: sertrace.dumps(obj, PROTOCOL)
         if c == "dill":
             return lambda: dill.dumps(obj, PROTOCOL)

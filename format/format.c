@@ -40,8 +40,9 @@ void sertrace_buf_clear(sertrace_buf *b)
         b->data[0] = '\0';
 }
 
-/* Make room for `extra` more bytes plus the NUL. */
-static int buf_reserve(sertrace_buf *b, size_t extra)
+/* Grow to hold `extra` more bytes plus the NUL (the slow path, out of
+ * line so that the fast path below inlines into every appender). */
+static __attribute__((noinline)) int buf_grow(sertrace_buf *b, size_t extra)
 {
     size_t need = b->len + extra + 1;
     size_t cap;
@@ -62,6 +63,15 @@ static int buf_reserve(sertrace_buf *b, size_t extra)
     return 0;
 }
 
+/* Make room for `extra` more bytes plus the NUL: one comparison when the
+ * buffer has room (the steady state of a reused buffer). */
+static inline int buf_reserve(sertrace_buf *b, size_t extra)
+{
+    if (b->cap != 0 && extra < b->cap - b->len)
+        return 0;
+    return buf_grow(b, extra);
+}
+
 int sertrace_buf_append(sertrace_buf *b, const char *s, size_t n)
 {
     if (buf_reserve(b, n) != 0)
@@ -71,11 +81,6 @@ int sertrace_buf_append(sertrace_buf *b, const char *s, size_t n)
     b->len += n;
     b->data[b->len] = '\0';
     return 0;
-}
-
-static int buf_append_str(sertrace_buf *b, const char *s)
-{
-    return sertrace_buf_append(b, s, strlen(s));
 }
 
 int sertrace_buf_appendf(sertrace_buf *b, const char *fmt, ...)
@@ -105,19 +110,6 @@ int sertrace_buf_appendf(sertrace_buf *b, const char *fmt, ...)
     }
     b->len += (size_t)n;
     return 0;
-}
-
-/* Append a decimal number without printf. */
-static int buf_append_u64(sertrace_buf *b, uint64_t v)
-{
-    char tmp[24];
-    size_t i = sizeof tmp;
-
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    return sertrace_buf_append(b, tmp + i, sizeof tmp - i);
 }
 
 /* `count` copies of the 3-byte "│". */
@@ -194,19 +186,29 @@ static bool tag_is_function(uint8_t tag)
 
 /* ---- sizes ------------------------------------------------------------- */
 
-int sertrace_fmt_size(sertrace_buf *b, uint64_t bytes, bool exact)
+/* Longest size text: 20 digits + " B", or "1023.9 EiB". */
+#define SIZE_MAX_TEXT 24
+
+/* Write the size at `p` (room for SIZE_MAX_TEXT bytes); returns the end. */
+static char *put_size_to(char *p, uint64_t bytes, bool exact)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    size_t old = b->len;
     unsigned power = 0;
     uint64_t whole, rest;
     unsigned tenths;
-    char frac[2];
+    char tmp[24];
+    size_t i = sizeof tmp;
 
     if (exact || bytes < 1024) {
-        if (buf_append_u64(b, bytes) != 0 || sertrace_buf_append(b, " B", 2) != 0)
-            goto fail;
-        return 0;
+        do {
+            tmp[--i] = (char)('0' + bytes % 10);
+            bytes /= 10;
+        } while (bytes != 0);
+        memcpy(p, tmp + i, sizeof tmp - i);
+        p += sizeof tmp - i;
+        *p++ = ' ';
+        *p++ = 'B';
+        return p;
     }
     while (power < 6 && (bytes >> (10 * (power + 1))) != 0)
         power++;
@@ -214,17 +216,29 @@ int sertrace_fmt_size(sertrace_buf *b, uint64_t bytes, bool exact)
     rest = bytes - (whole << (10 * power));
     /* Truncated, never rounded up: a size never reads larger than it is. */
     tenths = (unsigned)(((unsigned __int128)rest * 10) >> (10 * power));
-    frac[0] = '.';
-    frac[1] = (char)('0' + tenths);
-    if (buf_append_u64(b, whole) != 0 || sertrace_buf_append(b, frac, 2) != 0 ||
-        sertrace_buf_append(b, " ", 1) != 0 || buf_append_str(b, units[power]) != 0)
-        goto fail;
+    do {
+        tmp[--i] = (char)('0' + whole % 10);
+        whole /= 10;
+    } while (whole != 0);
+    memcpy(p, tmp + i, sizeof tmp - i);
+    p += sizeof tmp - i;
+    *p++ = '.';
+    *p++ = (char)('0' + tenths);
+    *p++ = ' ';
+    memcpy(p, units[power], 3); /* "B\0" copies a harmless NUL */
+    return p + (power == 0 ? 1 : 3);
+}
+
+int sertrace_fmt_size(sertrace_buf *b, uint64_t bytes, bool exact)
+{
+    char *p;
+
+    if (buf_reserve(b, SIZE_MAX_TEXT) != 0)
+        return -1;
+    p = put_size_to(b->data + b->len, bytes, exact);
+    *p = '\0';
+    b->len = (size_t)(p - b->data);
     return 0;
-fail:
-    b->len = old;
-    if (b->data != NULL)
-        b->data[old] = '\0';
-    return -1;
 }
 
 /* ---- UTF-8 ------------------------------------------------------------- */
@@ -528,7 +542,6 @@ int sertrace_fmt_exit(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t byt
                       const char *flags)
 {
     size_t flags_len = flags != NULL ? strlen(flags) : 0;
-    size_t old = b->len;
     char *p;
 
     if (buf_reserve(b, (size_t)depth * 3 + 64 + flags_len) != 0)
@@ -538,14 +551,7 @@ int sertrace_fmt_exit(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t byt
     p = put_lit(p, "\xe2\x94\x94 # ", 6); /* "└ # " */
     p = put_tag(p, tag);
     p = put_lit(p, " [", 2);
-    b->len = (size_t)(p - b->data);
-    /* Room was reserved for the size too, so this does not reallocate. */
-    if (sertrace_fmt_size(b, bytes, exact) != 0) {
-        b->len = old;
-        b->data[old] = '\0';
-        return -1;
-    }
-    p = b->data + b->len;
+    p = put_size_to(p, bytes, exact); /* room reserved above */
     *p++ = ']';
     if (flags_len > 0) {
         p = put_lit(p, "  ", 2);

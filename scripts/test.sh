@@ -11,7 +11,8 @@ bash scripts/setup.sh || exit 1
 
 status=0
 echo "== meson test (build) =="
-meson test -C build --print-errorlogs --num-processes 2 || status=1
+# The installed package and command are tested too (tests/run/test_installed.py).
+SERTRACE_TEST_INSTALLED=1 meson test -C build --print-errorlogs --num-processes 2 || status=1
 
 echo "== sanitizers: C unit tests under ASan+UBSan (build-asan) =="
 if [ ! -f build-asan/build.ninja ]; then

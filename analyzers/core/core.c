@@ -20,8 +20,18 @@
 /* Type names of one dump, all together. */
 #define CORE_MAX_NAMES (64u << 20)
 
+/* Closed dump states kept for reuse (with their stack, type table and
+ * name arena), so a trace of millions of small dumps does not allocate
+ * per dump; buffers larger than the KEEP_* limits are released instead. */
+#define FREE_DUMPS_MAX 64
+#define KEEP_STACK 4096u
+#define KEEP_TYPES 4096u
+#define KEEP_NAMES (256u << 10)
+
 struct sertrace_core {
     sertrace_core_visitor v;
+    sertrace_dump_state *free_dumps; /* linked by hash_next */
+    unsigned nfree;
     sertrace_dump_state **buckets;
     size_t nbuckets; /* power of two */
     size_t live;
@@ -90,6 +100,58 @@ static void free_dump(sertrace_dump_state *d)
     free(d);
 }
 
+/* Put a closed dump on the free list, keeping its buffers when small. */
+static void recycle_dump(sertrace_core *c, sertrace_dump_state *d)
+{
+    if (c->nfree >= FREE_DUMPS_MAX) {
+        free_dump(d);
+        return;
+    }
+    if (d->stack_cap > KEEP_STACK) {
+        free(d->stack);
+        d->stack = NULL;
+        d->stack_cap = 0;
+    }
+    if (d->types_cap > KEEP_TYPES) {
+        free(d->types);
+        d->types = NULL;
+        d->types_cap = 0;
+    } else if (d->ntypes) {
+        memset(d->types, 0, (size_t)d->ntypes * sizeof *d->types);
+    }
+    if (d->names_cap > KEEP_NAMES) {
+        free(d->names);
+        d->names = NULL;
+        d->names_cap = 0;
+    }
+    d->hash_next = c->free_dumps;
+    c->free_dumps = d;
+    c->nfree++;
+}
+
+/* A zeroed dump state, from the free list when possible. */
+static sertrace_dump_state *new_dump(sertrace_core *c)
+{
+    sertrace_dump_state *d = c->free_dumps;
+    if (!d)
+        return calloc(1, sizeof *d);
+    c->free_dumps = d->hash_next;
+    c->nfree--;
+    sertrace_node *stack = d->stack;
+    sertrace_type_entry *types = d->types;
+    char *names = d->names;
+    uint32_t stack_cap = d->stack_cap, types_cap = d->types_cap,
+             names_cap = d->names_cap;
+    memset(d, 0, sizeof *d);
+    d->stack = stack;
+    d->stack_cap = stack_cap;
+    d->types = types;
+    d->types_cap = types_cap;
+    d->names = names;
+    d->names_cap = names_cap;
+    return d;
+}
+
 sertrace_core *sertrace_core_create(const sertrace_core_visitor *v)
 {
     sertrace_core *c = calloc(1, sizeof *c);
@@ -117,6 +179,11 @@ void sertrace_core_destroy(sertrace_core *c)
             free_dump(d);
             d = next;
         }
+    }
+    while (c->free_dumps) {
+        sertrace_dump_state *next = c->free_dumps->hash_next;
+        free_dump(c->free_dumps);
+        c->free_dumps = next;
     }
     free(c->buckets);
     free(c);
@@ -154,7 +221,7 @@ static sertrace_dump_state *open_dump(sertrace_core *c, int64_t pid,
 {
     if (c->live >= c->nbuckets && grow_buckets(c) < 0)
         return NULL;
-    sertrace_dump_state *d = calloc(1, sizeof *d);
+    sertrace_dump_state *d = new_dump(c);
     if (!d)
         return NULL;
     d->pid = pid;
@@ -269,7 +336,7 @@ static int close_dump(sertrace_core *c, sertrace_dump_state *d, uint16_t how)
     int rc = 0;
     if (c->v.dump_close)
         rc = c->v.dump_close(c->v.ctx, d);
-    free_dump(d);
+    recycle_dump(c, d);
     return rc;
 }
 

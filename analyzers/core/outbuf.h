@@ -24,6 +24,44 @@ static inline int app(sertrace_buf *b, const char *s, size_t n)
     return sertrace_buf_append(b, s, n);
 }
 
+/* Make room for `need` more bytes plus the NUL, so a caller can then
+ * write a whole line through a pointer with no check per piece.  The
+ * slow path (the buffer grows: rare, output buffers are reused) goes
+ * through format.h's sertrace_buf_append. */
+static inline int ensure(sertrace_buf *b, size_t need)
+{
+    if (b->data && need < b->cap - b->len)
+        return 0;
+    static const char zeros[256];
+    size_t len = b->len;
+    for (size_t left = need; left > 0;) {
+        size_t k = left < sizeof zeros ? left : sizeof zeros;
+        if (sertrace_buf_append(b, zeros, k) < 0) {
+            b->len = len;
+            if (b->data)
+                b->data[len] = '\0';
+            return -1;
+        }
+        left -= k;
+    }
+    if (!b->data && sertrace_buf_append(b, "", 0) < 0)
+        return -1;
+    b->len = len;
+    b->data[len] = '\0';
+    return 0;
+}
+
+/* `n` bytes of `s` right-aligned in `width` columns, at p. */
+static inline char *pad_left_to(char *p, const char *s, size_t n, size_t width)
+{
+    if (n < width) {
+        memset(p, ' ', width - n);
+        p += width - n;
+    }
+    memcpy(p, s, n);
+    return p + n;
+}
+
 /* Append a string literal (its length computed by the compiler). */
 #define buf_lit(b, s) app((b), (s), sizeof(s) - 1)
 
@@ -64,20 +102,40 @@ static inline int put_u64_zero(sertrace_buf *b, uint64_t v, unsigned width)
     return app(b, tmp, width);
 }
 
+/* The "YYYY-MM-DD HH:MM:SS" of the last second formatted: dumps come in
+ * time order, so gmtime_r() runs once per second of trace, not per dump. */
+typedef struct time_cache {
+    int64_t sec; /* -1: empty */
+    char text[20];
+} time_cache;
+
+#define TIME_CACHE_INIT {-1, {0}}
+
 /* "2026-11-29 18:49:04.297814272 UTC" for ns since the epoch, or
  * "t=N ns" when the clock has no usable origin. */
-static inline int put_time(sertrace_buf *b, int64_t ns)
+static inline int put_time(sertrace_buf *b, int64_t ns, time_cache *tc)
 {
-    time_t sec = (time_t)(ns / 1000000000);
-    struct tm tm;
-    if (ns <= 0 || !gmtime_r(&sec, &tm))
+    int64_t s = ns / 1000000000;
+    if (ns <= 0)
         return buf_lit(b, "t=") || put_i64(b, ns) || buf_lit(b, " ns") ? -1 : 0;
-    return put_u64_zero(b, (uint64_t)tm.tm_year + 1900, 4) || buf_lit(b, "-") ||
-                   put_u64_zero(b, (uint64_t)tm.tm_mon + 1, 2) || buf_lit(b, "-") ||
-                   put_u64_zero(b, (uint64_t)tm.tm_mday, 2) || buf_lit(b, " ") ||
-                   put_u64_zero(b, (uint64_t)tm.tm_hour, 2) || buf_lit(b, ":") ||
-                   put_u64_zero(b, (uint64_t)tm.tm_min, 2) || buf_lit(b, ":") ||
-                   put_u64_zero(b, (uint64_t)tm.tm_sec, 2) || buf_lit(b, ".") ||
+    if (tc->sec != s) {
+        time_t sec = (time_t)s;
+        struct tm tm;
+        if (!gmtime_r(&sec, &tm))
+            return buf_lit(b, "t=") || put_i64(b, ns) || buf_lit(b, " ns") ? -1 : 0;
+        char tmp[64];
+        sertrace_buf t = {tmp, 0, sizeof tmp}; /* never grows: 19 bytes */
+        if (put_u64_zero(&t, (uint64_t)tm.tm_year + 1900, 4) || buf_lit(&t, "-") ||
+            put_u64_zero(&t, (uint64_t)tm.tm_mon + 1, 2) || buf_lit(&t, "-") ||
+            put_u64_zero(&t, (uint64_t)tm.tm_mday, 2) || buf_lit(&t, " ") ||
+            put_u64_zero(&t, (uint64_t)tm.tm_hour, 2) || buf_lit(&t, ":") ||
+            put_u64_zero(&t, (uint64_t)tm.tm_min, 2) || buf_lit(&t, ":") ||
+            put_u64_zero(&t, (uint64_t)tm.tm_sec, 2) || t.len != 19)
+            return -1;
+        memcpy(tc->text, tmp, 19);
+        tc->sec = s;
+    }
+    return app(b, tc->text, 19) || buf_lit(b, ".") ||
                    put_u64_zero(b, (uint64_t)(ns % 1000000000), 9) ||
                    buf_lit(b, " UTC")
                ? -1

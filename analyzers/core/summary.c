@@ -109,6 +109,7 @@ struct sertrace_summary {
     size_t esc_cap;
     uint64_t gen;
     bool cache_on;
+    time_cache tcache;
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -175,33 +176,6 @@ static size_t utf8_cols(const char *s, size_t n)
     return c;
 }
 
-/* A size into s->sz, then padded. */
-static int put_size_col(sertrace_summary *s, sertrace_buf *b, uint64_t v,
-                        size_t width)
-{
-    sertrace_buf_clear(&s->sz);
-    if (sertrace_fmt_size(&s->sz, v, s->o.exact) < 0)
-        return -1;
-    return put_padded(b, s->sz.data, s->sz.len, s->sz.len, width, true);
-}
-
-/* part/whole as a percentage "12.3%" right-aligned in 7 columns. */
-static int put_percent(sertrace_buf *b, uint64_t part, uint64_t whole)
-{
-    uint64_t p10 = whole ? (uint64_t)((double)part * 1000.0 / (double)whole) : 0;
-    char tmp[32];
-    size_t i = sizeof tmp;
-    tmp[--i] = '%';
-    tmp[--i] = (char)('0' + p10 % 10);
-    tmp[--i] = '.';
-    p10 /= 10;
-    do {
-        tmp[--i] = (char)('0' + p10 % 10);
-        p10 /= 10;
-    } while (p10);
-    return put_padded(b, tmp + i, sizeof tmp - i, sizeof tmp - i, 7, true);
-}
-
 /* part/whole as a JSON number with 4 decimals. */
 static int put_ratio(sertrace_buf *b, uint64_t part, uint64_t whole)
 {
@@ -213,6 +187,38 @@ static int put_ratio(sertrace_buf *b, uint64_t part, uint64_t whole)
     for (int i = 3; i >= 0; i--, f /= 10)
         d[i] = (char)('0' + f % 10);
     return sertrace_buf_append(b, d, 4);
+}
+
+/* Tag text and meaning with their lengths, by tag value ("K<n>" and
+ * "other" for values without a tag), filled once. */
+static struct tag_text {
+    char text[8];
+    const char *meaning;
+    uint8_t len;
+    uint8_t meaning_len;
+} tag_texts[256];
+
+static void init_tag_texts(void)
+{
+    if (tag_texts[0].len)
+        return;
+    for (unsigned t = 0; t < 256; t++) {
+        char tmp[8];
+        const char *tt = sertrace_tag_text((uint8_t)t, tmp);
+        size_t n = strlen(tt);
+        if (n > 7)
+            n = 7;
+        memcpy(tag_texts[t].text, tt, n);
+        tag_texts[t].text[n] = '\0';
+        tag_texts[t].len = (uint8_t)n;
+        tag_texts[t].meaning = "other";
+        tag_texts[t].meaning_len = 5;
+    }
+#define MEANING_(name, value, text, m_)                                        \
+    tag_texts[value].meaning = m_;                                             \
+    tag_texts[value].meaning_len = (uint8_t)(sizeof(m_) - 1);
+    SERTRACE_TAGS(MEANING_)
+#undef MEANING_
 }
 
 static const char *kind_meaning(uint8_t tag)
@@ -296,12 +302,22 @@ static int put_label(sertrace_summary *s, sertrace_buf *b,
         if (cached_name(s, d, type, &esc, &len) < 0)
             return -1;
         /* tag texts are plain ASCII: no escaping needed */
+        const struct tag_text *tx = &tag_texts[tag];
+        if (ensure(b, tx->len + len + 3) < 0)
+            return -1;
+        char *p = b->data + b->len;
         if (json)
-            return buf_lit(b, "\"") || put_str(b, tt) || buf_lit(b, " ") ||
-                           app(b, esc, len) || buf_lit(b, "\"")
-                       ? -1
-                       : 0;
-        return put_str(b, tt) || buf_lit(b, " ") || app(b, esc, len) ? -1 : 0;
+            *p++ = '"';
+        memcpy(p, tx->text, tx->len);
+        p += tx->len;
+        *p++ = ' ';
+        memcpy(p, esc, len);
+        p += len;
+        if (json)
+            *p++ = '"';
+        *p = '\0';
+        b->len = (size_t)(p - b->data);
+        return 0;
     }
     const char *name = sertrace_core_type_name(d, type, &len);
     if (!name) {
@@ -793,47 +809,66 @@ static int put_table_header(sertrace_buf *b, const char *what)
     return rc;
 }
 
-/* One row: "    LABEL            COUNT        TOTAL         SELF  SHARE  TAIL" */
+/* One row: "    LABEL            COUNT        TOTAL         SELF  SHARE  TAIL".
+ * The fixed part is written through a pointer after one ensure(): this
+ * runs for every row of every dump's tables. */
 static int put_row(sertrace_summary *s, sertrace_buf *b, const char *label,
-                   const stat3 *st, uint64_t whole, const char *tail,
+                   size_t ll, const stat3 *st, uint64_t whole, const char *tail,
                    size_t tail_len, bool escape_tail)
 {
-    size_t ll = strlen(label);
-    int rc = buf_lit(b, "    ");
-    if (rc == 0)
-        rc = put_padded(b, label, ll, utf8_cols(label, ll), 16, false);
-    if (rc == 0)
-        rc = buf_lit(b, " ");
-    if (rc == 0) {
-        char tmp[24];
-        size_t i = sizeof tmp;
-        uint64_t v = st->count;
-        do {
-            tmp[--i] = (char)('0' + v % 10);
-            v /= 10;
-        } while (v);
-        rc = put_padded(b, tmp + i, sizeof tmp - i, sizeof tmp - i, 8, true);
+    char cnt[24], pct[32], tot[32], self[32];
+    size_t ci = sizeof cnt, pi = sizeof pct;
+    uint64_t v = st->count;
+    do {
+        cnt[--ci] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    uint64_t p10 = whole ? (uint64_t)((double)st->self * 1000.0 / (double)whole) : 0;
+    pct[--pi] = '%';
+    pct[--pi] = (char)('0' + p10 % 10);
+    pct[--pi] = '.';
+    p10 /= 10;
+    do {
+        pct[--pi] = (char)('0' + p10 % 10);
+        p10 /= 10;
+    } while (p10);
+    sertrace_buf tb = {tot, 0, sizeof tot}, sb = {self, 0, sizeof self};
+    if (sertrace_fmt_size(&tb, st->bytes, s->o.exact) < 0 ||
+        sertrace_fmt_size(&sb, st->self, s->o.exact) < 0)
+        return -1;
+    size_t cols = utf8_cols(label, ll);
+    if (ensure(b, 4 + ll + 16 + 1 + 24 + 1 + 2 * 33 + 32 + 2 +
+                      (escape_tail ? 0 : tail_len) + 1) < 0)
+        return -1;
+    char *p = b->data + b->len;
+    p = pad_left_to(p, "    ", 4, 4);
+    memcpy(p, label, ll);
+    p += ll;
+    if (cols < 16) {
+        memset(p, ' ', 16 - cols);
+        p += 16 - cols;
     }
-    if (rc == 0)
-        rc = buf_lit(b, " ");
-    if (rc == 0)
-        rc = put_size_col(s, b, st->bytes, 12);
-    if (rc == 0)
-        rc = buf_lit(b, " ");
-    if (rc == 0)
-        rc = put_size_col(s, b, st->self, 12);
-    if (rc == 0)
-        rc = buf_lit(b, " ");
-    if (rc == 0)
-        rc = put_percent(b, st->self, whole);
-    if (rc == 0)
-        rc = buf_lit(b, "  ");
-    if (rc == 0)
-        rc = escape_tail ? sertrace_fmt_escape(b, tail, tail_len)
-                         : sertrace_buf_append(b, tail, tail_len);
-    if (rc == 0)
-        rc = buf_lit(b, "\n");
-    return rc;
+    *p++ = ' ';
+    p = pad_left_to(p, cnt + ci, sizeof cnt - ci, 8);
+    *p++ = ' ';
+    p = pad_left_to(p, tb.data, tb.len, 12);
+    *p++ = ' ';
+    p = pad_left_to(p, sb.data, sb.len, 12);
+    *p++ = ' ';
+    p = pad_left_to(p, pct + pi, sizeof pct - pi, 7);
+    *p++ = ' ';
+    *p++ = ' ';
+    if (!escape_tail) {
+        memcpy(p, tail, tail_len);
+        p += tail_len;
+        *p++ = '\n';
+        *p = '\0';
+        b->len = (size_t)(p - b->data);
+        return 0;
+    }
+    *p = '\0';
+    b->len = (size_t)(p - b->data);
+    return sertrace_fmt_escape(b, tail, tail_len) || buf_lit(b, "\n") ? -1 : 0;
 }
 
 static int put_kinds_text(sertrace_summary *s, sertrace_buf *b,
@@ -843,10 +878,9 @@ static int put_kinds_text(sertrace_summary *s, sertrace_buf *b,
     for (unsigned t = 0; t < 256 && rc == 0; t++) {
         if (!kinds[t].count)
             continue;
-        char tmp[8];
-        const char *m = kind_meaning((uint8_t)t);
-        rc = put_row(s, b, sertrace_tag_text((uint8_t)t, tmp), &kinds[t], whole,
-                     m, strlen(m), false);
+        rc = put_row(s, b, tag_texts[t].text, tag_texts[t].len, &kinds[t],
+                     whole, tag_texts[t].meaning, tag_texts[t].meaning_len,
+                     false);
     }
     return rc;
 }
@@ -1042,7 +1076,7 @@ static int dump_text(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
     if (rc == 0)
         rc = buf_lit(b, " \xc2\xb7 ");
     if (rc == 0)
-        rc = put_time(b, d->ts_begin);
+        rc = put_time(b, d->ts_begin, &s->tcache);
     if (rc == 0)
         rc = buf_lit(b, "\n  payload ");
     if (rc == 0) {
@@ -1098,7 +1132,7 @@ static int dump_text(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
                 const char *esc;
                 rc = cached_name(s, d, rows[i].type, &esc, &len);
                 if (rc == 0)
-                    rc = put_row(s, b, "", &rows[i].st, whole, esc, len, false);
+                    rc = put_row(s, b, "", 0, &rows[i].st, whole, esc, len, false);
             }
             if (rc == 0 && nrows > TEXT_TYPES_MAX)
                 rc = sertrace_buf_appendf(b, "    \xe2\x80\xa6 %u more types\n",
@@ -1399,6 +1433,8 @@ sertrace_summary *sertrace_summary_create(const sertrace_summary_opts *opts,
     s->o = *opts;
     s->write = write;
     s->write_ctx = write_ctx;
+    s->tcache = (time_cache)TIME_CACHE_INIT;
+    init_tag_texts();
     s->top = calloc(s->o.top ? s->o.top : 1, sizeof *s->top);
     if (!s->top) {
         free(s);
@@ -1507,7 +1543,7 @@ int sertrace_summary_finish(sertrace_summary *s,
         if (rc == 0 && nrows) {
             rc = put_table_header(b, "type");
             for (size_t i = 0; i < nrows && i < 2 * TEXT_TYPES_MAX && rc == 0; i++)
-                rc = put_row(s, b, "", &rows[i]->st, whole, rows[i]->name,
+                rc = put_row(s, b, "", 0, &rows[i]->st, whole, rows[i]->name,
                              rows[i]->len, true);
             if (rc == 0 && nrows > 2 * TEXT_TYPES_MAX)
                 rc = sertrace_buf_appendf(b, "    \xe2\x80\xa6 %zu more types\n",

@@ -27,6 +27,7 @@ typedef struct tnode {
     uint32_t extra_tail;
     uint16_t flags;
     uint8_t tag;
+    uint8_t keep; /* print pass: its subtree holds a flagged node */
 } tnode;
 
 typedef struct extra {
@@ -46,7 +47,15 @@ typedef struct dump_buf {
     uint32_t dump_extra_head, dump_extra_tail; /* notes on the dump itself */
     char *died; /* chain of an unfinished dump */
     bool overflow; /* more than UINT32_MAX-1 nodes: stopped buffering */
+    struct dump_buf *next_free;
 } dump_buf;
+
+/* Per-dump buffers kept for reuse (a trace of millions of small dumps
+ * then allocates nothing per dump); larger ones are released. */
+#define FREE_BUFS_MAX 16
+#define KEEP_NODES (64u << 10)
+#define KEEP_EXTRAS 4096u
+#define KEEP_ARENA (256u << 10)
 
 struct sertrace_treeprint {
     sertrace_treeprint_opts o;
@@ -64,6 +73,9 @@ struct sertrace_treeprint {
         bool fold_inexact;
     } *stack;
     size_t stack_cap;
+    time_cache tcache;
+    dump_buf *free_bufs; /* recycled per-dump buffers */
+    unsigned nfree;
 };
 
 static int flush_out(sertrace_treeprint *t, bool force)
@@ -139,10 +151,17 @@ static int add_extra(dump_buf *db, sertrace_node *n, bool is_error,
 
 static int v_dump_open(void *ctx, sertrace_dump_state *d)
 {
-    (void)ctx;
-    dump_buf *db = calloc(1, sizeof *db);
-    if (!db)
-        return -1;
+    sertrace_treeprint *t = ctx;
+    dump_buf *db = t->free_bufs;
+    if (db) {
+        t->free_bufs = db->next_free;
+        t->nfree--;
+        db->next_free = NULL;
+    } else {
+        db = calloc(1, sizeof *db);
+        if (!db)
+            return -1;
+    }
     db->dump_extra_head = db->dump_extra_tail = NO_EXTRA;
     d->user = db;
     return 0;
@@ -267,7 +286,7 @@ static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
     int rc = buf_lit(b, "\xe2\x94\x80\xe2\x94\x80 dump ") || put_u64(b, d->dump_id) ||
                      buf_lit(b, " \xc2\xb7 pid ") || put_i64(b, d->pid) ||
                      buf_lit(b, " \xc2\xb7 tid ") || put_i64(b, d->tid) ||
-                     buf_lit(b, " \xc2\xb7 ") || put_time(b, d->ts_begin) ||
+                     buf_lit(b, " \xc2\xb7 ") || put_time(b, d->ts_begin, &t->tcache) ||
                      buf_lit(b, " \xc2\xb7 ")
                  ? -1
                  : 0;
@@ -470,6 +489,36 @@ static int put_folds(sertrace_treeprint *t, const struct open_entry *e,
     return rc;
 }
 
+/* Flags that a node's exit line shows (CHILD_INEXACT shows nothing: the
+ * inexact child carries its own flag). */
+#define SHOWN_FLAGS                                                            \
+    (SERTRACE_NODE_NO_ENTER | SERTRACE_NODE_NO_EXIT |                          \
+     SERTRACE_NODE_UNFINISHED | SERTRACE_NODE_PARTIAL | SERTRACE_NODE_ERROR |  \
+     SERTRACE_NODE_MALFORMED | SERTRACE_NODE_FAILED)
+
+static bool node_flagged(const tnode *tn, uint64_t oversize)
+{
+    return tn->end == UINT32_MAX || (tn->flags & SHOWN_FLAGS) ||
+           (oversize && tn->bytes >= oversize);
+}
+
+/* Folding never hides a flag: mark every node whose subtree [i, end)
+ * holds a flagged node (itself included), so the printer keeps it and
+ * with it the chain of ancestors down to the flag.  One backward pass:
+ * `next` is the smallest flagged index >= i, and the subtree of i holds a
+ * flag iff next < end. */
+static void mark_flagged_subtrees(dump_buf *db, uint64_t oversize)
+{
+    uint32_t next = UINT32_MAX;
+    for (uint32_t i = db->n; i-- > 0;) {
+        tnode *tn = &db->nodes[i];
+        if (node_flagged(tn, oversize))
+            next = i;
+        uint32_t end = tn->end == UINT32_MAX || tn->end <= i ? i + 1 : tn->end;
+        tn->keep = next < end;
+    }
+}
+
 static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
                       dump_buf *db)
 {
@@ -483,6 +532,9 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
         uint64_t p = (uint64_t)(t->o.oversize_percent / 100.0 * (double)whole);
         oversize = p ? p : 1;
     }
+    bool folding = t->o.max_depth || t->o.min_size;
+    if (folding)
+        mark_flagged_subtrees(db, oversize);
     size_t sp = 0;
     uint32_t i = 0;
     while (i < db->n && rc == 0) {
@@ -500,13 +552,15 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
         if (rc < 0)
             break;
         uint32_t end = tn->end == UINT32_MAX || tn->end <= i ? i + 1 : tn->end;
-        if (sp > 0 && t->o.max_depth && tn->depth > t->o.max_depth) {
+        if (sp > 0 && t->o.max_depth && tn->depth > t->o.max_depth &&
+            !tn->keep) {
             t->stack[sp - 1].deep_n += end - i;
             t->stack[sp - 1].deep_bytes += tn->bytes;
             i = end;
             continue;
         }
-        if (sp > 0 && t->o.min_size && tn->bytes < t->o.min_size) {
+        if (sp > 0 && t->o.min_size && tn->bytes < t->o.min_size &&
+            !tn->keep) {
             sertrace_node probe = {0};
             probe.flags = tn->flags;
             if (!sertrace_node_bytes_exact(&probe))
@@ -558,6 +612,39 @@ static void free_dump_buf(dump_buf *db)
     free(db);
 }
 
+/* Reset a printed dump's buffer and keep it for the next dump. */
+static void recycle_dump_buf(sertrace_treeprint *t, dump_buf *db)
+{
+    if (t->nfree >= FREE_BUFS_MAX) {
+        free_dump_buf(db);
+        return;
+    }
+    if (db->cap > KEEP_NODES) {
+        free(db->nodes);
+        db->nodes = NULL;
+        db->cap = 0;
+    }
+    if (db->extras_cap > KEEP_EXTRAS) {
+        free(db->extras);
+        db->extras = NULL;
+        db->extras_cap = 0;
+    }
+    if (db->arena_cap > KEEP_ARENA) {
+        free(db->arena);
+        db->arena = NULL;
+        db->arena_cap = 0;
+    }
+    free(db->died);
+    db->died = NULL;
+    db->n = 0;
+    db->nextras = 0;
+    db->arena_len = 0;
+    db->overflow = false;
+    db->next_free = t->free_bufs;
+    t->free_bufs = db;
+    t->nfree++;
+}
+
 static int v_dump_close(void *ctx, sertrace_dump_state *d)
 {
     sertrace_treeprint *t = ctx;
@@ -566,7 +653,7 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     if (!db)
         return 0;
     int rc = print_dump(t, d, db);
-    free_dump_buf(db);
+    recycle_dump_buf(t, db);
     t->dumps++;
     if (rc == 0)
         flush_out(t, false);
@@ -585,6 +672,7 @@ sertrace_treeprint *sertrace_treeprint_create(const sertrace_treeprint_opts *opt
     t->o = *opts;
     t->write = write;
     t->write_ctx = write_ctx;
+    t->tcache = (time_cache)TIME_CACHE_INIT;
     return t;
 }
 
@@ -620,6 +708,11 @@ void sertrace_treeprint_destroy(sertrace_treeprint *t)
 {
     if (!t)
         return;
+    while (t->free_bufs) {
+        dump_buf *next = t->free_bufs->next_free;
+        free_dump_buf(t->free_bufs);
+        t->free_bufs = next;
+    }
     sertrace_buf_free(&t->out);
     sertrace_buf_free(&t->tmp);
     free(t->stack);

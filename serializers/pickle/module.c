@@ -61,8 +61,8 @@ static void pickler_tp_dealloc(pickler *p)
     trace_reset_error(p);
     PyMem_Free(p->path);
     p->path = NULL;
+    memo_free(&p->memo); /* before tp_clear, which would empty it slot by slot */
     pickler_tp_clear(p);
-    memo_free(&p->memo);
     Py_TYPE(p)->tp_free((PyObject *)p);
 }
 

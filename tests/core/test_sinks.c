@@ -125,6 +125,141 @@ Test(sinks, tree_max_depth)
     cr_assert_not_null(strstr(OUT.data, "4 nodes below max-depth, 8 B"), "got:\n%s", OUT.data);
 }
 
+/* A flag deep in the tree and small, under unflagged ancestors:
+ *   D2 dict 2..5002 { L list 10..5000 { 20 x I int (2 B each),
+ *                                       Tu tuple 100..110 { I int, R cell },
+ *                                       Str str 200..4990 } }
+ * DEEP_MODE 0: the cell gets an ERROR record, dump ends ok (only R flagged);
+ *           1: the cell gets an ERROR and the dump ends with status error
+ *              (the open chain is FAILED);
+ *           2: the cell's EXIT is lost (closed by resync: "?? exit lost"). */
+static int DEEP_MODE;
+
+static void feed_deep_flag(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 5, 5, 0, 1, "pickle", 6, 5), 0);
+    enc_type(&E, 1, "dict");
+    enc_type(&E, 2, "list");
+    enc_type(&E, 3, "int");
+    enc_type(&E, 4, "tuple");
+    enc_type(&E, 5, "cell");
+    enc_type(&E, 6, "str");
+    enc_enter(&E, SERTRACE_TAG_DICT, 1, 1, 0xd0, 0, 2);
+    enc_enter(&E, SERTRACE_TAG_LIST, 2, 2, 0xd1, 23, 10);
+    for (int k = 0; k < 20; k++) {
+        enc_enter(&E, SERTRACE_TAG_INT, 3, 3, 0, 0, 12 + 3 * k);
+        enc_exit(&E, 3, 14 + 3 * k);
+    }
+    enc_enter(&E, SERTRACE_TAG_TUPLE, 3, 4, 0xd2, 3, 100);
+    enc_enter(&E, SERTRACE_TAG_INT, 4, 3, 0, 0, 101);
+    enc_exit(&E, 4, 103);
+    enc_enter(&E, SERTRACE_TAG_REDUCE, 4, 5, 0xd3, 0, 104);
+    if (DEEP_MODE == 1) {
+        enc_error(&E, SERTRACE_TAG_REDUCE, 4, 5, "cannot pickle 'cell' object",
+                  "State.frame.stack[0][1]");
+        flush(c, 5, 1, 0);
+        cr_assert_eq(sertrace_core_dump_end(c, 5, 5, 0, 1, 105, SERTRACE_STATUS_ERROR), 0);
+        return;
+    }
+    if (DEEP_MODE == 0) {
+        enc_error(&E, SERTRACE_TAG_REDUCE, 4, 5, "cannot pickle 'cell' object",
+                  "State.frame.stack[0][1]");
+        enc_exit(&E, 4, 104);
+    } else {
+        /* the cell's EXIT is lost: the next sibling closes it */
+        enc_enter(&E, SERTRACE_TAG_INT, 4, 3, 0, 0, 106);
+        enc_exit(&E, 4, 108);
+    }
+    enc_exit(&E, 3, 110);
+    enc_enter(&E, SERTRACE_TAG_STR, 3, 6, 0xd4, 0, 200);
+    enc_exit(&E, 3, 4990);
+    enc_exit(&E, 2, 5000);
+    enc_exit(&E, 1, 5002);
+    flush(c, 5, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(c, 5, 5, 0, 1, 5003, 0), 0);
+}
+
+#define BAR "\xe2\x94\x82"
+#define TEE "\xe2\x94\x9c"
+#define ELL "\xe2\x80\xa6"
+
+Test(sinks, tree_max_depth_never_hides_a_flag)
+{
+    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    o.exact = true;
+    o.max_depth = 2;
+    DEEP_MODE = 0;
+    run_tree(&o, feed_deep_flag);
+    const char *s = OUT.data;
+    /* the chain down to the flag, at depths 3 and 4 (> max-depth) */
+    cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Tu: <tuple object at 0xd2> len=2\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR BAR BAR " !! UNSERIALIZABLE R cell: cannot pickle 'cell' object "
+                                 "at State.frame.stack[0][1]\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR BAR "\xe2\x94\x94 # R [0 B]  !! UNSERIALIZABLE\n"), "got:\n%s", s);
+    /* its unflagged siblings stay folded: 20 ints + the str under L, the
+     * int under Tu */
+    cr_assert_not_null(strstr(s, BAR TEE " " ELL " 21 nodes below max-depth, 4830 B\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR TEE " " ELL " 1 nodes below max-depth, 2 B\n"), "got:\n%s", s);
+    cr_assert_null(strstr(s, "I: "), "ints folded, got:\n%s", s);
+    cr_assert_null(strstr(s, "Str: "), "str folded, got:\n%s", s);
+}
+
+Test(sinks, tree_min_size_never_hides_a_flag)
+{
+    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    o.exact = true;
+    o.min_size = 1000;
+    DEEP_MODE = 0;
+    run_tree(&o, feed_deep_flag);
+    const char *s = OUT.data;
+    cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Tu: <tuple object at 0xd2> len=2\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, " !! UNSERIALIZABLE R cell: cannot pickle 'cell' object "
+                                 "at State.frame.stack[0][1]\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR TEE " " ELL " 20 more, 40 B\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR TEE " " ELL " 1 more, 2 B\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Str: <str object at 0xd4>\n"), "big sibling shown, got:\n%s", s);
+    cr_assert_null(strstr(s, "I: "), "ints folded, got:\n%s", s);
+}
+
+Test(sinks, tree_folding_keeps_failed_chain)
+{
+    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    o.exact = true;
+    o.max_depth = 1;
+    o.min_size = 1 << 20;
+    DEEP_MODE = 1;
+    run_tree(&o, feed_deep_flag);
+    const char *s = OUT.data;
+    cr_assert_not_null(strstr(s, TEE "\xe2\x94\xac L: <list object at 0xd1> len=22\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, " !! UNSERIALIZABLE R cell: cannot pickle 'cell' object "
+                                 "at State.frame.stack[0][1]\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR BAR "\xe2\x94\x94 # R [\xe2\x89\xa5 0 B]  !! FAILED inside !! UNSERIALIZABLE\n"),
+                       "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR "\xe2\x94\x94 # L [\xe2\x89\xa5 94 B]  !! FAILED inside\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR TEE " " ELL " 20 nodes below max-depth, 40 B\n"), "got:\n%s", s);
+    cr_assert_null(strstr(s, "I: "), "ints folded, got:\n%s", s);
+}
+
+Test(sinks, tree_folding_keeps_lost_exit)
+{
+    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    o.exact = true;
+    o.max_depth = 2;
+    o.min_size = 1000;
+    DEEP_MODE = 2;
+    run_tree(&o, feed_deep_flag);
+    const char *s = OUT.data;
+    cr_assert_not_null(strstr(s, "!! INCOMPLETE: 1 exits lost"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR BAR "\xe2\x94\x94 # R [\xe2\x89\xa5 0 B]  ?? exit lost\n"), "got:\n%s", s);
+    /* Tu's two ints: below max-depth and small, both folded */
+    cr_assert_not_null(strstr(s, BAR BAR TEE " " ELL " 2 nodes below max-depth, 4 B\n"), "got:\n%s", s);
+    cr_assert_null(strstr(s, "I: "), "ints folded, got:\n%s", s);
+}
+
 static void feed_unfinished(sertrace_core *c)
 {
     cr_assert_eq(sertrace_core_dump_begin(c, 3, 4, 0, 9, "pickle", 6, 5), 0);

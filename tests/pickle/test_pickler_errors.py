@@ -107,6 +107,78 @@ def test_deep_nesting_is_recursion_error():
             sertrace.dumps(deep, protocol)
 
 
+
+class Linked:
+    pass
+
+
+def _linked(n):
+    v = None
+    for _ in range(n):
+        o = Linked()
+        o.v = v
+        v = o
+    return v
+
+
+def _at_depth(d, fn):
+    return _at_depth(d - 1, fn) if d else fn()
+
+
+# One call site per pickler.  CPython 3.11 specializes a call site to a
+# builtin after a few executions (PRECALL_BUILTIN_FAST_WITH_KEYWORDS), and
+# the specialized call skips the recursion check the generic path makes: a
+# dumps() called from a warm call site starts one level further from the
+# limit than the same call from a cold one.  Calling pickle and sertrace
+# alternately from ONE call site therefore compares them at different
+# depths (that is where "while calling a Python object" vs "while pickling
+# an object" came from); separate, equally warm call sites compare them at
+# the same depth.
+def _pickle_dumps(obj, protocol):
+    return pickle.dumps(obj, protocol)
+
+
+def _sertrace_dumps(obj, protocol):
+    return sertrace.dumps(obj, protocol)
+
+
+@pytest.mark.parametrize("kind", ["instance", "list", "dict"])
+def test_recursion_error_message_parity(kind):
+    """At every starting stack depth the RecursionError is raised at the
+    same place as pickle's, so its message is the same: "while pickling an
+    object" (the pickler's own check), "while calling a Python object" (the
+    __reduce_ex__ call of an instance) or no suffix (entering Python code:
+    copyreg._reduce_ex at protocols 0-1)."""
+    n = 3000
+    if kind == "instance":
+        obj = _linked(n)
+    else:
+        obj = None
+        for _ in range(n):
+            obj = [obj] if kind == "list" else {"k": obj}
+
+    def message(fn, d, protocol):
+        try:
+            _at_depth(d, lambda: fn(obj, protocol))
+        except RecursionError as e:
+            return str(e)
+        return "no error"
+
+    seen = set()
+    for warm_up in (True, False):
+        for protocol in (0, 2, 5):
+            for d in range(9):
+                expected = message(_pickle_dumps, d, protocol)
+                got = message(_sertrace_dumps, d, protocol)
+                if not warm_up:
+                    assert got == expected, "protocol %d, depth +%d" % (protocol, d)
+                    seen.add(expected)
+    assert all(m.startswith("maximum recursion depth exceeded") for m in seen)
+    if kind == "instance":  # the pickler's check and the call's are both reached
+        assert {"maximum recursion depth exceeded while pickling an object",
+                "maximum recursion depth exceeded while calling a Python object"} <= seen
+
+
 class State:
     def __init__(self):
         self.suspended = {3: Frame()}

@@ -273,6 +273,17 @@ def test_failed_dump_flags_unserializable():
         assert "Can't pickle local object" in f[0]["message"]
         text = tree(out, pid)
         assert "!! UNSERIALIZABLE F2 function: Can't pickle local object" in text
+        # folding never hides the flag: the function (depth 2, 0 B) and its
+        # message and path stay; only its unflagged sibling (the int) folds
+        for params in (("max-depth=1",), ("min-size=\"1K\"",),
+                       ("max-depth=1", "min-size=\"1K\"")):
+            text = tree(out, pid, *params)
+            assert "\u251c\u252c F2: <function function at 0x" in text, (params, text)
+            assert ("!! UNSERIALIZABLE F2 function: Can't pickle local object "
+                    "'f.<locals>.g' at State.suspended[3].frame.f") in text, (params, text)
+            assert "# F2 [\u2265 0 B]  !! FAILED inside !! UNSERIALIZABLE" in text, (params, text)
+            assert "I: " not in text, (params, text)
+            assert "\u2026 1 " in text, (params, text)
     finally:
         cleanup(out)
 
