@@ -305,8 +305,13 @@ static char *escape_to(char *out, const char *s, size_t n)
     while (i < n) {
         unsigned char c = p[i];
         if (c >= 0x20 && c < 0x7f && c != '\\') {
-            *out++ = (char)c;
-            i++;
+            /* a run of plain ASCII (most type names): one copy */
+            size_t run = i + 1;
+            while (run < n && p[run] >= 0x20 && p[run] < 0x7f && p[run] != '\\')
+                run++;
+            memcpy(out, s + i, run - i);
+            out += run - i;
+            i = run;
             continue;
         }
         if (c == '\\') {
@@ -426,16 +431,13 @@ static char *put_u64(char *p, uint64_t v)
 static char *put_hex(char *p, uint64_t v)
 {
     static const char digits[] = "0123456789abcdef";
-    char tmp[16];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = digits[v & 15];
-        v >>= 4;
-    } while (v != 0);
+    /* number of hex digits, then write them from the last one */
+    unsigned n = v ? (unsigned)(67 - __builtin_clzll(v)) / 4 : 1;
     *p++ = '0';
     *p++ = 'x';
-    memcpy(p, tmp + i, sizeof tmp - i);
-    return p + (sizeof tmp - i);
+    for (unsigned i = n; i > 0; i--, v >>= 4)
+        p[i - 1] = digits[v & 15];
+    return p + n;
 }
 
 static char *put_bars(char *p, uint32_t count)

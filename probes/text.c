@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -343,22 +344,204 @@ void sertrace_text_flush(struct sertrace_text_dump *t)
              strerror(err), "");
 }
 
-static void maybe_flush(struct sertrace_text_dump *t)
+static inline void maybe_flush(struct sertrace_text_dump *t)
 {
     if (t->buf.len >= SERTRACE_TEXT_FLUSH_BYTES)
         sertrace_text_flush(t);
 }
 
-/* ---- lines ------------------------------------------------------------- */
+void sertrace_text_free(struct sertrace_text_dump *t)
+{
+    sertrace_buf_free(&t->buf);
+    sertrace_buf_free(&t->heads_text);
+    sertrace_buf_free(&t->scratch);
+    free(t->heads);
+    t->heads = NULL;
+    t->heads_types = 0;
+}
+
+/* ---- the line fast path ------------------------------------------------ *
+ *
+ * Enter and exit lines (all but a handful of the lines of a dump) are built
+ * here straight into the dump's buffer instead of through
+ * sertrace_fmt_enter/exit: the indentation is one memcpy from a static run
+ * of "│" (a deep tree spends most of its bytes there: 137 levels are 411
+ * bytes per line), the "TAG: <repr" start of an enter line is rendered once
+ * per (type, tag) of the dump by the formatter itself and then copied, and
+ * the exit line's "└ # TAG [" comes from a per-tag table.  The grammar stays
+ * the formatter's: the only pieces written here are the indentation, the
+ * hex address, " len=N", a size below 1 KiB and the brackets, and
+ * tests/runtime checks byte for byte that every tag, depth, name, address,
+ * length and size gives the line sertrace_fmt_enter/exit would give. */
+
+#define BAR "\xe2\x94\x82"  /* │ */
+#define BARS_RUN 256        /* bars in the static run */
+
+static char bars_run[BARS_RUN * 3];
+
+/* "└ # TAG [" per tag value. */
+static struct {
+    uint8_t len;
+    char text[23];
+} exit_heads[256];
+
+static pthread_once_t lines_once = PTHREAD_ONCE_INIT;
+
+static void lines_init(void)
+{
+    for (size_t i = 0; i < BARS_RUN; i++)
+        memcpy(bars_run + 3 * i, BAR, 3);
+    for (unsigned tag = 0; tag < 256; tag++) {
+        char tmp[8];
+        const char *txt = sertrace_tag_text((uint8_t)tag, tmp);
+        int n = snprintf(exit_heads[tag].text, sizeof exit_heads[tag].text,
+                         "\xe2\x94\x94 # %s [", txt); /* "└ # TAG [" */
+        exit_heads[tag].len =
+            (uint8_t)(n > 0 && (size_t)n < sizeof exit_heads[tag].text ? n : 0);
+    }
+}
+
+/* Room for `n` more bytes (and the NUL) at the end of the buffer; returns
+ * where to write, or NULL when memory ran out.  Grows to the flush size
+ * plus one line at once, so a steady dump never reallocates. */
+static inline char *line_reserve(sertrace_buf *b, size_t n)
+{
+    if (b->cap != 0 && n < b->cap - b->len)
+        return b->data + b->len;
+    size_t need = b->len + n + 1;
+    size_t cap = b->cap < SERTRACE_TEXT_FLUSH_BYTES + 64 * 1024
+                     ? SERTRACE_TEXT_FLUSH_BYTES + 64 * 1024
+                     : b->cap * 2;
+    if (n > (size_t)-1 / 4 - b->len)
+        return NULL;
+    if (cap < need)
+        cap = need;
+    char *data = realloc(b->data, cap);
+    if (data == NULL)
+        return NULL;
+    b->data = data;
+    b->cap = cap;
+    return b->data + b->len;
+}
+
+static inline void line_commit(sertrace_buf *b, char *end)
+{
+    *end = '\0';
+    b->len = (size_t)(end - b->data);
+}
+
+static inline char *put_bars(char *p, uint32_t count)
+{
+    while (count > BARS_RUN) {
+        memcpy(p, bars_run, sizeof bars_run);
+        p += sizeof bars_run;
+        count -= BARS_RUN;
+    }
+    memcpy(p, bars_run, (size_t)count * 3);
+    return p + (size_t)count * 3;
+}
+
+/* Lower-case hex digits of v (at least one). */
+static inline char *put_hex_digits(char *p, uint64_t v)
+{
+    static const char digits[] = "0123456789abcdef";
+    int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
+    for (int i = n - 1; i >= 0; i--) {
+        p[i] = digits[v & 15];
+        v >>= 4;
+    }
+    return p + n;
+}
+
+static inline char *put_dec(char *p, uint64_t v)
+{
+    char tmp[20];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    memcpy(p, tmp + i, sizeof tmp - i);
+    return p + (sizeof tmp - i);
+}
+
+/* Render "TAG: <repr" for (tag, name) into t->heads_text through the
+ * formatter: the repr with address 0 and no length ends in "0x0>" exactly
+ * when it shows an address (a class repr ends in "'>").  Returns the head,
+ * or NULL (no memory, or too many heads for this dump: no caching). */
+static const struct sertrace_text_head *head_render(struct sertrace_text_dump *t,
+                                                    struct sertrace_text_head *h, uint8_t tag,
+                                                    const char *name, size_t name_len)
+{
+    char tmp[8];
+    const char *txt = sertrace_tag_text(tag, tmp);
+    sertrace_buf *s = &t->scratch;
+    size_t old = t->heads_text.len;
+
+    sertrace_buf_clear(s);
+    if (sertrace_buf_append(s, txt, strlen(txt)) != 0 || sertrace_buf_append(s, ": ", 2) != 0 ||
+        sertrace_fmt_repr(s, tag, name, name_len, 0, 0) != 0)
+        return NULL;
+    bool addr = s->len >= 4 && memcmp(s->data + s->len - 4, "0x0>", 4) == 0;
+    size_t len = addr ? s->len - 2 : s->len;
+    if (old > (1u << 22) || sertrace_buf_append(&t->heads_text, s->data, len) != 0)
+        return NULL;
+    h->gen = t->gen;
+    h->off = (uint32_t)old;
+    h->len = (uint32_t)len;
+    h->tag = tag;
+    h->addr = addr;
+    return h;
+}
+
+/* The cached head of (type, tag), rendering it on first use; NULL when it
+ * cannot be cached (type 0, no memory). Two ways per type: a type is seen
+ * under its own tag and as a back-reference (Mo) most of the time. */
+static const struct sertrace_text_head *head_of(struct sertrace_text_dump *t, uint32_t type,
+                                                uint8_t tag, const char *name, size_t name_len)
+{
+    struct sertrace_text_head *h;
+
+    if (type == 0)
+        return NULL;
+    if (type >= t->heads_types) {
+        uint32_t n = t->heads_types ? t->heads_types : 64;
+        while (n <= type)
+            n *= 2;
+        struct sertrace_text_head *heads = realloc(t->heads, (size_t)n * 2 * sizeof *heads);
+        if (heads == NULL)
+            return NULL;
+        memset(heads + (size_t)t->heads_types * 2, 0,
+               (size_t)(n - t->heads_types) * 2 * sizeof *heads);
+        t->heads = heads;
+        t->heads_types = n;
+    }
+    h = &t->heads[(size_t)type * 2];
+    if (h[0].gen == t->gen && h[0].tag == tag)
+        return &h[0];
+    if (h[1].gen == t->gen && h[1].tag == tag)
+        return &h[1];
+    if (h[0].gen != t->gen)
+        return head_render(t, &h[0], tag, name, name_len);
+    /* Second way: the newest other tag (a third tag replaces it). */
+    return head_render(t, &h[1], tag, name, name_len);
+}
 
 void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id, const char *serializer,
                          int protocol)
 {
     struct sertrace_text_config c;
 
+    pthread_once(&lines_once, lines_init);
     sertrace_text_get_config(&c);
     t->oversize = c.oversize;
     t->exact = c.exact;
+    if (++t->gen == 0) { /* wrapped: stale stamps could match, clear them */
+        if (t->heads != NULL)
+            memset(t->heads, 0, (size_t)t->heads_types * 2 * sizeof *t->heads);
+        t->gen = 1;
+    }
+    sertrace_buf_clear(&t->heads_text);
     sertrace_buf_clear(&t->buf);
     if (sertrace_buf_appendf(&t->buf, "# sertrace dump %llu pid %ld tid %ld ",
                              (unsigned long long)dump_id, (long)getpid(),
@@ -372,10 +555,41 @@ void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id, const c
     sertrace_buf_append(&t->buf, "\n", 1);
 }
 
-void sertrace_text_enter(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag,
+void sertrace_text_enter(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag, uint32_t type,
                          const char *name, size_t name_len, uint64_t addr, uint64_t length)
 {
-    sertrace_fmt_enter(&t->buf, depth, tag, name, name_len, addr, length);
+    const struct sertrace_text_head *h = head_of(t, type, tag, name, name_len);
+    char *p;
+
+    if (h == NULL) { /* no type, or no memory for the cache: the formatter */
+        sertrace_fmt_enter(&t->buf, depth, tag, name, name_len, addr, length);
+        maybe_flush(t);
+        return;
+    }
+    /* indentation 3*depth + "├┬ " 7 + head + "0x" digits 16 + ">" + " len=" 5 + 20 + "\n" */
+    p = line_reserve(&t->buf, (size_t)depth * 3 + h->len + 64);
+    if (p == NULL)
+        return;
+    if (depth <= 1) {
+        memcpy(p, "\xe2\x94\xac ", 4); /* "┬ " */
+        p += 4;
+    } else {
+        p = put_bars(p, depth - 2);
+        memcpy(p, "\xe2\x94\x9c\xe2\x94\xac ", 7); /* "├┬ " */
+        p += 7;
+    }
+    memcpy(p, t->heads_text.data + h->off, h->len);
+    p += h->len;
+    if (h->addr) {
+        p = put_hex_digits(p, addr);
+        *p++ = '>';
+    }
+    if (length != 0) {
+        memcpy(p, " len=", 5);
+        p = put_dec(p + 5, length - 1);
+    }
+    *p++ = '\n';
+    line_commit(&t->buf, p);
     maybe_flush(t);
 }
 
@@ -384,19 +598,43 @@ void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t ta
 {
     char flags[96];
     size_t n = 0;
+    char *p;
 
-    flags[0] = '\0';
-    if (unfinished)
-        n += (size_t)snprintf(flags, sizeof flags, "!! UNFINISHED");
-    if (bytes >= t->oversize) {
-        sertrace_buf tmp = SERTRACE_BUF_INIT;
-        char sz[32] = "?";
-        if (sertrace_fmt_size(&tmp, t->oversize, t->exact) == 0 && tmp.len < sizeof sz)
-            memcpy(sz, tmp.data, tmp.len + 1);
-        sertrace_buf_free(&tmp);
-        snprintf(flags + n, sizeof flags - n, "%s!! OVERSIZED (>= %s)", n ? "  " : "", sz);
+    if (unfinished || bytes >= t->oversize || exit_heads[tag].len == 0) {
+        /* Flagged (rare): the formatter builds the whole line. */
+        flags[0] = '\0';
+        if (unfinished)
+            n += (size_t)snprintf(flags, sizeof flags, "!! UNFINISHED");
+        if (bytes >= t->oversize) {
+            sertrace_buf tmp = SERTRACE_BUF_INIT;
+            char sz[32] = "?";
+            if (sertrace_fmt_size(&tmp, t->oversize, t->exact) == 0 && tmp.len < sizeof sz)
+                memcpy(sz, tmp.data, tmp.len + 1);
+            sertrace_buf_free(&tmp);
+            snprintf(flags + n, sizeof flags - n, "%s!! OVERSIZED (>= %s)", n ? "  " : "", sz);
+        }
+        sertrace_fmt_exit(&t->buf, depth, tag, bytes, t->exact, flags);
+        maybe_flush(t);
+        return;
     }
-    sertrace_fmt_exit(&t->buf, depth, tag, bytes, t->exact, flags);
+    /* indentation 3*depth + "└ # TAG [" + size (at most 24) + "]\n" */
+    p = line_reserve(&t->buf, (size_t)depth * 3 + sizeof exit_heads[tag].text + 32);
+    if (p == NULL)
+        return;
+    p = put_bars(p, depth >= 1 ? depth - 1 : 0);
+    memcpy(p, exit_heads[tag].text, sizeof exit_heads[tag].text);
+    p += exit_heads[tag].len;
+    if (t->exact || bytes < 1024) {
+        p = put_dec(p, bytes);
+        memcpy(p, " B]\n", 4);
+        p += 4;
+        line_commit(&t->buf, p);
+    } else {
+        line_commit(&t->buf, p);
+        if (sertrace_fmt_size(&t->buf, bytes, t->exact) != 0 ||
+            sertrace_buf_append(&t->buf, "]\n", 2) != 0)
+            return;
+    }
     maybe_flush(t);
 }
 

@@ -121,7 +121,7 @@ static void dump_free(struct sertrace_dump *d)
     free(d->slots);
     free(d->names);
     free(d->arena);
-    sertrace_buf_free(&d->text.buf);
+    sertrace_text_free(&d->text);
     free(d);
 }
 
@@ -579,7 +579,9 @@ void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr
     if (d->text_on) {
         size_t n;
         const char *name = type_name(d, type, &n);
-        sertrace_text_enter(&d->text, d->depth, tag, name, n, addr, length);
+        /* An index not interned (yet) shows "?": not cached under it. */
+        sertrace_text_enter(&d->text, d->depth, tag, type <= d->ntypes ? type : 0, name, n, addr,
+                            length);
     }
 }
 

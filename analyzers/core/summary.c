@@ -296,7 +296,6 @@ static int put_label(sertrace_summary *s, sertrace_buf *b,
 {
     char tmp[8];
     size_t len;
-    const char *tt = sertrace_tag_text(tag, tmp);
     if (s->cache_on && json == s->o.json) {
         const char *esc;
         if (cached_name(s, d, type, &esc, &len) < 0)
@@ -319,6 +318,7 @@ static int put_label(sertrace_summary *s, sertrace_buf *b,
         b->len = (size_t)(p - b->data);
         return 0;
     }
+    const char *tt = sertrace_tag_text(tag, tmp);
     const char *name = sertrace_core_type_name(d, type, &len);
     if (!name) {
         name = "?";
@@ -871,13 +871,20 @@ static int put_row(sertrace_summary *s, sertrace_buf *b, const char *label,
     return sertrace_fmt_escape(b, tail, tail_len) || buf_lit(b, "\n") ? -1 : 0;
 }
 
+/* The kinds in use, in tag order: a dump's `touched` list (sorted; a
+ * dump uses a few kinds) or, with `touched` NULL, all 256. */
+#define FOR_KINDS(t, kinds, touched, ntouched)                                 \
+    for (unsigned k_ = 0, t = 0; k_ < ((touched) ? (ntouched) : 256u); k_++)   \
+        if ((t = (touched) ? (touched)[k_] : k_), (kinds)[t].count)
+
 static int put_kinds_text(sertrace_summary *s, sertrace_buf *b,
-                          const stat3 *kinds, uint64_t whole)
+                          const stat3 *kinds, const uint8_t *touched,
+                          unsigned ntouched, uint64_t whole)
 {
     int rc = put_table_header(b, "kind");
-    for (unsigned t = 0; t < 256 && rc == 0; t++) {
-        if (!kinds[t].count)
-            continue;
+    FOR_KINDS(t, kinds, touched, ntouched) {
+        if (rc != 0)
+            break;
         rc = put_row(s, b, tag_texts[t].text, tag_texts[t].len, &kinds[t],
                      whole, tag_texts[t].meaning, tag_texts[t].meaning_len,
                      false);
@@ -907,13 +914,15 @@ static int put_stat_json(sertrace_buf *b, const stat3 *st, uint64_t whole)
     return rc;
 }
 
-static int put_kinds_json(sertrace_buf *b, const stat3 *kinds, uint64_t whole)
+static int put_kinds_json(sertrace_buf *b, const stat3 *kinds,
+                          const uint8_t *touched, unsigned ntouched,
+                          uint64_t whole)
 {
     int rc = buf_lit(b, "[");
     bool first = true;
-    for (unsigned t = 0; t < 256 && rc == 0; t++) {
-        if (!kinds[t].count)
-            continue;
+    FOR_KINDS(t, kinds, touched, ntouched) {
+        if (rc != 0)
+            break;
         char tmp[8];
         rc = first ? buf_lit(b, "{\"tag\": \"") : buf_lit(b, ", {\"tag\": \"");
         if (rc == 0)
@@ -1124,7 +1133,7 @@ static int dump_text(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
     }
     if (s->o.per_dump) {
         if (rc == 0 && d->nodes)
-            rc = put_kinds_text(s, b, ds->kinds, whole);
+            rc = put_kinds_text(s, b, ds->kinds, ds->touched, ds->ntouched, whole);
         if (rc == 0 && nrows) {
             rc = put_table_header(b, "type");
             for (unsigned i = 0; i < nrows && i < TEXT_TYPES_MAX && rc == 0; i++) {
@@ -1254,7 +1263,7 @@ static int dump_json(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
     if (rc == 0)
         rc = buf_lit(b, "}, \"by_kind\": ");
     if (rc == 0)
-        rc = put_kinds_json(b, ds->kinds, whole);
+        rc = put_kinds_json(b, ds->kinds, ds->touched, ds->ntouched, whole);
     if (rc == 0)
         rc = buf_lit(b, ", \"by_type\": [");
     for (unsigned i = 0; i < nrows && rc == 0; i++) {
@@ -1382,6 +1391,9 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
         qsort(s->rows, nrows, sizeof *s->rows, cmp_type_row);
     else
         INSERTION_SORT(type_row, s->rows, nrows, cmp_type_row)
+#define CMP_U8_(a, b) ((int)*(a) - (int)*(b))
+    INSERTION_SORT(uint8_t, ds->touched, ds->ntouched, CMP_U8_)
+#undef CMP_U8_
     if (ds->ntop > 64)
         qsort(ds->top, ds->ntop, sizeof *ds->top, cmp_raw_desc);
     else
@@ -1502,7 +1514,7 @@ int sertrace_summary_finish(sertrace_summary *s,
                 (unsigned long long)s->nodes, (unsigned long long)discarded,
                 (unsigned long long)lost);
         if (rc == 0)
-            rc = put_kinds_json(b, s->kinds, whole);
+            rc = put_kinds_json(b, s->kinds, NULL, 0, whole);
         if (rc == 0)
             rc = buf_lit(b, ", \"by_type\": [");
         for (size_t i = 0; i < nrows && rc == 0; i++) {
@@ -1539,7 +1551,7 @@ int sertrace_summary_finish(sertrace_summary *s,
                 "incomplete\n",
                 (unsigned long long)discarded, (unsigned long long)lost);
         if (rc == 0 && s->nodes)
-            rc = put_kinds_text(s, b, s->kinds, whole);
+            rc = put_kinds_text(s, b, s->kinds, NULL, 0, whole);
         if (rc == 0 && nrows) {
             rc = put_table_header(b, "type");
             for (size_t i = 0; i < nrows && i < 2 * TEXT_TYPES_MAX && rc == 0; i++)

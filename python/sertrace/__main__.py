@@ -5,9 +5,12 @@ from ._run import USAGE, run
 
 
 def main(argv):
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:
+        sys.stderr.write(USAGE)
+        return 2
+    if argv[0] in ("-h", "--help"):
         sys.stdout.write(USAGE)
-        return 0 if argv else 2
+        return 0
     if argv[0] != "run":
         sys.stderr.write("python3 -m sertrace: unknown command %r\n%s" % (argv[0], USAGE))
         return 2

@@ -61,9 +61,12 @@ Under `sertrace record -- python3 -m sertrace run ...` the dumps are recorded in
 
 def run(argv):
     """Entry point of `python3 -m sertrace run`; returns an exit status or raises."""
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:
+        sys.stderr.write(USAGE)
+        return 2
+    if argv[0] in ("-h", "--help"):
         sys.stdout.write(USAGE)
-        return 0 if argv else 2
+        return 0
     if argv[0] == "-m":
         if len(argv) < 2:
             sys.stderr.write("sertrace run: -m needs a module name\n" + USAGE)
@@ -71,7 +74,7 @@ def run(argv):
         module, args = argv[1], argv[2:]
         install()
         sys.argv = [module] + args
-        sys.path.insert(0, os.getcwd())
+        # sys.path[0] is already the working directory, as under `python3 -m MODULE`.
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         return 0
     script, args = argv[0], argv[1:]
@@ -80,6 +83,7 @@ def run(argv):
         return 2
     install()
     sys.argv = [script] + args
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    # As under `python3 SCRIPT`: sys.path[0] is the script's directory (not the cwd).
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
     runpy.run_path(script, run_name="__main__")
     return 0

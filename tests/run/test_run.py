@@ -133,3 +133,21 @@ def test_install_and_uninstall_in_process():
     finally:
         sertrace.uninstall()
     assert (pickle.dump, pickle.dumps, pickle.Pickler) == orig
+
+
+def test_run_sets_sys_path0_to_the_script_dir(tmp_path):
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "helper_mod.py").write_text("VALUE = 42\n")
+    (sub / "prog.py").write_text(
+        "import sys, helper_mod\nprint('path0', sys.path[0])\nprint('value', helper_mod.VALUE)\n")
+    r = subprocess.run([PY, "-m", "sertrace", "run", str(sub / "prog.py")], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert lines(r.stdout, "path0") == [str(sub)]
+    assert lines(r.stdout, "value") == ["42"]
+
+
+def test_no_arguments_is_a_usage_error_on_stderr():
+    r = subprocess.run([PY, "-m", "sertrace"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == "" and "usage:" in r.stderr
