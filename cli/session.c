@@ -403,7 +403,8 @@ static int create_session(const struct session_opts *o, struct session_state *st
         ret = lttng_add_context(h, &ctx, NULL, CHANNEL_NAME);
     }
     if (ret < 0) {
-        lttng_fail("cannot add the vtid/vpid contexts", ret);
+        lttng_fail("cannot add the " SERTRACE_CONTEXT_VTID "/" SERTRACE_CONTEXT_VPID " contexts",
+                   ret);
         goto end;
     }
     rc = 0;
@@ -722,7 +723,7 @@ static const char record_help[] =
     "\n"
     "Run CMD under a new LTTng session that records the sertrace events of every\n"
     "process of your user that loaded sertrace (CMD and its children, but also\n"
-    "any other such process running meanwhile; the vpid context tells them\n"
+    "any other such process running meanwhile; the " SERTRACE_CONTEXT_VPID " context tells them\n"
     "apart), then stop and destroy the session and tell where the trace is.\n"
     "\n"
     "  -o, --output DIR     where to write the trace (default:\n"
@@ -1006,7 +1007,7 @@ static const char start_help[] =
     "  lttng create NAME --output=DIR          (--snapshot for a flight recorder)\n"
     "  lttng enable-channel -u --buffers-uid --subbuf-size=1M --num-subbuf=8 sertrace\n"
     "  lttng enable-event -u -c sertrace 'sertrace:*'\n"
-    "  lttng add-context -u -c sertrace -t vtid -t vpid\n"
+    "  lttng add-context -u -c sertrace -t " SERTRACE_CONTEXT_VTID " -t " SERTRACE_CONTEXT_VPID "\n"
     "  lttng start NAME\n"
     "\n"
     "Exit status: 0 started, 1 error (nothing is left behind), 2 usage error.\n";

@@ -35,6 +35,9 @@
  * per 256 KiB (ext4 here: 22 MB of text cost 10.8 ms of CPU in 16 KiB
  * writes, 6.4 ms in 64 KiB, 4.4 ms in 256 KiB, 3.6 ms in 1 MiB). */
 #define SERTRACE_TEXT_FLUSH_BYTES (256u * 1024u)
+/* The same for a terminal, pipe or socket (stderr mostly): a watcher sees
+ * the tree of a long dump every 64 KiB (~1,000 lines), a pipe's capacity. */
+#define SERTRACE_TEXT_FLUSH_BYTES_STREAM (64u * 1024u)
 #define SERTRACE_TEXT_DEFAULT_OVERSIZE ((uint64_t)1 << 20)
 
 enum sertrace_text_mode {
@@ -67,6 +70,7 @@ struct sertrace_text_config {
     bool atoms;                   /* SERTRACE_GRANULARITY=all */
     bool exact;
     uint64_t oversize;
+    size_t flush_bytes; /* SERTRACE_TEXT_FLUSH_BYTES for a regular file, else _STREAM */
 };
 
 /* Apply settings (closing a file opened by an earlier call).  Warnings
@@ -93,6 +97,7 @@ struct sertrace_text_head {
 struct sertrace_text_dump {
     sertrace_buf buf;
     uint64_t oversize;
+    size_t flush_bytes;
     bool exact;
     uint32_t gen;                    /* dump generation of the head cache */
     struct sertrace_text_head *heads; /* 2 ways per type index */

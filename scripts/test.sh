@@ -2,7 +2,9 @@
 # scripts/test.sh -- set up (scripts/setup.sh), then run every test:
 #   1. `meson test` on ./build: C unit tests (Criterion), Python tests (pytest), and the
 #      end-to-end tests against the real lttng-sessiond;
-#   2. the C unit tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build
+#   2. the Python suites again under PYTHONMALLOC=debug and -X dev (the C extensions'
+#      memory and reference handling);
+#   3. the C unit tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build
 #      (./build-asan);
 # and print a closing line "tests: N passed, N failed" (meson tests, both builds).
 set -uo pipefail
@@ -13,6 +15,10 @@ status=0
 echo "== meson test (build) =="
 # The installed package and command are tested too (tests/run/test_installed.py).
 SERTRACE_TEST_INSTALLED=1 meson test -C build --print-errorlogs --num-processes 2 || status=1
+
+echo "== Python suites again with CPython's debug allocator and dev mode (refcount/memory checks) =="
+PYTHONMALLOC=debug PYTHONDEVMODE=1 meson test -C build --suite python --print-errorlogs \
+  --num-processes 2 --logbase pydebug || status=1
 
 echo "== sanitizers: C unit tests under ASan+UBSan (build-asan) =="
 if [ ! -f build-asan/build.ninja ]; then
@@ -27,7 +33,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:ha
 /usr/bin/python3 - <<'PY' || status=1
 import json, os, re
 passed = failed = 0
-for log in ("build/meson-logs/testlog.json", "build-asan/meson-logs/testlog.json"):
+for log in ("build/meson-logs/testlog.json", "build/meson-logs/pydebug.json",
+            "build-asan/meson-logs/testlog.json"):
     if not os.path.exists(log):
         continue
     for line in open(log):

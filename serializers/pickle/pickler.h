@@ -298,6 +298,21 @@ int memo_get(pickler *p, PyObject *obj);
 /* ---- trace.c --------------------------------------------------------- */
 
 int save_traced(pickler *p, PyObject *obj, int pers_save);
+/* Whether save() may write `obj` on its short traced path: a plain atom
+ * (None, bool, int, float, str) that is no node at this granularity and
+ * goes through no persistent_id.  Three objects in four are such atoms;
+ * they never save() anything themselves, so nothing can be traced while
+ * they are written. */
+static inline int trace_plain_atom(const pickler *p, PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    if (p->pers_func != NULL || (p->trace_flags & SERTRACE_DUMP_ATOMS))
+        return 0;
+    return type == &PyUnicode_Type || type == &PyLong_Type || type == &PyFloat_Type ||
+           obj == Py_None || type == &PyBool_Type;
+}
+/* The short path's failure: remember the atom as the innermost failure. */
+void trace_atom_failed(pickler *p, PyObject *obj);
 /* Open/close a node around something the caller writes (PERSID, EXT). */
 void trace_open(pickler *p, uint8_t tag, PyObject *obj, PyObject *type_key);
 void trace_close(pickler *p);

@@ -1975,10 +1975,26 @@ done:
     return status;
 }
 
+/* A plain atom of a traced dump: written as in a dormant dump, without a
+ * call into trace.c and its classification (build_state(16) under an LTTng
+ * session, callgrind: 2.293 M -> 2.279 M instructions per dump; dormant
+ * 1.708 M). */
+static int save_traced_atom(pickler *p, PyObject *obj)
+{
+    if (output_opcode_boundary(p) < 0)
+        return -1;
+    if (save_dispatch(p, obj) < 0) {
+        trace_atom_failed(p, obj);
+        return -1;
+    }
+    return 0;
+}
+
 int save(pickler *p, PyObject *obj, int pers_save)
 {
     if (p->trace != NULL)
-        return save_traced(p, obj, pers_save);
+        return trace_plain_atom(p, obj) ? save_traced_atom(p, obj)
+                                        : save_traced(p, obj, pers_save);
     if (output_opcode_boundary(p) < 0)
         return -1;
     if (!pers_save && p->pers_func != NULL) {

@@ -1,7 +1,8 @@
 /* trace.c -- the traced save() and the error path of the pickler.
  *
  * save() (save.c) hands every object to save_traced() when the dump has a
- * listener.  save_traced() classifies the object (kind tag, type key),
+ * listener, except the plain atoms (None, bool, int, float, str) that are
+ * no nodes at the default granularity: those it writes itself.  save_traced() classifies the object (kind tag, type key),
  * opens a node at the current output position, runs the ordinary
  * save_dispatch() and closes the node at the new position.  Positions come
  * from output_pos() (output.c), so node bytes are exact by construction:
@@ -220,11 +221,7 @@ static void record_failure(pickler *p, PyObject *obj, uint8_t tag)
     Py_XSETREF(p->err_type, (PyObject *)Py_TYPE(obj));
 }
 
-/* Everything but the plain atoms: persistent ids, nodes, bytes (which may
- * pickle through a reduce), atoms traced with SERTRACE_DUMP_ATOMS.  Kept
- * out of line so that the atom path of save_traced() stays a few
- * instructions with a small prologue. */
-static __attribute__((noinline)) int save_traced_node(pickler *p, PyObject *obj, int pers_save)
+int save_traced(pickler *p, PyObject *obj, int pers_save)
 {
     int key_kind;
     uint8_t tag;
@@ -266,28 +263,10 @@ static __attribute__((noinline)) int save_traced_node(pickler *p, PyObject *obj,
     return 0;
 }
 
-/* Three objects in four are atoms (None, bool, int, float, str) and are
- * not nodes at the default granularity: they take this short path, which
- * is the plain one (measured: the whole of save_traced_node() for each of
- * them cost ~70 instructions per object, a third of the recording
- * overhead on build_state(16)).  These atoms never save() anything
- * themselves, so nothing can be traced while they are written. */
-int save_traced(pickler *p, PyObject *obj, int pers_save)
+/* An atom that save() wrote on its short path (save_traced_atom) failed. */
+void trace_atom_failed(pickler *p, PyObject *obj)
 {
-    PyTypeObject *type = Py_TYPE(obj);
-
-    if (p->pers_func == NULL && !(p->trace_flags & SERTRACE_DUMP_ATOMS) &&
-        (type == &PyUnicode_Type || type == &PyLong_Type || type == &PyFloat_Type ||
-         obj == Py_None || type == &PyBool_Type)) {
-        if (output_opcode_boundary(p) < 0)
-            return -1;
-        if (save_dispatch(p, obj) < 0) {
-            record_failure(p, obj, 0);
-            return -1;
-        }
-        return 0;
-    }
-    return save_traced_node(p, obj, pers_save);
+    record_failure(p, obj, 0);
 }
 
 /* ---- error notes and path -------------------------------------------- */

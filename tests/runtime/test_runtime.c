@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "format.h"
 #include "runtime-internal.h"
 #include "sertrace/schema.h"
 #include "sertrace/sertrace.h"
@@ -1102,4 +1103,162 @@ Test(text, threads_never_interleave_inside_a_line)
     free(buf);
     close(fd);
     unlink(path);
+}
+
+/* ---- the text probe's line fast path against the formatter ------------- */
+
+/* The probe builds enter and exit lines itself (probes/text.c: cached
+ * heads, chunked copies, its own hex and decimal digits).  This drives one
+ * dump through the API with every tag value, depths up to 700 (past every
+ * copy chunk boundary), names that need escaping, addresses and lengths of
+ * every digit count and sizes on both sides of 1 KiB, and checks the file
+ * byte for byte against sertrace_fmt_enter/exit (the one formatter), in
+ * human and in exact sizes.  The text passes the 256 KiB flush size
+ * several times, so mid-dump flushes are covered too. */
+
+static uint64_t lcg_state;
+
+static uint64_t lcg(void)
+{
+    lcg_state = lcg_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lcg_state >> 11 ^ lcg_state << 21;
+}
+
+/* A value of a random number of significant bits (0 ... 64). */
+static uint64_t any_width(void)
+{
+    unsigned bits = (unsigned)(lcg() % 65);
+    uint64_t v = lcg();
+    return bits == 0 ? 0 : bits == 64 ? v : (v & ((1ULL << bits) - 1)) | (1ULL << (bits - 1));
+}
+
+#define EQ_TYPES 40
+#define EQ_NODES 4000
+#define EQ_MAX_DEPTH 700
+
+static char *read_path_all(const char *path, size_t *len)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(fstat(fd, &st), 0);
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t n = 0;
+    while (n < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
+        cr_assert_gt(r, 0);
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    close(fd);
+    *len = n;
+    return buf;
+}
+
+static void fast_lines_match_formatter(const char *exact)
+{
+    static int keys[EQ_TYPES];
+    static char long_name[1200];
+    const char *names[EQ_TYPES];
+    char path[64];
+    int fd = temp_fd(path);
+    close(fd);
+    cr_assert_eq(sertrace_internal_configure(path, NULL, "18446744073709551615", exact, 2), 0);
+    sertrace_internal_set_hooks(NULL);
+    bool ex = exact != NULL;
+
+    memset(long_name, 'x', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    long_name[7] = '\n'; /* the runtime cuts it to 1000 bytes, then it is escaped */
+    for (int i = 0; i < EQ_TYPES; i++)
+        names[i] = "mod.Type";
+    names[1] = "dict";
+    names[2] = "a\\b\tc\x7f\xc2\x85";
+    names[3] = "caf\xc3\xa9 \xe2\x94\x82 \xf0\x9f\x90\x8d";
+    names[4] = "bad\xff\xc0\x80\xed\xa0\x80";
+    names[5] = long_name;
+    names[6] = NULL; /* shown as "?" */
+    names[7] = "";
+    names[8] = "ends.at 0x0";
+    names[9] = "q'uote";
+
+    lcg_state = 12345;
+    sertrace_buf want = SERTRACE_BUF_INIT;
+    sertrace_dump *d = sertrace_dump_begin("pickle", 4);
+    cr_assert_not_null(d);
+    uint32_t index[EQ_TYPES];
+    for (int i = 0; i < EQ_TYPES; i++) {
+        index[i] = sertrace_type(d, &keys[i], names[i]);
+        cr_assert_eq(index[i], (uint32_t)i + 1);
+    }
+    struct {
+        uint64_t pos;
+        uint8_t tag;
+    } stack[EQ_MAX_DEPTH + 1];
+    uint32_t depth = 0;
+    uint64_t pos = 0;
+    for (int k = 0; k < EQ_NODES || depth > 0; k++) {
+        bool deeper = depth == 0 || (k < EQ_NODES && depth < EQ_MAX_DEPTH &&
+                                     (k < 1400 ? lcg() % 8 != 0 : lcg() % 2 == 0));
+        if (deeper) {
+            /* every tag value once, then random ones; types 1..40, 0, or
+             * an index not interned (41: "?") */
+            uint8_t tag = k < 256 ? (uint8_t)k : (uint8_t)lcg();
+            uint32_t r = (uint32_t)(lcg() % (EQ_TYPES + 2));
+            uint32_t type = r < EQ_TYPES ? index[r] : r == EQ_TYPES ? 0 : EQ_TYPES + 1;
+            const char *name = type >= 1 && type <= EQ_TYPES ? names[type - 1] : NULL;
+            size_t name_len = name ? strlen(name) : 0;
+            if (name_len > SERTRACE_STRING_MAX)
+                name_len = SERTRACE_STRING_MAX;
+            uint64_t addr = any_width();
+            uint64_t length = lcg() % 4 == 0 ? 0 : lcg() % 4 == 0 ? any_width() : lcg() % 20;
+            sertrace_enter(d, tag, type, (uintptr_t)addr, length, pos);
+            depth++;
+            cr_assert_eq(sertrace_fmt_enter(&want, depth, tag, name, name_len, addr, length), 0);
+            stack[depth].pos = pos;
+            stack[depth].tag = tag;
+            pos += lcg() % 3;
+        } else {
+            uint64_t step = lcg() % 3 == 0 ? lcg() % 1024 : lcg() % 4 == 0 ? any_width() >> 8 : 0;
+            pos += step;
+            sertrace_exit(d, pos);
+            cr_assert_eq(sertrace_fmt_exit(&want, depth, stack[depth].tag, pos - stack[depth].pos,
+                                           ex, NULL),
+                         0);
+            depth--;
+        }
+    }
+    sertrace_dump_end(d, pos, SERTRACE_STATUS_OK);
+
+    size_t len;
+    char *out = read_path_all(path, &len);
+    char *body = strchr(out, '\n');
+    cr_assert_not_null(body);
+    body++;
+    cr_assert_gt(len, (size_t)(2 * 256 * 1024), "the dump should pass the flush size");
+    cr_assert_geq((size_t)(out + len - body), want.len);
+    size_t i = 0;
+    while (i < want.len && body[i] == want.data[i])
+        i++;
+    if (i < want.len) {
+        size_t line = i;
+        while (line > 0 && want.data[line - 1] != '\n')
+            line--;
+        cr_assert_fail("first difference at byte %zu:\n  want: %.200s\n  got:  %.200s", i,
+                       want.data + line, body + line);
+    }
+    cr_expect_eq(strncmp(body + want.len, "# end dump ", 11), 0, "%.100s", body + want.len);
+    sertrace_buf_free(&want);
+    free(out);
+    unlink(path);
+}
+
+Test(text, fast_lines_match_formatter_human_sizes)
+{
+    fast_lines_match_formatter(NULL);
+}
+
+Test(text, fast_lines_match_formatter_exact_sizes)
+{
+    fast_lines_match_formatter("1");
 }

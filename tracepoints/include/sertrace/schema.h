@@ -69,6 +69,10 @@
 #define SERTRACE_FIELD_BYTES "bytes"
 #define SERTRACE_FIELD_STATUS "status"
 
+/* LTTng context fields every sertrace session adds (common context). */
+#define SERTRACE_CONTEXT_VPID "vpid"
+#define SERTRACE_CONTEXT_VTID "vtid"
+
 /* Largest `records` payload of one event.  Well below the smallest
  * sub-buffer sertrace configures (and LTTng's default 512 KiB per-UID). */
 #define SERTRACE_BATCH_BYTES 4096
