@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum sertrace_cli_status {
     SERTRACE_CLI_OK = 0,
@@ -25,6 +26,11 @@ int sertrace_cli_start(int argc, char **argv);
 int sertrace_cli_stop(int argc, char **argv);
 int sertrace_cli_snapshot(int argc, char **argv);
 int sertrace_cli_report(int argc, char **argv);
+
+/* Print "babeltrace2 plugin: PATH (from PLACE)" -- the sertrace plugin that
+ * `report` would load, found as report.c describes -- or "... not found
+ * (looked in ...)" on `out`.  0 found, -1 not found.  (report.c) */
+int sertrace_cli_print_plugin(FILE *out);
 
 /* Print "sertrace: " + message + newline on stderr. */
 void sertrace_cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -3,8 +3,9 @@
  * `sertrace SUBCOMMAND [OPTIONS] ...` -- the subcommands live in session.c
  * (record, start, stop, snapshot: LTTng sessions through liblttng-ctl) and
  * report.c (report: a babeltrace2 graph with the sertrace plugin).  This
- * file only knows their names, prints the top-level help and the version,
- * and maps an unknown subcommand to the usage exit status (2).
+ * file only knows their names, prints the top-level help and the version
+ * (with the path of the babeltrace2 plugin `report` would load), and maps
+ * an unknown subcommand to the usage exit status (2).
  */
 #include <stdio.h>
 #include <string.h>
@@ -27,7 +28,8 @@ static const char top_help[] =
     "  snapshot  write the in-memory buffers of a --snapshot session to disk\n"
     "  report    print the trees or the summary of a trace (or of a live session)\n"
     "\n"
-    "Run `sertrace SUBCOMMAND --help` for the options of each.\n"
+    "Run `sertrace SUBCOMMAND --help` for the options of each.  `sertrace\n"
+    "--version` also prints which babeltrace2 plugin `report` would load.\n"
     "\n"
     "Exit status: 0 success, 1 runtime error, 2 usage error; `record` exits\n"
     "with the status of the command it ran.\n";
@@ -47,6 +49,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(sub, "--version") == 0 || strcmp(sub, "-V") == 0) {
         printf("sertrace %s\n", SERTRACE_VERSION);
+        (void)sertrace_cli_print_plugin(stdout);
         return SERTRACE_CLI_OK;
     }
     if (strcmp(sub, "record") == 0)

@@ -57,8 +57,9 @@ struct report_opts {
     enum report_mode mode;
     const char *trace;
     const char *live_url;
-    const char *oversize; /* kept as text: the sink also takes "10%" */
+    const char *oversize; /* the text, passed as is when it is a share ("10%") */
     uint64_t oversize_bytes;
+    bool oversize_is_share;
     bool has_oversize, has_top, has_min_size, has_max_depth, exact;
     uint64_t top, min_size, max_depth;
 };
@@ -76,51 +77,88 @@ static const char report_help[] =
     "                     largest nodes, flagged nodes\n"
     "  --json             the summary as one JSON object (format \"sertrace-summary\")\n"
     "  --oversize SIZE    flag nodes of at least SIZE bytes (64K, 1.5MiB) or of at\n"
-    "                     least this share of their dump (10%)\n"
+    "                     least this share of their dump (10%); must be more than\n"
+    "                     0 (without --oversize nothing is flagged)\n"
     "  --top N            largest nodes listed in the summary (default 10, at\n"
     "                     most 100000)\n"
     "  --min-size SIZE    tree: fold siblings smaller than SIZE into one line\n"
     "  --max-depth N      tree: fold nodes deeper than N (0: show all)\n"
     "  --exact            sizes in bytes instead of KiB/MiB\n"
     "  --live URL         read a live session from an lttng-relayd instead of a\n"
-    "                     trace directory, e.g.\n"
-    "                     net://127.0.0.1/host/HOSTNAME/SESSION (see `sertrace start\n"
-    "                     --live`); print trees as dumps end, and exit when the\n"
-    "                     session is destroyed\n"
+    "                     trace directory: URL is\n"
+    "                     net://HOST[:PORT]/host/HOSTNAME/SESSION, e.g.\n"
+    "                     net://127.0.0.1/host/$(hostname)/SESSION (see `sertrace\n"
+    "                     start --live`); print trees as dumps end, and exit when\n"
+    "                     the session is destroyed\n"
+    "  -v, --verbose      print the plugin used, babeltrace2's warnings and, on\n"
+    "                     failure, its whole error chain (default: one line)\n"
     "  -h, --help         this help\n"
     "\n"
-    "The sertrace babeltrace2 plugin is searched in $SERTRACE_PLUGIN_PATH, then\n"
-    "in " SERTRACE_PLUGIN_INSTALL_DIR ", then in babeltrace2's plugin path.\n"
+    "Every CTF trace found below TRACE is read; one that cannot be read (corrupt\n"
+    "metadata or index) is skipped with a warning naming it, and the others are\n"
+    "reported.\n"
+    "\n"
+    "The sertrace babeltrace2 plugin is searched in $SERTRACE_PLUGIN_PATH, then,\n"
+    "when this `sertrace` is the uninstalled binary of a build tree, in that\n"
+    "build's plugin directory, then in " SERTRACE_PLUGIN_INSTALL_DIR ",\n"
+    "then in babeltrace2's plugin path (`sertrace --version` shows which).\n"
     "Progress (events read, MB) is shown on stderr when it is a terminal, stdout\n"
     "is not that terminal (e.g. `sertrace report big > out.txt`) and the trace is\n"
     "over 50 MB (SERTRACE_PROGRESS=1 forces it, =0 disables it).\n"
     "\n"
-    "Exit status: 0 ok, 1 runtime error (missing, empty or corrupt trace, plugin\n"
-    "not found), 2 usage error.\n";
+    "Exit status: 0 ok, 1 runtime error (missing or empty trace, no readable trace,\n"
+    "a trace that fails while being read, plugin not found), 2 usage error.\n";
 
 /* ---- errors ------------------------------------------------------------ */
 
-/* Print babeltrace2's error causes for this thread (innermost last, so the
- * root cause ends the message), then release them. */
-static void print_bt_error(const char *what)
+/* -v/--verbose: babeltrace2's whole error chain, component logging at
+ * WARNING, and the plugin path.  Set once by the option parser. */
+static bool verbose;
+
+/* Take this thread's babeltrace2 error: copy the first line of its root
+ * cause (cause 0, the first one appended: the most specific, e.g. "Invalid
+ * LTTng live URL format: Unknown protocol") into `root` (empty when there
+ * is no error); with --verbose, print the whole chain on stderr (outermost
+ * first, as "  MODULE: MESSAGE"); then release it. */
+static void take_bt_error(char *root, size_t n)
 {
     const bt_error *err = bt_current_thread_take_error();
-    uint64_t n;
+    uint64_t count;
 
-    sertrace_cli_err("%s", what);
+    root[0] = '\0';
     if (err == NULL)
         return;
-    n = bt_error_get_cause_count(err);
-    for (uint64_t i = n; i-- > 0;) {
+    count = bt_error_get_cause_count(err);
+    if (count > 0) {
+        const char *msg = bt_error_cause_get_message(bt_error_borrow_cause_by_index(err, 0));
+        size_t len = strcspn(msg, "\n");
+        snprintf(root, n, "%.*s", (int)(len < n ? len : n - 1), msg);
+    }
+    for (uint64_t i = count; verbose && i-- > 0;) {
         const bt_error_cause *c = bt_error_borrow_cause_by_index(err, i);
         const char *msg = bt_error_cause_get_message(c);
-        /* Keep the first line of each cause: bt2's messages are long. */
-        const char *nl = strchr(msg, '\n');
-        int len = nl ? (int)(nl - msg) : (int)strlen(msg);
-        fprintf(stderr, "  %s: %.*s%s\n", bt_error_cause_get_module_name(c), len > 200 ? 200 : len,
-                msg, len > 200 ? "..." : "");
+        int len = (int)strcspn(msg, "\n");
+        fprintf(stderr, "  %s: %.*s\n", bt_error_cause_get_module_name(c), len, msg);
     }
     bt_error_release(err);
+}
+
+/* One line: "sertrace: WHAT: ROOT CAUSE", the chain only with --verbose
+ * (printed below that line). */
+static void print_bt_error(const char *what)
+{
+    char root[512];
+
+    if (verbose) {
+        sertrace_cli_err("%s; babeltrace2's error, outermost cause first:", what);
+        take_bt_error(root, sizeof(root));
+        return;
+    }
+    take_bt_error(root, sizeof(root));
+    if (root[0] != '\0')
+        sertrace_cli_err("%s: %s (-v shows babeltrace2's whole error)", what, root);
+    else
+        sertrace_cli_err("%s", what);
 }
 
 /* ---- plugins ------------------------------------------------------------ */
@@ -150,11 +188,37 @@ end:
     return found;
 }
 
-static const bt_plugin *find_sertrace_plugin(void)
+/* True when this process is the uninstalled `sertrace` of the build tree
+ * that config.h describes: /proc/self/exe (the kernel's resolved path of
+ * our executable) is that build's executable.  An installed copy, or a
+ * binary of another build tree, answers false. */
+static bool running_from_build_tree(void)
+{
+    char self[PATH_MAX], built[PATH_MAX];
+    ssize_t n;
+
+    if (SERTRACE_PLUGIN_BUILD_DIR[0] == '\0')
+        return false;
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0)
+        return false;
+    self[n] = '\0';
+    if (realpath(SERTRACE_BUILD_EXE, built) == NULL)
+        return false;
+    return strcmp(self, built) == 0;
+}
+
+/* The sertrace plugin, looked up in $SERTRACE_PLUGIN_PATH, then (only for
+ * the build tree's own binary) in the build's plugin directory, so that a
+ * build-tree `sertrace` never silently runs a stale installed plugin; then
+ * in the install directory; then in babeltrace2's search path.  *from
+ * names the place it was found. */
+static const bt_plugin *find_sertrace_plugin(const char **from)
 {
     const char *env = getenv("SERTRACE_PLUGIN_PATH");
     const bt_plugin *p = NULL;
 
+    *from = "$SERTRACE_PLUGIN_PATH";
     if (env != NULL && *env != '\0') {
         char *copy = strdup(env), *save = NULL;
         for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d && !p;
@@ -162,13 +226,47 @@ static const bt_plugin *find_sertrace_plugin(void)
             p = plugin_from_dir(d, "sertrace");
         free(copy);
     }
-    if (p == NULL)
+    if (p == NULL && running_from_build_tree()) {
+        *from = "the build tree";
+        p = plugin_from_dir(SERTRACE_PLUGIN_BUILD_DIR, "sertrace");
+    }
+    if (p == NULL) {
+        *from = "the install directory";
         p = plugin_from_dir(SERTRACE_PLUGIN_INSTALL_DIR, "sertrace");
-    if (p == NULL && bt_plugin_find("sertrace", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &p) !=
-                         BT_PLUGIN_FIND_STATUS_OK)
-        p = NULL;
+    }
+    if (p == NULL) {
+        *from = "babeltrace2's plugin path";
+        if (bt_plugin_find("sertrace", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &p) !=
+            BT_PLUGIN_FIND_STATUS_OK)
+            p = NULL;
+    }
     bt_current_thread_clear_error();
     return p;
+}
+
+/* The places find_sertrace_plugin() looks, for messages. */
+static void plugin_search_text(char *out, size_t n)
+{
+    snprintf(out, n, "$SERTRACE_PLUGIN_PATH, %s%s%s and babeltrace2's plugin path",
+             running_from_build_tree() ? SERTRACE_PLUGIN_BUILD_DIR : "",
+             running_from_build_tree() ? ", " : "", SERTRACE_PLUGIN_INSTALL_DIR);
+}
+
+int sertrace_cli_print_plugin(FILE *out)
+{
+    const char *from = NULL;
+    const bt_plugin *p = find_sertrace_plugin(&from);
+    char where[2 * PATH_MAX + 128];
+
+    if (p == NULL) {
+        plugin_search_text(where, sizeof(where));
+        fprintf(out, "babeltrace2 plugin: not found (looked in %s)\n", where);
+        return -1;
+    }
+    fprintf(out, "babeltrace2 plugin: %s (from %s)\n",
+            bt_plugin_get_path(p) ? bt_plugin_get_path(p) : "(built in)", from);
+    bt_plugin_put_ref(p);
+    return 0;
 }
 
 static const bt_plugin *find_std_plugin(const char *name)
@@ -240,14 +338,55 @@ static void free_groups(struct trace_group *g, int n)
     free(g);
 }
 
-/* Find the traces under `root` and group them by UUID.  Prints the error
- * and returns -1 when there is none or one is unreadable. */
+/* Can source.ctf.fs open the trace in `dir`?  Its "babeltrace.trace-infos"
+ * query does what the component's initialization does (parse the whole
+ * metadata, read the stream files' indexes or packet headers) without a
+ * graph: a failure here would make the graph faulty, and a faulty graph
+ * cannot be used any more, so unreadable traces are weeded out first.
+ * 0 ok, -1 with the root cause in `reason`. */
+static int check_trace(const bt_component_class_source *fs, const char *dir, char *reason,
+                       size_t n)
+{
+    bt_value *params = bt_value_map_create();
+    bt_value *inputs = bt_value_array_create();
+    bt_query_executor *q = NULL;
+    const bt_value *res = NULL;
+    int rc = -1;
+
+    snprintf(reason, n, "out of memory");
+    if (params == NULL || inputs == NULL || bt_value_array_append_string_element(inputs, dir) ||
+        bt_value_map_insert_entry(params, "inputs", inputs))
+        goto end;
+    q = bt_query_executor_create(bt_component_class_source_as_component_class_const(fs),
+                                 "babeltrace.trace-infos", params);
+    if (q == NULL)
+        goto end;
+    if (bt_query_executor_query(q, &res) != BT_QUERY_EXECUTOR_QUERY_STATUS_OK) {
+        take_bt_error(reason, n);
+        if (reason[0] == '\0')
+            snprintf(reason, n, "source.ctf.fs cannot read it");
+        goto end;
+    }
+    rc = 0;
+end:
+    bt_current_thread_clear_error();
+    bt_value_put_ref(res);
+    bt_query_executor_put_ref(q);
+    bt_value_put_ref(inputs);
+    bt_value_put_ref(params);
+    return rc;
+}
+
+/* Find the traces under `root` and group them by UUID.  A trace that
+ * cannot be read is skipped with one warning (path and reason): a stray
+ * broken trace must not hide the good ones next to it.  Prints the error
+ * and returns -1 when no readable trace remains. */
 static int discover(const char *root, const bt_component_class_source *fs, struct trace_group **out,
                     int *count)
 {
     struct stat sb;
     char **dirs = NULL;
-    int n, ngroups = 0, rc = -1;
+    int n, ngroups = 0, skipped = 0, rc = -1;
     struct trace_group *groups = NULL;
 
     if (stat(root, &sb) != 0) {
@@ -276,16 +415,23 @@ static int discover(const char *root, const bt_component_class_source *fs, struc
     if (groups == NULL)
         goto end;
     for (int i = 0; i < n; i++) {
-        char *group = NULL;
+        char *group = NULL, reason[512];
         double w = support_info(fs, dirs[i], &group);
         int j;
         if (w <= 0.0) {
-            bt_current_thread_clear_error();
-            sertrace_cli_err("%s: corrupt or unreadable trace (its metadata file is not "
-                             "CTF metadata)",
-                             dirs[i]);
+            take_bt_error(reason, sizeof(reason));
+            sertrace_cli_err("warning: skipping %s: corrupt or unreadable trace (%s)", dirs[i],
+                             reason[0] ? reason : "its metadata file is not CTF metadata");
             free(group);
-            goto end;
+            skipped++;
+            continue;
+        }
+        if (check_trace(fs, dirs[i], reason, sizeof(reason)) != 0) {
+            sertrace_cli_err("warning: skipping %s: corrupt or unreadable trace (%s)", dirs[i],
+                             reason);
+            free(group);
+            skipped++;
+            continue;
         }
         if (group == NULL)
             group = strdup(dirs[i]);
@@ -304,6 +450,10 @@ static int discover(const char *root, const bt_component_class_source *fs, struc
         if (bt_value_array_append_string_element(groups[j].inputs, dirs[i]) !=
             BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK)
             goto end;
+    }
+    if (ngroups == 0) {
+        sertrace_cli_err("no readable trace under %s (%d skipped)", root, skipped);
+        goto end;
     }
     rc = 0;
 end:
@@ -562,8 +712,11 @@ static bt_value *sink_params(const struct report_opts *o)
     bt_value *p = bt_value_map_create();
     bool ok = p != NULL;
 
-    if (ok && o->has_oversize)
+    if (ok && o->has_oversize && o->oversize_is_share)
         ok = bt_value_map_insert_string_entry(p, "oversize", o->oversize) ==
+             BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+    else if (ok && o->has_oversize)
+        ok = bt_value_map_insert_unsigned_integer_entry(p, "oversize", o->oversize_bytes) ==
              BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     if (ok && o->exact)
         ok = bt_value_map_insert_bool_entry(p, "exact", BT_TRUE) ==
@@ -604,6 +757,111 @@ enum {
     OPT_LIVE,
 };
 
+/* --oversize: a size ("64K", parsed here like every size of sertrace) or a
+ * share of the dump ("10%").  0 (or 0%) is refused: the sink refuses it
+ * too, and "flag nodes of at least 0 bytes" would flag every node, which
+ * is not what anyone asking for 0 means.  Without --oversize nothing is
+ * flagged.  0 ok, -1 usage error (printed). */
+static int parse_oversize(const char *text, struct report_opts *o)
+{
+    size_t len = strlen(text);
+
+    o->has_oversize = true;
+    o->oversize = text;
+    if (len > 1 && text[len - 1] == '%') {
+        char *end;
+        double v = strtod(text, &end);
+        if (end != text + len - 1 || !(v > 0.0 && v <= 100.0)) {
+            sertrace_cli_err("--oversize: invalid share '%s' (expected more than 0%% and at "
+                             "most 100%%, e.g. 10%%)",
+                             text);
+            return -1;
+        }
+        o->oversize_is_share = true;
+        return 0;
+    }
+    if (sertrace_cli_parse_size("--oversize", text, &o->oversize_bytes) != 0)
+        return -1;
+    if (o->oversize_bytes == 0) {
+        sertrace_cli_err("--oversize: must be more than 0 (a size such as 64K, or a share "
+                         "of the dump such as 10%%); leave it out to flag nothing");
+        return -1;
+    }
+    return 0;
+}
+
+/* Digits only, 0..65535. */
+static bool valid_port(const char *p, size_t len)
+{
+    unsigned long v = 0;
+
+    if (len == 0 || len > 5)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+        v = v * 10 + (unsigned long)(p[i] - '0');
+    }
+    return v <= 65535;
+}
+
+/* --live URL, checked against the grammar of babeltrace2's lttng-live
+ * source (bt_common_parse_lttng_live_url in 2.0):
+ *   net[4|6]://HOST[:PORT]/host/TARGET_HOSTNAME/SESSION
+ * `report` needs the session part: without it the source only lists
+ * sessions (`babeltrace2 -i lttng-live net://HOST` does that).  Checking
+ * here gives one clear line instead of babeltrace2's error chain.
+ * 0 ok, -1 usage error (printed). */
+static int check_live_url(const char *url)
+{
+    const char *why = NULL, *at, *end;
+
+    if (strncmp(url, "net://", 6) == 0)
+        at = url + 6;
+    else if (strncmp(url, "net4://", 7) == 0 || strncmp(url, "net6://", 7) == 0)
+        at = url + 7;
+    else {
+        why = "it must start with net://";
+        goto bad;
+    }
+    end = at + strcspn(at, ":/");
+    if (end == at) {
+        why = "the relay daemon's HOST is missing";
+        goto bad;
+    }
+    at = end;
+    if (*at == ':') {
+        end = at + 1 + strcspn(at + 1, "/");
+        if (!valid_port(at + 1, (size_t)(end - at - 1))) {
+            why = "the PORT must be a number from 0 to 65535";
+            goto bad;
+        }
+        at = end;
+    }
+    if (strncmp(at, "/host/", 6) != 0) {
+        why = "/host/HOSTNAME/SESSION must follow HOST[:PORT]";
+        goto bad;
+    }
+    at += 6;
+    end = at + strcspn(at, "/");
+    if (end == at || *end != '/') {
+        why = "/host/HOSTNAME/SESSION must follow HOST[:PORT]";
+        goto bad;
+    }
+    at = end + 1;
+    if (*at == '\0' || strchr(at, '/') != NULL) {
+        why = "SESSION (one path segment) must end the URL";
+        goto bad;
+    }
+    return 0;
+bad:
+    sertrace_cli_err("--live: '%s' is not an LTTng live URL: %s (expected "
+                     "net://HOST[:PORT]/host/HOSTNAME/SESSION; `babeltrace2 -i lttng-live "
+                     "net://HOST[:PORT]` lists the sessions)",
+                     url, why);
+    return -1;
+}
+
 /* 0 ok, 1 help printed, -1 usage error (printed). */
 static int parse_report_opts(int argc, char **argv, struct report_opts *o)
 {
@@ -618,6 +876,7 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
         {"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
         {"exact", no_argument, NULL, OPT_EXACT},
         {"live", required_argument, NULL, OPT_LIVE},
+        {"verbose", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
     };
     int c, modes = 0;
@@ -625,7 +884,7 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
     memset(o, 0, sizeof(*o));
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             fputs(report_help, stdout);
@@ -642,22 +901,10 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
             o->mode = MODE_JSON;
             modes++;
             break;
-        case OPT_OVERSIZE: {
-            size_t len = strlen(optarg);
-            o->has_oversize = true;
-            o->oversize = optarg;
-            if (len > 1 && optarg[len - 1] == '%') {
-                char *end;
-                double v = strtod(optarg, &end);
-                if (end != optarg + len - 1 || !(v > 0.0 && v <= 100.0)) {
-                    sertrace_cli_err("--oversize: invalid share '%s' (expected 0-100%%)", optarg);
-                    return -1;
-                }
-            } else if (sertrace_cli_parse_size("--oversize", optarg, &o->oversize_bytes) != 0) {
+        case OPT_OVERSIZE:
+            if (parse_oversize(optarg, o) != 0)
                 return -1;
-            }
             break;
-        }
         case OPT_TOP:
             if (sertrace_cli_parse_uint("--top", optarg, 100000, &o->top) != 0)
                 return -1;
@@ -677,7 +924,12 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
             o->exact = true;
             break;
         case OPT_LIVE:
+            if (check_live_url(optarg) != 0)
+                return -1;
             o->live_url = optarg;
+            break;
+        case 'v':
+            verbose = true;
             break;
         case '?':
         default:
@@ -760,7 +1012,10 @@ int sertrace_cli_report(int argc, char **argv)
     const bt_component_sink *sink = NULL;
     bt_value *params = NULL, *sparams = NULL;
     struct progress progress;
-    const char *sink_name;
+    const char *sink_name, *plugin_from = NULL;
+    /* Components log nothing by default: their errors come back as error
+     * causes, printed as one line (the whole chain with --verbose). */
+    bt_logging_level log_level;
     int rc = SERTRACE_CLI_ERROR, ret;
     uint64_t mux_port = 0;
 
@@ -769,6 +1024,7 @@ int sertrace_cli_report(int argc, char **argv)
     if (ret != 0)
         return ret > 0 ? SERTRACE_CLI_OK : SERTRACE_CLI_USAGE;
     sink_name = o.mode == MODE_TREE ? "tree" : "summary";
+    log_level = verbose ? BT_LOGGING_LEVEL_WARNING : BT_LOGGING_LEVEL_NONE;
 
     ctf = find_std_plugin("ctf");
     utils = find_std_plugin("utils");
@@ -780,13 +1036,16 @@ int sertrace_cli_report(int argc, char **argv)
     fs_cls = bt_plugin_borrow_source_component_class_by_name_const(ctf, "fs");
     live_cls = bt_plugin_borrow_source_component_class_by_name_const(ctf, "lttng-live");
     mux_cls = bt_plugin_borrow_filter_component_class_by_name_const(utils, "muxer");
-    ours = find_sertrace_plugin();
+    ours = find_sertrace_plugin(&plugin_from);
     if (ours == NULL) {
-        sertrace_cli_err("the sertrace babeltrace2 plugin was not found (looked in "
-                         "$SERTRACE_PLUGIN_PATH, %s and babeltrace2's plugin path)",
-                         SERTRACE_PLUGIN_INSTALL_DIR);
+        char where[2 * PATH_MAX + 128];
+        plugin_search_text(where, sizeof(where));
+        sertrace_cli_err("the sertrace babeltrace2 plugin was not found (looked in %s)", where);
         goto end;
     }
+    if (verbose)
+        fprintf(stderr, "sertrace: using the babeltrace2 plugin %s (from %s)\n",
+                bt_plugin_get_path(ours) ? bt_plugin_get_path(ours) : "(built in)", plugin_from);
     sink_cls = bt_plugin_borrow_sink_component_class_by_name_const(ours, sink_name);
     if (fs_cls == NULL || live_cls == NULL || mux_cls == NULL || sink_cls == NULL) {
         sertrace_cli_err("a component class is missing (source.ctf.fs, "
@@ -800,8 +1059,8 @@ int sertrace_cli_report(int argc, char **argv)
     graph = bt_graph_create(0); /* bt2 2.0 knows MIP 0 only */
     if (graph == NULL)
         goto oom;
-    if (bt_graph_add_filter_component(graph, mux_cls, "muxer", NULL, BT_LOGGING_LEVEL_WARNING,
-                                      &mux) != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+    if (bt_graph_add_filter_component(graph, mux_cls, "muxer", NULL, log_level, &mux) !=
+        BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
         print_bt_error("cannot create the muxer");
         goto end;
     }
@@ -817,10 +1076,9 @@ int sertrace_cli_report(int argc, char **argv)
             goto oom;
         }
         bt_value_put_ref(inputs);
-        if (bt_graph_add_source_component(graph, live_cls, "live", params, BT_LOGGING_LEVEL_ERROR,
-                                          &src) != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
-            print_bt_error("cannot read the live session (is the URL of the form "
-                           "net://HOST/host/HOSTNAME/SESSION?)");
+        if (bt_graph_add_source_component(graph, live_cls, "live", params, log_level, &src) !=
+            BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+            print_bt_error("cannot read the live session");
             goto end;
         }
         if (bt_graph_connect_ports(
@@ -839,9 +1097,8 @@ int sertrace_cli_report(int argc, char **argv)
         if (params == NULL || bt_value_map_insert_entry(params, "inputs", groups[g].inputs))
             goto oom;
         snprintf(name, sizeof(name), "trace-%d", g);
-        /* Silent: failures come back as error causes, printed below. */
-        if (bt_graph_add_source_component(graph, fs_cls, name, params, BT_LOGGING_LEVEL_NONE,
-                                          &src) != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+        if (bt_graph_add_source_component(graph, fs_cls, name, params, log_level, &src) !=
+            BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
             char what[PATH_MAX + 64];
             snprintf(what, sizeof(what), "%s: corrupt or unreadable trace",
                      bt_value_string_get(
@@ -862,8 +1119,8 @@ int sertrace_cli_report(int argc, char **argv)
     sparams = sink_params(&o);
     if (sparams == NULL)
         goto oom;
-    if (bt_graph_add_sink_component(graph, sink_cls, sink_name, sparams, BT_LOGGING_LEVEL_WARNING,
-                                    &sink) != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+    if (bt_graph_add_sink_component(graph, sink_cls, sink_name, sparams, log_level, &sink) !=
+        BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
         print_bt_error("the sertrace sink rejected the options");
         goto end;
     }
@@ -884,8 +1141,8 @@ int sertrace_cli_report(int argc, char **argv)
             prog_cls = progress_class();
             if (prog_cls == NULL ||
                 bt_graph_add_filter_component_with_initialize_method_data(
-                    graph, prog_cls, "progress", NULL, &progress, BT_LOGGING_LEVEL_WARNING,
-                    &prog) != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+                    graph, prog_cls, "progress", NULL, &progress, log_level, &prog) !=
+                    BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
                 print_bt_error("cannot set up the progress display");
                 goto end;
             }

@@ -27,6 +27,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
 #include <lttng/lttng.h>
@@ -591,21 +592,78 @@ end:
     return rc;
 }
 
-/* Report where the trace is, or that nobody loaded sertrace.  Returns 1
- * when traces were found, 0 when not. */
+/* Report where the trace is.  Returns 1 when traces were found under
+ * `dir`, 0 when not (the caller says so, after cleaning up). */
 static int report_trace(const char *dir, const char *what)
 {
-    int n = sertrace_cli_find_traces(dir, NULL);
-
-    if (n <= 0) {
-        sertrace_cli_err("no sertrace events: did the program import sertrace / link "
-                         "libsertrace? (no trace was written under %s)",
-                         dir);
+    if (sertrace_cli_find_traces(dir, NULL) <= 0)
         return 0;
-    }
     fprintf(stderr, "sertrace: %s written to %s\n", what, dir);
     fprintf(stderr, "sertrace: view it with `sertrace report %s`\n", dir);
     return 1;
+}
+
+static int rmdir_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    if (type == FTW_DP)
+        (void)rmdir(path); /* fails, harmlessly, on a non-empty directory */
+    return 0;
+}
+
+/* A session that recorded nothing still leaves directories behind (the
+ * session daemon makes DIR/ust/... when the session starts): remove the
+ * empty directories of the subtrees LTTng writes (ust/, kernel/,
+ * snapshot-N-DATE-K/) below `dir`.  Only rmdir(): a file is never
+ * removed, nor a directory holding one, nor anything else under `dir`. */
+static void prune_empty_lttng_dirs(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        char path[PATH_MAX];
+        struct stat sb;
+        if (strcmp(e->d_name, "ust") != 0 && strcmp(e->d_name, "kernel") != 0 &&
+            strncmp(e->d_name, "snapshot-", 9) != 0)
+            continue;
+        if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path) ||
+            lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            continue;
+        (void)nftw(path, rmdir_entry, 32, FTW_DEPTH | FTW_PHYS);
+    }
+    closedir(d);
+}
+
+/* No trace under `dir`: clean up and say so truthfully.  `remove_dir`:
+ * `dir` itself goes too -- all of it when sertrace created it in this
+ * process (`record`), else only if it is empty once LTTng's empty
+ * directories are gone (`stop`: `start` wanted it empty or missing, so an
+ * empty DIR holds nothing of anyone's).  A pre-existing directory given
+ * to `record` is left as it was given: empty. */
+static void report_no_trace(struct session_state *st, const char *dir, bool remove_dir)
+{
+    bool removed = false;
+
+    if (st->created_dir && strcmp(dir, st->outdir) == 0) {
+        forget_outdir(st);
+        removed = true;
+    } else {
+        prune_empty_lttng_dirs(dir);
+        if (remove_dir)
+            removed = rmdir(dir) == 0;
+    }
+    if (removed)
+        sertrace_cli_err("no sertrace events: did the program import sertrace / link "
+                         "libsertrace? (no trace was written; removed the empty directory %s)",
+                         dir);
+    else
+        sertrace_cli_err("no sertrace events: did the program import sertrace / link "
+                         "libsertrace? (no trace was written under %s)",
+                         dir);
 }
 
 static void report_losses(const char *session, const struct session_state *st)
@@ -630,6 +688,39 @@ static void report_losses(const char *session, const struct session_state *st)
             fprintf(stderr, "sertrace: the buffers overflowed: the trees of the affected "
                             "dumps are incomplete; use a larger --buffer-size\n");
     }
+}
+
+/* Start tracing; -1 (printed) on failure or when a signal arrived during
+ * the setup.  The common middle of `record` and `start`. */
+static int start_session(const struct session_state *st)
+{
+    int ret = lttng_start_tracing(st->name);
+
+    if (ret < 0) {
+        lttng_fail("cannot start tracing", ret);
+        return -1;
+    }
+    return interrupted() ? -1 : 0;
+}
+
+/* The common end of `record` and `stop`: stop tracing (which waits until
+ * the consumer daemon has the data), print the discarded counts (read
+ * before destroy: per-UID buffers keep them until then), write a last
+ * snapshot for a snapshot session, destroy the session and wait for it.
+ * 0, or -1 when the destroy failed. */
+static int finish_session(struct session_state *st, bool snapshot)
+{
+    int ret = lttng_stop_tracing(st->name);
+
+    if (ret < 0 && ret != -LTTNG_ERR_TRACE_ALREADY_STOPPED)
+        lttng_fail("cannot stop tracing", ret);
+    report_losses(st->name, st);
+    if (snapshot) {
+        char where[PATH_MAX];
+        if (take_snapshot(st->name, NULL, where, sizeof(where)) == 0)
+            fprintf(stderr, "sertrace: last snapshot written to %s\n", where);
+    }
+    return destroy_session(st);
 }
 
 /* ---- option parsing shared by record and start ------------------------- */
@@ -744,7 +835,9 @@ static const char record_help[] =
     "\n"
     "A session daemon is started (`lttng-sessiond --daemonize`, or\n"
     "$LTTNG_SESSIOND_PATH) when none is reachable.  SIGINT, SIGTERM and SIGHUP\n"
-    "are forwarded to CMD; the session is always cleaned up.\n"
+    "are forwarded to CMD; the session is always cleaned up.  When no sertrace\n"
+    "event was recorded, DIR is removed if `record` created it (a DIR that existed\n"
+    "is left empty, as it was given).\n"
     "\n"
     "Messages go to stderr; CMD keeps stdout.  Exit status: CMD's (128+N when a\n"
     "signal N killed it); 127 when CMD was not found; 1 when CMD succeeded but no\n"
@@ -927,12 +1020,7 @@ int sertrace_cli_record(int argc, char **argv)
             goto fail;
         }
     }
-    ret = lttng_start_tracing(st.name);
-    if (ret < 0) {
-        lttng_fail("cannot start tracing", ret);
-        goto fail;
-    }
-    if (interrupted())
+    if (start_session(&st) != 0)
         goto fail;
     if (o.snapshot)
         fprintf(stderr,
@@ -953,20 +1041,11 @@ int sertrace_cli_record(int argc, char **argv)
     }
     exit_status = wait_child(pid);
 
-    ret = lttng_stop_tracing(st.name);
-    if (ret < 0)
-        lttng_fail("cannot stop tracing", ret);
-    report_losses(st.name, &st);
-    if (o.snapshot) {
-        char where[PATH_MAX];
-        if (take_snapshot(st.name, NULL, where, sizeof(where)) == 0)
-            fprintf(stderr, "sertrace: last snapshot written to %s\n", where);
-    }
-    if (destroy_session(&st) != 0 && exit_status == 0)
+    if (finish_session(&st, o.snapshot) != 0 && exit_status == 0)
         exit_status = SERTRACE_CLI_ERROR;
     have_trace = report_trace(st.outdir, "trace") == 1;
     if (!have_trace) {
-        forget_outdir(&st);
+        report_no_trace(&st, st.outdir, false);
         if (exit_status == 0)
             exit_status = SERTRACE_CLI_ERROR;
     }
@@ -1038,12 +1117,7 @@ int sertrace_cli_start(int argc, char **argv)
         goto fail;
     if (create_session(&o, &st) != 0 || interrupted())
         goto fail;
-    ret = lttng_start_tracing(st.name);
-    if (ret < 0) {
-        lttng_fail("cannot start tracing", ret);
-        goto fail;
-    }
-    if (interrupted())
+    if (start_session(&st) != 0)
         goto fail;
     if (o.live_url != NULL)
         fprintf(stderr, "sertrace: live session %s started, streaming to %s\n", st.name,
@@ -1068,6 +1142,9 @@ static const char stop_help[] =
     "Stop session NAME (made by `sertrace start`), print how many events were\n"
     "discarded, write a last snapshot if it is a --snapshot session, destroy the\n"
     "session and print where the trace is (the trace directory on stdout).\n"
+    "When no sertrace event was recorded, the empty directories LTTng made are\n"
+    "removed, and the trace directory too if it is then empty (files are never\n"
+    "removed).\n"
     "lttng equivalent: `lttng stop NAME && lttng destroy NAME`.\n"
     "\n"
     "Exit status: 0 ok, 1 error (no such session, or no sertrace event was\n"
@@ -1137,24 +1214,17 @@ int sertrace_cli_stop(int argc, char **argv)
         snapshot_default_dir(st.name, dir, sizeof(dir));
     else if (info.path[0] == '/')
         snprintf(dir, sizeof(dir), "%s", info.path);
-    ret = lttng_stop_tracing(st.name);
-    if (ret < 0 && ret != -LTTNG_ERR_TRACE_ALREADY_STOPPED)
-        lttng_fail("cannot stop tracing", ret);
-    report_losses(st.name, NULL);
-    if (info.snapshot_mode) {
-        char where[PATH_MAX];
-        if (take_snapshot(st.name, NULL, where, sizeof(where)) == 0)
-            fprintf(stderr, "sertrace: last snapshot written to %s\n", where);
-    }
-    if (destroy_session(&st) != 0)
+    if (finish_session(&st, info.snapshot_mode) != 0)
         return SERTRACE_CLI_ERROR;
     fprintf(stderr, "sertrace: session %s destroyed\n", st.name);
     if (dir[0] == '\0') {
         fprintf(stderr, "sertrace: the trace went to %s\n", info.path);
         return SERTRACE_CLI_OK;
     }
-    if (!report_trace(dir, "trace"))
+    if (!report_trace(dir, "trace")) {
+        report_no_trace(&st, dir, true);
         return SERTRACE_CLI_ERROR;
+    }
     printf("%s\n", dir);
     return SERTRACE_CLI_OK;
 }

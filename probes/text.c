@@ -424,16 +424,16 @@ static void lines_init(void)
 /* Room for `n` more bytes plus SLACK at the end of the buffer; returns
  * where to write, or NULL when memory ran out.  Grows to the flush size
  * plus one line at once, so a steady dump never reallocates. */
-static inline char *line_reserve(sertrace_buf *b, size_t n)
+static inline char *line_reserve(struct sertrace_text_dump *t, size_t n)
 {
+    sertrace_buf *b = &t->buf;
+
     if (b->cap != 0 && n + SLACK < b->cap - b->len)
         return b->data + b->len;
     if (n > (size_t)-1 / 4 - b->len)
         return NULL;
     size_t need = b->len + n + SLACK + 1;
-    size_t cap = b->cap < SERTRACE_TEXT_FLUSH_BYTES + 64 * 1024
-                     ? SERTRACE_TEXT_FLUSH_BYTES + 64 * 1024
-                     : b->cap * 2;
+    size_t cap = b->cap < t->flush_bytes + 64 * 1024 ? t->flush_bytes + 64 * 1024 : b->cap * 2;
     if (cap < need)
         cap = need;
     char *data = realloc(b->data, cap);
@@ -609,7 +609,7 @@ void sertrace_text_enter(struct sertrace_text_dump *t, uint32_t depth, uint8_t t
         return;
     }
     /* indentation 3*depth + "├┬ " 7 + head + 16 digits + ">" + " len=" 5 + 20 + "\n" */
-    p = line_reserve(&t->buf, (size_t)depth * 3 + h->len + 64);
+    p = line_reserve(t, (size_t)depth * 3 + h->len + 64);
     if (p == NULL)
         return;
     if (depth <= 1) {
@@ -659,7 +659,7 @@ void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t ta
         return;
     }
     /* indentation 3*depth + "└ # TAG [" + size (at most 24) + "]\n" */
-    p = line_reserve(&t->buf, (size_t)depth * 3 + sizeof exit_heads[tag].text + 32);
+    p = line_reserve(t, (size_t)depth * 3 + sizeof exit_heads[tag].text + 32);
     if (p == NULL)
         return;
     p = put_bars(p, depth >= 1 ? depth - 1 : 0);

@@ -39,7 +39,6 @@ BT_PLUGIN_LICENSE("MIT");
 enum ev_kind { EV_OTHER = 0, EV_BEGIN, EV_RECORDS, EV_END };
 
 #define NO_INDEX UINT64_MAX
-#define PREFETCH_AHEAD 16
 
 typedef struct ec_info {
     const bt_event_class *ec; /* key (borrowed; lives as long as the trace) */
@@ -635,28 +634,13 @@ static int handle_event(sink *s, const bt_message *msg)
             s->rec_cap = cap;
         }
         /* babeltrace2 2.0 has one field object per byte and no bulk
-         * accessor: two calls per byte.  Each element field is borrowed
-         * PREFETCH_AHEAD bytes before its value is read, and prefetched
-         * then (a ring of pointers, so still one borrow per byte): a
-         * batch's fields do not sit in L1 and those loads were the
-         * largest cost of this loop (bench/sinks/README.md). */
-        const bt_field *ring[PREFETCH_AHEAD];
-        uint64_t ahead = n < PREFETCH_AHEAD ? n : PREFETCH_AHEAD;
-        for (uint64_t i = 0; i < ahead; i++) {
-            ring[i] = bt_field_array_borrow_element_field_by_index_const(arr, i);
-            __builtin_prefetch(ring[i]);
-        }
+         * accessor: two calls per byte (through the GOT, -fno-plt).  A
+         * variant that prefetched the element fields ahead measured no
+         * better (bench/sinks/README.md). */
         uint8_t *dst = s->rec;
-        for (uint64_t i = 0; i < n; i++) {
-            const bt_field *f = ring[i % PREFETCH_AHEAD];
-            if (i + PREFETCH_AHEAD < n) {
-                const bt_field *next = bt_field_array_borrow_element_field_by_index_const(
-                    arr, i + PREFETCH_AHEAD);
-                __builtin_prefetch(next);
-                ring[i % PREFETCH_AHEAD] = next;
-            }
-            dst[i] = (uint8_t)bt_field_integer_unsigned_get_value(f);
-        }
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = (uint8_t)bt_field_integer_unsigned_get_value(
+                bt_field_array_borrow_element_field_by_index_const(arr, i));
         return sertrace_core_records(s->core, pid, tid, ts, id,
                                      (uint32_t)seq, s->rec, (size_t)n);
     }

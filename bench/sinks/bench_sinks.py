@@ -8,12 +8,17 @@
 2. Times `babeltrace2 -c sink.utils.dummy` and each sertrace sink on that
    same trace, runs interleaved (dummy, tree, summary, ... , dummy, ...),
    --rounds rounds, and prints medians and ratios to dummy.
-3. Measures the summary sink's peak RSS (/usr/bin/time -v) on the trace and
+3. Does the same on a second, realistic trace (--real-dumps N): N dumps of
+   workloads/dispatch_like_state.py build_state(16) (~82 KiB, ~1,100 nodes
+   each) pickled by the sertrace pickler under `python3 -m sertrace run`,
+   recorded with `sertrace record` (bench/sinks/realistic_dumps.py).
+4. Measures the summary sink's peak RSS (/usr/bin/time -v) on the trace and
    on one --scale times larger.
 
 Usage (from the source root, after `meson setup BUILD && ninja -C BUILD`):
     /usr/bin/python3 bench/sinks/bench_sinks.py --build BUILD [--events 4000000]
-        [--rounds 5] [--scale 10] [--keep DIR]
+        [--rounds 5] [--scale 10] [--real-dumps 20000] [--keep]
+        [--trace DIR] [--real-trace DIR]
 Needs a running lttng-sessiond (root or the tracing group).  Traces go to
 /tmp/sertrace-bench-sinks-* and are deleted unless --keep is given.
 """
@@ -104,6 +109,45 @@ SINKS = [
 ]
 
 
+def record_real(build, dumps, out):
+    """`sertrace record` of bench/sinks/realistic_dumps.py under the traced
+    pickler (64 MiB buffers: nothing is discarded at this rate)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    cmd = [os.path.join(build, "cli", "sertrace"), "record", "--cmd-only",
+           "--buffer-size", "64M", "-o", out, "--",
+           "env", "PYTHONPATH=" + os.path.join(build, "python"), "/usr/bin/python3",
+           "-m", "sertrace", "run", os.path.join(here, "realistic_dumps.py"), str(dumps)]
+    t0 = time.time()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print("  recorded %d realistic dumps in %.1f s" % (dumps, time.time() - t0), flush=True)
+
+
+def bench(plugin_dir, trace, rounds):
+    """Interleaved rounds of every sink on `trace`; prints the table."""
+    times = {label: [] for label, _, _ in SINKS}
+    cpus = {label: [] for label, _, _ in SINKS}
+    for rnd in range(rounds):
+        for label, sink, params in SINKS:
+            dt, cpu, _ = run_sink(plugin_dir, sink, params, trace)
+            times[label].append(dt)
+            cpus[label].append(cpu)
+        print("  round %d: %s" % (rnd + 1, "  ".join(
+            "%s %.2f s (cpu %.2f)" % (l, times[l][-1], cpus[l][-1]) for l, _, _ in SINKS)),
+            flush=True)
+    base = statistics.median(times["dummy"])
+    cbase = statistics.median(cpus["dummy"])
+    print("\n| sink | median wall (s) | wall runs | ratio to dummy (wall) "
+          "| median CPU user+sys (s) | CPU runs | ratio to dummy (CPU) |")
+    print("|---|---|---|---|---|---|---|")
+    for label, sink, params in SINKS:
+        med = statistics.median(times[label])
+        cmed = statistics.median(cpus[label])
+        print("| %s%s | %.2f | %s | %.2f | %.2f | %s | %.2f |" % (
+            sink, (" -p " + ",".join(params)) if params else "", med,
+            " ".join("%.2f" % t for t in times[label]), med / base, cmed,
+            " ".join("%.2f" % t for t in cpus[label]), cmed / cbase), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", required=True, help="meson build directory")
@@ -113,6 +157,9 @@ def main():
                     help="size factor of the trace used for the memory check (0: skip)")
     ap.add_argument("--trace", help="reuse this trace instead of recording one")
     ap.add_argument("--keep", action="store_true", help="keep the traces")
+    ap.add_argument("--real-dumps", type=int, default=20000,
+                    help="dumps of the realistic trace (0: skip it)")
+    ap.add_argument("--real-trace", help="reuse this realistic trace")
     args = ap.parse_args()
 
     build = os.path.abspath(args.build)
@@ -141,26 +188,23 @@ def main():
         if events < args.events:
             print("WARNING: fewer events than asked (%d < %d)" % (events, args.events))
 
-        times = {label: [] for label, _, _ in SINKS}
-        cpus = {label: [] for label, _, _ in SINKS}
-        for rnd in range(args.rounds):
-            for label, sink, params in SINKS:
-                dt, cpu, _ = run_sink(plugin_dir, sink, params, trace)
-                times[label].append(dt)
-                cpus[label].append(cpu)
-            print("  round %d: %s" % (rnd + 1, "  ".join(
-                "%s %.2f s" % (l, times[l][-1]) for l, _, _ in SINKS)), flush=True)
-        base = statistics.median(times["dummy"])
-        cbase = statistics.median(cpus["dummy"])
-        print("\n| sink | median wall (s) | wall runs | ratio to dummy (wall) "
-              "| median CPU user+sys (s) | ratio to dummy (CPU) |")
-        print("|---|---|---|---|---|---|")
-        for label, sink, params in SINKS:
-            med = statistics.median(times[label])
-            cmed = statistics.median(cpus[label])
-            print("| %s%s | %.2f | %s | %.2f | %.2f | %.2f |" % (
-                sink, (" -p " + ",".join(params)) if params else "", med,
-                " ".join("%.2f" % t for t in times[label]), med / base, cmed, cmed / cbase))
+        if args.rounds > 0:
+            bench(plugin_dir, trace, args.rounds)
+
+        if args.real_dumps > 0 or args.real_trace:
+            if args.real_trace:
+                real = args.real_trace
+            else:
+                real = tempfile.mkdtemp(prefix="sertrace-bench-sinks-real-")
+                shutil.rmtree(real)
+                made.append(real)
+                print("\nrecording %d realistic dumps ..." % args.real_dumps, flush=True)
+                record_real(build, args.real_dumps, real)
+            revents, rdiscarded = count_events(real)
+            print("realistic trace: %d LTTng events (%d discarded), %.0f MB" %
+                  (revents, rdiscarded, du(real) / 1e6), flush=True)
+            if args.rounds > 0:
+                bench(plugin_dir, real, args.rounds)
 
         if args.scale > 1:
             big = tempfile.mkdtemp(prefix="sertrace-bench-sinks-big-")

@@ -45,7 +45,8 @@ import threading
 
 from . import _pyhook
 
-__all__ = ["install", "uninstall", "trace_class", "untrace_class", "traced", "is_traced"]
+__all__ = ["install", "uninstall", "trace_class", "untrace_class", "traced", "is_traced",
+           "untraced_classes"]
 
 _lock = threading.RLock()
 _hooked = []          # classes hooked by install()
@@ -123,6 +124,19 @@ def untrace_class(cls):
 def is_traced(cls):
     """True when ``cls`` itself (not only a base class) carries sertrace hooks."""
     return _pyhook.is_hooked(cls)
+
+
+def untraced_classes():
+    """``{class: reason}`` for hooked pickler classes whose dumps ran untraced.
+
+    A pickler the hooks cannot follow (a class-level ``write`` instead of one
+    set per instance as ``pickle._Pickler`` does, ``__slots__`` without
+    ``__dict__``, its own ``__setattr__``, no ``save``) is seen before its
+    dump begins: the dump runs untouched and leaves nothing in the trace
+    (it is not reported as a failed dump).  Each such class is recorded here
+    once, with the reason.
+    """
+    return _pyhook.untraced()
 
 
 class traced:

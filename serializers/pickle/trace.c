@@ -2,9 +2,10 @@
  *
  * save() (save.c) hands every object to save_traced() when the dump has a
  * listener, except the plain atoms (None, bool, int, float, str) that are
- * no nodes at the default granularity: those it writes itself.  save_traced() classifies the object (kind tag, type key),
- * opens a node at the current output position, runs the ordinary
- * save_dispatch() and closes the node at the new position.  Positions come
+ * no nodes at the default granularity: those it writes itself.
+ * save_traced() classifies the object (kind tag, type key), opens a node
+ * at the current output position, runs the ordinary save_dispatch() and
+ * closes the node at the new position.  Positions come
  * from output_pos() (output.c), so node bytes are exact by construction:
  * a node's bytes are everything the write path appended while it was open,
  * frame headers and memo opcodes included, and children nest inside.

@@ -784,32 +784,60 @@ static void sb_str(sbuf *b, const char *s)
     sb_add(b, s, strlen(s));
 }
 
-/* repr of a dict key, only for builtin atoms (no user __repr__). */
-static void key_repr(sbuf *b, PyObject *k)
+/* Dict keys in paths and notes.  Keys are user data, so only keys that
+ * read as names or small numbers are shown; every other key shows its type
+ * (the rule the C pickler uses too; see README, "Dict keys"):
+ *   a str that is an identifier of at most 64 characters   'name'
+ *   an int (not bool) that fits in 64 bits                  42
+ *   None, True, False                                       None
+ *   any other str, bytes                                    <str len=12>
+ *   anything else                                           <tuple>
+ * No repr and no user code is called. */
+#define KEY_NAME_MAX 64
+
+static bool is_short_identifier(PyObject *k)
 {
-    PyTypeObject *t = Py_TYPE(k);
-    if (t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type || t == &PyBytes_Type ||
-        t == &PyBool_Type || k == Py_None) {
-        PyObject *r = PyObject_Repr(k);
-        const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
-        if (u) {
-            sb_str(b, u);
-            Py_DECREF(r);
-            return;
-        }
-        Py_XDECREF(r);
-        PyErr_Clear();
-    }
-    char name[256];
-    type_qualified_name(t, true, name, sizeof name);
-    sb_str(b, "<");
-    sb_str(b, name);
-    sb_str(b, " object>");
+    return PyUnicode_CheckExact(k) && PyUnicode_GET_LENGTH(k) <= KEY_NAME_MAX &&
+           PyUnicode_IsIdentifier(k) == 1;
 }
 
-static bool is_identifier(PyObject *k)
+static void key_text(sbuf *b, PyObject *k)
 {
-    return PyUnicode_CheckExact(k) && PyUnicode_IsIdentifier(k) == 1;
+    char tmp[300];
+
+    if (is_short_identifier(k)) {
+        Py_ssize_t n;
+        const char *u = PyUnicode_AsUTF8AndSize(k, &n);
+        if (u) {
+            sb_str(b, "'");
+            sb_add(b, u, (size_t)n);
+            sb_str(b, "'");
+            return;
+        }
+        PyErr_Clear();
+    } else if (PyLong_CheckExact(k)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(k, &overflow);
+        if (!overflow && !(v == -1 && PyErr_Occurred())) {
+            snprintf(tmp, sizeof tmp, "%lld", v);
+            sb_str(b, tmp);
+            return;
+        }
+        PyErr_Clear();
+    } else if (k == Py_None || k == Py_True || k == Py_False) {
+        sb_str(b, k == Py_None ? "None" : k == Py_True ? "True" : "False");
+        return;
+    }
+    if (PyUnicode_CheckExact(k)) {
+        snprintf(tmp, sizeof tmp, "<str len=%zd>", PyUnicode_GET_LENGTH(k));
+    } else if (PyBytes_CheckExact(k)) {
+        snprintf(tmp, sizeof tmp, "<bytes len=%zd>", PyBytes_GET_SIZE(k));
+    } else {
+        char name[256];
+        type_qualified_name(Py_TYPE(k), true, name, sizeof name);
+        snprintf(tmp, sizeof tmp, "<%s>", name);
+    }
+    sb_str(b, tmp);
 }
 
 enum rel {
@@ -920,14 +948,14 @@ static void build_path(hook_state *s, sbuf *path)
             break;
         }
         case REL_ITEM_KEY:
-            if (is_state_dict(s, (uint32_t)(p - s->nodes)) && is_identifier(key)) {
+            if (is_state_dict(s, (uint32_t)(p - s->nodes)) && is_short_identifier(key)) {
                 const char *u = PyUnicode_AsUTF8(key);
                 sb_str(path, ".");
                 sb_str(path, u ? u : "?");
                 PyErr_Clear();
             } else {
                 sb_str(path, "[");
-                key_repr(path, key);
+                key_text(path, key);
                 sb_str(path, "]");
             }
             break;
@@ -979,7 +1007,7 @@ static PyObject *relation_note(node *parent, node *child)
     }
     case REL_ITEM_KEY:
         sb_str(&b, " item ");
-        key_repr(&b, key);
+        key_text(&b, key);
         break;
     case REL_ELEMENT:
         sb_str(&b, " element");
@@ -1005,13 +1033,67 @@ static PyObject *relation_note(node *parent, node *child)
     return note;
 }
 
+/* An argument that str() and repr() turn into text without user code. */
+static bool is_builtin_atom(PyObject *o)
+{
+    PyTypeObject *t = Py_TYPE(o);
+    return t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type ||
+           t == &PyBytes_Type || t == &PyBool_Type || o == Py_None;
+}
+
+/* "ExcType: message" for the error event, without running user code:
+ * - an exception whose class is built in (a static type: TypeError,
+ *   KeyError, OSError ...) gives str(exc), when its args are builtin atoms
+ *   (otherwise its str() could call an argument's __str__/__repr__);
+ * - any other exception (user classes, pickle.PicklingError, dill's) never
+ *   has its __str__ called: it gives its args as BaseException.__str__ would
+ *   (one str arg: the arg; several: the tuple's repr) when all of them are
+ *   exact str, else the type name alone. */
+static void exception_text(sbuf *b, PyObject *exc)
+{
+    PyTypeObject *t = Py_TYPE(exc);
+    PyObject *args = PyExceptionInstance_Check(exc) ? ((PyBaseExceptionObject *)exc)->args : NULL;
+    PyObject *msg = NULL;
+    Py_ssize_t n = 0;
+    bool atoms = true, strs = true;
+    char tname[256];
+
+    type_qualified_name(t, true, tname, sizeof tname);
+    sb_str(b, tname);
+    if (args && PyTuple_CheckExact(args)) {
+        n = PyTuple_GET_SIZE(args);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *a = PyTuple_GET_ITEM(args, i);
+            atoms = atoms && is_builtin_atom(a);
+            strs = strs && PyUnicode_CheckExact(a);
+        }
+    } else {
+        atoms = strs = false;
+    }
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) && atoms)
+        msg = PyObject_Str(exc);
+    else if (strs && n == 1)
+        msg = Py_NewRef(PyTuple_GET_ITEM(args, 0));
+    else if (strs && n > 1)
+        msg = PyObject_Repr(args); /* a tuple of str: no user code */
+    if (msg && PyUnicode_Check(msg)) {
+        Py_ssize_t len;
+        const char *u = PyUnicode_AsUTF8AndSize(msg, &len);
+        if (u && len > 0) {
+            sb_str(b, ": ");
+            sb_add(b, u, (size_t)len);
+        }
+    }
+    Py_XDECREF(msg);
+    PyErr_Clear();
+}
+
 /* Called once, at the innermost failing save(), with the exception set. */
 static void report_error(hook_state *s)
 {
-    PyObject *exc, *msg = NULL, *add_note = NULL;
+    PyObject *exc, *add_note = NULL;
     sbuf path = {NULL, 0, 0}, text = {NULL, 0, 0};
     node *n = save_parent(s, s->depth);
-    char tname[256];
     saved_exc saved;
 
     flush_pending(s);
@@ -1020,18 +1102,7 @@ static void report_error(hook_state *s)
         exc_give_back(&saved);
         return;
     }
-    /* message: "ExcType: str(exc)" */
-    type_qualified_name(Py_TYPE(exc), true, tname, sizeof tname);
-    sb_str(&text, tname);
-    msg = PyObject_Str(exc);
-    if (msg && PyUnicode_Check(msg)) {
-        const char *u = PyUnicode_AsUTF8(msg);
-        if (u && u[0]) {
-            sb_str(&text, ": ");
-            sb_str(&text, u);
-        }
-    }
-    PyErr_Clear();
+    exception_text(&text, exc);
     build_path(s, &path);
     sertrace_error(s->d, n ? n->tag : SERTRACE_TAG_UNKNOWN, n ? n->type : 0,
                    text.p ? text.p : "", path.p ? path.p : "");
@@ -1061,7 +1132,6 @@ static void report_error(hook_state *s)
     }
     PyErr_Clear();
     Py_XDECREF(add_note);
-    Py_XDECREF(msg);
     PyMem_Free(path.p);
     PyMem_Free(text.p);
     exc_give_back(&saved);
@@ -1316,19 +1386,123 @@ static void remove_saver(hook_state *s)
     Py_CLEAR(s->saved_own_save);
 }
 
-/* Replace pickler.write / framer.file_write with counting writers. */
+/* ---- can this pickler be traced? ----------------------------------------
+ * Decided before sertrace_dump_begin(), so a pickler the hooks cannot
+ * follow runs untouched and never shows in the trace as a failed dump.
+ * The hooks shadow `save` and `write` with instance attributes, so the
+ * instance must take attributes the plain way, and `write` must be set per
+ * instance (pickle._Pickler's shape): a class-level `write` means another
+ * kind of writer, whose bytes would not be counted on our path. */
+
+/* Classes found untraceable, with the reason (type -> str), each recorded
+ * once.  Strong references, capped: picklers classes are few and live long. */
+static PyObject *untraced_classes;
+#define UNTRACED_CLASSES_MAX 256
+
+static void note_untraced(PyTypeObject *t, const char *reason)
+{
+    PyObject *r;
+
+    if (untraced_classes == NULL && (untraced_classes = PyDict_New()) == NULL)
+        goto end;
+    if (PyDict_GET_SIZE(untraced_classes) >= UNTRACED_CLASSES_MAX ||
+        PyDict_GetItemWithError(untraced_classes, (PyObject *)t) != NULL || PyErr_Occurred())
+        goto end;
+    r = PyUnicode_FromString(reason);
+    if (r == NULL)
+        goto end;
+    if (PyDict_SetItem(untraced_classes, (PyObject *)t, r) < 0) {
+        Py_DECREF(r);
+        goto end;
+    }
+    Py_DECREF(r);
+end:
+    PyErr_Clear();
+}
+
+/* Same callable?  Bound methods are compared by function and self, as a
+ * new one is made on every lookup. */
+static bool same_callable(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return true;
+    if (PyMethod_Check(a) && PyMethod_Check(b))
+        return PyMethod_GET_FUNCTION(a) == PyMethod_GET_FUNCTION(b) &&
+               PyMethod_GET_SELF(a) == PyMethod_GET_SELF(b);
+    if (PyCFunction_Check(a) && PyCFunction_Check(b))
+        return PyCFunction_GET_FUNCTION(a) == PyCFunction_GET_FUNCTION(b) &&
+               PyCFunction_GET_SELF(a) == PyCFunction_GET_SELF(b);
+    return false;
+}
+
+/* Is `w` (pickler.write) the class's `write` rather than the instance's? */
+static bool write_is_class_level(PyObject *pickler, PyObject *cls_write, PyObject *w)
+{
+    descrgetfunc get = Py_TYPE(cls_write)->tp_descr_get;
+    PyObject *via;
+    bool same;
+
+    if (w == cls_write)
+        return true;
+    if (PyFunction_Check(cls_write)) /* the usual case: no allocation */
+        return PyMethod_Check(w) && PyMethod_GET_FUNCTION(w) == cls_write &&
+               PyMethod_GET_SELF(w) == pickler;
+    if (get == NULL)
+        return false;
+    via = get(cls_write, pickler, (PyObject *)Py_TYPE(pickler));
+    if (via == NULL) {
+        PyErr_Clear();
+        return true; /* cannot tell: do not trace */
+    }
+    same = same_callable(via, w);
+    Py_DECREF(via);
+    return same;
+}
+
+/* NULL when `pickler` can be traced, with *write_out a new reference to
+ * its per-instance write; else the reason (and *write_out NULL).  Cost
+ * when it can: two type-cache lookups and one attribute read. */
+static const char *untraceable_reason(PyObject *pickler, PyObject **write_out)
+{
+    PyTypeObject *t = Py_TYPE(pickler);
+    PyObject *cls_write, *cls_save, *w;
+
+    *write_out = NULL;
+    if (t->tp_setattro != PyObject_GenericSetAttr)
+        return "its class defines __setattr__";
+    if (t->tp_dictoffset == 0 && !(t->tp_flags & Py_TPFLAGS_MANAGED_DICT))
+        return "its instances have no __dict__ (__slots__)";
+    cls_save = _PyType_Lookup(t, str_save);
+    if (cls_save == NULL || Py_TYPE(cls_save)->tp_descr_set != NULL)
+        return "it has no save() method";
+    cls_write = _PyType_Lookup(t, str_write);
+    if (cls_write && Py_TYPE(cls_write)->tp_descr_set != NULL)
+        return "`write` is a data descriptor of its class";
+    w = PyObject_GetAttr(pickler, str_write);
+    if (w == NULL) {
+        PyErr_Clear();
+        return "it has no `write` attribute";
+    }
+    if (cls_write && write_is_class_level(pickler, cls_write, w)) {
+        Py_DECREF(w);
+        return "its `write` is defined by the class, not set per instance as "
+               "pickle._Pickler does";
+    }
+    *write_out = w;
+    return NULL;
+}
+
+/* Replace pickler.write / framer.file_write with counting writers.
+ * Fails (-1) only if an attribute cannot be set. */
 static int install_writers(hook_state *s)
 {
     PyObject *pickler = s->pickler, *fw = NULL, *target = NULL;
     int rc = -1;
 
-    /* pickle._Pickler sets `write` per instance; a class-level write means
-     * another kind of pickler.  (Attribute calls only: asking for the
-     * instance __dict__ would turn CPython's inline attribute values into a
-     * real dict and slow every self.x of the dump.) */
-    if (_PyType_Lookup(Py_TYPE(pickler), str_write) != NULL)
-        goto end;
-    s->saved_write = PyObject_GetAttr(pickler, str_write);
+    /* s->saved_write is the instance's own write (untraceable_reason()).
+     * Attribute calls only: asking for the instance __dict__ would turn
+     * CPython's inline attribute values into a real dict and slow every
+     * self.x of the dump. */
     if (s->saved_write == NULL)
         goto end;
     s->framer = PyObject_GetAttr(pickler, str_framer);
@@ -1413,7 +1587,8 @@ static PyObject *dump_hook_call(PyObject *self, PyObject *const *args, size_t na
 {
     hook *h = (hook *)self;
     hook_state s;
-    PyObject *pickler, *proto_obj, *r;
+    PyObject *pickler, *proto_obj, *write, *r;
+    const char *why;
     int proto = -1;
     sertrace_dump *d;
 
@@ -1424,14 +1599,23 @@ static PyObject *dump_hook_call(PyObject *self, PyObject *const *args, size_t na
     for (hook_state *t = tls_top; t; t = t->prev)
         if (t->pickler == pickler)
             return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+    /* Decide before the dump begins: a pickler the hooks cannot follow runs
+     * untouched and leaves nothing in the trace (not a failed dump). */
+    why = untraceable_reason(pickler, &write);
+    if (why != NULL) {
+        note_untraced(Py_TYPE(pickler), why);
+        return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+    }
     proto_obj = PyObject_GetAttr(pickler, str_proto);
     if (proto_obj && PyLong_Check(proto_obj))
         proto = (int)PyLong_AsLong(proto_obj);
     Py_XDECREF(proto_obj);
     PyErr_Clear();
     d = sertrace_dump_begin(h->name, proto);
-    if (d == NULL)
+    if (d == NULL) {
+        Py_DECREF(write);
         return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+    }
 
     memset(&s, 0, sizeof s);
     s.pickler = pickler;
@@ -1439,11 +1623,16 @@ static PyObject *dump_hook_call(PyObject *self, PyObject *const *args, size_t na
     s.flags = sertrace_dump_flags(d);
     s.atoms = (s.flags & SERTRACE_DUMP_ATOMS) != 0;
     s.forward_dill = -1;
-    if (install_writers(&s) < 0) {
-        /* Not a pickle-style pickler: no byte counts, so no tree. */
+    s.saved_write = write; /* owned by s from here */
+    if (install_writers(&s) < 0 || install_saver(&s) < 0) {
+        /* An attribute could not be set after all (checked above, so this
+         * is rare): run untouched, say so on the dump, and report the
+         * pickler's own outcome (0 bytes: none were counted). */
         restore_writers(&s);
-        sertrace_dump_end(d, 0, SERTRACE_STATUS_ERROR);
-        return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+        sertrace_note(d, "untraced", "the hooks could not be set on this pickler");
+        r = PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+        sertrace_dump_end(d, 0, r ? SERTRACE_STATUS_OK : SERTRACE_STATUS_ERROR);
+        return r;
     }
     s.memo = PyObject_GetAttr(pickler, str_memo);
     if (s.memo && !PyDict_CheckExact(s.memo))
@@ -1452,11 +1641,6 @@ static PyObject *dump_hook_call(PyObject *self, PyObject *const *args, size_t na
     if (s.dispatch && !PyDict_Check(s.dispatch))
         Py_CLEAR(s.dispatch);
     PyErr_Clear();
-    if (install_saver(&s) < 0) {
-        restore_writers(&s);
-        sertrace_dump_end(d, 0, SERTRACE_STATUS_ERROR);
-        return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
-    }
 
     s.prev = tls_top;
     tls_top = &s;
@@ -1786,6 +1970,15 @@ static PyObject *py_tracing(PyObject *mod, PyObject *pickler)
     Py_RETURN_FALSE;
 }
 
+static PyObject *py_untraced(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    if (untraced_classes == NULL)
+        return PyDict_New();
+    return PyDict_Copy(untraced_classes);
+}
+
 static PyMethodDef module_methods[] = {
     {"hook_class", (PyCFunction)(void (*)(void))py_hook_class, METH_FASTCALL,
      "hook_class(cls, name): put sertrace hooks around cls.save and cls.dump; dumps are "
@@ -1795,6 +1988,9 @@ static PyMethodDef module_methods[] = {
     {"is_hooked", py_is_hooked, METH_O, "is_hooked(cls) -> bool: cls has its own hooks."},
     {"wrap_logger", py_wrap_logger, METH_O,
      "wrap_logger(adapter) -> proxy to assign to dill._dill.logger."},
+    {"untraced", py_untraced, METH_NOARGS,
+     "untraced() -> {class: reason}: hooked pickler classes whose dumps ran untraced "
+     "because the hooks cannot follow them (recorded once per class)."},
     {"tracing", py_tracing, METH_O,
      "tracing(pickler) -> bool: a traced dump of this pickler is running on this thread."},
     {NULL, NULL, 0, NULL},

@@ -360,6 +360,7 @@ ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
 [t.start() for t in ts]
 [t.join() for t in ts]
 res["threads"] = [out[i] for i in range(4)]
+res["main_tid"] = threading.get_native_id()
 print(json.dumps(res))
 '''
 
@@ -384,3 +385,8 @@ def test_reuse_nested_and_threads(tmp_path):
         roots = [x for x in d["nodes"] if x["parent"] < 0]
         assert len(roots) == 1
         assert all(x["size"] is not None for x in d["nodes"])
+    # The 4 thread dumps are parsed line by line: each must reach the file in
+    # one piece, which the live text tree guarantees below 16 KiB of text.
+    thread_dumps = [d for d in dumps if "tid %d " % res["main_tid"] not in d["header"]]
+    assert len(thread_dumps) == 4
+    assert all(d["text_len"] < 16 * 1024 for d in thread_dumps)

@@ -121,18 +121,26 @@ def parse_text_tree(text):
     """Parse sertrace's live text output (exact sizes) into dumps, in the
     order they began: [{"header", "end", "nodes": [...], "flags": [str]}].
     A dump begun inside another one on the same thread (a __reduce__ that
-    pickles) prints inside it: open dumps form a stack."""
+    pickles) prints inside it: open dumps form a stack.  "text_len" is the
+    UTF-8 length of the dump's lines (header and end included).
+
+    Dumps of different threads must not interleave line by line: the live
+    text tree writes a dump's text in one piece at its end, unless it passes
+    16 KiB mid-dump (probes/text.c), so tests running dumps on several
+    threads keep each dump small and check text_len."""
     dumps = []
     open_dumps = []  # stack of (dump, node stack)
     for line in text.splitlines():
         if line.startswith("# sertrace dump "):
-            cur = {"header": line, "end": None, "nodes": [], "flags": []}
+            cur = {"header": line, "end": None, "nodes": [], "flags": [], "text_len": 0}
             dumps.append(cur)
             open_dumps.append((cur, []))
+            cur["text_len"] += len(line.encode("utf-8")) + 1
             continue
         if not open_dumps:
             continue
         cur, stack = open_dumps[-1]
+        cur["text_len"] += len(line.encode("utf-8")) + 1
         if line.startswith("# end dump "):
             cur["end"] = line
             open_dumps.pop()

@@ -1,0 +1,223 @@
+"""What the pyhook must never do (serializers/pyhook, python/sertrace/dill.py):
+
+- report a dump that worked as a failed one (a pickler the hooks cannot
+  follow runs untouched and leaves nothing in the trace);
+- put object values in the trace: dict keys in paths and notes follow the
+  key rule of serializers/pyhook/README.md ("Dict keys");
+- run user code to describe an exception (a user class's __str__, an
+  argument's __str__/__repr__).
+
+Each script runs in a child process with DISPATCH_TRACE=<file> (see
+traces.py) and prints JSON; the text tree is parsed or searched.
+"""
+import json
+import pickle
+
+import pytest
+
+import traces
+
+dill = pytest.importorskip("dill")
+
+ENV = {"SERTRACE_EXACT": "1"}
+
+
+def run(tmp_path, name, script):
+    out = tmp_path / (name + ".txt")
+    env = dict(ENV, DISPATCH_TRACE=str(out))
+    p = traces.run_script(script, env)
+    assert p.returncode == 0, p.stderr
+    text = out.read_text(encoding="utf-8") if out.exists() else ""
+    return json.loads(p.stdout), text
+
+
+# ---- 1. untraceable picklers are not failed dumps ----------------------
+
+UNTRACEABLE_SCRIPT = r'''
+import io, json, pickle
+import sertrace.dill as sd
+
+class ListPickler(pickle._Pickler):
+    """Writes through a class-level write: no per-instance write."""
+    def __init__(self, protocol):
+        super().__init__(io.BytesIO(), protocol)
+        del self.write
+        self.chunks = []
+    def write(self, data):
+        self.chunks.append(bytes(data))
+
+class ShadowedWritePickler(pickle._Pickler):
+    """Has a class-level write, but pickle._Pickler sets one per instance
+    that shadows it: traceable."""
+    def write(self, data):
+        raise AssertionError("never called")
+
+obj = {"a": [1, 2, {"b": (3, 4)}], "c": "text"}
+sd.trace_class(ListPickler)
+sd.trace_class(ShadowedWritePickler)
+res = {}
+payloads = []
+for _ in range(2):
+    p = ListPickler(2)
+    p.dump(obj)
+    payloads.append(b"".join(p.chunks))
+res["list_same"] = all(x == pickle.dumps(obj, 2) for x in payloads)
+f = io.BytesIO()
+ShadowedWritePickler(f, 4).dump(obj)
+res["shadowed_same"] = f.getvalue() == pickle.dumps(obj, 4)
+res["shadowed_len"] = len(f.getvalue())
+untraced = getattr(sd, "untraced_classes", dict)()
+res["untraced"] = {c.__qualname__: r for c, r in untraced.items()}
+print(json.dumps(res))
+'''
+
+
+def test_untraceable_pickler_is_not_a_failed_dump(tmp_path):
+    res, text = run(tmp_path, "untraceable", UNTRACEABLE_SCRIPT)
+    assert res["list_same"] is True
+    assert res["shadowed_same"] is True
+    dumps = traces.parse_text_tree(text)
+    # ListPickler's two dumps leave nothing; ShadowedWritePickler is traced.
+    assert not any("ListPickler" in d["header"] for d in dumps)
+    assert len(dumps) == 1
+    assert "ShadowedWritePickler" in dumps[0]["header"]
+    total, status = traces.end_bytes(dumps[0]["end"])
+    assert (total, status) == (res["shadowed_len"], "ok")
+    assert "error" not in text
+    # Recorded once, with a reason that names the cause.
+    assert list(res["untraced"]) == ["ListPickler"]
+    assert "write" in res["untraced"]["ListPickler"]
+
+
+# ---- 2. dict keys are not values ----------------------------------------
+
+KEYS_SCRIPT = r'''
+import json
+import dill
+import sertrace.dill as sd
+sd.install()
+
+def gen():
+    yield 1
+
+class Holder:
+    pass
+
+def attempt(obj):
+    try:
+        dill.dumps(obj, protocol=4)
+    except TypeError as e:
+        return {"msg": str(e), "notes": list(getattr(e, "__notes__", []))}
+    return None
+
+inner = {"\u00e9_ok": [gen()]}
+for k in ["y" * 65, ("tuple-secret",), False, True, None, 2 ** 70, -7, 42,
+          "user data here", b"secret-bytes", "ok_name"]:
+    inner = {k: inner}
+h = Holder()
+setattr(h, "not an identifier", {"inner_ok": [gen()]})
+print(json.dumps({"dict": attempt(inner), "state": attempt(h)}))
+'''
+
+SECRETS = ["secret-bytes", "user data here", "tuple-secret", "y" * 65, "not an identifier"]
+
+
+def test_dict_keys_follow_the_key_rule(tmp_path):
+    res, text = run(tmp_path, "keys", KEYS_SCRIPT)
+    d, st = res["dict"], res["state"]
+    assert d is not None and st is not None
+    assert d["notes"] == [
+        "when serializing list item 0",
+        "when serializing dict item '\u00e9_ok'",
+        "when serializing dict item <str len=65>",
+        "when serializing dict item <tuple>",
+        "when serializing dict item False",
+        "when serializing dict item True",
+        "when serializing dict item None",
+        "when serializing dict item <int>",
+        "when serializing dict item -7",
+        "when serializing dict item 42",
+        "when serializing dict item <str len=14>",
+        "when serializing dict item <bytes len=12>",
+        "when serializing dict item 'ok_name'",
+    ]
+    assert st["notes"] == [
+        "when serializing list item 0",
+        "when serializing dict item 'inner_ok'",
+        "when serializing dict item <str len=17>",
+        "when serializing Holder state",
+    ]
+    dumps = traces.parse_text_tree(text)
+    errors = [f for dump in dumps for f in dump["flags"] if "UNSERIALIZABLE" in f]
+    assert len(errors) == 2
+    assert ("at dict['ok_name'][<bytes len=12>][<str len=14>][42][-7][<int>][None][True]"
+            "[False][<tuple>][<str len=65>]['\u00e9_ok'][0]: TypeError:") in errors[0]
+    assert "at Holder[<str len=17>]['inner_ok'][0]: TypeError:" in errors[1]
+    for secret in SECRETS:
+        assert secret not in text
+        assert not any(secret in n for n in d["notes"] + st["notes"])
+
+
+# ---- 3. exception text without user code --------------------------------
+
+EXC_SCRIPT = r'''
+import json
+import dill
+import sertrace.dill as sd
+sd.install()
+
+CALLS = []
+
+class LoudError(Exception):
+    def __str__(self):
+        CALLS.append("LoudError.__str__")
+        return "SECRET-FROM-STR"
+
+class Arg:
+    def __str__(self):
+        CALLS.append("Arg.__str__")
+        return "SECRET-ARG"
+    def __repr__(self):
+        CALLS.append("Arg.__repr__")
+        return "SECRET-ARG"
+
+class Boom:
+    def __init__(self, exc):
+        self.exc = exc
+    def __reduce__(self):
+        raise self.exc
+
+cases = [
+    ("one_str", LoudError("visible message")),
+    ("two_str", LoudError("a", "b")),
+    ("mixed", LoudError("a", 3)),
+    ("builtin_user_arg", TypeError(Arg())),
+    ("builtin_str", ValueError("plain builtin", 7)),
+]
+raised = []
+for name, exc in cases:
+    try:
+        dill.dumps({"k": Boom(exc)}, protocol=4)
+    except BaseException as e:
+        raised.append(type(e).__name__)
+print(json.dumps({"calls": CALLS, "raised": raised}))
+'''
+
+
+def test_exception_text_runs_no_user_code(tmp_path):
+    res, text = run(tmp_path, "exc", EXC_SCRIPT)
+    assert res["raised"] == ["LoudError", "LoudError", "LoudError", "TypeError", "ValueError"]
+    assert res["calls"] == []  # no __str__/__repr__ of the user's ran
+    assert "SECRET" not in text
+    dumps = traces.parse_text_tree(text)
+    errors = [f for dump in dumps for f in dump["flags"] if "UNSERIALIZABLE" in f]
+    assert len(errors) == 5
+    msgs = [e.split("at dict['k']: ", 1)[1] for e in errors]
+    assert msgs == [
+        "LoudError: visible message",  # one str arg: the arg
+        "LoudError: ('a', 'b')",       # str args: their tuple
+        "LoudError",                   # a non-str arg: the type alone
+        "TypeError",                   # builtin class, user object arg
+        "ValueError: ('plain builtin', 7)",  # builtin class, atoms: str(exc)
+    ]
+    assert all(traces.end_bytes(d["end"])[1] == "error" for d in dumps)
