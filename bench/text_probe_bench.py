@@ -1,7 +1,8 @@
 """Cost of the live text tree (DISPATCH_TRACE to a file) against plain pickle.
 
     bench/text_probe_bench.py [--build DIR] [--reps 21] [--workloads a,b,...]
-                              [--file /tmp/textprobe-PID.txt] [--target-ms 20] [--child]
+                              [--file /tmp/textprobe-PID.txt] [--target-ms 20]
+                              [--granularity all]
 
 Times C `pickle.dumps` against `sertrace.dumps` with DISPATCH_TRACE=<file>
 (set before `import sertrace`: the runtime reads it once), interleaved in ONE
@@ -108,6 +109,8 @@ def parent(args):
     for k in ("SERTRACE_GRANULARITY", "SERTRACE_EXACT", "SERTRACE_OVERSIZE"):
         env.pop(k, None)
     env["DISPATCH_TRACE"] = args.file
+    if args.granularity:
+        env["SERTRACE_GRANULARITY"] = args.granularity
     if args.build:
         pp = os.path.join(os.path.abspath(args.build), "python")
         env["PYTHONPATH"] = pp + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -134,6 +137,7 @@ def main():
     ap.add_argument("--workloads", default=DEFAULT_WORKLOADS)
     ap.add_argument("--file", default="/tmp/textprobe-%d.txt" % os.getpid())
     ap.add_argument("--target-ms", type=float, default=20.0)
+    ap.add_argument("--granularity", help="SERTRACE_GRANULARITY (default: containers)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:

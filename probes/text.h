@@ -1,10 +1,13 @@
 /* probes/text.h -- the live text probe (DISPATCH_TRACE), internal to libsertrace.
  *
  * The runtime (tracepoints/runtime.c) calls these functions for a dump that
- * has SERTRACE_DUMP_TEXT set; they append tree lines (through the shared
- * formatter, format.h) to the dump's own buffer and write whole buffers to
- * the configured file descriptor, under one process-wide lock, when the
- * buffer passes SERTRACE_TEXT_FLUSH_BYTES and at the end of the dump.  So
+ * has SERTRACE_DUMP_TEXT set; they append tree lines (the shared
+ * formatter's grammar, format.h; enter and exit lines through a fast path
+ * checked byte for byte against it by tests/runtime) to the dump's own
+ * buffer and write whole buffers to the configured file descriptor, under
+ * one process-wide lock, when the buffer passes SERTRACE_TEXT_FLUSH_BYTES
+ * (_STREAM when the output is not a regular file) and at the end of the
+ * dump.  So
  * concurrent dumps never interleave inside a line, and there is no system
  * call and no allocation per line in steady state.  A failed write never
  * fails the serializer: it turns the text output off with one warning.
@@ -99,9 +102,9 @@ struct sertrace_text_dump {
     uint64_t oversize;
     size_t flush_bytes;
     bool exact;
-    uint32_t gen;                    /* dump generation of the head cache */
+    uint32_t gen;                     /* dump generation of the head cache */
     struct sertrace_text_head *heads; /* 2 ways per type index */
-    uint32_t heads_types;            /* type indexes the array covers */
+    uint32_t heads_types;             /* type indexes the array covers */
     sertrace_buf heads_text;
     sertrace_buf scratch;
 };

@@ -171,7 +171,7 @@ static PyObject *pickler_dump_method(pickler *p, PyObject *obj)
     }
     int status = -1;
     p->dumping = 1;
-    if (output_reset(p) == 0 && pickler_dump(p, obj) == 0 && output_flush_to_file(p) == 0)
+    if (output_reset(p) == 0 && pickler_dump(p, obj) == 0)
         status = 0;
     p->dumping = 0;
     if (status < 0)
@@ -469,8 +469,7 @@ static PyObject *module_dump(PyObject *module, PyObject *const *args, Py_ssize_t
     if (p == NULL)
         return NULL;
     if (pickler_set_protocol(p, a[2], fix_imports) < 0 || pickler_set_output(p, a[1]) < 0 ||
-        pickler_set_buffer_callback(p, a[4]) < 0 || pickler_dump(p, a[0]) < 0 ||
-        output_flush_to_file(p) < 0) {
+        pickler_set_buffer_callback(p, a[4]) < 0 || pickler_dump(p, a[0]) < 0) {
         Py_DECREF(p);
         return NULL;
     }

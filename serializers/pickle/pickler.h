@@ -285,8 +285,9 @@ static inline uint64_t output_pos(const pickler *p)
 int pickler_set_protocol(pickler *p, PyObject *protocol, int fix_imports);
 int pickler_set_buffer_callback(pickler *p, PyObject *buffer_callback);
 int pickler_set_output(pickler *p, PyObject *file);
-/* One whole dump: PROTO, the object, STOP, frame commit; traced when a
- * listener exists. */
+/* One whole dump: PROTO, the object, STOP, frame commit and, when the
+ * pickler has a file, the final flush to it (so a failing last write()
+ * ends the trace's dump as an error); traced when a listener exists. */
 int pickler_dump(pickler *p, PyObject *obj);
 /* The untraced body of save() after the persistent-id check. */
 int save(pickler *p, PyObject *obj, int pers_save);

@@ -2086,6 +2086,11 @@ int pickler_dump(pickler *p, PyObject *obj)
     }
     if (save(p, obj, 0) < 0 || output_write(p, &stop_op, 1) < 0 || output_commit_frame(p) < 0)
         goto end;
+    /* The final write to the file belongs to the dump: a write() that
+     * raises ends the dump as failed (its bytes still count in the total:
+     * they were handed to write()). */
+    if (p->write != NULL && output_flush_to_file(p) < 0)
+        goto end;
     status = 0;
 end:
     p->framing = 0;

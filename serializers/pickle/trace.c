@@ -40,23 +40,90 @@ enum name_mode {
     NAME_SHORT,    /* qualname only */
 };
 
-/* The name of a type, function or other global, or NULL with no exception
- * set when it has no usable name. */
+/* The module of a type, as a new str reference, or NULL (no exception set)
+ * when it has none.  Never user code: a heap type's own dict (what
+ * type.__module__ reads, without going through a metaclass's
+ * __getattribute__), a static type's tp_name up to the last dot, else
+ * "builtins". */
+static PyObject *type_module_of(PyTypeObject *type)
+{
+    if (PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE)) {
+        PyObject *dict = type->tp_dict, *module;
+        if (dict == NULL || !PyDict_Check(dict))
+            return NULL;
+        module = PyDict_GetItemWithError(dict, G.s_module);
+        if (module == NULL || !PyUnicode_Check(module)) {
+            PyErr_Clear();
+            return NULL;
+        }
+        Py_INCREF(module);
+        return module;
+    }
+    const char *dot = strrchr(type->tp_name, '.');
+    if (dot == NULL)
+        return PyUnicode_FromString("builtins");
+    return PyUnicode_FromStringAndSize(type->tp_name, dot - type->tp_name);
+}
+
+/* The qualname of a type: ht_qualname of a heap type, the tail of tp_name
+ * of a static one (PyType_GetQualName reads exactly these). */
+static PyObject *type_qualname_of(PyTypeObject *type)
+{
+    return PyType_GetQualName(type);
+}
+
+/* module and qualname of a global that is not a type, read from the
+ * object's own fields (functions, builtin functions and methods), so no
+ * attribute lookup runs user code.  0, or -1 when `obj` is none of those. */
+static int function_names(PyObject *obj, PyObject **module, PyObject **qualname)
+{
+    if (PyFunction_Check(obj)) {
+        PyFunctionObject *f = (PyFunctionObject *)obj;
+        *qualname = f->func_qualname;
+        *module = f->func_module;
+        Py_XINCREF(*qualname);
+        Py_XINCREF(*module);
+        return 0;
+    }
+    if (PyCFunction_Check(obj)) {
+        PyCFunctionObject *f = (PyCFunctionObject *)obj;
+        PyObject *self = f->m_self;
+        const char *name = f->m_ml != NULL ? f->m_ml->ml_name : NULL;
+        if (name == NULL)
+            return -1;
+        if (self == NULL || PyModule_Check(self)) {
+            *qualname = PyUnicode_FromString(name);
+        }
+        else {
+            /* A bound builtin method: TypeName.name, as its __qualname__
+             * (which would read the type's __qualname__ through getattr). */
+            PyTypeObject *owner = PyType_Check(self) ? (PyTypeObject *)self : Py_TYPE(self);
+            PyObject *owner_name = type_qualname_of(owner);
+            if (owner_name != NULL)
+                *qualname = PyUnicode_FromFormat("%U.%s", owner_name, name);
+            Py_XDECREF(owner_name);
+        }
+        *module = f->m_module;
+        Py_XINCREF(*module);
+        return 0;
+    }
+    return -1;
+}
+
+/* The name of a type, function or builtin function, or NULL with no
+ * exception set when it has no usable name (or is none of those).  Runs
+ * no user code: no attribute lookup, only the objects' own fields. */
 static PyObject *full_name_of(PyObject *obj, int mode)
 {
     PyObject *module = NULL, *qualname = NULL, *res = NULL;
 
     if (PyType_Check(obj)) {
-        qualname = PyType_GetQualName((PyTypeObject *)obj);
-        module = PyObject_GetAttr(obj, G.s_module);
+        qualname = type_qualname_of((PyTypeObject *)obj);
+        if (mode != NAME_SHORT)
+            module = type_module_of((PyTypeObject *)obj);
     }
-    else {
-        qualname = PyObject_GetAttr(obj, G.s_qualname);
-        if (qualname == NULL) {
-            PyErr_Clear();
-            qualname = PyObject_GetAttr(obj, G.s_name);
-        }
-        module = PyObject_GetAttr(obj, G.s_module);
+    else if (function_names(obj, &module, &qualname) < 0) {
+        goto end;
     }
     if (qualname == NULL || !PyUnicode_Check(qualname))
         goto end;
@@ -96,6 +163,8 @@ static uint32_t trace_type(pickler *p, PyObject *key)
     PyObject *exc_type, *exc_value, *exc_tb;
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
     PyObject *full = full_name_of(key, NAME_TRACE);
+    if (full == NULL && !PyType_Check(key)) /* a global that is an instance */
+        full = full_name_of((PyObject *)Py_TYPE(key), NAME_TRACE);
     if (full != NULL) {
         const char *utf8 = PyUnicode_AsUTF8(full);
         if (utf8 != NULL) {
@@ -404,9 +473,48 @@ void trace_reset_error(pickler *p)
     Py_CLEAR(p->err_type);
 }
 
-static int is_identifier(PyObject *key)
+/* Dict keys in the trace's path (README, "Dict keys").  Keys are user
+ * data, so only keys that read as names or small numbers are shown; every
+ * other key shows its type.  The same rule as the dill hook's
+ * (serializers/pyhook):
+ *   a str that is an identifier of at most 64 characters   'name'
+ *   an int (not bool) that fits in 64 bits                  42
+ *   None, True, False                                       None
+ *   any other str, bytes                                    <str len=12>
+ *   anything else                                           <tuple>
+ * No repr and no user code is called. */
+#define KEY_NAME_MAX 64
+
+static int is_short_identifier(PyObject *key)
 {
-    return PyUnicode_CheckExact(key) && PyUnicode_IsIdentifier(key) == 1;
+    return PyUnicode_CheckExact(key) && PyUnicode_GET_LENGTH(key) <= KEY_NAME_MAX &&
+           PyUnicode_IsIdentifier(key) == 1;
+}
+
+static PyObject *key_text(PyObject *key)
+{
+    if (is_short_identifier(key))
+        return PyUnicode_FromFormat("'%U'", key); /* an identifier needs no escaping */
+    if (PyLong_CheckExact(key)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(key, &overflow);
+        if (!overflow && !(v == -1 && PyErr_Occurred()))
+            return PyUnicode_FromFormat("%lld", v);
+        PyErr_Clear();
+    }
+    else if (key == Py_None || key == Py_True || key == Py_False) {
+        return PyUnicode_FromString(key == Py_None ? "None" : key == Py_True ? "True" : "False");
+    }
+    if (PyUnicode_CheckExact(key))
+        return PyUnicode_FromFormat("<str len=%zd>", PyUnicode_GET_LENGTH(key));
+    if (PyBytes_CheckExact(key))
+        return PyUnicode_FromFormat("<bytes len=%zd>", PyBytes_GET_SIZE(key));
+    PyObject *name = type_name_of(key);
+    if (name == NULL)
+        return NULL;
+    PyObject *res = PyUnicode_FromFormat("<%U>", name);
+    Py_DECREF(name);
+    return res;
 }
 
 /* Append one path segment (outermost first order) to `out` (a list of str). */
@@ -418,20 +526,14 @@ static int append_segment(PyObject *out, const path_segment *seg, const path_seg
         s = PyUnicode_FromFormat("[%zd]", seg->index);
         break;
     case PATH_KEY:
-        if (outer != NULL && outer->kind == PATH_STATE && is_identifier(seg->key)) {
+        if (outer != NULL && outer->kind == PATH_STATE && is_short_identifier(seg->key)) {
             s = PyUnicode_FromFormat(".%U", seg->key);
         }
-        else if (PyUnicode_CheckExact(seg->key) || PyLong_CheckExact(seg->key)) {
-            PyObject *r = PyObject_Repr(seg->key);
-            if (r != NULL)
-                s = PyUnicode_FromFormat("[%U]", r);
-            Py_XDECREF(r);
-        }
         else {
-            PyObject *name = type_name_of(seg->key);
-            if (name != NULL)
-                s = PyUnicode_FromFormat("[<%U>]", name);
-            Py_XDECREF(name);
+            PyObject *text = key_text(seg->key);
+            if (text != NULL)
+                s = PyUnicode_FromFormat("[%U]", text);
+            Py_XDECREF(text);
         }
         break;
     case PATH_STATE:
@@ -455,6 +557,110 @@ static int append_segment(PyObject *out, const path_segment *seg, const path_seg
     return r;
 }
 
+/* ---- the error's message ----------------------------------------------- */
+
+/* An object whose str() and repr() run no user code and say nothing beyond
+ * what pickle's own messages carry: exact str, int, float, bool, None. */
+static int is_plain_atom(PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    return obj == Py_None || type == &PyUnicode_Type || type == &PyLong_Type ||
+           type == &PyFloat_Type || type == &PyBool_Type;
+}
+
+static int all_args(PyObject *exc, int (*ok)(PyObject *))
+{
+    PyObject *args = ((PyBaseExceptionObject *)exc)->args;
+    if (args == NULL || !PyTuple_CheckExact(args))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++)
+        if (!ok(PyTuple_GET_ITEM(args, i)))
+            return 0;
+    return 1;
+}
+
+static int is_exact_str(PyObject *obj)
+{
+    return PyUnicode_CheckExact(obj);
+}
+
+static int plain_or_null(PyObject *obj)
+{
+    return obj == NULL || is_plain_atom(obj);
+}
+
+/* Whether str(exc) of a built-in exception type runs no user code: its
+ * args are plain atoms, and so are the fields its own __str__ reads
+ * (OSError's filenames, SyntaxError's, ImportError's and UnicodeError's). */
+static int builtin_str_is_safe(PyObject *exc)
+{
+    PyTypeObject *type = Py_TYPE(exc);
+    if (!all_args(exc, is_plain_atom))
+        return 0;
+    if (type->tp_str == ((PyTypeObject *)PyExc_BaseException)->tp_str)
+        return 1;
+    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_OSError)) {
+        PyOSErrorObject *e = (PyOSErrorObject *)exc;
+        return plain_or_null(e->myerrno) && plain_or_null(e->strerror) &&
+               plain_or_null(e->filename) && plain_or_null(e->filename2);
+    }
+    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_SyntaxError)) {
+        PySyntaxErrorObject *e = (PySyntaxErrorObject *)exc;
+        return plain_or_null(e->msg) && plain_or_null(e->filename) && plain_or_null(e->lineno);
+    }
+    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_ImportError)) {
+        PyImportErrorObject *e = (PyImportErrorObject *)exc;
+        return plain_or_null(e->msg);
+    }
+    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_UnicodeError)) {
+        PyUnicodeErrorObject *e = (PyUnicodeErrorObject *)exc;
+        return plain_or_null(e->encoding) && plain_or_null(e->object) &&
+               plain_or_null(e->reason);
+    }
+    /* Other static types with their own __str__ (KeyError: repr of its one
+     * argument, BaseExceptionGroup: its str message): plain args suffice. */
+    return 1;
+}
+
+/* The text recorded for an exception.  str(exc) only for built-in types:
+ * a static type of the builtins module (OSError, KeyError ...), or one
+ * whose __str__ is BaseException's (pickle.PicklingError, a user class that
+ * does not define __str__), and only when that str runs no user code.
+ * Anything else: "<module.Type>", plus ": " and str(exc)'s text when all
+ * its args are str ("<app.QuotaError>: disk quota", never a user __str__). */
+static PyObject *exception_message(PyObject *exc)
+{
+    PyTypeObject *type = Py_TYPE(exc);
+    int builtin = (!PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) &&
+                   strchr(type->tp_name, '.') == NULL) ||
+                  type->tp_str == ((PyTypeObject *)PyExc_BaseException)->tp_str;
+    PyObject *name, *res = NULL;
+
+    if (!PyExceptionInstance_Check(exc))
+        return NULL;
+    if (builtin && builtin_str_is_safe(exc))
+        return PyObject_Str(exc);
+    name = full_name_of((PyObject *)type, NAME_PERCENT_T);
+    if (name == NULL)
+        name = PyUnicode_FromString(type->tp_name);
+    if (name == NULL)
+        return NULL;
+    PyObject *args = ((PyBaseExceptionObject *)exc)->args;
+    if (all_args(exc, is_exact_str) && PyTuple_GET_SIZE(args) > 0) {
+        /* BaseException.__str__'s text of all-str args: no user code. */
+        PyObject *text = PyTuple_GET_SIZE(args) == 1 ? PyTuple_GET_ITEM(args, 0) : NULL;
+        if (text != NULL)
+            res = PyUnicode_FromFormat("<%U>: %U", name, text);
+        else
+            res = PyUnicode_FromFormat("<%U>: %R", name, args);
+    }
+    else {
+        res = PyUnicode_FromFormat("<%U>", name);
+    }
+    Py_DECREF(name);
+    return res;
+}
+
 void trace_report_error(pickler *p, PyObject *root)
 {
     PyObject *type, *value, *tb, *parts = NULL, *path = NULL, *message = NULL, *rootname;
@@ -463,7 +669,7 @@ void trace_report_error(pickler *p, PyObject *root)
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     if (value != NULL)
-        message = PyObject_Str(value);
+        message = exception_message(value);
     PyErr_Clear();
 
     parts = PyList_New(0);

@@ -5,9 +5,12 @@
  * editing its code: hook_class(cls) puts one small C callable into the
  * class dict in place of `dump`, which calls the original dump.
  *
- * - The dump hook calls sertrace_dump_begin().  When nobody listens it gets
- *   NULL and calls the original dump untouched: that is the whole dormant
- *   cost, once per dump, nothing per object.
+ * - The dump hook first checks that the hooks can follow this pickler
+ *   (untraceable_reason(): a per-instance `write`, plain attributes); if
+ *   not, the dump runs untouched and leaves nothing in the trace.  Then it
+ *   calls sertrace_dump_begin().  When nobody listens it gets NULL and
+ *   calls the original dump untouched: that is the whole dormant cost,
+ *   once per dump, nothing per object.
  * - When someone listens, for the duration of the dump only, it sets three
  *   instance attributes that shadow the class's: `pickler.save` (a C
  *   "saver" that opens a node, calls the class's save, closes the node),
@@ -37,7 +40,9 @@
  * - On an exception, the innermost saver reports one sertrace_error() with
  *   the type, message and path ("State.suspended[0].frame.stack[5][1]")
  *   and adds the notes CPython 3.14's pickle adds ("when serializing list
- *   item 5", ...).  All of it is built on the error path only.
+ *   item 5", ...).  All of it is built on the error path only, without
+ *   user code and without object values: dict keys follow key_text()'s
+ *   rule, exception messages exception_text()'s.
  *
  * Per-thread state: the dump being traced on this thread is found through
  * a thread-local pointer; nested dumps (a __reduce__ that pickles) push
@@ -1037,8 +1042,8 @@ static PyObject *relation_note(node *parent, node *child)
 static bool is_builtin_atom(PyObject *o)
 {
     PyTypeObject *t = Py_TYPE(o);
-    return t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type ||
-           t == &PyBytes_Type || t == &PyBool_Type || o == Py_None;
+    return t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type || t == &PyBytes_Type ||
+           t == &PyBool_Type || o == Py_None;
 }
 
 /* "ExcType: message" for the error event, without running user code:
@@ -1397,6 +1402,9 @@ static void remove_saver(hook_state *s)
 /* Classes found untraceable, with the reason (type -> str), each recorded
  * once.  Strong references, capped: picklers classes are few and live long. */
 static PyObject *untraced_classes;
+#ifndef Py_TPFLAGS_MANAGED_DICT /* before 3.11: tp_dictoffset says it all */
+#define Py_TPFLAGS_MANAGED_DICT 0
+#endif
 #define UNTRACED_CLASSES_MAX 256
 
 static void note_untraced(PyTypeObject *t, const char *reason)
@@ -1466,6 +1474,7 @@ static const char *untraceable_reason(PyObject *pickler, PyObject **write_out)
 {
     PyTypeObject *t = Py_TYPE(pickler);
     PyObject *cls_write, *cls_save, *w;
+    const char *why = NULL;
 
     *write_out = NULL;
     if (t->tp_setattro != PyObject_GenericSetAttr)
@@ -1478,18 +1487,19 @@ static const char *untraceable_reason(PyObject *pickler, PyObject **write_out)
     cls_write = _PyType_Lookup(t, str_write);
     if (cls_write && Py_TYPE(cls_write)->tp_descr_set != NULL)
         return "`write` is a data descriptor of its class";
+    Py_XINCREF(cls_write); /* borrowed: the lookup below may change the class */
     w = PyObject_GetAttr(pickler, str_write);
     if (w == NULL) {
         PyErr_Clear();
-        return "it has no `write` attribute";
+        why = "it has no `write` attribute";
+    } else if (cls_write && write_is_class_level(pickler, cls_write, w)) {
+        Py_CLEAR(w);
+        why = "its `write` is defined by the class, not set per instance as "
+              "pickle._Pickler does";
     }
-    if (cls_write && write_is_class_level(pickler, cls_write, w)) {
-        Py_DECREF(w);
-        return "its `write` is defined by the class, not set per instance as "
-               "pickle._Pickler does";
-    }
+    Py_XDECREF(cls_write);
     *write_out = w;
-    return NULL;
+    return why;
 }
 
 /* Replace pickler.write / framer.file_write with counting writers.

@@ -221,3 +221,45 @@ def test_exception_text_runs_no_user_code(tmp_path):
         "ValueError: ('plain builtin', 7)",  # builtin class, atoms: str(exc)
     ]
     assert all(traces.end_bytes(d["end"])[1] == "error" for d in dumps)
+
+
+HOOKS_FAIL_SCRIPT = r'''
+import io, json, pickle
+import sertrace.dill as sd
+
+class ReadOnlyFramer:
+    """file_write cannot be replaced: the writers cannot be set."""
+    current_frame = None
+    _FRAME_SIZE_TARGET = 64 * 1024
+    def __init__(self, fw):
+        self._fw = fw
+    @property
+    def file_write(self):
+        return self._fw
+    def commit_frame(self, force=False):
+        pass
+    def end_framing(self):
+        pass
+
+class ROPickler(pickle._Pickler):
+    def __init__(self, file):
+        super().__init__(file, 2)
+        self.framer = ReadOnlyFramer(self._file_write)
+
+sd.trace_class(ROPickler)
+f = io.BytesIO()
+ROPickler(f).dump({"a": [1, 2]})
+print(json.dumps({"same": f.getvalue() == pickle.dumps({"a": [1, 2]}, 2)}))
+'''
+
+
+def test_hooks_that_cannot_be_set_give_a_note_not_an_error(tmp_path):
+    """The rare case the check before the dump cannot see: an attribute of
+    the framer refuses the writer.  The dump runs untouched, ends with the
+    pickler's own status, and says why it has no tree."""
+    res, text = run(tmp_path, "hooksfail", HOOKS_FAIL_SCRIPT)
+    assert res["same"] is True
+    dumps = traces.parse_text_tree(text)
+    assert len(dumps) == 1 and dumps[0]["nodes"] == []
+    assert traces.end_bytes(dumps[0]["end"]) == (0, "ok")
+    assert "untraced = the hooks could not be set on this pickler" in text

@@ -1222,9 +1222,9 @@ static void fast_lines_match_formatter(const char *exact)
             uint64_t step = lcg() % 3 == 0 ? lcg() % 1024 : lcg() % 4 == 0 ? any_width() >> 8 : 0;
             pos += step;
             sertrace_exit(d, pos);
-            cr_assert_eq(sertrace_fmt_exit(&want, depth, stack[depth].tag, pos - stack[depth].pos,
-                                           ex, NULL),
-                         0);
+            cr_assert_eq(
+                sertrace_fmt_exit(&want, depth, stack[depth].tag, pos - stack[depth].pos, ex, NULL),
+                0);
             depth--;
         }
     }
