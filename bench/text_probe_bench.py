@@ -116,7 +116,12 @@ def parent(args):
         env["PYTHONPATH"] = pp + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     cmd = [PYTHON, os.path.abspath(__file__), "--child", "--reps", str(args.reps),
            "--workloads", args.workloads, "--target-ms", str(args.target_ms)]
-    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, check=True)
+    existed = os.path.exists(args.file)
+    try:
+        r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, check=True)
+    finally:
+        if not existed and os.path.exists(args.file):
+            os.unlink(args.file)
     res = json.loads(r.stdout.strip().splitlines()[-1])
     print("%-16s %10s %10s %9s %9s  %-22s %-22s" % (
         "workload", "payload B", "text B", "pickle ms", "trace ms", "CPU ratio (min-max)",

@@ -511,7 +511,8 @@ static void free_rendered(rendered *r)
 
 /* Min-heaps on .bytes, for both entry types. */
 #define HEAP_FUNCS(T, name)                                                    \
-    static void name##_down(T *h, unsigned n, unsigned i)                      \
+    static __attribute__((unused)) void name##_down(T *h, unsigned n,        \
+                                                    unsigned i)                \
     {                                                                          \
         for (;;) {                                                             \
             unsigned l = 2 * i + 1, m = i;                                     \
@@ -527,7 +528,7 @@ static void free_rendered(rendered *r)
             i = m;                                                             \
         }                                                                      \
     }                                                                          \
-    static void name##_up(T *h, unsigned i)                                    \
+    static __attribute__((unused)) void name##_up(T *h, unsigned i)            \
     {                                                                          \
         while (i > 0) {                                                        \
             unsigned p = (i - 1) / 2;                                          \
@@ -670,14 +671,17 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
         ds->root_bytes += n->bytes;
         ds->root_exact = sertrace_node_bytes_exact(n);
     }
-    if (heap_wants(ds->ntop ? ds->top[0].bytes : 0, ds->ntop, s->o.top, n->bytes)) {
-        if (ds->ntop < s->o.top) {
-            capture(d, n, &ds->top[ds->ntop]);
-            rawheap_up(ds->top, ds->ntop++);
-        } else {
-            capture(d, n, &ds->top[0]);
-            rawheap_down(ds->top, ds->ntop, 0);
-        }
+    /* Top-N: entries are appended until N are kept, then made a min-heap
+     * once; a dump with at most N nodes (the common small dump) does no
+     * heap work at all. */
+    if (ds->ntop < s->o.top) {
+        capture(d, n, &ds->top[ds->ntop++]);
+        if (ds->ntop == s->o.top)
+            for (unsigned i = ds->ntop / 2; i-- > 0;)
+                rawheap_down(ds->top, ds->ntop, i);
+    } else if (s->o.top && n->bytes > ds->top[0].bytes) {
+        capture(d, n, &ds->top[0]);
+        rawheap_down(ds->top, ds->ntop, 0);
     }
     if (s->o.oversize_bytes && n->bytes >= s->o.oversize_bytes) {
         if (add_flag(s, d, n, "oversized", NULL, 0, NULL, 0) < 0)

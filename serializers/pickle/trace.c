@@ -17,7 +17,10 @@
  * codes always; atoms (None, bool, int, float, str, bytes) only with
  * SERTRACE_DUMP_ATOMS.  Type names are built only the first time a type is
  * seen in a dump (sertrace_type_known), and never by calling user code:
- * they come from __module__/__qualname__ of types, functions and builtins.
+ * no attribute lookup (a metaclass may define __getattribute__), only the
+ * objects' own fields: a heap type's ht_qualname and the "__module__" of its
+ * own dict, a static type's tp_name, a function's func_qualname and
+ * func_module, a builtin's ml_name.
  *
  * Error path: every save_<kind>() that sees a child fail adds a note to the
  * exception as CPython 3.14 does ("when serializing dict item 'b'") and, in
@@ -25,6 +28,10 @@
  * remembered by the first save_traced() that sees the failure; at dump end
  * pickler_dump() calls trace_report_error(), which builds the whole path
  * ("State.suspended[3].frame.stack[2]") and emits ONE sertrace_error().
+ * No value lands in the trace: dict keys in the path follow the key rule
+ * (key_text), the message is str(exc) only for built-in exception types
+ * whose str runs no user code (exception_message).  The notes, which stay
+ * in the process, keep CPython 3.14's wording.
  * None of this runs unless something failed.
  */
 #include <stdio.h>
