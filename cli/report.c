@@ -13,9 +13,10 @@
  * traces), groups directories whose traces share a UUID into one ctf.fs
  * component (two snapshots of one session overlap: ctf.fs merges them and
  * de-duplicates packets, which two separate components would not), checks
- * each with ctf.fs's "babeltrace.support-info" query so a corrupt trace is
- * named before the graph runs, and turns babeltrace2's error causes into
- * one message.
+ * each trace before the graph exists so that a corrupt one is skipped with
+ * a warning naming it instead of sinking the whole report (discover()),
+ * validates options itself (exit 2, one line), and turns babeltrace2's
+ * error causes into one line (the whole chain with -v).
  *
  * Progress: when stderr is a terminal (and stdout is not that same
  * terminal, whose report lines the progress line would tear) and the trace
@@ -27,9 +28,10 @@
  * SERTRACE_PROGRESS=1 forces it on, =0 off (tests use it).
  *
  * The sertrace plugin is looked up in $SERTRACE_PLUGIN_PATH (colon
- * separated), then in the directory it was installed to at build time,
- * then through babeltrace2's own search (BABELTRACE_PLUGIN_PATH, user and
- * system plugin directories).
+ * separated), then -- only when this process is the build tree's own
+ * uninstalled binary -- in that build's plugin directory, then in the
+ * directory it was installed to at build time, then through babeltrace2's
+ * own search (BABELTRACE_PLUGIN_PATH, user and system plugin directories).
  */
 #define _GNU_SOURCE
 #include <babeltrace2/babeltrace.h>
@@ -115,24 +117,66 @@ static const char report_help[] =
  * WARNING, and the plugin path.  Set once by the option parser. */
 static bool verbose;
 
+/* Drop the "NAME-addr=0x..." fields babeltrace2 puts in its messages
+ * (object addresses mean nothing to a user) from `s`, in place. */
+static void drop_addresses(char *s)
+{
+    char *a;
+
+    while ((a = strstr(s, "addr=0x")) != NULL) {
+        char *key = a, *end = a + 7;
+        while (key > s && key[-1] != ' ' && key[-1] != ',' && key[-1] != '(')
+            key--;
+        while ((*end >= '0' && *end <= '9') || (*end >= 'a' && *end <= 'f') ||
+               (*end >= 'A' && *end <= 'F'))
+            end++;
+        if (end[0] == ',' && end[1] == ' ')
+            end += 2;
+        else if (key > s + 1 && key[-1] == ' ' && key[-2] == ',')
+            key -= 2; /* last field: drop the separator before it */
+        memmove(key, end, strlen(end) + 1);
+    }
+    /* "Message: " with every field gone. */
+    size_t len = strlen(s);
+    if (len >= 2 && s[len - 2] == ':' && s[len - 1] == ' ')
+        s[len - 2] = '\0';
+}
+
 /* Take this thread's babeltrace2 error: copy the first line of its root
- * cause (cause 0, the first one appended: the most specific, e.g. "Invalid
- * LTTng live URL format: Unknown protocol") into `root` (empty when there
- * is no error); with --verbose, print the whole chain on stderr (outermost
- * first, as "  MODULE: MESSAGE"); then release it. */
-static void take_bt_error(char *root, size_t n)
+ * cause into `root` (empty when there is no error); with --verbose, print
+ * the whole chain on stderr (outermost first, as "  MODULE: MESSAGE");
+ * then release it.  The root cause is the cause appended first (index 0
+ * here: the most specific, e.g. "Invalid LTTng live URL format: Unknown
+ * protocol") that a component or plugin wrote; the library's own causes
+ * ("Component class's "query" method failed: query-exec-addr=0x...")
+ * only say which call failed, so they are used, cut before their
+ * key=value list, when nothing else explains the error.  Returns true
+ * when `root` came from a component or plugin (an explanation). */
+static bool take_bt_error(char *root, size_t n)
 {
     const bt_error *err = bt_current_thread_take_error();
-    uint64_t count;
+    uint64_t count, pick = 0;
+    const char *msg;
+    size_t len;
+    bool explained = false;
 
     root[0] = '\0';
     if (err == NULL)
-        return;
+        return false;
     count = bt_error_get_cause_count(err);
+    while (pick < count &&
+           strcmp(bt_error_cause_get_module_name(bt_error_borrow_cause_by_index(err, pick)),
+                  "libbabeltrace2") == 0)
+        pick++;
     if (count > 0) {
-        const char *msg = bt_error_cause_get_message(bt_error_borrow_cause_by_index(err, 0));
-        size_t len = strcspn(msg, "\n");
+        bool library = pick == count;
+        explained = !library;
+        msg = bt_error_cause_get_message(bt_error_borrow_cause_by_index(err, library ? 0 : pick));
+        len = strcspn(msg, "\n");
+        if (library && strstr(msg, ": ") != NULL && (size_t)(strstr(msg, ": ") - msg) < len)
+            len = (size_t)(strstr(msg, ": ") - msg);
         snprintf(root, n, "%.*s", (int)(len < n ? len : n - 1), msg);
+        drop_addresses(root);
     }
     for (uint64_t i = count; verbose && i-- > 0;) {
         const bt_error_cause *c = bt_error_borrow_cause_by_index(err, i);
@@ -141,6 +185,7 @@ static void take_bt_error(char *root, size_t n)
         fprintf(stderr, "  %s: %.*s\n", bt_error_cause_get_module_name(c), len, msg);
     }
     bt_error_release(err);
+    return explained;
 }
 
 /* One line: "sertrace: WHAT: ROOT CAUSE", the chain only with --verbose
@@ -338,42 +383,110 @@ static void free_groups(struct trace_group *g, int n)
     free(g);
 }
 
-/* Can source.ctf.fs open the trace in `dir`?  Its "babeltrace.trace-infos"
- * query does what the component's initialization does (parse the whole
- * metadata, read the stream files' indexes or packet headers) without a
- * graph: a failure here would make the graph faulty, and a faulty graph
- * cannot be used any more, so unreadable traces are weeded out first.
- * 0 ok, -1 with the root cause in `reason`. */
-static int check_trace(const bt_component_class_source *fs, const char *dir, char *reason,
-                       size_t n)
+#define CTF_METADATA_MAGIC 0x75D11D57u
+/* Metadata packet header: magic, uuid[16], checksum, content and packet
+ * size (bits), then 5 one-byte fields. */
+#define CTF_METADATA_HEADER_BYTES 37
+
+static uint32_t read_u32(const unsigned char *p, bool swap)
 {
+    uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    return swap ? __builtin_bswap32(v) : v;
+}
+
+/* LTTng writes packetized metadata: a sequence of packets, each with a
+ * 37-byte header giving its content and total size in bits.  babeltrace2
+ * 2.0.4 loops forever on a file that ends inside a packet (a truncated
+ * copy, a disk that filled up: measured, `babeltrace2 DIR` too), so the
+ * packet chain is walked here before babeltrace2 sees the file.  Text
+ * metadata (plain TSDL, not packetized) is left to babeltrace2.  0 ok, -1 with the
+ * reason in `reason`. */
+static int check_metadata_packets(const char *dir, char *reason, size_t n)
+{
+    char path[PATH_MAX];
+    unsigned char h[CTF_METADATA_HEADER_BYTES];
+    struct stat sb;
+    uint64_t off = 0;
+    uint32_t magic;
+    bool swap;
+    FILE *f;
+    int rc = -1;
+
+    snprintf(path, sizeof(path), "%s/metadata", dir);
+    f = fopen(path, "rb");
+    if (f == NULL || fstat(fileno(f), &sb) != 0) {
+        snprintf(reason, n, "cannot read its metadata file: %s", strerror(errno));
+        goto end;
+    }
+    if (fread(h, 1, 4, f) != 4) {
+        snprintf(reason, n, "its metadata file is empty or too short");
+        goto end;
+    }
+    magic = read_u32(h, false);
+    if (magic != CTF_METADATA_MAGIC && magic != __builtin_bswap32(CTF_METADATA_MAGIC)) {
+        rc = 0; /* text metadata, or garbage: babeltrace2 judges */
+        goto end;
+    }
+    swap = magic != CTF_METADATA_MAGIC;
+    while (off < (uint64_t)sb.st_size) {
+        uint32_t content_bits, packet_bits;
+        if (fseeko(f, (off_t)off, SEEK_SET) != 0 || fread(h, 1, sizeof(h), f) != sizeof(h) ||
+            read_u32(h, swap) != CTF_METADATA_MAGIC) {
+            snprintf(reason, n, "its metadata file is truncated or damaged at byte %" PRIu64, off);
+            goto end;
+        }
+        content_bits = read_u32(h + 24, swap);
+        packet_bits = read_u32(h + 28, swap);
+        if (packet_bits % 8 != 0 || packet_bits < 8 * CTF_METADATA_HEADER_BYTES ||
+            content_bits > packet_bits || content_bits < 8 * CTF_METADATA_HEADER_BYTES ||
+            off + packet_bits / 8 > (uint64_t)sb.st_size) {
+            snprintf(reason, n, "its metadata file is truncated or damaged at byte %" PRIu64, off);
+            goto end;
+        }
+        off += packet_bits / 8;
+    }
+    rc = 0;
+end:
+    if (f != NULL)
+        fclose(f);
+    return rc;
+}
+
+/* Can source.ctf.fs open the trace in `dir`?  A ctf.fs component is
+ * made for it alone in a throwaway graph: its initialization parses the
+ * whole metadata and reads the stream files' indexes (or packet headers).
+ * Done apart because a component that fails to initialize makes its graph
+ * faulty (unusable), so one broken trace would sink the report.  Not the
+ * "babeltrace.trace-infos" query, which does the same work: on a damaged
+ * stream file babeltrace2 2.0.4 aborts the process inside that query
+ * (an error cause appended from a NULL component).  0 ok, -1 with the
+ * root cause in `reason`. */
+static int check_trace(const bt_component_class_source *fs, const char *dir, char *reason, size_t n)
+{
+    bt_graph *graph = bt_graph_create(0);
     bt_value *params = bt_value_map_create();
     bt_value *inputs = bt_value_array_create();
-    bt_query_executor *q = NULL;
-    const bt_value *res = NULL;
+    const bt_component_source *src = NULL;
     int rc = -1;
 
     snprintf(reason, n, "out of memory");
-    if (params == NULL || inputs == NULL || bt_value_array_append_string_element(inputs, dir) ||
+    if (graph == NULL || params == NULL || inputs == NULL ||
+        bt_value_array_append_string_element(inputs, dir) ||
         bt_value_map_insert_entry(params, "inputs", inputs))
         goto end;
-    q = bt_query_executor_create(bt_component_class_source_as_component_class_const(fs),
-                                 "babeltrace.trace-infos", params);
-    if (q == NULL)
-        goto end;
-    if (bt_query_executor_query(q, &res) != BT_QUERY_EXECUTOR_QUERY_STATUS_OK) {
-        take_bt_error(reason, n);
-        if (reason[0] == '\0')
-            snprintf(reason, n, "source.ctf.fs cannot read it");
+    if (bt_graph_add_source_component(graph, fs, "check", params,
+                                      verbose ? BT_LOGGING_LEVEL_WARNING : BT_LOGGING_LEVEL_NONE,
+                                      &src) != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+        if (!take_bt_error(reason, n))
+            snprintf(reason, n, "source.ctf.fs cannot open it");
         goto end;
     }
     rc = 0;
 end:
     bt_current_thread_clear_error();
-    bt_value_put_ref(res);
-    bt_query_executor_put_ref(q);
     bt_value_put_ref(inputs);
     bt_value_put_ref(params);
+    bt_graph_put_ref(graph);
     return rc;
 }
 
@@ -416,12 +529,20 @@ static int discover(const char *root, const bt_component_class_source *fs, struc
         goto end;
     for (int i = 0; i < n; i++) {
         char *group = NULL, reason[512];
-        double w = support_info(fs, dirs[i], &group);
+        double w;
         int j;
-        if (w <= 0.0) {
-            take_bt_error(reason, sizeof(reason));
+        if (check_metadata_packets(dirs[i], reason, sizeof(reason)) != 0) {
             sertrace_cli_err("warning: skipping %s: corrupt or unreadable trace (%s)", dirs[i],
-                             reason[0] ? reason : "its metadata file is not CTF metadata");
+                             reason);
+            skipped++;
+            continue;
+        }
+        w = support_info(fs, dirs[i], &group);
+        if (w <= 0.0) {
+            if (!take_bt_error(reason, sizeof(reason)))
+                snprintf(reason, sizeof(reason), "its metadata file is not CTF metadata");
+            sertrace_cli_err("warning: skipping %s: corrupt or unreadable trace (%s)", dirs[i],
+                             reason);
             free(group);
             skipped++;
             continue;
@@ -1139,10 +1260,9 @@ int sertrace_cli_report(int argc, char **argv)
                 }
             }
             prog_cls = progress_class();
-            if (prog_cls == NULL ||
-                bt_graph_add_filter_component_with_initialize_method_data(
-                    graph, prog_cls, "progress", NULL, &progress, log_level, &prog) !=
-                    BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+            if (prog_cls == NULL || bt_graph_add_filter_component_with_initialize_method_data(
+                                        graph, prog_cls, "progress", NULL, &progress, log_level,
+                                        &prog) != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
                 print_bt_error("cannot set up the progress display");
                 goto end;
             }
@@ -1180,7 +1300,8 @@ int sertrace_cli_report(int argc, char **argv)
         if (prog != NULL && progress.printed)
             fputc('\n', stderr);
         if (o.live_url != NULL)
-            print_bt_error("reading the live session failed");
+            print_bt_error("reading the live session failed (is an lttng-relayd "
+                           "listening at that HOST:PORT?)");
         else
             print_bt_error("reading the trace failed (corrupt trace?)");
         goto end;

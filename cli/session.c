@@ -646,20 +646,20 @@ static void prune_empty_lttng_dirs(const char *dir)
  * to `record` is left as it was given: empty. */
 static void report_no_trace(struct session_state *st, const char *dir, bool remove_dir)
 {
-    bool removed = false;
+    const char *removed = NULL;
 
     if (st->created_dir && strcmp(dir, st->outdir) == 0) {
         forget_outdir(st);
-        removed = true;
+        removed = "";
     } else {
         prune_empty_lttng_dirs(dir);
-        if (remove_dir)
-            removed = rmdir(dir) == 0;
+        if (remove_dir && rmdir(dir) == 0)
+            removed = "the empty directory ";
     }
-    if (removed)
+    if (removed != NULL)
         sertrace_cli_err("no sertrace events: did the program import sertrace / link "
-                         "libsertrace? (no trace was written; removed the empty directory %s)",
-                         dir);
+                         "libsertrace? (no trace was written; removed %s%s)",
+                         removed, dir);
     else
         sertrace_cli_err("no sertrace events: did the program import sertrace / link "
                          "libsertrace? (no trace was written under %s)",

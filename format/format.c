@@ -112,18 +112,14 @@ int sertrace_buf_appendf(sertrace_buf *b, const char *fmt, ...)
     return 0;
 }
 
+static char *put_bars(char *p, uint32_t count);
+
 /* `count` copies of the 3-byte "│". */
 static int buf_append_bars(sertrace_buf *b, uint32_t count)
 {
-    static const char bar[] = "\xe2\x94\x82";
-    char *p;
-
     if (buf_reserve(b, (size_t)count * 3) != 0)
         return -1;
-    p = b->data + b->len;
-    for (uint32_t i = 0; i < count; i++, p += 3)
-        memcpy(p, bar, 3);
-    b->len += (size_t)count * 3;
+    b->len = (size_t)(put_bars(b->data + b->len, count) - b->data);
     b->data[b->len] = '\0';
     return 0;
 }
@@ -440,11 +436,20 @@ static char *put_hex(char *p, uint64_t v)
     return p + n;
 }
 
+#define BARS4_ "\xe2\x94\x82\xe2\x94\x82\xe2\x94\x82\xe2\x94\x82"
+#define BARS16_ BARS4_ BARS4_ BARS4_ BARS4_
+/* 32 "│" in a row: the bars of a line up to depth 33 are one copy. */
+static const char bars32[] = BARS16_ BARS16_;
+
 static char *put_bars(char *p, uint32_t count)
 {
-    for (uint32_t i = 0; i < count; i++, p += 3)
-        memcpy(p, "\xe2\x94\x82", 3);
-    return p;
+    while (count > 32) {
+        memcpy(p, bars32, sizeof bars32 - 1);
+        p += sizeof bars32 - 1;
+        count -= 32;
+    }
+    memcpy(p, bars32, (size_t)count * 3);
+    return p + (size_t)count * 3;
 }
 
 /* Tag texts indexed by value, with their lengths (no strlen per line). */

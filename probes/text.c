@@ -33,12 +33,14 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,11 +50,14 @@ static pthread_mutex_t text_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Guarded by text_lock (read without it only through text_on). */
 static struct sertrace_text_config text_config = {SERTRACE_TEXT_MODE_OFF, false, false,
                                                   SERTRACE_TEXT_DEFAULT_OVERSIZE,
-                                                  SERTRACE_TEXT_FLUSH_BYTES};
+                                                  SERTRACE_TEXT_FLUSH_BYTES, "!! OVERSIZED"};
 static int text_fd = -1;
 static bool text_fd_owned;
 static bool text_fd_is_pipe;
 static atomic_bool text_on;
+/* This process's pid, refreshed in a forked child: a dump begun under
+ * another pid (inherited through fork) is never written. */
+static long text_pid;
 
 /* ---- configuration ----------------------------------------------------- */
 
@@ -98,6 +103,24 @@ static bool has_extension(const char *s, size_t n)
     return ext >= 1 && ext <= 8 && i >= 2 && s[i - 1] == '.';
 }
 
+/* A plain number ("2", "-1", "1.5", "+3", ".5"): never a file name, even
+ * though "1.5" looks like a stem and an extension. */
+static bool is_number(const char *s, size_t n)
+{
+    size_t i = 0, digits = 0, dots = 0;
+    if (i < n && (s[i] == '+' || s[i] == '-'))
+        i++;
+    for (; i < n; i++) {
+        if (s[i] >= '0' && s[i] <= '9')
+            digits++;
+        else if (s[i] == '.' && dots++ == 0)
+            continue;
+        else
+            return false;
+    }
+    return digits > 0;
+}
+
 static bool value_is_off(const char *s, size_t n)
 {
     return n == 0 || word_is(s, n, "0") || word_is(s, n, "false") || word_is(s, n, "off") ||
@@ -123,33 +146,62 @@ enum sertrace_text_mode sertrace_text_parse_mode(const char *value)
         return SERTRACE_TEXT_MODE_OFF;
     if (value_is_on(s, n) || word_is(s, n, "stderr"))
         return SERTRACE_TEXT_MODE_STDERR;
-    if (memchr(s, '/', n) != NULL || has_extension(s, n))
+    if (memchr(s, '/', n) != NULL || (has_extension(s, n) && !is_number(s, n)))
         return SERTRACE_TEXT_MODE_PATH;
     return SERTRACE_TEXT_MODE_INVALID;
 }
 
-/* One write() with SIGPIPE blocked (and a SIGPIPE it raised consumed), so
- * a warning to a stderr whose reader went away cannot kill the host. */
-static void write_nosigpipe(int fd, const char *p, size_t n)
+/* writev() all of `iov` (advanced in place on short writes); 0 or an errno. */
+static int writev_all(int fd, struct iovec *iov, int cnt)
+{
+    while (cnt > 0) {
+        ssize_t w = writev(fd, iov, cnt);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        if (w == 0)
+            return EIO;
+        while (cnt > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+/* The one write path of the probe (warnings and tree text): writev() all
+ * of `iov`, returning 0 or an errno.  With `guard` (a pipe or socket, or
+ * a warning to whatever stderr is), SIGPIPE is blocked around the write
+ * and a SIGPIPE it raised is consumed, so a reader that went away cannot
+ * kill the host: the write just fails with EPIPE. */
+static int write_guarded(int fd, struct iovec *iov, int cnt, bool guard)
 {
     sigset_t block, old, pending;
     bool was_pending;
-    ssize_t w;
+    int err;
 
+    if (!guard)
+        return writev_all(fd, iov, cnt);
     sigemptyset(&block);
     sigaddset(&block, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     sigpending(&pending);
     was_pending = sigismember(&pending, SIGPIPE) == 1;
-    do
-        w = write(fd, p, n);
-    while (w < 0 && errno == EINTR);
-    if (w < 0 && errno == EPIPE && !was_pending) {
+    err = writev_all(fd, iov, cnt);
+    if (err == EPIPE && !was_pending) {
         struct timespec zero = {0, 0};
         while (sigtimedwait(&block, NULL, &zero) < 0 && errno == EINTR)
             ;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
 }
 
 static int warn(int fd, const char *fmt, const char *a, const char *b)
@@ -162,8 +214,10 @@ static int warn(int fd, const char *fmt, const char *a, const char *b)
         n = (int)sizeof line - 1;
         line[n - 1] = '\n';
     }
-    if (fd >= 0)
-        write_nosigpipe(fd, line, (size_t)n);
+    if (fd >= 0) {
+        struct iovec iov = {line, (size_t)n};
+        write_guarded(fd, &iov, 1, true);
+    }
     return 1;
 }
 
@@ -188,16 +242,26 @@ static void atfork_release(void)
     pthread_mutex_unlock(&text_lock);
 }
 
+static void atfork_child(void)
+{
+    text_pid = (long)getpid();
+    pthread_mutex_unlock(&text_lock);
+}
+
 static void register_atfork(void)
 {
-    pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+    text_pid = (long)getpid();
+    pthread_atfork(atfork_prepare, atfork_release, atfork_child);
 }
 
 int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
 {
     static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
     struct sertrace_text_config c = {SERTRACE_TEXT_MODE_OFF, false, false,
-                                     SERTRACE_TEXT_DEFAULT_OVERSIZE, SERTRACE_TEXT_FLUSH_BYTES};
+                                     SERTRACE_TEXT_DEFAULT_OVERSIZE, SERTRACE_TEXT_FLUSH_BYTES,
+                                     ""};
+    sertrace_buf size = SERTRACE_BUF_INIT;
+    char *path = NULL;
     int warnings = 0;
     int fd = -1;
     bool owned = false;
@@ -214,7 +278,13 @@ int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
     } else if (c.mode == SERTRACE_TEXT_MODE_STDERR) {
         fd = STDERR_FILENO;
     } else if (c.mode == SERTRACE_TEXT_MODE_PATH) {
-        fd = open(s->dispatch_trace, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+        /* The value was classified trimmed: open it trimmed too. */
+        const char *v = s->dispatch_trace;
+        size_t n = strlen(v);
+        trim(&v, &n);
+        path = strndup(v, n);
+        fd = path == NULL ? -1
+                          : open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
         if (fd < 0) {
             warnings += warn(warn_fd,
                              "sertrace: warning: DISPATCH_TRACE=%s: cannot open for appending "
@@ -259,6 +329,13 @@ int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
                              s->exact, "");
     }
 
+    if (sertrace_fmt_size(&size, c.oversize, c.exact) == 0)
+        snprintf(c.oversize_flag, sizeof c.oversize_flag, "!! OVERSIZED (>= %s)", size.data);
+    else
+        snprintf(c.oversize_flag, sizeof c.oversize_flag, "!! OVERSIZED");
+    sertrace_buf_free(&size);
+    free(path);
+
     pthread_mutex_lock(&text_lock);
     close_current_locked();
     text_fd = fd;
@@ -289,75 +366,73 @@ bool sertrace_text_enabled(void)
 
 /* ---- writing ----------------------------------------------------------- */
 
-/* write() all of it; returns 0 or an errno. Called with text_lock held. */
-static int write_all_locked(const char *p, size_t n)
+/* Write out the first `n` bytes of the dump's buffer as one chunk (one
+ * writev() under text_lock), preceded by "# continued dump N pid P tid T"
+ * when it is not the dump's first chunk, so every chunk names its dump
+ * even when other threads' chunks come between.  The rest of the buffer
+ * (whole lines) moves to its start.  A dump begun under another pid (the
+ * parent of a fork) is dropped, never written. */
+static void text_write(struct sertrace_text_dump *t, size_t n)
 {
-    while (n > 0) {
-        ssize_t w = write(text_fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        if (w == 0)
-            return EIO;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int write_locked(const char *p, size_t n)
-{
-    sigset_t block, old, pending;
-    bool was_pending;
-    int err;
-
-    if (!text_fd_is_pipe)
-        return write_all_locked(p, n);
-    sigemptyset(&block);
-    sigaddset(&block, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-    sigpending(&pending);
-    was_pending = sigismember(&pending, SIGPIPE) == 1;
-    err = write_all_locked(p, n);
-    if (err == EPIPE && !was_pending) {
-        struct timespec zero = {0, 0};
-        while (sigtimedwait(&block, NULL, &zero) < 0 && errno == EINTR)
-            ;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return err;
-}
-
-void sertrace_text_flush(struct sertrace_text_dump *t)
-{
-    int err = 0;
+    char mark[96];
+    struct iovec iov[2];
+    int cnt = 0, err = 0;
     bool report = false;
 
-    if (t->buf.len == 0)
+    assert(n <= t->buf.len);
+    if (n == 0)
         return;
+    if (t->chunks > 0) {
+        int m = snprintf(mark, sizeof mark, "# continued dump %llu pid %ld tid %ld\n",
+                         (unsigned long long)t->dump_id, t->pid, t->tid);
+        if (m > 0 && (size_t)m < sizeof mark)
+            iov[cnt++] = (struct iovec){mark, (size_t)m};
+    }
+    iov[cnt++] = (struct iovec){t->buf.data, n};
     pthread_mutex_lock(&text_lock);
-    if (atomic_load(&text_on) && text_fd >= 0) {
-        err = write_locked(t->buf.data, t->buf.len);
+    if (t->pid == text_pid && atomic_load(&text_on) && text_fd >= 0) {
+        err = write_guarded(text_fd, iov, cnt, text_fd_is_pipe);
         if (err != 0) {
             atomic_store(&text_on, false);
             report = true;
         }
     }
     pthread_mutex_unlock(&text_lock);
-    sertrace_buf_clear(&t->buf);
-    if (report)
-        warn(STDERR_FILENO,
-             "sertrace: warning: DISPATCH_TRACE: writing the live tree failed (%s)%s; live tree "
-             "off\n",
-             strerror(err), "");
+    t->chunks++;
+    if (n < t->buf.len)
+        memmove(t->buf.data, t->buf.data + n, t->buf.len - n + 1); /* with the NUL */
+    t->buf.len -= n;
+    if (t->buf.len == 0 && t->buf.data != NULL)
+        t->buf.data[0] = '\0';
+    if (report) {
+        char line[256];
+        snprintf(line, sizeof line,
+                 "sertrace: warning: DISPATCH_TRACE: writing the live tree failed (%s); live "
+                 "tree off\n",
+                 strerror(err));
+        struct iovec w = {line, strlen(line)};
+        write_guarded(STDERR_FILENO, &w, 1, true);
+    }
 }
 
-static inline void maybe_flush(struct sertrace_text_dump *t)
+void sertrace_text_flush(struct sertrace_text_dump *t)
 {
-    if (t->buf.len >= t->flush_bytes)
-        sertrace_text_flush(t);
+    text_write(t, t->buf.len);
+}
+
+void sertrace_text_drop(struct sertrace_text_dump *t)
+{
+    sertrace_buf_clear(&t->buf);
+}
+
+/* After a line that began at `line_start`: once the buffer passes the
+ * flush size, write everything before that line (liveness: a watcher sees
+ * all but the newest line) and keep the line, so the dump's last chunk
+ * always carries at least one line with the footer. */
+static inline void maybe_flush(struct sertrace_text_dump *t, size_t line_start)
+{
+    if (t->buf.len >= t->flush_bytes && line_start > 0)
+        text_write(t, line_start);
 }
 
 void sertrace_text_free(struct sertrace_text_dump *t)
@@ -582,6 +657,11 @@ void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id, const c
     t->oversize = c.oversize;
     t->exact = c.exact;
     t->flush_bytes = c.flush_bytes;
+    memcpy(t->oversize_flag, c.oversize_flag, sizeof t->oversize_flag);
+    t->dump_id = dump_id;
+    t->pid = (long)getpid();
+    t->tid = (long)syscall(SYS_gettid);
+    t->chunks = 0;
     if (++t->gen == 0) { /* wrapped: stale stamps could match, clear them */
         if (t->heads != NULL)
             memset(t->heads, 0, (size_t)t->heads_types * 2 * sizeof *t->heads);
@@ -590,8 +670,7 @@ void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id, const c
     sertrace_buf_clear(&t->heads_text);
     sertrace_buf_clear(&t->buf);
     if (sertrace_buf_appendf(&t->buf, "# sertrace dump %llu pid %ld tid %ld ",
-                             (unsigned long long)dump_id, (long)getpid(),
-                             (long)syscall(SYS_gettid)) != 0)
+                             (unsigned long long)dump_id, t->pid, t->tid) != 0)
         return;
     if (sertrace_fmt_escape(&t->buf, serializer ? serializer : "?",
                             serializer ? strlen(serializer) : 1) != 0)
@@ -605,11 +684,12 @@ void sertrace_text_enter(struct sertrace_text_dump *t, uint32_t depth, uint8_t t
                          const char *name, size_t name_len, uint64_t addr, uint64_t length)
 {
     const struct sertrace_text_head *h = head_of(t, type, tag, name, name_len);
+    size_t start = t->buf.len;
     char *p;
 
     if (h == NULL) { /* no type, or no memory for the cache: the formatter */
         sertrace_fmt_enter(&t->buf, depth, tag, name, name_len, addr, length);
-        maybe_flush(t);
+        maybe_flush(t, start);
         return;
     }
     /* indentation 3*depth + "├┬ " 7 + head + 16 digits + ">" + " len=" 5 + 20 + "\n" */
@@ -635,31 +715,39 @@ void sertrace_text_enter(struct sertrace_text_dump *t, uint32_t depth, uint8_t t
     }
     *p++ = '\n';
     line_commit(&t->buf, p);
-    maybe_flush(t);
+    maybe_flush(t, start);
 }
 
 void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag, uint64_t bytes,
                         bool unfinished)
 {
-    char flags[96];
+    static const char unfinished_flag[] = "!! UNFINISHED";
+    char flags[sizeof unfinished_flag + 2 + sizeof t->oversize_flag];
+    size_t start = t->buf.len;
     size_t n = 0;
     char *p;
 
     if (unfinished || bytes >= t->oversize || exit_heads[tag].len == 0) {
-        /* Flagged (rare): the formatter builds the whole line. */
-        flags[0] = '\0';
-        if (unfinished)
-            n += (size_t)snprintf(flags, sizeof flags, "!! UNFINISHED");
-        if (bytes >= t->oversize) {
-            sertrace_buf tmp = SERTRACE_BUF_INIT;
-            char sz[32] = "?";
-            if (sertrace_fmt_size(&tmp, t->oversize, t->exact) == 0 && tmp.len < sizeof sz)
-                memcpy(sz, tmp.data, tmp.len + 1);
-            sertrace_buf_free(&tmp);
-            snprintf(flags + n, sizeof flags - n, "%s!! OVERSIZED (>= %s)", n ? "  " : "", sz);
+        /* Flagged (rare): the formatter builds the whole line, with flags
+         * copied from text built once (no allocation: every ancestor of a
+         * big node is oversized too). */
+        if (unfinished) {
+            memcpy(flags, unfinished_flag, sizeof unfinished_flag - 1);
+            n = sizeof unfinished_flag - 1;
         }
+        if (bytes >= t->oversize) {
+            size_t fn = strnlen(t->oversize_flag, sizeof t->oversize_flag - 1);
+            if (n > 0) {
+                memcpy(flags + n, "  ", 2);
+                n += 2;
+            }
+            memcpy(flags + n, t->oversize_flag, fn);
+            n += fn;
+        }
+        assert(n < sizeof flags);
+        flags[n] = '\0';
         sertrace_fmt_exit(&t->buf, depth, tag, bytes, t->exact, flags);
-        maybe_flush(t);
+        maybe_flush(t, start);
         return;
     }
     /* indentation 3*depth + "└ # TAG [" + size (at most 24) + "]\n" */
@@ -680,14 +768,15 @@ void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t ta
             sertrace_buf_append(&t->buf, "]\n", 2) != 0)
             return;
     }
-    maybe_flush(t);
+    maybe_flush(t, start);
 }
 
 void sertrace_text_note(struct sertrace_text_dump *t, uint32_t depth, const char *key,
                         size_t key_len, const char *value, size_t value_len)
 {
+    size_t start = t->buf.len;
     sertrace_fmt_note(&t->buf, depth, key, key_len, value, value_len);
-    maybe_flush(t);
+    maybe_flush(t, start);
 }
 
 void sertrace_text_error(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag,
@@ -696,6 +785,7 @@ void sertrace_text_error(struct sertrace_text_dump *t, uint32_t depth, uint8_t t
 {
     /* Error path only: building the text with a temporary buffer is fine. */
     sertrace_buf text = SERTRACE_BUF_INIT;
+    size_t start = t->buf.len;
     char tmp[8];
 
     if (sertrace_buf_appendf(&text, "UNSERIALIZABLE %s '", sertrace_tag_text(tag, tmp)) == 0 &&
@@ -707,17 +797,18 @@ void sertrace_text_error(struct sertrace_text_dump *t, uint32_t depth, uint8_t t
         sertrace_buf_append(&text, message ? message : "", message ? message_len : 0) == 0)
         sertrace_fmt_flag_line(&t->buf, depth, text.data, text.len);
     sertrace_buf_free(&text);
-    maybe_flush(t);
+    maybe_flush(t, start);
 }
 
 void sertrace_text_misuse(struct sertrace_text_dump *t, uint32_t depth, const char *what)
 {
     sertrace_buf text = SERTRACE_BUF_INIT;
+    size_t start = t->buf.len;
 
     if (sertrace_buf_appendf(&text, "MISUSE: %s", what) == 0)
         sertrace_fmt_flag_line(&t->buf, depth, text.data, text.len);
     sertrace_buf_free(&text);
-    maybe_flush(t);
+    maybe_flush(t, start);
 }
 
 void sertrace_text_end(struct sertrace_text_dump *t, uint64_t dump_id, uint64_t bytes, int status,
@@ -730,5 +821,6 @@ void sertrace_text_end(struct sertrace_text_dump *t, uint64_t dump_id, uint64_t 
         sertrace_buf_appendf(&t->buf, ", %s%s\n", status == SERTRACE_STATUS_OK ? "ok" : "error",
                              unfinished ? ", unfinished" : "");
     }
+    /* The footer joins the dump's last lines: one chunk. */
     sertrace_text_flush(t);
 }

@@ -54,8 +54,9 @@ enum sertrace_text_mode {
  * case-insensitively after trimming blanks:
  *   unset, "", "0", "false", "off", "no"          -> OFF
  *   "1", "true", "on", "yes", "stderr"            -> STDERR
+ *   a number ("2", "-1", "1.5", "+3"): never a file name -> INVALID
  *   contains '/', or ends in ".EXT" (EXT = 1-8 letters/digits after a
- *   non-empty stem, e.g. "trace.txt")              -> PATH (the raw value)
+ *   non-empty stem, e.g. "trace.txt")              -> PATH (the trimmed value)
  *   anything else ("maybe", "2", "trace")         -> INVALID (warn, off) */
 SERTRACE_TEXT_INTERNAL enum sertrace_text_mode sertrace_text_parse_mode(const char *value);
 
@@ -74,6 +75,9 @@ struct sertrace_text_config {
     bool exact;
     uint64_t oversize;
     size_t flush_bytes; /* SERTRACE_TEXT_FLUSH_BYTES for a regular file, else _STREAM */
+    /* "!! OVERSIZED (>= 1.0 MiB)", built once per configuration so that an
+     * oversized exit line costs no allocation. */
+    char oversize_flag[48];
 };
 
 /* Apply settings (closing a file opened by an earlier call).  Warnings
@@ -98,10 +102,17 @@ struct sertrace_text_head {
 /* Per-dump text state, embedded in the dump handle and reused (buffers
  * keep their capacity across dumps). */
 struct sertrace_text_dump {
-    sertrace_buf buf;
+    sertrace_buf buf; /* whole lines of this dump not yet written */
     uint64_t oversize;
     size_t flush_bytes;
     bool exact;
+    char oversize_flag[48];
+    /* For the "# continued dump N pid P tid T" line that starts every
+     * chunk after the first (probes/README.md). */
+    uint64_t dump_id;
+    long pid;
+    long tid;
+    uint32_t chunks; /* chunks of this dump written so far */
     uint32_t gen;                     /* dump generation of the head cache */
     struct sertrace_text_head *heads; /* 2 ways per type index */
     uint32_t heads_types;             /* type indexes the array covers */
@@ -133,6 +144,8 @@ SERTRACE_TEXT_INTERNAL void sertrace_text_end(struct sertrace_text_dump *t, uint
                                               uint64_t bytes, int status, uint32_t unfinished);
 /* Write out what is buffered (also used before a nested dump starts). */
 SERTRACE_TEXT_INTERNAL void sertrace_text_flush(struct sertrace_text_dump *t);
+/* Forget what is buffered without writing it (a dump inherited by fork). */
+SERTRACE_TEXT_INTERNAL void sertrace_text_drop(struct sertrace_text_dump *t);
 /* Free the buffers of a dump's text state (handle destruction). */
 SERTRACE_TEXT_INTERNAL void sertrace_text_free(struct sertrace_text_dump *t);
 

@@ -22,10 +22,24 @@
  *   hot path (a node stack or type table only grows the first time a dump
  *   goes deeper or wider than any before it on that handle).
  * - Misuse (exit without enter, too deep, enters left open by a dump that
- *   claims success) is recorded as an ERROR record and a text flag, then
- *   ignored.  A NULL handle is the documented "not tracing" value and is a
- *   no-op everywhere.
+ *   claims success, a dump ended on another thread) is recorded as an
+ *   ERROR record and a text flag, then ignored.  A NULL handle is the
+ *   documented "not tracing" value and is a no-op everywhere.
+ *
+ * Ownership.  A handle belongs to the thread that began it (`owner`): it
+ * sits in that thread's chain of open dumps (what sertrace_current_dump()
+ * returns) and goes back to that thread's pool.  A dump ended on another
+ * thread is reported, finished (footer, last records) by the ending
+ * thread, and handed back through one atomic `state` (LIVE ->
+ * ENDING_ELSEWHERE -> ENDED_ELSEWHERE, release); the owner unlinks it and
+ * pools it at its next begin/end/current_dump (acquire), so the owner's
+ * chain never points at a handle reused by someone else.  After fork(), the
+ * child's handler marks the forking thread's open dumps dead (buffered text
+ * and records dropped, every later call a no-op: the parent writes them),
+ * and a fork generation stamped in each handle keeps any other inherited
+ * handle from emitting anything in the child.
  */
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -62,13 +76,27 @@ struct type_name {
     uint32_t len; /* UINT32_MAX: no name given */
 };
 
+/* Life of a handle (sertrace_dump.state), see "Ownership" above. */
+enum dump_state {
+    DUMP_FREE,            /* in its owner's pool, or ended by its owner */
+    DUMP_LIVE,            /* begun, not yet ended */
+    DUMP_ENDING_ELSEWHERE, /* another thread is ending it */
+    DUMP_ENDED_ELSEWHERE, /* ended by another thread: the owner reclaims it */
+};
+
+struct thread_state;
+
 struct sertrace_dump {
     uint64_t id;
     unsigned flags;
+    bool lttng_on;   /* an LTTng session enabled sertrace:records */
     bool records_on; /* LTTng or test hooks */
     bool text_on;
     bool failed; /* sertrace_error() was called */
-    bool live;   /* begun and not yet ended (guards a double end) */
+    bool dead;   /* inherited through fork: every call is a no-op */
+    _Atomic int state;                 /* enum dump_state */
+    const struct thread_state *owner;  /* the thread that began it */
+    unsigned fork_gen;                 /* fork_generation when begun */
     int protocol;
     char serializer[SERIALIZER_MAX + 1];
     struct sertrace_internal_hooks hooks;
@@ -100,8 +128,19 @@ struct sertrace_dump {
     struct sertrace_dump *next_free; /* pool link */
 };
 
+/* Per-thread state: the chain of dumps begun on this thread and not yet
+ * ended (innermost first, linked by `outer`), and the pool of free
+ * handles.  Its address identifies the thread as a handle's owner. */
+struct thread_state {
+    struct sertrace_dump *current;
+    struct sertrace_dump *free;
+    bool key_set;
+};
+
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static pthread_key_t pool_key;
+/* Bumped in the child of every fork: handles begun before are dead. */
+static atomic_uint fork_generation;
 static atomic_uint_fast64_t next_dump_id;
 static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sertrace_internal_hooks hooks;
@@ -109,9 +148,7 @@ static atomic_bool hooks_on;
 static atomic_uint max_depth_cap = SERTRACE_MAX_DEPTH;
 static atomic_bool config_atoms;
 
-static __thread struct sertrace_dump *tls_free;
-static __thread struct sertrace_dump *tls_current;
-static __thread bool tls_key_set;
+static __thread struct thread_state tls;
 
 /* ---- handle pool ------------------------------------------------------- */
 
@@ -125,15 +162,65 @@ static void dump_free(struct sertrace_dump *d)
     free(d);
 }
 
-/* Thread exit: free the pooled handles of that thread. */
+static void pool_put(struct sertrace_dump *d);
+
+/* Reclaim the handles of this thread's chain that another thread ended
+ * (misuse, reported there): unlink them and return them to this thread's
+ * pool.  The acquire load pairs with the ender's release store, after
+ * which the ender never touches the handle again. */
+static void prune_ended_elsewhere(void)
+{
+    struct sertrace_dump **link = &tls.current;
+
+    while (*link != NULL) {
+        struct sertrace_dump *d = *link;
+        if (atomic_load_explicit(&d->state, memory_order_acquire) == DUMP_ENDED_ELSEWHERE) {
+            *link = d->outer;
+            atomic_store_explicit(&d->state, DUMP_FREE, memory_order_relaxed);
+            pool_put(d);
+        } else {
+            link = &d->outer;
+        }
+    }
+}
+
+/* Thread exit: free the pooled handles of that thread (and those of its
+ * chain another thread ended; dumps still open are left alone, since
+ * another thread might still end them). */
 static void pool_destroy(void *unused)
 {
     (void)unused;
-    while (tls_free != NULL) {
-        struct sertrace_dump *d = tls_free;
-        tls_free = d->next_free;
+    prune_ended_elsewhere();
+    while (tls.free != NULL) {
+        struct sertrace_dump *d = tls.free;
+        tls.free = d->next_free;
         dump_free(d);
     }
+}
+
+/* In the child of a fork: the dumps the forking thread had open were
+ * begun by the parent, whose buffered text and records the parent itself
+ * will write.  Drop them here and make every later call on those handles
+ * a no-op (the child's own new dumps trace normally).  Handles of the
+ * parent's other threads are caught by fork_generation where output
+ * happens (batch_flush, sertrace_dump_end; the text probe checks the pid). */
+static void make_dead(struct sertrace_dump *d)
+{
+    d->dead = true;
+    d->lttng_on = false;
+    d->records_on = false;
+    d->text_on = false;
+    d->flags &= ~(unsigned)(SERTRACE_DUMP_LTTNG | SERTRACE_DUMP_TEXT);
+    d->batch_len = 0;
+    memset(&d->hooks, 0, sizeof d->hooks);
+    sertrace_text_drop(&d->text);
+}
+
+static void atfork_child(void)
+{
+    atomic_fetch_add(&fork_generation, 1);
+    for (struct sertrace_dump *d = tls.current; d != NULL; d = d->outer)
+        make_dead(d);
 }
 
 static void config_from_env(void)
@@ -147,6 +234,7 @@ static void config_from_env(void)
     struct sertrace_text_config c;
 
     pthread_key_create(&pool_key, pool_destroy);
+    pthread_atfork(NULL, NULL, atfork_child);
     sertrace_text_configure(&s, STDERR_FILENO);
     sertrace_text_get_config(&c);
     atomic_store(&config_atoms, c.atoms);
@@ -154,10 +242,10 @@ static void config_from_env(void)
 
 static struct sertrace_dump *pool_get(void)
 {
-    struct sertrace_dump *d = tls_free;
+    struct sertrace_dump *d = tls.free;
 
     if (d != NULL) {
-        tls_free = d->next_free;
+        tls.free = d->next_free;
         return d;
     }
     d = calloc(1, sizeof *d);
@@ -171,17 +259,17 @@ static struct sertrace_dump *pool_get(void)
     }
     d->stack_cap = NODE_STACK_INITIAL;
     d->slot_cap = TYPE_TABLE_INITIAL;
-    if (!tls_key_set) {
+    if (!tls.key_set) {
         pthread_setspecific(pool_key, (void *)1);
-        tls_key_set = true;
+        tls.key_set = true;
     }
     return d;
 }
 
 static void pool_put(struct sertrace_dump *d)
 {
-    d->next_free = tls_free;
-    tls_free = d;
+    d->next_free = tls.free;
+    tls.free = d;
 }
 
 /* ---- records ----------------------------------------------------------- */
@@ -208,9 +296,14 @@ static inline size_t varint_len(uint64_t v)
 
 static void batch_flush(struct sertrace_dump *d)
 {
+    assert(d->batch_len <= SERTRACE_BATCH_BYTES);
     if (d->batch_len == 0)
         return;
-    if (d->flags & SERTRACE_DUMP_LTTNG)
+    if (d->fork_gen != atomic_load_explicit(&fork_generation, memory_order_relaxed)) {
+        make_dead(d); /* begun in the parent of a fork: not ours to emit */
+        return;
+    }
+    if (d->lttng_on)
         lttng_ust_tracepoint(sertrace, records, d->id, d->seq, d->batch, d->batch_len);
     if (d->hooks.records != NULL)
         d->hooks.records(d->hooks.ctx, d->id, d->seq, d->batch, d->batch_len);
@@ -241,11 +334,13 @@ static inline void batch_fixed_commit(struct sertrace_dump *d, const uint8_t *st
                                       const uint8_t *end)
 {
     size_t n = (size_t)(end - start);
+    assert(n <= RECORD_FIXED_MAX);
     if (start != d->batch + d->batch_len) {
         uint8_t *p = batch_reserve(d, n);
         memcpy(p, start, n);
     }
     d->batch_len += (uint32_t)n;
+    assert(d->batch_len <= SERTRACE_BATCH_BYTES);
 }
 
 static size_t cut(const char *s)
@@ -278,6 +373,7 @@ static void record_error(struct sertrace_dump *d, uint8_t tag, uint32_t type, co
     p = put_str(p, m, mn);
     p = put_str(p, path, pn);
     d->batch_len += (uint32_t)(p - start);
+    assert(d->batch_len <= SERTRACE_BATCH_BYTES);
 }
 
 /* ---- misuse ------------------------------------------------------------ */
@@ -299,6 +395,7 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     size_t n;
 
     pthread_once(&config_once, config_from_env);
+    prune_ended_elsewhere();
     lttng = lttng_ust_tracepoint_enabled(sertrace, records);
     hooked = atomic_load_explicit(&hooks_on, memory_order_acquire);
     text = sertrace_text_enabled();
@@ -312,14 +409,18 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     d->flags = SERTRACE_DUMP_ACTIVE;
     if (atomic_load_explicit(&config_atoms, memory_order_relaxed))
         d->flags |= SERTRACE_DUMP_ATOMS;
-    if (lttng || hooked)
+    if (lttng)
         d->flags |= SERTRACE_DUMP_LTTNG;
     if (text)
         d->flags |= SERTRACE_DUMP_TEXT;
+    d->lttng_on = lttng;
     d->records_on = lttng || hooked;
     d->text_on = text;
     d->failed = false;
-    d->live = true;
+    d->dead = false;
+    d->owner = &tls;
+    d->fork_gen = atomic_load_explicit(&fork_generation, memory_order_relaxed);
+    atomic_store_explicit(&d->state, DUMP_LIVE, memory_order_relaxed);
     d->protocol = protocol;
     n = serializer ? strlen(serializer) : 0;
     if (n > SERIALIZER_MAX)
@@ -347,10 +448,10 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     d->batch_len = 0;
 
     /* Nested dump: what the outer dump printed so far goes out first. */
-    if (tls_current != NULL && tls_current->text_on)
-        sertrace_text_flush(&tls_current->text);
-    d->outer = tls_current;
-    tls_current = d;
+    if (tls.current != NULL && tls.current->text_on)
+        sertrace_text_flush(&tls.current->text);
+    d->outer = tls.current;
+    tls.current = d;
 
     if (lttng)
         lttng_ust_tracepoint(sertrace, dump_begin, d->id, d->serializer, (int32_t)protocol);
@@ -368,12 +469,12 @@ unsigned sertrace_dump_flags(const sertrace_dump *d)
 
 static void unlink_current(struct sertrace_dump *d)
 {
-    if (tls_current == d) {
-        tls_current = d->outer;
+    if (tls.current == d) {
+        tls.current = d->outer;
         return;
     }
-    /* Ended out of order (or on another thread): unlink if it is ours. */
-    for (struct sertrace_dump *it = tls_current; it != NULL; it = it->outer) {
+    /* Ended out of order: unlink it from this thread's chain. */
+    for (struct sertrace_dump *it = tls.current; it != NULL; it = it->outer) {
         if (it->outer == d) {
             it->outer = d->outer;
             return;
@@ -391,14 +492,12 @@ static const char *type_name(const struct sertrace_dump *d, uint32_t type, size_
     return d->arena + d->names[type].off;
 }
 
-void sertrace_dump_end(sertrace_dump *d, uint64_t total_bytes, int status)
+/* Output of a dump's end: close what is open, footer, last records. */
+static void dump_finish(struct sertrace_dump *d, uint64_t total_bytes, int status)
 {
     uint8_t st;
     uint32_t open;
 
-    if (d == NULL || !d->live) /* NULL, or ended twice: nothing to do */
-        return;
-    d->live = false;
     st = status == SERTRACE_STATUS_OK ? SERTRACE_STATUS_OK : SERTRACE_STATUS_ERROR;
     open = d->depth + d->overflow;
     if (open > 0 && st == SERTRACE_STATUS_OK && !d->failed)
@@ -414,11 +513,56 @@ void sertrace_dump_end(sertrace_dump *d, uint64_t total_bytes, int status)
     }
     if (d->records_on) {
         batch_flush(d);
-        if (d->flags & SERTRACE_DUMP_LTTNG)
+        if (d->lttng_on)
             lttng_ust_tracepoint(sertrace, dump_end, d->id, total_bytes, st);
         if (d->hooks.dump_end != NULL)
             d->hooks.dump_end(d->hooks.ctx, d->id, total_bytes, st);
     }
+}
+
+/* Ended by a thread that did not begin it (misuse): the dump is reported
+ * and finished here, but it stays in its owner's chain and goes back to
+ * its owner's pool, which only the owner may touch; the owner unlinks it
+ * lazily (prune_ended_elsewhere) at its next sertrace_dump_begin/_end or
+ * sertrace_current_dump.  After the release store below this thread
+ * never touches the handle again. */
+static void dump_end_elsewhere(struct sertrace_dump *d, uint64_t total_bytes, int status)
+{
+    int live = DUMP_LIVE;
+
+    if (!atomic_compare_exchange_strong(&d->state, &live, DUMP_ENDING_ELSEWHERE))
+        return; /* ended twice, or being ended by yet another thread */
+    report_misuse(d, "dump ended on a thread other than the one that began it");
+    dump_finish(d, total_bytes, status);
+    /* Later calls through a stale pointer on the owner are no-ops. */
+    d->records_on = false;
+    d->text_on = false;
+    atomic_store_explicit(&d->state, DUMP_ENDED_ELSEWHERE, memory_order_release);
+}
+
+void sertrace_dump_end(sertrace_dump *d, uint64_t total_bytes, int status)
+{
+    int live = DUMP_LIVE;
+
+    if (d == NULL)
+        return;
+    if (d->fork_gen != atomic_load_explicit(&fork_generation, memory_order_relaxed))
+        make_dead(d); /* begun before a fork, ended in the child */
+    if (d->owner != &tls) {
+        if (!d->dead) {
+            dump_end_elsewhere(d, total_bytes, status);
+            return;
+        }
+        /* Begun by another thread of the parent of a fork: that thread
+         * does not exist here, so nothing else can reach the handle. */
+        if (atomic_compare_exchange_strong(&d->state, &live, DUMP_FREE))
+            pool_put(d);
+        return;
+    }
+    prune_ended_elsewhere();
+    if (!atomic_compare_exchange_strong(&d->state, &live, DUMP_FREE))
+        return; /* ended twice: nothing to do */
+    dump_finish(d, total_bytes, status);
     unlink_current(d);
     pool_put(d);
 }
@@ -548,6 +692,7 @@ void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr
 
     if (d == NULL)
         return;
+    assert(d->depth <= d->stack_cap && d->depth <= d->max_depth);
     if (d->overflow > 0 || d->depth >= d->max_depth ||
         (d->depth >= d->stack_cap && !stack_grow(d))) {
         if (!d->too_deep_reported) {
@@ -599,6 +744,7 @@ void sertrace_exit(sertrace_dump *d, uint64_t pos)
         report_misuse(d, "exit without enter");
         return;
     }
+    assert(d->depth <= d->stack_cap);
     nd = &d->stack[d->depth - 1];
     if (d->records_on) {
         uint8_t tmp[RECORD_FIXED_MAX];
@@ -660,7 +806,13 @@ void sertrace_note(sertrace_dump *d, const char *key, const char *value)
 
 sertrace_dump *sertrace_current_dump(void)
 {
-    return tls_current;
+    struct sertrace_dump *d = tls.current;
+
+    if (d != NULL && atomic_load_explicit(&d->state, memory_order_acquire) != DUMP_LIVE) {
+        prune_ended_elsewhere();
+        d = tls.current;
+    }
+    return d;
 }
 
 uint32_t sertrace_depth(const sertrace_dump *d)

@@ -35,11 +35,13 @@ pytestmark = pytest.mark.skipif(
     reason="run through meson (SERTRACE_BIN / SERTRACE_TEST_DUMPER)")
 
 
-def run(*args, env=None, timeout=HANG_GUARD, **kw):
+def run(*args, env=None, unset=(), timeout=HANG_GUARD, **kw):
     e = dict(os.environ)
     e.setdefault("SERTRACE_PROGRESS", "0")
     if env:
         e.update(env)
+    for name in unset:
+        e.pop(name, None)
     return subprocess.run([SERTRACE, *args], capture_output=True, text=True,
                           env=e, timeout=timeout, **kw)
 
@@ -90,7 +92,26 @@ def wait_for(pred, what):
 def test_version():
     r = run("--version")
     assert r.returncode == 0
-    assert re.match(r"^sertrace \d+\.\d+\.\d+$", r.stdout.strip())
+    assert re.match(r"^sertrace \d+\.\d+\.\d+$", r.stdout.splitlines()[0])
+    assert r.stdout.splitlines()[1].startswith("babeltrace2 plugin: ")
+
+
+@pytest.mark.skipif(not PLUGIN_PATH, reason="the plugin is not built")
+def test_build_tree_binary_uses_the_build_tree_plugin():
+    """Without $SERTRACE_PLUGIN_PATH the uninstalled binary must load its own
+    build's plugin, never whatever was last installed (maybe stale)."""
+    r = run("--version", unset=["SERTRACE_PLUGIN_PATH"])
+    assert r.returncode == 0
+    line = r.stdout.splitlines()[1]
+    assert line.startswith("babeltrace2 plugin: %s/" % PLUGIN_PATH), line
+    assert line.endswith("(from the build tree)")
+
+
+@pytest.mark.skipif(not PLUGIN_PATH, reason="the plugin is not built")
+def test_report_verbose_names_the_plugin(recorded):
+    r = run("report", "-v", "--json", str(recorded[0]), unset=["SERTRACE_PLUGIN_PATH"])
+    assert r.returncode == 0, r.stderr
+    assert "using the babeltrace2 plugin %s/" % PLUGIN_PATH in r.stderr
 
 
 @pytest.mark.parametrize("sub", ["record", "start", "stop", "snapshot", "report"])
@@ -126,11 +147,50 @@ def test_top_level_help_lists_subcommands():
     ["report", "--tree", "--top", "3", "x"],
     ["report", "--json", "--max-depth", "3", "x"],
     ["report", "--live", "net://127.0.0.1/host/h/s", "extra-trace"],
+    ["report", "--oversize", "0", "x"],
+    ["report", "--oversize", "0%", "x"],
+    ["report", "--oversize", "101%", "x"],
+    ["report", "--live", "foo"],
+    ["report", "--live", "net://127.0.0.1"],
+    ["report", "--live", "net://127.0.0.1:70000/host/h/s"],
+    ["report", "--live", "net://127.0.0.1/host/h"],
+    ["report", "--live", "net://127.0.0.1/host/h/s/extra"],
+    ["report", "--live", "tcp://127.0.0.1/host/h/s"],
 ])
 def test_usage_errors_exit_2(args):
     r = run(*args)
     assert r.returncode == 2, (args, r.stderr)
     assert r.stderr.startswith("sertrace: ")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--oversize", "0"], ["--oversize", "more than 0"]),
+    (["--oversize", "0%"], ["--oversize", "more than 0%"]),
+    (["--live", "foo"], ["--live", "net://HOST[:PORT]/host/HOSTNAME/SESSION"]),
+    (["--live", "net://127.0.0.1"], ["--live", "/host/HOSTNAME/SESSION"]),
+])
+def test_option_errors_are_one_clear_line(args, words, tmp_path):
+    r = run("report", *args, str(tmp_path))
+    assert r.returncode == 2
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+    assert "addr=" not in r.stderr
+    for w in words:
+        assert w in r.stderr
+
+
+def test_graph_failure_is_one_line_and_verbose_has_the_chain():
+    # Nothing listens on this port: the live source fails in the graph.
+    port = _free_ports(1)[0]
+    url = "net://127.0.0.1:%d/host/h/s" % port
+    r = run("report", "--live", url)
+    assert r.returncode == 1
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+    assert "Connection refused" in r.stderr
+    assert "addr=0x" not in r.stderr
+    v = run("report", "-v", "--live", url)
+    assert v.returncode == 1
+    assert len(v.stderr.splitlines()) > 2
+    assert "Connection refused" in v.stderr
 
 
 # ---- record ------------------------------------------------------------------
@@ -203,6 +263,9 @@ def test_report_options_reach_the_sink(recorded):
     flagged = run("report", "--tree", "--oversize", "100", out)
     assert flagged.returncode == 0, flagged.stderr
     assert flagged.stdout != full
+    share = run("report", "--tree", "--oversize", "50%", out)
+    assert share.returncode == 0, share.stderr
+    assert share.stdout != full
     top = run("report", "--json", "--top", "2", out)
     assert top.returncode == 0, top.stderr
 
@@ -280,6 +343,15 @@ def test_program_that_never_loads_sertrace(tmp_path):
     assert "no sertrace events: did the program import sertrace" in r.stderr
     assert not out.exists()  # we created it, we removed it
     assert name not in sessions()
+
+
+def test_program_that_never_loads_sertrace_existing_dir_left_empty(tmp_path):
+    out = tmp_path / "given"
+    out.mkdir()
+    r = run("record", "--cmd-only", "-o", str(out), "--", "/bin/true")
+    assert r.returncode == 1
+    assert "no sertrace events" in r.stderr
+    assert out.is_dir() and os.listdir(out) == []  # as it was given: empty
 
 
 def test_cmd_only_traces_only_the_command(tmp_path):
@@ -370,17 +442,60 @@ def test_report_corrupt_metadata(tmp_path):
     assert "corrupt or unreadable trace" in r.stderr
 
 
-def test_report_corrupt_stream(recorded, tmp_path):
-    import shutil
-    src = recorded[0]
-    dst = tmp_path / "t"
-    shutil.copytree(src, dst)
-    streams = [os.path.join(d, f) for d, _, fs in os.walk(dst) for f in fs
+def _damage_streams(trace):
+    streams = [os.path.join(d, f) for d, _, fs in os.walk(trace) for f in fs
                if f.startswith("sertrace_") and not f.endswith(".idx")]
     assert streams
     for s in streams:
         with open(s, "r+b") as f:
             f.write(os.urandom(64))
+
+
+def test_report_skips_unreadable_traces_and_reads_the_rest(recorded, tmp_path):
+    """A good trace next to three broken ones under a common parent: one
+    warning per broken trace (its path and why), the good one reported."""
+    import shutil
+    src, pid, sizes, _ = recorded
+    shutil.copytree(src, tmp_path / "good")
+    garbage = tmp_path / "garbage" / "ust" / "uid" / "0" / "64-bit"
+    garbage.mkdir(parents=True)
+    (garbage / "metadata").write_bytes(os.urandom(4096))
+    truncated = tmp_path / "truncated"
+    truncated.mkdir()
+    meta = [os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs
+            if f == "metadata"][0]
+    with open(meta, "rb") as f:
+        (truncated / "metadata").write_bytes(f.read(300))  # inside packet 1
+    shutil.copytree(src, tmp_path / "damaged")
+    _damage_streams(tmp_path / "damaged")
+    r = run("report", "--json", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    warnings = [l for l in r.stderr.splitlines() if "skipping" in l]
+    assert len(warnings) == 3, r.stderr
+    for bad in ("garbage", "truncated", "damaged"):
+        assert sum(str(tmp_path / bad) in w for w in warnings) == 1, r.stderr
+    assert all("corrupt or unreadable trace (" in w for w in warnings)
+    assert "addr=0x" not in r.stderr
+    mine = dumps_of(json.loads(r.stdout), pid)
+    assert sorted(d["payload_bytes"] for d in mine) == sorted(sizes.values())
+
+
+def test_report_no_readable_trace(tmp_path):
+    d = tmp_path / "t"
+    d.mkdir()
+    (d / "metadata").write_bytes(os.urandom(512))
+    r = run("report", str(tmp_path))
+    assert r.returncode == 1
+    assert "skipping %s" % d in r.stderr
+    assert "no readable trace under %s" % tmp_path in r.stderr
+
+
+def test_report_corrupt_stream(recorded, tmp_path):
+    import shutil
+    src = recorded[0]
+    dst = tmp_path / "t"
+    shutil.copytree(src, dst)
+    _damage_streams(dst)
     r = run("report", str(dst))
     assert r.returncode == 1
     assert "corrupt" in r.stderr
@@ -454,6 +569,31 @@ def test_stop_unknown_session():
     r = run("stop", unique("none"))
     assert r.returncode == 1
     assert "no session named" in r.stderr
+
+
+def test_stop_of_a_session_that_recorded_nothing_removes_its_empty_dir(tmp_path):
+    """`stop` must not say "no trace was written under DIR" and leave DIR/ust
+    behind.  The session is made with the lttng CLI and an empty VPID
+    tracker, so no process (this user runs other sertrace programs
+    meanwhile) can put an event in it."""
+    out = tmp_path / "t"
+    name = unique("empty")
+    for cmd in (["create", name, "--output=%s" % out],
+                ["enable-channel", "-u", "-s", name, "--buffers-uid", "sertrace"],
+                ["enable-event", "-u", "-s", name, "-c", "sertrace", "sertrace:*"],
+                ["untrack", "-u", "-s", name, "--vpid", "--all"],
+                ["start", name]):
+        c = subprocess.run(["lttng", *cmd], capture_output=True, text=True,
+                           timeout=HANG_GUARD)
+        assert c.returncode == 0, (cmd, c.stderr)
+    subprocess.run([DUMPER, "--dumps", "2"], capture_output=True, timeout=HANG_GUARD)
+    r = run("stop", name)
+    assert r.returncode == 1
+    assert "no sertrace events" in r.stderr
+    assert "removed the empty directory %s" % out in r.stderr
+    assert not out.exists()
+    assert r.stdout == ""
+    assert name not in sessions()
 
 
 def test_python_process_traced_after_start(tmp_path):

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "format.h"
@@ -297,7 +298,6 @@ Test(runtime, nesting_and_exact_sizes)
     sertrace_dump *d = sertrace_dump_begin("pickle", 5);
     cr_assert_not_null(d);
     cr_expect(sertrace_dump_flags(d) & SERTRACE_DUMP_ACTIVE);
-    cr_expect(sertrace_dump_flags(d) & SERTRACE_DUMP_LTTNG);
     cr_expect_eq(sertrace_current_dump(), d);
 
     uint32_t td = sertrace_type(d, &dict_type, "dict");
@@ -1232,10 +1232,27 @@ static void fast_lines_match_formatter(const char *exact)
 
     size_t len;
     char *out = read_path_all(path, &len);
+    /* Every chunk after the first starts with "# continued dump 1 pid P
+     * tid T" (same pid and tid as the header): check and drop those. */
+    size_t markers = 0;
+    char want_mark[96];
+    long hpid, htid;
+    cr_assert_eq(sscanf(out, "# sertrace dump 1 pid %ld tid %ld ", &hpid, &htid), 2);
+    snprintf(want_mark, sizeof want_mark, "# continued dump 1 pid %ld tid %ld\n", hpid, htid);
+    for (char *m = strstr(out, "\n# continued dump "); m != NULL;
+         m = strstr(m, "\n# continued dump ")) {
+        size_t ml = strlen(want_mark);
+        cr_assert_eq(strncmp(m + 1, want_mark, ml), 0, "%.80s", m + 1);
+        memmove(m + 1, m + 1 + ml, len - (size_t)(m + 1 + ml - out) + 1);
+        len -= ml;
+        markers++;
+    }
+    cr_expect_geq(markers, 2, "the dump passes the flush size at least twice");
     char *body = strchr(out, '\n');
     cr_assert_not_null(body);
     body++;
     cr_assert_gt(len, (size_t)(2 * 256 * 1024), "the dump should pass the flush size");
+    cr_assert_eq(len, strlen(out));
     cr_assert_geq((size_t)(out + len - body), want.len);
     size_t i = 0;
     while (i < want.len && body[i] == want.data[i])
@@ -1261,4 +1278,536 @@ Test(text, fast_lines_match_formatter_human_sizes)
 Test(text, fast_lines_match_formatter_exact_sizes)
 {
     fast_lines_match_formatter("1");
+}
+
+/* ---- chunks of concurrent dumps (review: interleaved live trees) -------- */
+
+/* Four threads each write a text dump of > 300 KiB into one file, in two
+ * phases separated by a barrier: every dump has written its first chunk
+ * (passed the 256 KiB flush size) before any writes the rest, so other
+ * threads' chunks always sit between a dump's chunks.  Reading the file
+ * back, each chunk must name its dump (a header or a "# continued dump"
+ * line), and the lines reassembled per dump must form balanced trees with
+ * the sizes written. */
+#define CHUNK_THREADS 4
+#define CHUNK_PHASE_NODES 6000 /* x 2 lines x ~60 B: ~350 KiB per phase */
+
+static pthread_barrier_t chunk_barrier;
+
+static void chunk_phase(sertrace_dump *d, uintptr_t t, uint64_t *pos)
+{
+    static const uint8_t tags[CHUNK_THREADS] = {SERTRACE_TAG_TUPLE, SERTRACE_TAG_DICT,
+                                                SERTRACE_TAG_SET, SERTRACE_TAG_INSTANCE};
+    for (int i = 0; i < CHUNK_PHASE_NODES / (int)(t + 1); i++) {
+        /* depth 2 + t: thread-specific depths and tags */
+        for (uintptr_t k = 0; k <= t; k++)
+            sertrace_enter(d, tags[t], 0, 0x100000 * (t + 1) + k, 0, *pos);
+        *pos += t + 1;
+        for (uintptr_t k = 0; k <= t; k++)
+            sertrace_exit(d, *pos);
+    }
+}
+
+static void *chunk_thread(void *arg)
+{
+    uintptr_t t = (uintptr_t)arg;
+    uint64_t pos = 0;
+    sertrace_dump *d = sertrace_dump_begin("pickle", (int)t);
+    sertrace_enter(d, SERTRACE_TAG_LIST, 0, t, 0, pos);
+    chunk_phase(d, t, &pos);
+    pthread_barrier_wait(&chunk_barrier);
+    chunk_phase(d, t, &pos);
+    sertrace_exit(d, pos);
+    sertrace_dump_end(d, pos, SERTRACE_STATUS_OK);
+    return NULL;
+}
+
+struct reassembled {
+    long pid, tid;
+    int protocol;
+    bool ended;
+    uint32_t depth;
+    uint8_t open_tags[64][8];
+    size_t nodes, chunks, footer_bytes;
+};
+
+Test(text, continued_chunks_name_their_dump_across_threads)
+{
+    char path[64];
+    int fd = temp_fd(path);
+    close(fd);
+    cr_assert_eq(sertrace_internal_configure(path, NULL, NULL, "1", 2), 0);
+    sertrace_internal_set_hooks(NULL);
+    pthread_barrier_init(&chunk_barrier, NULL, CHUNK_THREADS);
+    pthread_t th[CHUNK_THREADS];
+    for (uintptr_t t = 0; t < CHUNK_THREADS; t++)
+        cr_assert_eq(pthread_create(&th[t], NULL, chunk_thread, (void *)t), 0);
+    for (int t = 0; t < CHUNK_THREADS; t++)
+        pthread_join(th[t], NULL);
+    pthread_barrier_destroy(&chunk_barrier);
+
+    size_t len;
+    char *out = read_path_all(path, &len);
+    struct reassembled dumps_seen[CHUNK_THREADS + 1];
+    memset(dumps_seen, 0, sizeof dumps_seen);
+    struct reassembled *cur = NULL; /* the dump the next line belongs to */
+    char *prev_line = NULL;
+    size_t lineno = 0, switches = 0;
+    for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        unsigned long long id;
+        long pid, tid;
+        size_t footer;
+        int proto, n = 0;
+        lineno++;
+        if (sscanf(line, "# sertrace dump %llu pid %ld tid %ld pickle protocol %d%n", &id, &pid,
+                   &tid, &proto, &n) == 4 &&
+            line[n] == '\0') {
+            cr_assert(id >= 1 && id <= CHUNK_THREADS, "line %zu: %s", lineno, line);
+            cur = &dumps_seen[id];
+            cr_assert_eq(cur->chunks, 0, "line %zu: second header of dump %llu", lineno, id);
+            cur->pid = pid;
+            cur->tid = tid;
+            cur->protocol = proto;
+            cur->chunks = 1;
+            switches++;
+        } else if (sscanf(line, "# continued dump %llu pid %ld tid %ld%n", &id, &pid, &tid, &n) ==
+                       3 &&
+                   line[n] == '\0') {
+            cr_assert(id >= 1 && id <= CHUNK_THREADS, "line %zu: %s", lineno, line);
+            cur = &dumps_seen[id];
+            cr_assert_gt(cur->chunks, 0, "line %zu: continues a dump not begun", lineno);
+            cr_assert(!cur->ended, "line %zu: continues an ended dump", lineno);
+            cr_assert_eq(pid, cur->pid);
+            cr_assert_eq(tid, cur->tid, "line %zu: tid differs from the header's", lineno);
+            cur->chunks++;
+            switches++;
+        } else if (sscanf(line, "# end dump %llu: %zu B, ok%n", &id, &footer, &n) == 2) {
+            cr_assert_not_null(cur, "line %zu: footer outside any dump", lineno);
+            cur->footer_bytes = footer;
+            cr_assert_eq(cur, &dumps_seen[id], "line %zu: footer of another dump", lineno);
+            cr_assert_eq(cur->depth, 0, "line %zu: dump %llu ends unbalanced", lineno, id);
+            /* The footer is written with the dump's last lines. */
+            cr_assert(prev_line != NULL && prev_line[0] != '#', "line %zu: footer alone", lineno);
+            cur->ended = true;
+            cur = NULL;
+        } else {
+            cr_assert_not_null(cur, "line %zu belongs to no dump: %s", lineno, line);
+            cr_assert(!cur->ended);
+            /* bars then "┬ " / "├┬ " (enter) or "└ # " (exit) */
+            uint32_t bars = 0;
+            const char *p = line;
+            while (strncmp(p, "│", 3) == 0) {
+                p += 3;
+                bars++;
+            }
+            uint32_t t = (uint32_t)cur->protocol;
+            if (strncmp(p, "┬ ", 4) == 0 || strncmp(p, "├┬ ", 6) == 0) {
+                uint32_t depth = p[0] == '\xe2' && p[2] == '\xac' ? 1 : bars + 2;
+                cr_assert_eq(depth, cur->depth + 1, "line %zu: enter at depth %u, %u open: %s",
+                             lineno, depth, cur->depth, line);
+                cr_assert_lt(depth, 64);
+                cur->depth = depth;
+                cur->nodes++;
+                if (depth >= 2)
+                    cr_assert_eq(depth, 2 + (cur->nodes - 2) % (t + 1),
+                                 "line %zu: node shape of another thread: %s", lineno, line);
+            } else if (strncmp(p, "└ # ", 6) == 0) {
+                cr_assert_eq(bars + 1, cur->depth, "line %zu: exit at depth %u, %u open: %s",
+                             lineno, bars + 1, cur->depth, line);
+                cur->depth--;
+            } else {
+                cr_assert_fail("line %zu: not a tree line: %s", lineno, line);
+            }
+        }
+        prev_line = line;
+    }
+    for (int id = 1; id <= CHUNK_THREADS; id++) {
+        const struct reassembled *r = &dumps_seen[id];
+        uint32_t t = (uint32_t)r->protocol;
+        cr_expect(r->ended, "dump %d never ended", id);
+        cr_expect_geq(r->chunks, 2, "dump %d: %zu chunks", id, r->chunks);
+        size_t per_phase = CHUNK_PHASE_NODES / (t + 1) * (t + 1);
+        cr_expect_eq(r->nodes, 1 + 2 * per_phase);
+        cr_expect_eq(r->footer_bytes, 2 * per_phase);
+    }
+    /* Chunks did interleave (else the test proves nothing). */
+    cr_expect_gt(switches, CHUNK_THREADS + 1);
+    free(out);
+    unlink(path);
+}
+
+/* Liveness: a long dump's text reaches the file before the dump ends (all
+ * but its newest line, which waits to go out with the next chunk). */
+Test(text, long_dump_is_written_while_it_runs)
+{
+    char path[64];
+    int fd = temp_fd(path);
+    cr_assert_eq(sertrace_internal_configure(path, NULL, NULL, NULL, 2), 0);
+    sertrace_internal_set_hooks(NULL);
+    sertrace_dump *d = sertrace_dump_begin("pickle", 4);
+    uint64_t pos = 0;
+    struct stat st;
+    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 1, 0, pos);
+    for (int i = 0; i < 8000; i++) {
+        sertrace_enter(d, SERTRACE_TAG_TUPLE, 0, 0x1000 + (uint64_t)i, 3, pos);
+        sertrace_exit(d, ++pos);
+    }
+    cr_assert_eq(fstat(fd, &st), 0);
+    cr_expect_geq(st.st_size, 256 * 1024 - 200, "nothing written mid-dump: %lld",
+                  (long long)st.st_size);
+    sertrace_exit(d, pos);
+    sertrace_dump_end(d, pos, SERTRACE_STATUS_OK);
+    close(fd);
+    unlink(path);
+}
+
+/* ---- a dump ended on another thread (review: dangling current pointer) -- */
+
+struct cross {
+    sertrace_dump *d;     /* begun by the main thread */
+    sertrace_dump *other; /* the ender's own next dump */
+    pthread_barrier_t step;
+};
+
+static void *cross_ender(void *arg)
+{
+    struct cross *x = arg;
+    sertrace_dump_end(x->d, 10, SERTRACE_STATUS_OK); /* misuse: not the owner */
+    sertrace_dump_end(x->d, 10, SERTRACE_STATUS_OK); /* twice: ignored */
+    x->other = sertrace_dump_begin("other", 2);      /* must not get x->d back */
+    pthread_barrier_wait(&x->step);
+    pthread_barrier_wait(&x->step); /* the owner made its calls */
+    sertrace_dump_end(x->other, 0, SERTRACE_STATUS_OK);
+    return NULL;
+}
+
+Test(runtime, dump_ended_on_another_thread)
+{
+    struct cross x;
+    pthread_t th;
+    pthread_barrier_init(&x.step, NULL, 2);
+    x.d = sertrace_dump_begin("mine", 1);
+    cr_assert_not_null(x.d);
+    sertrace_enter(x.d, SERTRACE_TAG_LIST, 0, 1, 0, 0);
+    sertrace_exit(x.d, 5);
+    cr_assert_eq(pthread_create(&th, NULL, cross_ender, &x), 0);
+    pthread_barrier_wait(&x.step);
+    cr_expect_neq(x.other, x.d, "the ender reused the owner's handle");
+    /* The owner's current dump is gone, not the other thread's dump. */
+    cr_expect_null(sertrace_current_dump());
+    sertrace_note(sertrace_current_dump(), "k", "v");
+    sertrace_note(x.d, "stale", "pointer"); /* a no-op on an ended handle */
+    pthread_barrier_wait(&x.step);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&x.step);
+    /* The handle went back to the owner's pool: the owner's next dump. */
+    sertrace_dump *again = sertrace_dump_begin("again", 3);
+    cr_expect_eq(again, x.d);
+    cr_expect_eq(sertrace_current_dump(), again);
+    sertrace_dump_end(again, 0, SERTRACE_STATUS_OK);
+    cr_expect_null(sertrace_current_dump());
+
+    cr_assert_eq(ndumps, 3);
+    cr_expect_str_eq(dumps[0].serializer, "mine");
+    cr_expect(dumps[0].ended);
+    cr_expect_eq(dumps[0].bytes, 10);
+    struct recs r = decode_dump(&dumps[0]);
+    cr_assert_eq(r.n, 3);
+    cr_expect_eq(r.v[2].op, SERTRACE_REC_ERROR);
+    cr_expect_str_eq(r.v[2].s1, "dump ended on a thread other than the one that began it");
+    for (size_t k = 1; k < 3; k++) {
+        struct recs o = decode_dump(&dumps[k]);
+        for (size_t i = 0; i < o.n; i++)
+            cr_expect_neq(o.v[i].op, SERTRACE_REC_NOTE, "a note landed in dump %zu", k);
+    }
+}
+
+Test(text, dump_ended_on_another_thread_is_flagged)
+{
+    char path[64];
+    int fd = temp_fd(path);
+    cr_assert_eq(sertrace_internal_configure(path, NULL, NULL, NULL, 2), 0);
+    sertrace_internal_set_hooks(NULL);
+    struct cross x;
+    pthread_t th;
+    pthread_barrier_init(&x.step, NULL, 2);
+    x.d = sertrace_dump_begin("mine", 1);
+    cr_assert_eq(pthread_create(&th, NULL, cross_ender, &x), 0);
+    pthread_barrier_wait(&x.step);
+    cr_expect_null(sertrace_current_dump());
+    pthread_barrier_wait(&x.step);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&x.step);
+    char *out = read_fd_all(fd);
+    cr_expect(strstr(out, " !! MISUSE: dump ended on a thread other than the one that began it\n"
+                          "# end dump 1: 10 B, ok\n") != NULL,
+              "%s", out);
+    close(fd);
+    unlink(path);
+}
+
+/* ---- fork in the middle of a dump --------------------------------------- */
+
+static size_t count_str(const char *s, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(s, needle); p != NULL; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+Test(text, fork_mid_dump_child_drops_the_parents_dump)
+{
+    char path[64];
+    int fd = temp_fd(path);
+    cr_assert_eq(sertrace_internal_configure(path, NULL, NULL, "1", 2), 0);
+    sertrace_internal_set_hooks(NULL);
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    cr_assert_not_null(d);
+    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0xaaa, 0, 0);
+    sertrace_enter(d, SERTRACE_TAG_TUPLE, 0, 0xbbb, 0, 1);
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        /* The child goes on with the inherited dump (a fork inside a
+         * __reduce__): every call is a no-op, nothing of the parent's
+         * dump is written from here. */
+        int bad = 0;
+        sertrace_exit(d, 7);
+        sertrace_note(sertrace_current_dump(), "child", "note");
+        sertrace_enter(d, SERTRACE_TAG_DICT, 0, 0xccc, 0, 7);
+        sertrace_exit(d, 8);
+        sertrace_exit(d, 9);
+        bad |= (sertrace_dump_flags(d) & SERTRACE_DUMP_TEXT) != 0;
+        sertrace_dump_end(d, 9, SERTRACE_STATUS_OK);
+        bad |= sertrace_current_dump() != NULL;
+        /* The child's own dumps trace as usual. */
+        sertrace_dump *e = sertrace_dump_begin("childdump", 4);
+        bad |= e == NULL || !(sertrace_dump_flags(e) & SERTRACE_DUMP_TEXT);
+        sertrace_enter(e, SERTRACE_TAG_SET, 0, 0xddd, 0, 0);
+        sertrace_exit(e, 3);
+        sertrace_dump_end(e, 4, SERTRACE_STATUS_OK);
+        _exit(bad ? 3 : 0);
+    }
+    int status;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    sertrace_exit(d, 5);
+    sertrace_exit(d, 6);
+    sertrace_dump_end(d, 6, SERTRACE_STATUS_OK);
+
+    char *out = read_fd_all(fd);
+    char header[96];
+    snprintf(header, sizeof header, "# sertrace dump 1 pid %ld ", (long)getpid());
+    cr_expect_eq(count_str(out, "┬ L: <? object at 0xaaa>\n"), 1, "%s", out);
+    cr_expect_eq(count_str(out, "├┬ Tu: <? object at 0xbbb>\n"), 1, "%s", out);
+    cr_expect_eq(count_str(out, "0xccc"), 0, "%s", out);
+    cr_expect_eq(count_str(out, "child"), 1, "%s", out); /* its own dump's header only */
+    cr_expect_eq(count_str(out, "# sertrace dump 1 pid "), 1, "%s", out);
+    cr_expect(strstr(out, header) != NULL, "%s", out);
+    cr_expect(strstr(out, "│└ # Tu [4 B]\n└ # L [6 B]\n# end dump 1: 6 B, ok\n") != NULL, "%s",
+              out);
+    char child_header[96];
+    snprintf(child_header, sizeof child_header, "pid %ld tid %ld childdump protocol 4\n",
+             (long)child, (long)child);
+    cr_expect(strstr(out, child_header) != NULL, "%s", out);
+    cr_expect(strstr(out, "┬ Se: <? object at 0xddd>\n└ # Se [3 B]\n") != NULL, "%s", out);
+    close(fd);
+    unlink(path);
+}
+
+Test(runtime, fork_mid_dump_child_emits_no_records)
+{
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 1, 0, 0);
+    size_t before = ndumps;
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        /* Hooks run in the child's copy of the capture: check there. */
+        for (int i = 0; i < 2000; i++) { /* several batches' worth */
+            sertrace_enter(d, SERTRACE_TAG_TUPLE, 0, 2, 0, 1);
+            sertrace_exit(d, 2);
+        }
+        sertrace_exit(d, 3);
+        sertrace_dump_end(d, 3, SERTRACE_STATUS_OK);
+        _exit(ndumps == before && dumps[0].nbatches == 0 && !dumps[0].ended ? 0 : 3);
+    }
+    int status;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    sertrace_exit(d, 9);
+    sertrace_dump_end(d, 9, SERTRACE_STATUS_OK);
+    struct recs r = decode_dump(only_dump());
+    cr_expect_eq(r.n, 2);
+}
+
+/* ---- no allocation on the text hot path --------------------------------- *
+ *
+ * malloc/calloc/realloc are interposed (forwarding to glibc's) and counted
+ * on the test's thread while `counting` is set.  Not under ASan, which
+ * interposes them itself. */
+#ifndef __SANITIZE_ADDRESS__
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+static __thread bool counting;
+static __thread size_t allocations;
+
+void *malloc(size_t n)
+{
+    if (counting)
+        allocations++;
+    return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t m)
+{
+    if (counting)
+        allocations++;
+    return __libc_calloc(n, m);
+}
+
+void *realloc(void *p, size_t n)
+{
+    if (counting)
+        allocations++;
+    return __libc_realloc(p, n);
+}
+#endif
+
+/* A 12-deep chain of big nodes (every exit line oversized), 3,000 small
+ * leaves, exact and human sizes, and an error that leaves the chain
+ * unfinished (flags "!! UNFINISHED  !! OVERSIZED"). */
+static __attribute__((unused)) void oversized_dump(bool fail)
+{
+    static int t_list;
+    sertrace_dump *d = sertrace_dump_begin("pickle", 4);
+    uint32_t tl = sertrace_type(d, &t_list, "list");
+    uint64_t pos = 0;
+    for (int k = 0; k < 12; k++)
+        sertrace_enter(d, SERTRACE_TAG_LIST, tl, 0x1000 + (uint64_t)k, 2, pos);
+    for (int i = 0; i < 3000; i++) {
+        sertrace_enter(d, SERTRACE_TAG_LIST, tl, 0x9000 + (uint64_t)i, 1, pos);
+        pos += 1000;
+        sertrace_exit(d, pos);
+    }
+    for (int k = 0; k < (fail ? 6 : 12); k++)
+        sertrace_exit(d, pos += 2000);
+    sertrace_dump_end(d, pos, fail ? SERTRACE_STATUS_ERROR : SERTRACE_STATUS_OK);
+}
+
+static void no_allocation_in_steady_state(const char *exact)
+{
+#ifdef __SANITIZE_ADDRESS__
+    (void)exact;
+    cr_skip_test("allocation counting needs glibc's malloc (not under ASan)");
+#else
+    char path[64];
+    int fd = temp_fd(path);
+    cr_assert_eq(sertrace_internal_configure(path, NULL, "64K", exact, 2), 0);
+    sertrace_internal_set_hooks(NULL);
+    oversized_dump(true); /* warm-up: buffers and caches grow once */
+    oversized_dump(false);
+    counting = true;
+    allocations = 0;
+    oversized_dump(false);
+    oversized_dump(true);
+    counting = false;
+    cr_expect_eq(allocations, 0, "%zu allocations in two warm dumps", allocations);
+    char *out = read_fd_all(fd);
+    cr_expect(strstr(out, exact ? "└ # L [3014000 B]  !! OVERSIZED (>= 65536 B)\n"
+                                : "└ # L [2.8 MiB]  !! OVERSIZED (>= 64.0 KiB)\n") != NULL);
+    cr_expect(strstr(out, exact ? "└ # L [3012000 B]  !! UNFINISHED  !! OVERSIZED (>= 65536 B)\n"
+                                : "└ # L [2.8 MiB]  !! UNFINISHED  !! OVERSIZED (>= 64.0 KiB)\n") !=
+              NULL);
+    close(fd);
+    unlink(path);
+#endif
+}
+
+Test(text, oversized_exits_allocate_nothing_human)
+{
+    no_allocation_in_steady_state(NULL);
+}
+
+Test(text, oversized_exits_allocate_nothing_exact)
+{
+    no_allocation_in_steady_state("1");
+}
+
+/* ---- DISPATCH_TRACE values: numbers, trimming --------------------------- */
+
+Test(config, numbers_are_never_file_names)
+{
+    static const char *numbers[] = {"2", "1.5", "-1", "+3", "0.5", " 2.0 ", "10.25", "-0.1", ".5"};
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
+        cr_expect_eq(sertrace_internal_dispatch_trace_mode(numbers[i]), 3, "DISPATCH_TRACE='%s'",
+                     numbers[i]);
+    /* Still paths: a '/' or a non-numeric stem or extension. */
+    static const char *paths[] = {"./1.5", "/tmp/2", "v1.5.log", "1.txt", "run.1", "a1.5"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        cr_expect_eq(sertrace_internal_dispatch_trace_mode(paths[i]), 2, "DISPATCH_TRACE='%s'",
+                     paths[i]);
+    char wpath[64];
+    int wfd = temp_fd(wpath);
+    char cwd[4096];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    cr_assert_eq(chdir("/tmp"), 0);
+    unlink("/tmp/1.5");
+    cr_expect_eq(sertrace_internal_configure("1.5", NULL, NULL, NULL, wfd), 1);
+    cr_expect(strstr(read_fd_all(wfd), "DISPATCH_TRACE=1.5 is not understood") != NULL);
+    cr_expect_neq(access("/tmp/1.5", F_OK), 0, "a file named 1.5 was created");
+    cr_assert_eq(chdir(cwd), 0);
+    close(wfd);
+    unlink(wpath);
+}
+
+Test(config, path_is_opened_trimmed)
+{
+    char path[64], padded[80];
+    int fd = temp_fd(path);
+    close(fd);
+    unlink(path);
+    snprintf(padded, sizeof padded, "  %s.log \t", path);
+    cr_assert_eq(sertrace_internal_configure(padded, NULL, NULL, NULL, 2), 0);
+    sertrace_internal_set_hooks(NULL);
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    sertrace_dump_end(d, 0, SERTRACE_STATUS_OK);
+    char trimmed[80];
+    snprintf(trimmed, sizeof trimmed, "%s.log", path);
+    cr_expect_eq(access(trimmed, F_OK), 0, "'%s' not created", trimmed);
+    cr_expect_neq(access(padded, F_OK), 0, "'%s' created", padded);
+    unlink(trimmed);
+    unlink(padded);
+}
+
+/* ---- SERTRACE_DUMP_LTTNG means an LTTng session, not the test hooks ---- */
+
+Test(runtime, hooks_alone_do_not_set_the_lttng_flag)
+{
+    /* Another process's LTTng session may enable sertrace:* at any time:
+     * compare only while no session listens before and after (a dump
+     * begun without hooks is NULL). */
+    for (int attempt = 0; attempt < 50; attempt++) {
+        struct sertrace_internal_hooks h = {on_begin, on_records, on_end, NULL};
+        sertrace_internal_set_hooks(NULL);
+        sertrace_dump *before = sertrace_dump_begin("probe", 0);
+        sertrace_dump_end(before, 0, 0);
+        sertrace_internal_set_hooks(&h);
+        sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+        cr_assert_not_null(d);
+        unsigned flags = sertrace_dump_flags(d);
+        sertrace_dump_end(d, 0, 0);
+        sertrace_internal_set_hooks(NULL);
+        sertrace_dump *after = sertrace_dump_begin("probe", 0);
+        sertrace_dump_end(after, 0, 0);
+        if (before == NULL && after == NULL) {
+            cr_expect_eq(flags & SERTRACE_DUMP_LTTNG, 0, "flags %#x", flags);
+            cr_expect(ndumps >= 1 && dumps[ndumps - 1].ended, "the hooks still record");
+            return;
+        }
+        usleep(100000);
+    }
+    cr_skip_test("an LTTng session kept sertrace:* enabled");
 }
