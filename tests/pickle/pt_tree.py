@@ -8,6 +8,8 @@ Line grammar (format/format.h; header/footer from probes/text.c):
   "│"*d + " @ KEY = VALUE"                     note of the node open at d
   "│"*d + " !! TEXT"                           flag of the node open at d
   # end dump ID: N B, ok|error[, unfinished]
+  # continued dump ID pid PID tid TID          starts every chunk of a dump
+                                               after its first (skipped here)
 Dumps nest (a dump started inside a __reduce__ flushes its parent's text
 first) and each has its own stack of open nodes.
 
@@ -21,6 +23,7 @@ Malformed or unbalanced input raises TreeError with the line number.
 import re
 
 HEADER = re.compile(r"^# sertrace dump (\d+) pid (\d+) tid (\d+) (\S+)(?: protocol (-?\d+))?$")
+CONTINUED = re.compile(r"^# continued dump (\d+) pid (\d+) tid (\d+)$")
 FOOTER = re.compile(r"^# end dump (\d+): (\d+) B, (ok|error)(, unfinished)?$")
 ENTER = re.compile(r"^(│*)(┬|├┬) (\S+): (.*)$")
 EXIT = re.compile(r"^(│*)└ # (\S+) \[(\d+) B\](?:  (.*))?$")
@@ -45,6 +48,12 @@ def parse(text):
                  "roots": [], "stack": [], "flags": [], "notes": [], "line": n, "total": None}
             dumps.append(d)
             active.append(d)
+            continue
+        m = CONTINUED.match(line)
+        if m:
+            # One thread's text: the chunk continues the innermost open dump.
+            if not active or active[-1]["id"] != int(m.group(1)):
+                raise TreeError("line %d: continues dump %s, not the open dump" % (n, m.group(1)))
             continue
         m = FOOTER.match(line)
         if m:

@@ -151,3 +151,33 @@ def test_run_sets_sys_path0_to_the_script_dir(tmp_path):
 def test_no_arguments_is_a_usage_error_on_stderr():
     r = subprocess.run([PY, "-m", "sertrace"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stdout == "" and "usage:" in r.stderr
+
+
+DILL_PROGRAM = textwrap.dedent('''
+    import dill, sys
+    def make_counter(start):
+        count = [start]
+        def incr():                   # a closure: pickle refuses it, dill takes it
+            count[0] += 1
+            return count[0]
+        return incr
+    data = dill.dumps({"counter": make_counter(3), "items": [1, 2, 3]}, 4)
+    sys.stdout.write("payload %d\\n" % len(data))
+''')
+
+
+def test_run_traces_an_unmodified_dill_program(tmp_path):
+    tree = tmp_path / "tree.txt"
+    r = run(tmp_path, [], {"DISPATCH_TRACE": str(tree), "SERTRACE_EXACT": "1"},
+            program=DILL_PROGRAM)
+    assert r.returncode == 0, r.stderr
+    size = int(lines(r.stdout, "payload")[0])
+    text = tree.read_text()
+    assert "dill" in text.splitlines()[0], text[:200]
+    roots = [l for l in text.splitlines() if l.startswith("┬")]
+    assert roots and roots[0].startswith("┬ D2: <dict object at 0x"), text[:400]
+    assert any(l.lstrip("│├").startswith("┬ F1: ") for l in text.splitlines()), text
+    closing = [l for l in text.splitlines() if l.startswith("└ # D2 [")]
+    assert len(closing) == 1, text
+    root_bytes = int(closing[0].split("[")[1].split(" ")[0])
+    assert root_bytes + 2 + 1 <= size <= root_bytes + 2 + 9 + 1
