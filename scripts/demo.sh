@@ -12,8 +12,8 @@ mkdir -p traces
 echo "== sertrace record -o $out -- /usr/bin/python3 -m sertrace run workloads/demo.py"
 sertrace record -o "$out" -- /usr/bin/python3 -m sertrace run workloads/demo.py
 echo
-echo "== sertrace report --tree --max-depth 3 --min-size 1K $out"
-sertrace report --tree --max-depth 3 --min-size 1K "$out"
+echo "== sertrace report --tree --max-depth 4 --min-size 5K $out"
+sertrace report --tree --max-depth 4 --min-size 5K "$out"
 echo
 echo "== sertrace report --summary --top 5 $out"
 sertrace report --summary --top 5 "$out"
