@@ -3,10 +3,16 @@
  * For every dump begun while DISPATCH_TRACE is on, the runtime calls the
  * sertrace_text_* functions below.  They append the lines (dill's line
  * grammar, format.h) to the dump's own buffer and write the buffer out
- * with one write() when it passes 256 KiB (64 KiB on a terminal or pipe)
- * and at dump end.  One process-wide mutex, taken once per write,
- * serialises the writes, and a buffer only ever holds whole lines, so
- * concurrent threads never interleave inside a line.  There is no system
+ * as one chunk (one writev()) when it passes 256 KiB (64 KiB on a terminal
+ * or pipe; all but the newest line, which waits for the next chunk, so the
+ * footer never goes out alone) and at dump end.  One process-wide mutex,
+ * taken once per chunk, serialises the writes, and a chunk only ever holds
+ * whole lines of one dump, so concurrent threads never interleave inside a
+ * line; every chunk after a dump's first starts with
+ * "# continued dump N pid P tid T", so a reader attributes every line to
+ * its dump even when other threads' (or processes') chunks come between.
+ * A dump begun under another pid (inherited through fork) is never
+ * written.  There is no system
  * call, no lock and no allocation per line (the buffer keeps its capacity
  * across dumps).  Enter and exit lines, nearly all of a tree, are built
  * by a fast path below (indentation copied in fixed-size chunks, the

@@ -4,13 +4,16 @@
  * has SERTRACE_DUMP_TEXT set; they append tree lines (the shared
  * formatter's grammar, format.h; enter and exit lines through a fast path
  * checked byte for byte against it by tests/runtime) to the dump's own
- * buffer and write whole buffers to the configured file descriptor, under
- * one process-wide lock, when the buffer passes SERTRACE_TEXT_FLUSH_BYTES
- * (_STREAM when the output is not a regular file) and at the end of the
- * dump.  So
- * concurrent dumps never interleave inside a line, and there is no system
- * call and no allocation per line in steady state.  A failed write never
- * fails the serializer: it turns the text output off with one warning.
+ * buffer and write it to the configured file descriptor in chunks of
+ * whole lines, under one process-wide lock, when the buffer passes
+ * SERTRACE_TEXT_FLUSH_BYTES (_STREAM when the output is not a regular
+ * file; the newest line is kept for the next chunk) and at the end of the
+ * dump (last lines and footer in one chunk).  Every chunk after a dump's
+ * first begins with "# continued dump N pid P tid T".  So concurrent
+ * dumps never interleave inside a line, every line can be attributed to
+ * its dump, and there is no system call and no allocation per line in
+ * steady state.  A failed write never fails the serializer: it turns the
+ * text output off with one warning.
  *
  * Configuration (read once per process from the environment by the runtime,
  * or set by tests through sertrace_text_configure):

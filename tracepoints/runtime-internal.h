@@ -27,8 +27,9 @@ struct sertrace_internal_hooks {
 };
 
 /* Install (copied) or remove (NULL) the hooks.  While hooks are installed
- * every dump records, as if a session had enabled sertrace:*, and
- * sertrace_dump_flags() includes SERTRACE_DUMP_LTTNG. */
+ * every dump records, as if a session had enabled sertrace:* (the hooks
+ * get what the events would carry), but sertrace_dump_flags() has
+ * SERTRACE_DUMP_LTTNG only when an LTTng session really records. */
 void sertrace_internal_set_hooks(const struct sertrace_internal_hooks *hooks);
 
 /* Replace the configuration read from the environment (DISPATCH_TRACE,
