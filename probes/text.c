@@ -54,9 +54,9 @@
 
 static pthread_mutex_t text_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Guarded by text_lock (read without it only through text_on). */
-static struct sertrace_text_config text_config = {SERTRACE_TEXT_MODE_OFF, false, false,
-                                                  SERTRACE_TEXT_DEFAULT_OVERSIZE,
-                                                  SERTRACE_TEXT_FLUSH_BYTES, "!! OVERSIZED"};
+static struct sertrace_text_config text_config = {
+    SERTRACE_TEXT_MODE_OFF,    false,         false, SERTRACE_TEXT_DEFAULT_OVERSIZE,
+    SERTRACE_TEXT_FLUSH_BYTES, "!! OVERSIZED"};
 static int text_fd = -1;
 static bool text_fd_owned;
 static bool text_fd_is_pipe;
@@ -263,9 +263,9 @@ static void register_atfork(void)
 int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
 {
     static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-    struct sertrace_text_config c = {SERTRACE_TEXT_MODE_OFF, false, false,
-                                     SERTRACE_TEXT_DEFAULT_OVERSIZE, SERTRACE_TEXT_FLUSH_BYTES,
-                                     ""};
+    struct sertrace_text_config c = {
+        SERTRACE_TEXT_MODE_OFF,    false, false, SERTRACE_TEXT_DEFAULT_OVERSIZE,
+        SERTRACE_TEXT_FLUSH_BYTES, ""};
     sertrace_buf size = SERTRACE_BUF_INIT;
     char *path = NULL;
     int warnings = 0;

@@ -115,7 +115,7 @@ struct sertrace_text_dump {
     uint64_t dump_id;
     long pid;
     long tid;
-    uint32_t chunks; /* chunks of this dump written so far */
+    uint32_t chunks;                  /* chunks of this dump written so far */
     uint32_t gen;                     /* dump generation of the head cache */
     struct sertrace_text_head *heads; /* 2 ways per type index */
     uint32_t heads_types;             /* type indexes the array covers */

@@ -78,10 +78,10 @@ struct type_name {
 
 /* Life of a handle (sertrace_dump.state), see "Ownership" above. */
 enum dump_state {
-    DUMP_FREE,            /* in its owner's pool, or ended by its owner */
-    DUMP_LIVE,            /* begun, not yet ended */
+    DUMP_FREE,             /* in its owner's pool, or ended by its owner */
+    DUMP_LIVE,             /* begun, not yet ended */
     DUMP_ENDING_ELSEWHERE, /* another thread is ending it */
-    DUMP_ENDED_ELSEWHERE, /* ended by another thread: the owner reclaims it */
+    DUMP_ENDED_ELSEWHERE,  /* ended by another thread: the owner reclaims it */
 };
 
 struct thread_state;
@@ -92,11 +92,11 @@ struct sertrace_dump {
     bool lttng_on;   /* an LTTng session enabled sertrace:records */
     bool records_on; /* LTTng or test hooks */
     bool text_on;
-    bool failed; /* sertrace_error() was called */
-    bool dead;   /* inherited through fork: every call is a no-op */
-    _Atomic int state;                 /* enum dump_state */
-    const struct thread_state *owner;  /* the thread that began it */
-    unsigned fork_gen;                 /* fork_generation when begun */
+    bool failed;                      /* sertrace_error() was called */
+    bool dead;                        /* inherited through fork: every call is a no-op */
+    _Atomic int state;                /* enum dump_state */
+    const struct thread_state *owner; /* the thread that began it */
+    unsigned fork_gen;                /* fork_generation when begun */
     int protocol;
     char serializer[SERIALIZER_MAX + 1];
     struct sertrace_internal_hooks hooks;

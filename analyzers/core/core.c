@@ -13,8 +13,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Deepest node accepted (the runtime stops at SERTRACE_MAX_DEPTH, 1e6). */
-#define CORE_MAX_DEPTH 2000000u
+#include "sertrace/sertrace.h" /* SERTRACE_MAX_DEPTH */
+
+/* Deepest node accepted: the runtime's own limit (1,000,000), beyond
+ * which it writes nothing. */
+#define CORE_MAX_DEPTH SERTRACE_MAX_DEPTH
+/* Most ancestors one ENTER may invent ("enter lost" placeholders).  An
+ * ENTER deeper than that below the open chain is skipped as malformed:
+ * otherwise one 9-byte record at depth 1e6 would open a million nodes
+ * (and the tree sink would print a million lines of growing indentation).
+ * A real loss rarely hides more than a few levels; records resume being
+ * placed as soon as they come back within this distance of the chain. */
+#define CORE_MAX_INVENTED 64u
 /* Largest type index accepted (runtime: SERTRACE_MAX_TYPES = 65536). */
 #define CORE_MAX_TYPES 65536u
 /* Type names of one dump, all together. */
@@ -432,7 +442,8 @@ static void see_pos(sertrace_dump_state *d, uint64_t pos)
         d->max_pos = pos;
 }
 
-/* Result of one record: 0 ok, 1 malformed (stop the batch), -1 fatal. */
+/* Result of one record: 0 ok, 1 malformed (stop the batch), 2 malformed
+ * but well delimited (skip that record, go on), -1 fatal. */
 static int rec_enter(sertrace_core *c, sertrace_dump_state *d, reader *r)
 {
     uint8_t tag;
@@ -443,6 +454,10 @@ static int rec_enter(sertrace_core *c, sertrace_dump_state *d, reader *r)
         return 1;
     if (!valid_depth(depth) || type > CORE_MAX_TYPES)
         return 1;
+    if (depth > (uint64_t)d->depth + 1 + CORE_MAX_INVENTED) {
+        d->skipped_deep++;
+        return 2; /* too many missing ancestors: skip this record only */
+    }
     see_pos(d, pos);
     while (d->depth >= depth) /* its earlier siblings lost their EXIT */
         if (pop_node(c, d, 0, SERTRACE_NODE_NO_EXIT) < 0)
@@ -604,6 +619,7 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
     d->next_seq = seq + 1;
 
     reader r = {bytes, bytes + (bytes ? n : 0)};
+    bool skipped = false; /* a record of this batch was skipped */
     while (r.p < r.end) {
         uint8_t op = *r.p++;
         int rc;
@@ -629,7 +645,18 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
         }
         if (rc < 0)
             return -1;
+        if (rc == 2) {
+            if (!skipped) { /* counted once per batch */
+                d->malformed++;
+                c->stats.malformed++;
+                mark_gap(d);
+                skipped = true;
+            }
+            continue;
+        }
         if (rc > 0) {
+            if (skipped) /* already counted */
+                break;
             d->malformed++;
             c->stats.malformed++;
             mark_gap(d);

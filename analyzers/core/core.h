@@ -24,7 +24,11 @@
  *     chain they died in is still on the stack;
  *   - unknown opcodes, malformed varints, truncated records, absurd
  *     depths/type indices: the rest of the batch is skipped and counted as
- *     malformed; nothing is read out of bounds.
+ *     malformed; nothing is read out of bounds;
+ *   - an ENTER more than 64 levels below the open chain (it would invent
+ *     that many "enter lost" ancestors: one 9-byte record could open a
+ *     million nodes): that record alone is skipped (skipped_deep), its
+ *     batch counts as malformed.  Depth is at most SERTRACE_MAX_DEPTH.
  * A size is exact only when the node saw its own enter and exit and the
  * dump lost nothing inside it; see sertrace_node_bytes_exact().
  *
@@ -50,7 +54,7 @@ extern "C" {
 #endif
 
 /* Node flags. */
-enum sertrace_node_flag {
+enum sertrace_core_node_flag {
     /* The ENTER record was never seen; this placeholder stands for an
      * ancestor whose records were lost.  bytes is a lower bound. */
     SERTRACE_NODE_NO_ENTER = 1u << 0,
@@ -76,7 +80,7 @@ enum sertrace_node_flag {
 };
 
 /* Dump flags. */
-enum sertrace_dump_flag {
+enum sertrace_core_dump_flag {
     SERTRACE_DUMPF_BEGIN = 1u << 0,      /* dump_begin seen */
     SERTRACE_DUMPF_END = 1u << 1,        /* dump_end seen */
     SERTRACE_DUMPF_UNFINISHED = 1u << 2, /* stream ended before dump_end */
@@ -128,6 +132,9 @@ typedef struct sertrace_dump_state {
     uint64_t orphan_exits;  /* EXIT records with no open node */
     uint64_t lost_exits;    /* nodes closed without their EXIT */
     uint64_t lost_enters;   /* placeholder nodes created */
+    uint64_t skipped_deep;  /* ENTER records skipped: more than 64 levels
+                             * below the open chain (their batch counts
+                             * in `malformed`) */
     uint64_t unfinished_nodes; /* nodes open when the stream ended */
     uint64_t errors;        /* ERROR records */
     uint64_t failed_open;   /* nodes open at a dump_end with status error */

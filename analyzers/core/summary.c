@@ -25,6 +25,13 @@
 #define TEXT_TYPES_MAX 10  /* type rows per dump in the text output */
 #define FLUSH_AT (64u << 10)
 #define OVERALL_TYPES_MAX 100000u
+#define NOTES_MAX 64       /* notes kept per dump (the rest counted) */
+#define NOTE_STRING_MAX 1000 /* bytes kept of a note's key and value (the
+                              * runtime's SERTRACE_STRING_MAX) */
+#define KEEP_NOTES (256u << 10) /* a recycled dump keeps its notes buffer
+                                 * up to this size */
+#define LABEL_MIN 16       /* text tables: label column width */
+#define LABEL_MAX 40       /* ... widened up to this for long type names */
 
 typedef struct stat3 {
     uint64_t count, bytes, self;
@@ -60,6 +67,10 @@ typedef struct dump_sum {
     rendered *flags;
     unsigned nflags;
     uint64_t flags_dropped;
+    sertrace_buf notes; /* kept notes, rendered in the output's format
+                         * (JSON: comma-separated objects; text: lines) */
+    unsigned nnotes;
+    uint64_t notes_dropped;
     char *died_text; /* chain of an unfinished dump */
     char *died_json;
     uint64_t root_bytes;
@@ -87,6 +98,7 @@ struct sertrace_summary {
     sertrace_buf tmp;
     sertrace_buf sz;
     bool json_started;
+    bool legend_done; /* text: the tables' legend was printed */
     bool any_dump;
     int failed;
     dump_sum *free_list; /* recycled per-dump states */
@@ -114,6 +126,8 @@ struct sertrace_summary {
 };
 
 /* ---- small helpers ---------------------------------------------------- */
+
+static int put_u64_field(sertrace_buf *b, const char *name, uint64_t v);
 
 static int flush_out(sertrace_summary *s, bool force)
 {
@@ -175,6 +189,16 @@ static size_t utf8_cols(const char *s, size_t n)
     for (size_t i = 0; i < n; i++)
         c += ((unsigned char)s[i] & 0xc0) != 0x80;
     return c;
+}
+
+/* Label column wide enough for `s` (one space after it), up to LABEL_MAX;
+ * a longer name just pushes its own row's numbers right. */
+static size_t label_width(size_t width, const char *s, size_t n)
+{
+    size_t want = utf8_cols(s, n) + 1;
+    if (want > LABEL_MAX)
+        want = LABEL_MAX;
+    return want > width ? want : width;
 }
 
 /* part/whole as a JSON number with 4 decimals. */
@@ -753,6 +777,91 @@ static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n,
     return 0;
 }
 
+/* A note (sertrace_note(), e.g. from a __reduce__) on node `n`, or on the
+ * dump when `n` is NULL: rendered at once with the node's tag, type, depth
+ * and ancestry (the chain is on the stack now, not at dump close).  At
+ * most NOTES_MAX per dump, key and value cut to NOTE_STRING_MAX bytes, so
+ * a dump's notes stay under ~1 MiB whatever the trace holds. */
+static int v_note(void *ctx, sertrace_dump_state *d, sertrace_node *n,
+                  const char *key, size_t key_len, const char *value,
+                  size_t value_len)
+{
+    sertrace_summary *s = ctx;
+    dump_sum *ds = d->user;
+    if (!ds || (!s->o.json && !s->o.per_dump))
+        return 0; /* text without per-dump sections prints no notes */
+    if (ds->nnotes >= NOTES_MAX) {
+        ds->notes_dropped++;
+        return 0;
+    }
+    if (key_len > NOTE_STRING_MAX)
+        key_len = NOTE_STRING_MAX;
+    if (value_len > NOTE_STRING_MAX)
+        value_len = NOTE_STRING_MAX;
+    top_raw r;
+    if (n)
+        capture(d, n, &r);
+    sertrace_buf *b = &ds->notes;
+    size_t old = b->len;
+    int rc;
+    if (s->o.json) {
+        rc = ds->nnotes ? buf_lit(b, ", {\"key\": ") : buf_lit(b, "{\"key\": ");
+        if (rc == 0)
+            rc = sertrace_fmt_json_string(b, key, key_len);
+        if (rc == 0)
+            rc = buf_lit(b, ", \"value\": ");
+        if (rc == 0)
+            rc = sertrace_fmt_json_string(b, value, value_len);
+        if (rc == 0 && !n)
+            rc = buf_lit(b, ", \"tag\": null, \"type\": null, \"depth\": 0, "
+                            "\"ancestry\": []}");
+        if (rc == 0 && n) {
+            char tmp[8];
+            size_t name_len;
+            const char *name = sertrace_core_type_name(d, n->type, &name_len);
+            rc = buf_lit(b, ", \"tag\": \"");
+            if (rc == 0)
+                rc = put_str(b, sertrace_tag_text(n->tag, tmp));
+            if (rc == 0)
+                rc = buf_lit(b, "\", \"type\": ");
+            if (rc == 0)
+                rc = name ? sertrace_fmt_json_string(b, name, name_len)
+                          : buf_lit(b, "null");
+            if (rc == 0)
+                rc = put_u64_field(b, ", \"depth\": ", n->depth);
+            if (rc == 0)
+                rc = buf_lit(b, ", \"ancestry\": ");
+            if (rc == 0)
+                rc = put_ancestry(s, b, d, &r, true);
+            if (rc == 0)
+                rc = buf_lit(b, "}");
+        }
+    } else {
+        rc = buf_lit(b, "    @ ");
+        if (rc == 0)
+            rc = sertrace_fmt_escape(b, key, key_len);
+        if (rc == 0)
+            rc = buf_lit(b, " = ");
+        if (rc == 0)
+            rc = sertrace_fmt_escape(b, value, value_len);
+        if (rc == 0)
+            rc = n ? buf_lit(b, "  (on ") : buf_lit(b, "  (on the dump)\n");
+        if (rc == 0 && n) {
+            rc = put_ancestry(s, b, d, &r, false);
+            if (rc == 0)
+                rc = buf_lit(b, ")\n");
+        }
+    }
+    if (rc < 0) {
+        b->len = old;
+        if (b->data)
+            b->data[old] = '\0';
+        return -1;
+    }
+    ds->nnotes++;
+    return 0;
+}
+
 /* ---- dump section ------------------------------------------------------ */
 
 
@@ -790,6 +899,8 @@ static int put_losses(sertrace_buf *b, const sertrace_dump_state *d)
           (unsigned long long)d->lost_exits)
     LOSS_(d->lost_enters, "%llu ancestors without their enter",
           (unsigned long long)d->lost_enters)
+    LOSS_(d->skipped_deep, "%llu enters skipped (over 64 levels below the "
+          "open chain)", (unsigned long long)d->skipped_deep)
     LOSS_(d->nodes == 0 && !(d->flags & SERTRACE_DUMPF_UNFINISHED),
           "no node recorded")
 #undef LOSS_
@@ -804,22 +915,35 @@ static int cmp_type_row(const void *a, const void *b)
     return x->type < y->type ? -1 : x->type > y->type;
 }
 
-static int put_table_header(sertrace_buf *b, const char *what)
+/* "  by WHAT ... count incl. self share"; `width` is the label column's
+ * (16, or the longest type name shown, up to LABEL_MAX). */
+static int put_table_header(sertrace_buf *b, const char *what, size_t width)
 {
     int rc = buf_lit(b, "  by ");
     if (rc == 0)
-        rc = put_padded(b, what, strlen(what), strlen(what), 15, false);
+        rc = put_padded(b, what, strlen(what), strlen(what), width - 1, false);
     if (rc == 0)
-        rc = buf_lit(b, "    count        total         self   share\n");
+        rc = buf_lit(b, "    count        incl.         self   share\n");
     return rc;
 }
 
-/* One row: "    LABEL            COUNT        TOTAL         SELF  SHARE  TAIL".
+/* Once per output, before the first table. */
+static int put_legend(sertrace_summary *s, sertrace_buf *b)
+{
+    if (s->legend_done)
+        return 0;
+    s->legend_done = true;
+    return buf_lit(b, "  (incl. = bytes including children; self = own bytes; "
+                      "share = self / payload)\n");
+}
+
+/* One row: "    LABEL            COUNT        INCL.         SELF  SHARE  TAIL",
+ * the label padded to `width` columns.
  * The fixed part is written through a pointer after one ensure(): this
  * runs for every row of every dump's tables. */
 static int put_row(sertrace_summary *s, sertrace_buf *b, const char *label,
-                   size_t ll, const stat3 *st, uint64_t whole, const char *tail,
-                   size_t tail_len, bool escape_tail)
+                   size_t ll, size_t width, const stat3 *st, uint64_t whole,
+                   const char *tail, size_t tail_len, bool escape_tail)
 {
     char cnt[24], pct[32], tot[32], self[32];
     size_t ci = sizeof cnt, pi = sizeof pct;
@@ -842,16 +966,16 @@ static int put_row(sertrace_summary *s, sertrace_buf *b, const char *label,
         sertrace_fmt_size(&sb, st->self, s->o.exact) < 0)
         return -1;
     size_t cols = utf8_cols(label, ll);
-    if (ensure(b, 4 + ll + 16 + 1 + 24 + 1 + 2 * 33 + 32 + 2 +
+    if (ensure(b, 4 + ll + width + 1 + 24 + 1 + 2 * 33 + 32 + 2 +
                       (escape_tail ? 0 : tail_len) + 1) < 0)
         return -1;
     char *p = b->data + b->len;
     p = pad_left_to(p, "    ", 4, 4);
     memcpy(p, label, ll);
     p += ll;
-    if (cols < 16) {
-        memset(p, ' ', 16 - cols);
-        p += 16 - cols;
+    if (cols < width) {
+        memset(p, ' ', width - cols);
+        p += width - cols;
     }
     *p++ = ' ';
     p = pad_left_to(p, cnt + ci, sizeof cnt - ci, 8);
@@ -861,8 +985,10 @@ static int put_row(sertrace_summary *s, sertrace_buf *b, const char *label,
     p = pad_left_to(p, sb.data, sb.len, 12);
     *p++ = ' ';
     p = pad_left_to(p, pct + pi, sizeof pct - pi, 7);
-    *p++ = ' ';
-    *p++ = ' ';
+    if (tail_len) {
+        *p++ = ' ';
+        *p++ = ' ';
+    }
     if (!escape_tail) {
         memcpy(p, tail, tail_len);
         p += tail_len;
@@ -886,12 +1012,14 @@ static int put_kinds_text(sertrace_summary *s, sertrace_buf *b,
                           const stat3 *kinds, const uint8_t *touched,
                           unsigned ntouched, uint64_t whole)
 {
-    int rc = put_table_header(b, "kind");
+    int rc = put_legend(s, b);
+    if (rc == 0)
+        rc = put_table_header(b, "kind", LABEL_MIN);
     FOR_KINDS(t, kinds, touched, ntouched) {
         if (rc != 0)
             break;
-        rc = put_row(s, b, tag_texts[t].text, tag_texts[t].len, &kinds[t],
-                     whole, tag_texts[t].meaning, tag_texts[t].meaning_len,
+        rc = put_row(s, b, tag_texts[t].text, tag_texts[t].len, LABEL_MIN,
+                     &kinds[t], whole, tag_texts[t].meaning, tag_texts[t].meaning_len,
                      false);
     }
     return rc;
@@ -1046,6 +1174,12 @@ static void recycle_dump_sum(sertrace_summary *s, dump_sum *ds)
         memset(ds->types, 0, ds->types_max * sizeof *ds->types);
     free(ds->died_text);
     free(ds->died_json);
+    if (ds->notes.cap > KEEP_NOTES)
+        sertrace_buf_free(&ds->notes);
+    else
+        sertrace_buf_clear(&ds->notes);
+    ds->nnotes = 0;
+    ds->notes_dropped = 0;
     ds->ntouched = 0;
     ds->types_max = 0;
     ds->ntop = 0;
@@ -1067,6 +1201,7 @@ static void free_dump_sum(dump_sum *ds)
     free(ds->types);
     free(ds->died_text);
     free(ds->died_json);
+    sertrace_buf_free(&ds->notes);
     free(ds);
 }
 
@@ -1149,13 +1284,25 @@ static int dump_text(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
         if (rc == 0 && d->nodes)
             rc = put_kinds_text(s, b, ds->kinds, ds->touched, ds->ntouched, whole);
         if (rc == 0 && nrows) {
-            rc = put_table_header(b, "type");
+            size_t width = LABEL_MIN;
             for (unsigned i = 0; i < nrows && i < TEXT_TYPES_MAX && rc == 0; i++) {
                 size_t len;
                 const char *esc;
                 rc = cached_name(s, d, rows[i].type, &esc, &len);
                 if (rc == 0)
-                    rc = put_row(s, b, "", 0, &rows[i].st, whole, esc, len, false);
+                    width = label_width(width, esc, len);
+            }
+            if (rc == 0)
+                rc = put_legend(s, b);
+            if (rc == 0)
+                rc = put_table_header(b, "type", width);
+            for (unsigned i = 0; i < nrows && i < TEXT_TYPES_MAX && rc == 0; i++) {
+                size_t len;
+                const char *esc;
+                rc = cached_name(s, d, rows[i].type, &esc, &len);
+                if (rc == 0)
+                    rc = put_row(s, b, esc, len, width, &rows[i].st, whole, "",
+                                 0, false);
             }
             if (rc == 0 && nrows > TEXT_TYPES_MAX)
                 rc = sertrace_buf_appendf(b, "    \xe2\x80\xa6 %u more types\n",
@@ -1175,6 +1322,18 @@ static int dump_text(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
                     rc = buf_lit(b, "\n");
             }
         }
+    }
+    if (rc == 0 && s->o.per_dump && (ds->nnotes || ds->notes_dropped)) {
+        rc = buf_lit(b, "  notes (");
+        if (rc == 0)
+            rc = put_u64(b, ds->nnotes + ds->notes_dropped);
+        if (rc == 0)
+            rc = buf_lit(b, ")\n");
+        if (rc == 0 && ds->notes.len)
+            rc = app(b, ds->notes.data, ds->notes.len);
+        if (rc == 0 && ds->notes_dropped)
+            rc = sertrace_buf_appendf(b, "    \xe2\x80\xa6 %llu more notes not kept\n",
+                                      (unsigned long long)ds->notes_dropped);
     }
     if (rc == 0 && (ds->nflags || ds->flags_dropped)) {
         rc = sertrace_buf_appendf(b, "  flags (%u)\n",
@@ -1275,6 +1434,8 @@ static int dump_json(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
     if (rc == 0)
         rc = put_u64_field(b, ", \"lost_enters\": ", d->lost_enters);
     if (rc == 0)
+        rc = put_u64_field(b, ", \"skipped_deep_enters\": ", d->skipped_deep);
+    if (rc == 0)
         rc = buf_lit(b, "}, \"by_kind\": ");
     if (rc == 0)
         rc = put_kinds_json(b, ds->kinds, ds->touched, ds->ntouched, whole);
@@ -1337,6 +1498,12 @@ static int dump_json(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
     }
     if (rc == 0)
         rc = put_u64_field(b, "], \"flags_dropped\": ", ds->flags_dropped);
+    if (rc == 0)
+        rc = buf_lit(b, ", \"notes\": [");
+    if (rc == 0 && ds->notes.len)
+        rc = app(b, ds->notes.data, ds->notes.len);
+    if (rc == 0)
+        rc = put_u64_field(b, "], \"notes_dropped\": ", ds->notes_dropped);
     if (rc == 0)
         rc = buf_lit(b, "}");
     return rc;
@@ -1487,6 +1654,7 @@ void sertrace_summary_visitor(sertrace_summary *s, sertrace_core_visitor *v)
     v->ctx = s;
     v->dump_open = v_dump_open;
     v->node_exit = v_node_exit;
+    v->note = v_note;
     v->error = v_error;
     v->dump_close = v_dump_close;
 }
@@ -1579,10 +1747,26 @@ int sertrace_summary_finish(sertrace_summary *s,
         if (rc == 0 && s->nodes)
             rc = put_kinds_text(s, b, s->kinds, NULL, 0, whole);
         if (rc == 0 && nrows) {
-            rc = put_table_header(b, "type");
-            for (size_t i = 0; i < nrows && i < 2 * TEXT_TYPES_MAX && rc == 0; i++)
-                rc = put_row(s, b, "", 0, &rows[i]->st, whole, rows[i]->name,
-                             rows[i]->len, true);
+            /* escaped names of the rows shown, one after the other */
+            size_t shown = nrows < 2 * TEXT_TYPES_MAX ? nrows : 2 * TEXT_TYPES_MAX;
+            size_t width = LABEL_MIN, offs[2 * TEXT_TYPES_MAX + 1];
+            sertrace_buf *names = &s->tmp;
+            sertrace_buf_clear(names);
+            offs[0] = 0;
+            for (size_t i = 0; i < shown && rc == 0; i++) {
+                rc = sertrace_fmt_escape(names, rows[i]->name, rows[i]->len);
+                offs[i + 1] = names->len;
+                if (rc == 0)
+                    width = label_width(width, names->data + offs[i],
+                                        offs[i + 1] - offs[i]);
+            }
+            if (rc == 0)
+                rc = put_legend(s, b);
+            if (rc == 0)
+                rc = put_table_header(b, "type", width);
+            for (size_t i = 0; i < shown && rc == 0; i++)
+                rc = put_row(s, b, names->data + offs[i], offs[i + 1] - offs[i],
+                             width, &rows[i]->st, whole, "", 0, false);
             if (rc == 0 && nrows > 2 * TEXT_TYPES_MAX)
                 rc = sertrace_buf_appendf(b, "    \xe2\x80\xa6 %zu more types\n",
                                           nrows - 2 * TEXT_TYPES_MAX);

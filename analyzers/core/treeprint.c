@@ -251,6 +251,57 @@ static int bars(sertrace_buf *b, uint32_t n)
     return 0;
 }
 
+/* Deep lines.  dill's grammar indents a line by one "│" per level, so a
+ * tree N levels deep prints O(N²) bytes (a 100,000-deep chain: 30 GB).
+ * Past TREE_DEEP bars a line is indented compactly instead: TREE_DEEP_BARS
+ * bars, then "[depth N]" (N = the node's depth), then the line as usual;
+ * a line then never exceeds ~100 bytes plus its text.  `nbars` is the
+ * indentation the grammar wants; returns true when the compact prefix was
+ * written, and the caller formats the rest of the line with no bars. */
+#define TREE_DEEP 256u
+#define TREE_DEEP_BARS 16u
+
+static int deep_prefix(sertrace_buf *b, uint32_t nbars, uint32_t depth,
+                       bool *compact)
+{
+    *compact = nbars > TREE_DEEP;
+    if (!*compact)
+        return 0;
+    if (bars(b, TREE_DEEP_BARS) < 0 || buf_lit(b, "[depth ") < 0 ||
+        put_u64(b, depth) < 0 || buf_lit(b, "]") < 0)
+        return -1;
+    return 0;
+}
+
+/* "│"*nbars, or the compact prefix. */
+static int indent(sertrace_buf *b, uint32_t nbars, uint32_t depth)
+{
+    bool compact;
+    if (deep_prefix(b, nbars, depth, &compact) < 0)
+        return -1;
+    return compact ? 0 : bars(b, nbars);
+}
+
+static int put_enter_line(sertrace_buf *b, uint32_t depth, uint8_t tag,
+                          const char *name, size_t len, uint64_t addr,
+                          uint64_t length)
+{
+    bool compact;
+    if (deep_prefix(b, depth >= 2 ? depth - 2 : 0, depth, &compact) < 0)
+        return -1;
+    return sertrace_fmt_enter(b, compact ? 2 : depth, tag, name, len, addr,
+                              length);
+}
+
+static int put_exit_line(sertrace_buf *b, uint32_t depth, uint8_t tag,
+                         uint64_t bytes, bool exact, const char *flags)
+{
+    bool compact;
+    if (deep_prefix(b, depth >= 1 ? depth - 1 : 0, depth, &compact) < 0)
+        return -1;
+    return sertrace_fmt_exit(b, compact ? 1 : depth, tag, bytes, exact, flags);
+}
+
 /* "TAG name › TAG name ..." of the open chain stack[0 .. depth-1], raw
  * (escaped when printed). */
 static int put_chain(sertrace_buf *b, const sertrace_dump_state *d,
@@ -339,6 +390,8 @@ static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
               (unsigned long long)d->lost_exits)
         LOSS_(d->lost_enters, "%llu enters lost",
               (unsigned long long)d->lost_enters)
+        LOSS_(d->skipped_deep, "%llu enters skipped (over 64 levels below "
+              "the open chain)", (unsigned long long)d->skipped_deep)
         LOSS_(d->nodes == 0, "no node recorded")
 #undef LOSS_
         if (rc == 0)
@@ -366,8 +419,14 @@ static int put_extras(sertrace_treeprint *t, const dump_buf *db, uint32_t head,
     for (uint32_t i = head; i != NO_EXTRA && rc == 0; i = db->extras[i].next) {
         const extra *e = &db->extras[i];
         const char *a = db->arena + e->a_off, *bb = db->arena + e->b_off;
+        bool compact;
+        if (deep_prefix(&t->out, depth, depth, &compact) < 0)
+            return -1;
+        uint32_t nb = compact ? 0 : depth;
         if (!e->is_error) {
-            rc = sertrace_fmt_note(&t->out, depth, a, e->a_len, bb, e->b_len);
+            rc = sertrace_fmt_note(&t->out, nb, a, e->a_len, bb, e->b_len);
+            if (rc == 0)
+                rc = flush_out(t, false);
             continue;
         }
         sertrace_buf *m = &t->tmp;
@@ -392,7 +451,9 @@ static int put_extras(sertrace_treeprint *t, const dump_buf *db, uint32_t head,
                 rc = sertrace_buf_append(m, bb, e->b_len);
         }
         if (rc == 0)
-            rc = sertrace_fmt_flag_line(&t->out, depth, m->data, m->len);
+            rc = sertrace_fmt_flag_line(&t->out, nb, m->data, m->len);
+        if (rc == 0)
+            rc = flush_out(t, false);
     }
     return rc;
 }
@@ -408,8 +469,8 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
     int rc = 0;
     if (exact && tn->flags == 0 && tn->end != UINT32_MAX &&
         !(oversize && tn->bytes >= oversize))
-        return sertrace_fmt_exit(b, tn->depth, tn->tag, tn->bytes, t->o.exact,
-                                 NULL); /* the common case: no flag */
+        return put_exit_line(b, tn->depth, tn->tag, tn->bytes, t->o.exact,
+                             NULL); /* the common case: no flag */
     sertrace_buf_clear(f);
     if (tn->end == UINT32_MAX)
         rc = buf_lit(f, "?? never closed");
@@ -438,10 +499,10 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
         return -1;
     (void)d;
     if (exact)
-        return sertrace_fmt_exit(b, tn->depth, tn->tag, tn->bytes, t->o.exact,
-                                 f->data);
+        return put_exit_line(b, tn->depth, tn->tag, tn->bytes, t->o.exact,
+                             f->data);
     char tmp[8];
-    rc = bars(b, tn->depth >= 1 ? tn->depth - 1 : 0);
+    rc = indent(b, tn->depth >= 1 ? tn->depth - 1 : 0, tn->depth);
     if (rc == 0)
         rc = sertrace_buf_appendf(b, "\xe2\x94\x94 # %s [\xe2\x89\xa5 ",
                                   sertrace_tag_text(tn->tag, tmp));
@@ -466,7 +527,7 @@ static int put_folds(sertrace_treeprint *t, const struct open_entry *e,
     int rc = 0;
     uint32_t nbars = child_depth >= 2 ? child_depth - 2 : 0;
     if (e->fold_n) {
-        rc = bars(b, nbars);
+        rc = indent(b, nbars, child_depth);
         if (rc == 0)
             rc = sertrace_buf_appendf(b, "\xe2\x94\x9c \xe2\x80\xa6 %llu more, %s",
                                       (unsigned long long)e->fold_n,
@@ -477,7 +538,7 @@ static int put_folds(sertrace_treeprint *t, const struct open_entry *e,
             rc = buf_lit(b, "\n");
     }
     if (rc == 0 && e->deep_n) {
-        rc = bars(b, nbars);
+        rc = indent(b, nbars, child_depth);
         if (rc == 0)
             rc = sertrace_buf_appendf(b, "\xe2\x94\x9c \xe2\x80\xa6 %llu nodes below max-depth, ",
                                       (unsigned long long)e->deep_n);
@@ -572,8 +633,10 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
         }
         size_t len;
         const char *name = sertrace_core_type_name(d, tn->type, &len);
-        rc = sertrace_fmt_enter(&t->out, tn->depth, tn->tag, name, len,
-                                tn->addr, tn->length);
+        rc = put_enter_line(&t->out, tn->depth, tn->tag, name, len, tn->addr,
+                            tn->length);
+        if (rc == 0) /* output stays bounded: a deep chain has no exits */
+            rc = flush_out(t, false);
         if (rc == 0)
             rc = put_extras(t, db, tn->extra_head, tn->depth, d, tn);
         if (rc < 0)

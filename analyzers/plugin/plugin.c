@@ -501,8 +501,8 @@ static void fill_info(ec_info *e, const bt_event_class *ec)
     const bt_stream_class *sc = bt_event_class_borrow_stream_class_const(ec);
     const bt_field_class *cfc =
         sc ? bt_stream_class_borrow_event_common_context_field_class_const(sc) : NULL;
-    e->i_vpid = member_index(cfc, "vpid", 's', &e->vpid_signed);
-    e->i_vtid = member_index(cfc, "vtid", 's', &e->vtid_signed);
+    e->i_vpid = member_index(cfc, SERTRACE_CONTEXT_VPID, 's', &e->vpid_signed);
+    e->i_vtid = member_index(cfc, SERTRACE_CONTEXT_VTID, 's', &e->vtid_signed);
     switch (e->kind) {
     case EV_BEGIN:
         e->complete = e->i_dump_id != NO_INDEX;
@@ -657,7 +657,8 @@ static int handle_event(sink *s, const bt_message *msg)
 }
 
 /* pid of the process whose buffer a stream belongs to: per-PID LTTng
- * traces carry it in the trace environment ("vpid"). */
+ * traces carry it in the trace environment, under the same name as the
+ * context field ("vpid"). */
 static int64_t stream_pid(const bt_stream *stream)
 {
     if (!stream)
@@ -665,7 +666,8 @@ static int64_t stream_pid(const bt_stream *stream)
     const bt_trace *trace = bt_stream_borrow_trace_const(stream);
     if (!trace)
         return -1;
-    const bt_value *v = bt_trace_borrow_environment_entry_value_by_name_const(trace, "vpid");
+    const bt_value *v = bt_trace_borrow_environment_entry_value_by_name_const(
+        trace, SERTRACE_CONTEXT_VPID);
     if (!v)
         return -1;
     if (bt_value_is_signed_integer(v))

@@ -479,3 +479,90 @@ Test(sinks, summary_memory_flat)
     sertrace_core_destroy(c);
     sertrace_summary_destroy(s);
 }
+
+/* ---- notes in the summary ---------------------------------------------- */
+
+/* Notes at depths 0 (the dump), 1, 2 and 3, one of them hostile, on
+ *   D2 dict 2..102 { L list 10..50 { I int 12..14 }, O mod.Thing 60..90 }
+ * then NOTES_EXTRA more notes on the root (past the per-dump cap). */
+static int NOTES_EXTRA;
+
+static void feed_notes(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 4, 4, 0, 1, "pickle", 6, 5), 0);
+    enc_note(&E, 0, "dump-note", "on the dump");
+    enc_type(&E, 1, "dict");
+    enc_enter(&E, SERTRACE_TAG_DICT, 1, 1, 0xa0, 3, 2);
+    enc_note(&E, 1, "root", "r");
+    enc_type(&E, 2, "list");
+    enc_enter(&E, SERTRACE_TAG_LIST, 2, 2, 0xa1, 2, 10);
+    enc_type(&E, 3, "int");
+    enc_enter(&E, SERTRACE_TAG_INT, 3, 3, 0, 0, 12);
+    enc_note(&E, 3, "deep", "evil\x1b[2J\x07\xff\xfe\n\"q\"\\");
+    enc_exit(&E, 3, 14);
+    enc_exit(&E, 2, 50);
+    enc_type(&E, 4, "mod.Thing");
+    enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, 4, 0xa2, 0, 60);
+    enc_note(&E, 2, "ip", "42");
+    enc_exit(&E, 2, 90);
+    for (int k = 0; k < NOTES_EXTRA; k++)
+        enc_note(&E, 1, "more", "x");
+    enc_exit(&E, 1, 102);
+    flush(c, 4, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(c, 4, 4, 0, 1, 103, 0), 0);
+}
+
+Test(sinks, summary_notes_json)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.json = true;
+    NOTES_EXTRA = 0;
+    run_summary(&o, feed_notes);
+    const char *s = OUT.data;
+    assert_no_controls(OUT.data, OUT.len);
+    cr_assert_not_null(strstr(s,
+        "\"notes\": [{\"key\": \"dump-note\", \"value\": \"on the dump\", \"tag\": null, "
+        "\"type\": null, \"depth\": 0, \"ancestry\": []}, "
+        "{\"key\": \"root\", \"value\": \"r\", \"tag\": \"D2\", \"type\": \"dict\", "
+        "\"depth\": 1, \"ancestry\": [\"D2 dict\"]}, "
+        "{\"key\": \"deep\", \"value\": \"evil\\u001b[2J\\u0007\xef\xbf\xbd\xef\xbf\xbd\\n\\\"q\\\"\\\\\", "
+        "\"tag\": \"I\", \"type\": \"int\", \"depth\": 3, "
+        "\"ancestry\": [\"D2 dict\", \"L list\", \"I int\"]}, "
+        "{\"key\": \"ip\", \"value\": \"42\", \"tag\": \"O\", \"type\": \"mod.Thing\", "
+        "\"depth\": 2, \"ancestry\": [\"D2 dict\", \"O mod.Thing\"]}], "
+        "\"notes_dropped\": 0}"), "got:\n%s", s);
+}
+
+Test(sinks, summary_notes_text_and_cap)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    NOTES_EXTRA = 100;
+    run_summary(&o, feed_notes);
+    const char *s = OUT.data;
+    assert_no_controls(OUT.data, OUT.len);
+    cr_assert_not_null(strstr(s, "  notes (104)\n"
+                                 "    @ dump-note = on the dump  (on the dump)\n"
+                                 "    @ root = r  (on D2 dict)\n"
+                                 "    @ deep = evil\\x1b[2J\\x07\\xff\\xfe\\x0a\"q\"\\\\  "
+                                 "(on D2 dict \xe2\x80\xba L list \xe2\x80\xba I int)\n"
+                                 "    @ ip = 42  (on D2 dict \xe2\x80\xba O mod.Thing)\n"
+                                 "    @ more = x  (on D2 dict)\n"), "got:\n%s", s);
+    /* 64 kept (4 + 60 "more"), 40 counted */
+    cr_assert_not_null(strstr(s, "    @ more = x  (on D2 dict)\n    " ELL " 40 more notes not kept\n"),
+                       "got:\n%s", s);
+    size_t kept = 0;
+    for (const char *p = s; (p = strstr(p, "    @ ")); p++)
+        kept++;
+    cr_assert_eq(kept, 64);
+    /* JSON: the same cap */
+    sertrace_buf_clear(&OUT);
+    o.json = true;
+    run_summary(&o, feed_notes);
+    cr_assert_not_null(strstr(OUT.data, "\"notes_dropped\": 40}"), "got:\n%s", OUT.data);
+    /* text without per-dump sections: no notes */
+    sertrace_buf_clear(&OUT);
+    o.json = false;
+    o.per_dump = false;
+    run_summary(&o, feed_notes);
+    cr_assert_null(strstr(OUT.data, "notes ("), "got:\n%s", OUT.data);
+}
