@@ -653,3 +653,70 @@ Test(core, memory_flat_as_stream_grows)
     cr_assert_eq(sertrace_core_get_stats(C)->max_live_dumps, 1);
     cr_assert_eq(R->exits, 60000ull * 21);
 }
+
+/* ---- hostile depths ---------------------------------------------------------- */
+
+/* One ENTER record far below an empty chain must not invent its ancestors
+ * (one 9-byte record used to open 100,000 or 2,000,000 nodes). */
+static void one_deep_enter(uint64_t depth)
+{
+    R->keep_nodes = false;
+    cr_assert_eq(sertrace_core_dump_begin(C, 3, 3, 0, 1, "p", 1, 5), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, depth, 0, 1, 0, 5);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 6); /* a sane record after it */
+    enc_exit(&E, 1, 8);
+    flush(3, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 3, 3, 0, 1, 9, 0), 0);
+    rdump *d = &R->dumps[0];
+    cr_assert_eq(d->st.malformed, 1);
+    cr_assert_eq(d->st.lost_enters, 0, "no ancestor invented");
+    cr_assert_leq(d->st.max_depth, 1);
+    cr_assert_leq(R->enters, 1);
+    cr_assert_not(d->complete);
+}
+
+Test(core, single_enter_at_depth_100000_is_skipped)
+{
+    one_deep_enter(100000);
+    cr_assert_eq(R->dumps[0].st.skipped_deep, 1);
+    cr_assert_eq(R->dumps[0].st.nodes, 1, "the next record of the batch is still read");
+}
+
+Test(core, single_enter_at_depth_2000000_is_malformed)
+{
+    one_deep_enter(2000000); /* beyond SERTRACE_MAX_DEPTH: the batch stops */
+    cr_assert_eq(R->dumps[0].st.nodes, 0);
+}
+
+Test(core, enter_up_to_64_levels_below_is_resynchronised)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 3, 3, 0, 1, "p", 1, 5), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 2);
+    enc_enter(&E, SERTRACE_TAG_LIST, 66, 0, 1, 0, 3); /* 64 missing levels */
+    enc_enter(&E, SERTRACE_TAG_LIST, 200, 0, 1, 0, 4); /* 133 missing: skipped */
+    enc_enter(&E, SERTRACE_TAG_LIST, 131, 0, 1, 0, 4); /* 64 missing again */
+    enc_exit(&E, 131, 5);
+    enc_exit(&E, 1, 9);
+    flush(3, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 3, 3, 0, 1, 10, 0), 0);
+    rdump *d = &R->dumps[0];
+    cr_assert_eq(d->st.lost_enters, 128);
+    cr_assert_eq(d->st.skipped_deep, 1);
+    cr_assert_eq(d->st.malformed, 1);
+    cr_assert_eq(d->st.max_depth, 131);
+    cr_assert_eq(d->st.nodes, 131);
+}
+
+Test(core, many_deep_enters_in_one_batch_count_one_malformed_batch)
+{
+    R->keep_nodes = false;
+    cr_assert_eq(sertrace_core_dump_begin(C, 3, 3, 0, 1, "p", 1, 5), 0);
+    for (int k = 0; k < 400; k++)
+        enc_enter(&E, SERTRACE_TAG_LIST, 1000000 - k, 0, 1, 0, 5);
+    flush(3, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 3, 3, 0, 1, 9, 0), 0);
+    cr_assert_eq(R->dumps[0].st.skipped_deep, 400);
+    cr_assert_eq(R->dumps[0].st.malformed, 1);
+    cr_assert_eq(R->enters, 0);
+    cr_assert_eq(sertrace_core_get_stats(C)->malformed, 1);
+}

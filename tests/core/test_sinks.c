@@ -566,3 +566,150 @@ Test(sinks, summary_notes_text_and_cap)
     run_summary(&o, feed_notes);
     cr_assert_null(strstr(OUT.data, "notes ("), "got:\n%s", OUT.data);
 }
+
+/* ---- deep trees in the tree sink ---------------------------------------- */
+
+/* A writer that keeps no output, only counts: bytes, lines, the longest
+ * line, the largest chunk handed over, and the lines that carry a given
+ * marker (kept, up to 4 KiB). */
+static struct {
+    uint64_t bytes, lines, cur_line, max_line, max_chunk;
+    const char *marker;
+    sertrace_buf keep; /* the current line until it ends */
+    char found[4096];
+} W;
+
+static int counting(void *ctx, const char *s, size_t n)
+{
+    (void)ctx;
+    W.bytes += n;
+    if (n > W.max_chunk)
+        W.max_chunk = n;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '\n') {
+            W.cur_line++;
+            if (W.keep.len < 512)
+                sertrace_buf_append(&W.keep, s + i, 1);
+            continue;
+        }
+        W.lines++;
+        if (W.cur_line > W.max_line)
+            W.max_line = W.cur_line;
+        if (W.marker && W.keep.data && strstr(W.keep.data, W.marker) &&
+            strlen(W.found) + W.keep.len + 2 < sizeof W.found) {
+            strcat(W.found, W.keep.data);
+            strcat(W.found, "\n");
+        }
+        W.cur_line = 0;
+        sertrace_buf_clear(&W.keep);
+    }
+    return 0;
+}
+
+static void run_tree_counting(void (*feed)(sertrace_core *), const char *marker)
+{
+    memset(&W, 0, sizeof W);
+    W.marker = marker;
+    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    o.exact = true;
+    sertrace_treeprint *t = sertrace_treeprint_create(&o, counting, NULL);
+    sertrace_core_visitor v;
+    sertrace_treeprint_visitor(t, &v);
+    sertrace_core *c = sertrace_core_create(&v);
+    feed(c);
+    cr_assert_eq(sertrace_core_finish(c), 0);
+    cr_assert_eq(sertrace_treeprint_finish(t, sertrace_core_get_stats(c)), 0);
+    sertrace_core_destroy(c);
+    sertrace_treeprint_destroy(t);
+    sertrace_buf_free(&W.keep);
+}
+
+static uint64_t DEEP_AT;
+
+static void feed_one_deep_enter(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 2, 2, 0, 1, "pickle", 6, 5), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, DEEP_AT, 0, 1, 0, 5);
+    flush(c, 2, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(c, 2, 2, 0, 1, 9, 0), 0);
+}
+
+Test(sinks, tree_single_enter_at_huge_depth_is_bounded)
+{
+    uint64_t depths[] = {100000, 2000000};
+    for (int k = 0; k < 2; k++) {
+        DEEP_AT = depths[k];
+        run_tree_counting(feed_one_deep_enter, "INCOMPLETE");
+        cr_assert_lt(W.bytes, 1024, "depth %llu: %llu bytes printed",
+                     (unsigned long long)DEEP_AT, (unsigned long long)W.bytes);
+        cr_assert_not_null(strstr(W.found, "1 malformed batches"), "got: %s", W.found);
+        if (k == 0)
+            cr_assert_not_null(strstr(W.found, "1 enters skipped (over 64 levels below the open chain)"),
+                               "got: %s", W.found);
+    }
+}
+
+#define TREE_DEEP_N 100000u
+
+static void feed_deep_chain(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 2, 2, 0, 1, "pickle", 6, 5), 0);
+    enc_type(&E, 1, "list");
+    uint32_t seq = 0;
+    for (uint32_t d = 1; d <= TREE_DEEP_N; d++) {
+        enc_enter(&E, SERTRACE_TAG_LIST, d, 1, d, 2, d);
+        if (d == TREE_DEEP_N)
+            enc_note(&E, d, "bottom", "here");
+        if (E.n > 4000)
+            flush(c, 2, 1, seq++);
+    }
+    for (uint32_t d = TREE_DEEP_N; d >= 1; d--) {
+        enc_exit(&E, d, 2 * TREE_DEEP_N + 1 - d);
+        if (E.n > 4000)
+            flush(c, 2, 1, seq++);
+    }
+    flush(c, 2, 1, seq++);
+    cr_assert_eq(sertrace_core_dump_end(c, 2, 2, 0, 1, 2 * TREE_DEEP_N + 1, 0), 0);
+}
+
+Test(sinks, tree_100000_deep_prints_compact_lines)
+{
+    run_tree_counting(feed_deep_chain, "[depth 100000]");
+    /* header + one enter and one exit per node + the note */
+    cr_assert_eq(W.lines, 1 + 2ull * TREE_DEEP_N + 1);
+    /* the longest lines are the last ones of dill's grammar (256 bars) */
+    cr_assert_lt(W.max_line, 256 * 3 + 64, "longest line %llu bytes",
+                 (unsigned long long)W.max_line);
+    cr_assert_lt(W.bytes, 200ull * TREE_DEEP_N, "%llu bytes", (unsigned long long)W.bytes);
+    cr_assert_lt(W.max_chunk, 256u << 10, "output handed over in bounded chunks");
+    const char *bars16 = BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR;
+    char want[512];
+    snprintf(want, sizeof want, "%s[depth 100000]" TEE "\xe2\x94\xac L: <list object at 0x186a0> len=1\n"
+             "%s[depth 100000] @ bottom = here\n"
+             "%s[depth 100000]\xe2\x94\x94 # L [1 B]\n", bars16, bars16, bars16);
+    cr_assert_str_eq(W.found, want);
+}
+
+static void feed_256_deep(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 2, 2, 0, 1, "pickle", 6, 5), 0);
+    for (uint32_t d = 1; d <= 260; d++)
+        enc_enter(&E, SERTRACE_TAG_LIST, d, 0, d, 0, d);
+    for (uint32_t d = 260; d >= 1; d--)
+        enc_exit(&E, d, 521 - d);
+    flush(c, 2, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(c, 2, 2, 0, 1, 521, 0), 0);
+}
+
+Test(sinks, tree_dill_grammar_kept_up_to_256_bars)
+{
+    run_tree_counting(feed_256_deep, "[depth");
+    /* enter lines have depth-2 bars, exits depth-1: compact from the
+     * enter at 259 and the exit at 258 */
+    cr_assert_not_null(strstr(W.found, "[depth 259]" TEE "\xe2\x94\xac L"), "got: %s", W.found);
+    cr_assert_not_null(strstr(W.found, "[depth 258]\xe2\x94\x94 # L ["), "got: %s", W.found);
+    cr_assert_null(strstr(W.found, "[depth 258]" TEE), "got: %s", W.found);
+    cr_assert_null(strstr(W.found, "[depth 257]"), "got: %s", W.found);
+    cr_assert_geq(W.max_line, 256 * 3, "%llu", (unsigned long long)W.max_line);
+    cr_assert_lt(W.max_line, 256 * 3 + 64, "%llu", (unsigned long long)W.max_line);
+}

@@ -352,3 +352,45 @@ def test_python_pickler_payload_sizes(protocol):
         tree(out, pid)
     finally:
         cleanup(out)
+
+
+def test_python_note_from_reduce_on_its_node():
+    """sertrace.note() called inside a __reduce__ lands on that object's
+    node: in the JSON summary (tag O, the class's type name, its ancestry)
+    and under the node in the tree, escaped."""
+    if not _python_sertrace_ok():
+        pytest.skip("the sertrace Python package is not built")
+    script = (
+        "import os, sertrace\n"
+        "class Widget:\n"
+        "    def __init__(self, n): self.n = n\n"
+        "    def __reduce__(self):\n"
+        "        sertrace.note('why', 'widget %d\\x1b[2J\\n' % self.n)\n"
+        "        return (Widget, (self.n,))\n"
+        "print('pid', os.getpid())\n"
+        "print(len(sertrace.dumps({'w': [Widget(7)], 'x': 1}, 4)))\n")
+    env = dict(os.environ, PYTHONPATH=PYPATH)
+    with session() as (_, out):
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True)
+    try:
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.split("\n")
+        pid = int(lines[0].split()[1])
+        length = int(lines[1])
+        doc = summary(out, pid)
+        assert len(doc["dumps"]) == 1, doc["dumps"]
+        d = doc["dumps"][0]
+        assert d["payload_bytes"] == length and d["complete"] is True, d
+        assert d["notes_dropped"] == 0
+        assert d["notes"] == [{
+            "key": "why", "value": "widget 7\x1b[2J\n", "tag": "O",
+            "type": "__main__.Widget", "depth": 3,
+            "ancestry": ["D2 dict", "L list", "O __main__.Widget"]}], d["notes"]
+        text = bt(out, "summary").stdout.decode("utf-8")
+        assert ("    @ why = widget 7\\x1b[2J\\x0a  (on D2 dict \u203a L list \u203a "
+                "O __main__.Widget)\n") in text, text
+        t = tree(out, pid)
+        assert "\u2502\u2502\u2502 @ why = widget 7\\x1b[2J\\x0a\n" in t, t
+    finally:
+        cleanup(out)
