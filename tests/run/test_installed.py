@@ -73,3 +73,102 @@ def test_installed_babeltrace2_finds_the_plugin_without_flags():
     h = subprocess.run(["babeltrace2", "help", "sink.sertrace.tree"], capture_output=True,
                        text=True, env=clean_env(), timeout=60)
     assert h.returncode == 0, h.stderr
+
+
+# A serializer author's program, built only from what `meson install` put on the machine:
+# the headers and libsertrace found through `pkg-config sertrace`.  It writes a tiny
+# length-prefixed format (a map of two arrays) and traces every object it writes.
+AUTHOR_C = r"""
+#include <stdio.h>
+#include <string.h>
+#include <sertrace/sertrace.h>
+
+static unsigned char out[4096];
+static size_t len;
+static sertrace_dump *d;
+
+static void put(const void *p, size_t n) { memcpy(out + len, p, n); len += n; }
+
+static void array(int n, int tag_base)
+{
+    static const char key_array = 0;
+    uint32_t t = sertrace_type_known(d, &key_array);
+    if (d && !t)
+        t = sertrace_type(d, &key_array, "demo.Array");
+    if (d)
+        sertrace_enter(d, SERTRACE_TAG_ARRAY, t, (uintptr_t)&out[len], (uint64_t)n + 1, len);
+    unsigned char h[2] = {'A', (unsigned char)n};
+    put(h, 2);
+    for (int i = 0; i < n; i++) {
+        unsigned char v = (unsigned char)(tag_base + i);
+        put(&v, 1);
+    }
+    if (d)
+        sertrace_exit(d, len);
+}
+
+int main(void)
+{
+    d = sertrace_dump_begin("demo", 1);
+    put("H", 1);                       /* header, outside the root */
+    static const char key_map = 0;
+    uint32_t t = d ? sertrace_type(d, &key_map, "demo.Map") : 0;
+    if (d)
+        sertrace_enter(d, SERTRACE_TAG_MAP, t, (uintptr_t)&key_map, 3, len);
+    put("M", 1);
+    array(10, 0);
+    array(300 % 256, 7);
+    if (d)
+        sertrace_exit(d, len);
+    put("E", 1);                       /* trailer, outside the root */
+    sertrace_dump_end(d, len, SERTRACE_STATUS_OK);
+    printf("%zu\n", len);
+    return 0;
+}
+"""
+
+
+def test_installed_c_api_builds_with_pkg_config_and_traces(tmp_path):
+    """The C API for serializer authors, as installed: `pkg-config --cflags --libs sertrace`
+    builds a program that traces (live text tree) with exact sizes."""
+    cc = shutil.which("cc")
+    pkg = shutil.which("pkg-config")
+    assert cc and pkg, "cc and pkg-config are installed by scripts/setup.sh"
+    flags = subprocess.run([pkg, "--cflags", "--libs", "sertrace"], capture_output=True,
+                           text=True, env=clean_env(), timeout=60)
+    assert flags.returncode == 0, flags.stderr
+    src = tmp_path / "author.c"
+    src.write_text(AUTHOR_C)
+    exe = tmp_path / "author"
+    build = subprocess.run([cc, "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(src)]
+                           + flags.stdout.split(), capture_output=True, text=True, timeout=120)
+    assert build.returncode == 0, build.stderr
+
+    text = tmp_path / "tree.txt"
+    env = clean_env()
+    env.update(DISPATCH_TRACE=str(text), SERTRACE_EXACT="1")
+    run = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    total = int(run.stdout)
+    # H + (M + A10 + 10 bytes + A44 + 44 bytes) + E
+    assert total == 1 + (1 + 12 + 46) + 1
+    lines = text.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("# sertrace dump ") and "demo protocol 1" in lines[0]
+    assert lines[1].startswith("┬ Map: <demo.Map object at 0x")
+    assert lines[2].startswith("├┬ Arr: <demo.Array object at 0x") and lines[2].endswith("len=10")
+    assert lines[3] == "│└ # Arr [12 B]"
+    assert lines[5] == "│└ # Arr [46 B]"
+    assert lines[6] == "└ # Map [59 B]"
+    assert lines[7].startswith("# end dump ") and "%d B" % total in lines[7]
+
+    # And the same program recorded into LTTng: the report gives the same sizes.
+    trace = tmp_path / "trace"
+    rec = subprocess.run(["sertrace", "record", "--cmd-only", "-o", str(trace), "--", str(exe)],
+                         capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert rec.returncode == 0, rec.stderr
+    rep = subprocess.run(["sertrace", "report", "--json", str(trace)], capture_output=True,
+                         text=True, env=clean_env(), timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    dumps = json.loads(rep.stdout)["dumps"]
+    assert [(d["serializer"], d["payload_bytes"], d["root_bytes"], d["complete"])
+            for d in dumps] == [("demo", total, total - 2, True)]
