@@ -191,6 +191,8 @@ def test_unserializable_flag(tmp_path, protocol):
     assert flags, "no flag line in the tree"
     flag = flags[0]
     assert "UNSERIALIZABLE" in flag, flag
+    # The ERROR record carries the kind tag and the type of the object that failed.
+    assert flag.startswith("UNSERIALIZABLE F2 'function' at "), flag
     assert exp[1] in flag, "message %r not in flag line %r" % (exp[1], flag)
     assert "Plain.items[0]['k']" in flag, "path not in flag line %r" % flag
 
