@@ -144,6 +144,11 @@ int sertrace_summary_write_file(void *ctx, const char *s, size_t n)
     return fwrite(s, 1, n, (FILE *)ctx) == n ? 0 : -1;
 }
 
+int sertrace_summary_flush_file(void *ctx)
+{
+    return fflush((FILE *)ctx) == 0 ? 0 : -1;
+}
+
 static char *buf_steal(sertrace_buf *b)
 {
     char *r = malloc(b->len + 1);

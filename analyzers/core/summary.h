@@ -53,6 +53,8 @@ void sertrace_summary_destroy(sertrace_summary *s);
 
 /* A fwrite-based write function; ctx is a FILE *. */
 int sertrace_summary_write_file(void *ctx, const char *s, size_t n);
+/* fflush(ctx), ctx a FILE *: 0 or -1. */
+int sertrace_summary_flush_file(void *ctx);
 
 /* Parse an oversize parameter: "65536", "64K", "1.5MiB" (bytes) or "10%"
  * (share of the dump).  Returns 0, or -1 when malformed. */

@@ -88,6 +88,15 @@ static int flush_out(sertrace_treeprint *t, bool force)
     return t->failed;
 }
 
+/* flush-each-dump: everything buffered goes out now, through stdio too. */
+static int flush_now(sertrace_treeprint *t)
+{
+    flush_out(t, true);
+    if (t->o.flush && t->o.flush(t->write_ctx) < 0)
+        t->failed = -1;
+    return t->failed;
+}
+
 static int arena_add(dump_buf *db, const char *s, size_t n, uint32_t *off)
 {
     if (n > UINT32_MAX || db->arena_len + n > UINT32_MAX)
@@ -718,8 +727,12 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     int rc = print_dump(t, d, db);
     recycle_dump_buf(t, db);
     t->dumps++;
-    if (rc == 0)
-        flush_out(t, false);
+    if (rc == 0) {
+        if (t->o.flush_each_dump)
+            flush_now(t);
+        else
+            flush_out(t, false);
+    }
     return rc < 0 || t->failed ? -1 : 0;
 }
 
@@ -762,8 +775,12 @@ int sertrace_treeprint_finish(sertrace_treeprint *t,
             "by sequence number; affected dumps are marked INCOMPLETE\n",
             (unsigned long long)stats->discarded_events,
             (unsigned long long)stats->lost_batches);
-    if (rc == 0)
-        flush_out(t, true);
+    if (rc == 0) {
+        if (t->o.flush_each_dump)
+            flush_now(t);
+        else
+            flush_out(t, true);
+    }
     return rc < 0 || t->failed ? -1 : 0;
 }
 

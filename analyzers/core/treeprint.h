@@ -28,9 +28,14 @@ typedef struct sertrace_treeprint_opts {
     uint64_t min_size;       /* 0: none; smaller non-root nodes folded into
                               * one "… N more, X" line per parent */
     bool exact;              /* sizes in bytes */
+    bool flush_each_dump;    /* hand the buffered text to `write` (then
+                              * call `flush`) after each dump's tree and
+                              * after the final line, instead of in 64 KiB
+                              * chunks: for live viewing */
+    int (*flush)(void *write_ctx); /* optional, e.g. sertrace_summary_flush_file */
 } sertrace_treeprint_opts;
 
-#define SERTRACE_TREEPRINT_OPTS_DEFAULT {0, 0.0, 0, 0, false}
+#define SERTRACE_TREEPRINT_OPTS_DEFAULT {0, 0.0, 0, 0, false, false, NULL}
 
 typedef struct sertrace_treeprint sertrace_treeprint;
 

@@ -106,13 +106,15 @@ static const param_def params_table[] = {
     {"max-flags", P_UINT, FOR_SUMMARY, "flags kept per dump (default 1000)"},
     {"per-dump", P_BOOL, FOR_SUMMARY,
      "text: print each dump's section (default true)"},
+    {"flush-each-dump", P_BOOL, FOR_TREE,
+     "write the output after each dump's tree (live viewing; default false)"},
 };
 
 typedef struct parsed_params {
     uint64_t oversize_bytes;
     double oversize_percent;
     uint64_t max_depth, min_size, top, max_flags;
-    bool exact, json, per_dump;
+    bool exact, json, per_dump, flush_each_dump;
     const char *output;
 } parsed_params;
 
@@ -178,7 +180,8 @@ parse_one(const char *key, const bt_value *v, void *data)
     if (!def) {
         PERR("unknown parameter `%s` (known: %s)", key,
             pc->kind == SINK_TREE
-                ? "oversize, max-depth, min-size, exact, output"
+                ? "oversize, max-depth, min-size, exact, output, "
+                  "flush-each-dump"
                 : "oversize, top, format, exact, output, max-flags, per-dump");
         goto bad;
     }
@@ -252,6 +255,8 @@ parse_one(const char *key, const bt_value *v, void *data)
         }
         if (strcmp(key, "exact") == 0)
             p->exact = bt_value_bool_get(v);
+        else if (strcmp(key, "flush-each-dump") == 0)
+            p->flush_each_dump = bt_value_bool_get(v);
         else
             p->per_dump = bt_value_bool_get(v);
         break;
@@ -363,6 +368,8 @@ sink_init(bt_self_component_sink *self_sink, const bt_value *params,
         o.max_depth = (uint32_t)p.max_depth;
         o.min_size = p.min_size;
         o.exact = p.exact;
+        o.flush_each_dump = p.flush_each_dump;
+        o.flush = sertrace_summary_flush_file;
         s->tree = sertrace_treeprint_create(&o, write_out, s->out);
         if (!s->tree)
             goto memory;
@@ -773,7 +780,8 @@ BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(tree,
     "Print each serializer dump as a size tree (dill's line grammar)");
 BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(tree,
     "Parameters: oversize=BYTES|\"64K\"|\"10%\", max-depth=N, "
-    "min-size=BYTES|\"1K\", exact=yes|no, output=PATH. See analyzers/README.md.");
+    "min-size=BYTES|\"1K\", exact=yes|no, output=PATH, flush-each-dump=yes|no. "
+    "See analyzers/README.md.");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(tree, tree_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(tree, sink_graph_is_configured);
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(tree, sink_finalize);

@@ -3,6 +3,9 @@
  * grammar, folding, inexact sizes, unfinished chains, the JSON object,
  * escaping of hostile strings, and flat memory of the summary. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -712,4 +715,92 @@ Test(sinks, tree_dill_grammar_kept_up_to_256_bars)
     cr_assert_null(strstr(W.found, "[depth 257]"), "got: %s", W.found);
     cr_assert_geq(W.max_line, 256 * 3, "%llu", (unsigned long long)W.max_line);
     cr_assert_lt(W.max_line, 256 * 3 + 64, "%llu", (unsigned long long)W.max_line);
+}
+
+/* flush-each-dump (sertrace report --live): the tree sink writes through a
+ * FILE * on a pipe, as the plugin does.  Set, the text of dump 1 can be
+ * read from the pipe once dump 1 closed, before dump 2 begins; unset, it
+ * is still in the sink's 64 KiB buffer (and stdio's) at that point. */
+static size_t drain(int fd, sertrace_buf *got)
+{
+    char chunk[4096];
+    size_t total = 0;
+    for (;;) {
+        ssize_t r = read(fd, chunk, sizeof chunk);
+        if (r <= 0) {
+            cr_assert(r == 0 || errno == EAGAIN, "read: %s", strerror(errno));
+            return total;
+        }
+        cr_assert_eq(sertrace_buf_append(got, chunk, (size_t)r), 0);
+        total += (size_t)r;
+    }
+}
+
+static void tree_on_pipe(bool flush_each_dump, sertrace_buf *after1,
+                         sertrace_buf *after2, sertrace_buf *at_end)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    cr_assert_eq(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+    FILE *w = fdopen(fds[1], "w");
+    cr_assert_not_null(w);
+    cr_assert_eq(setvbuf(w, NULL, _IOFBF, 1 << 16), 0); /* as the plugin */
+    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    o.exact = true;
+    o.flush_each_dump = flush_each_dump;
+    o.flush = sertrace_summary_flush_file;
+    sertrace_treeprint *t =
+        sertrace_treeprint_create(&o, sertrace_summary_write_file, w);
+    sertrace_core_visitor v;
+    sertrace_treeprint_visitor(t, &v);
+    sertrace_core *c = sertrace_core_create(&v);
+    sample(c, 7, 1, "mod.First");
+    drain(fds[0], after1); /* dump 2 has not begun */
+    sample(c, 7, 2, "mod.Second");
+    drain(fds[0], after2);
+    cr_assert_eq(sertrace_core_finish(c), 0);
+    cr_assert_eq(sertrace_treeprint_finish(t, sertrace_core_get_stats(c)), 0);
+    drain(fds[0], at_end); /* before fclose: finish wrote everything */
+    sertrace_core_destroy(c);
+    sertrace_treeprint_destroy(t);
+    cr_assert_eq(fclose(w), 0);
+    drain(fds[0], at_end);
+    close(fds[0]);
+}
+
+Test(sinks, tree_flush_each_dump_writes_each_tree_at_once)
+{
+    sertrace_buf a1 = SERTRACE_BUF_INIT, a2 = SERTRACE_BUF_INIT,
+                 end = SERTRACE_BUF_INIT;
+    tree_on_pipe(true, &a1, &a2, &end);
+    cr_assert_not_null(a1.data, "nothing written after dump 1");
+    cr_assert(strncmp(a1.data, "\xe2\x94\x80\xe2\x94\x80 dump 1 \xc2\xb7", 12) == 0,
+              "got:\n%s", a1.data);
+    cr_assert_not_null(strstr(a1.data, "O: <mod.First object at 0xabe0>"), "got:\n%s", a1.data);
+    /* the whole tree of dump 1: its root's exit line ends the text */
+    const char *root_exit = "\xe2\x94\x94 # D2 [100 B]\n";
+    cr_assert(a1.len > strlen(root_exit) &&
+                  strcmp(a1.data + a1.len - strlen(root_exit), root_exit) == 0,
+              "got:\n%s", a1.data);
+    cr_assert_null(strstr(a1.data, "dump 2"));
+    cr_assert_not_null(a2.data, "nothing written after dump 2");
+    cr_assert(strncmp(a2.data, "\xe2\x94\x80\xe2\x94\x80 dump 2 \xc2\xb7", 12) == 0,
+              "got:\n%s", a2.data);
+    cr_assert_not_null(strstr(a2.data, "mod.Second"));
+    cr_assert_null(end.data, "nothing left for the end");
+    sertrace_buf_free(&a1);
+    sertrace_buf_free(&a2);
+}
+
+Test(sinks, tree_without_flush_each_dump_stays_buffered)
+{
+    sertrace_buf a1 = SERTRACE_BUF_INIT, a2 = SERTRACE_BUF_INIT,
+                 end = SERTRACE_BUF_INIT;
+    tree_on_pipe(false, &a1, &a2, &end);
+    cr_assert_eq(a1.len, 0, "written early:\n%s", a1.data);
+    cr_assert_eq(a2.len, 0, "written early:\n%s", a2.data);
+    cr_assert_not_null(end.data);
+    cr_assert_not_null(strstr(end.data, "mod.First"));
+    cr_assert_not_null(strstr(end.data, "mod.Second"));
+    sertrace_buf_free(&end);
 }
