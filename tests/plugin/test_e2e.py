@@ -47,10 +47,12 @@ def sessiond():
 
 
 @contextlib.contextmanager
-def session(kind="uid", snapshot=False):
+def session(kind="uid", snapshot=False, channel=None):
     """A started session recording sertrace:* with vpid/vtid; yields
     (name, output dir).  kind="small-pid" uses a per-PID channel far too
-    small for the workload."""
+    small for the workload; `channel` (a list of `lttng enable-channel -u`
+    options, e.g. ["--buffers-pid", "--subbuf-size=4096"]) records into a
+    channel made with those options instead."""
     COUNTER[0] += 1
     name = "analyzers-%d-%d" % (os.getpid(), COUNTER[0])
     out = tempfile.mkdtemp(prefix="sertrace-analyzers-")
@@ -67,6 +69,9 @@ def session(kind="uid", snapshot=False):
             lttng("enable-channel", "-u", "--buffers-pid", "--subbuf-size=8192",
                   "--num-subbuf=2", "-s", name, "small")
             chan = ["-c", "small"]
+        elif channel is not None:
+            lttng("enable-channel", "-u", *channel, "-s", name, "chan")
+            chan = ["-c", "chan"]
         lttng("enable-event", "-u", "sertrace:*", "-s", name, *chan)
         lttng("add-context", "-u", "-t", "vpid", "-t", "vtid", "-s", name, *chan)
         lttng("start", name)

@@ -1,0 +1,294 @@
+"""Child process of test_e2e_pickler.py: dumps objects with the traced C
+pickler (the `sertrace` package of the build, on PYTHONPATH) while an LTTng
+session records it, and prints what it wrote, one JSON object a line:
+
+  {"pid": P}                                      first line
+  {"tid": T, "len": N, "proto_len": 0|2, "stop_framed": bool,
+   "label": "...", "protocol": p, "target": "..."}   one per dump, in order
+
+proto_len and stop_framed are read from the payload with pickletools (the
+header/trailer rule of tests/pickle/test_accounting.py): root bytes +
+proto_len + 1 (STOP) + 9 if STOP sits in a frame == len(payload).
+
+  pickler_child.py workloads          every workload x protocol 0-5 x target
+  pickler_child.py threads T N        T threads, N dumps each, all at once
+  pickler_child.py kill K PAD         K dumps, then SIGKILL from a __reduce__
+                                      deep in a dump (PAD: force the batch
+                                      holding the chain out with notes)
+  pickler_child.py flood N            N dumps of scheduler states, sizes varied
+  pickler_child.py loop               dump until stdin says stop (snapshots)
+
+Environment: SERTRACE_WORKLOADS (the workloads/ folder).
+"""
+
+import dataclasses
+import json
+import os
+import pickletools
+import signal
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.environ["SERTRACE_WORKLOADS"])
+
+import dispatch_like_state as dls  # noqa: E402
+import sertrace  # noqa: E402
+
+OUT_LOCK = threading.Lock()
+
+
+def emit(obj):
+    with OUT_LOCK:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+
+def shape(data):
+    proto_len = 0
+    frames = []
+    stop_pos = None
+    for op, arg, pos in pickletools.genops(data):
+        if op.name == "PROTO" and pos == 0:
+            proto_len = 2
+        elif op.name == "FRAME":
+            frames.append((pos + 9, pos + 9 + arg))
+        elif op.name == "STOP":
+            stop_pos = pos
+    return proto_len, any(a <= stop_pos < b for a, b in frames)
+
+
+def record(data, **kw):
+    proto_len, stop_framed = shape(data)
+    emit(dict(tid=threading.get_native_id(), len=len(data), proto_len=proto_len,
+              stop_framed=stop_framed, **kw))
+
+
+# ---- workloads -------------------------------------------------------------
+
+
+class Plain:
+    def __init__(self, name, items):
+        self.name = name
+        self.items = items
+        self.meta = {"k": (1, 2.5, None), "tags": {"a", "b"}}
+
+
+class Slotted:
+    __slots__ = ("x", "y", "children")
+
+    def __init__(self, x, y, children=()):
+        self.x = x
+        self.y = y
+        self.children = list(children)
+
+    # protocols 0-1 need it for a class with __slots__ (as with pickle)
+    def __getstate__(self):
+        return (self.x, self.y, self.children)
+
+    def __setstate__(self, st):
+        self.x, self.y, self.children = st
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: float
+    label: str = "p"
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    key: str
+    values: tuple
+
+
+def builtins_nested():
+    return {
+        "ints": list(range(-5, 300, 7)) + [2**70, -(2**65)],
+        "floats": [0.5, -1e300, float("inf")],
+        "nested": [[i, (i, str(i)), {"k%d" % i: [None, True, False]}] for i in range(40)],
+        "sets": [set(range(10)), frozenset({"x", "y"})],
+        "text": ["caf\u00e9", "\u65e5\u672c", "x" * 300],
+        "bytes": [b"\x00\x01" * 50, bytearray(b"abc" * 20)],
+        "deep": [[[[[[{"leaf": (1,)}]]]]]],
+        "shared": [[1, 2, 3]] * 3,
+        "empty": ([], {}, (), set(), ""),
+    }
+
+
+def instances():
+    return [
+        Plain("root", [Plain("kid%d" % i, list(range(i))) for i in range(6)]),
+        Slotted(1, 2.0, [Slotted(i, -i) for i in range(20)]),
+        [Point(i, i / 3, extra={"i": i}) for i in range(30)],
+        Frozen("f", tuple(range(15))),
+        {"pt": Point(0, 0.0)},
+    ]
+
+
+def large():
+    # bytes and str larger than a 64 KiB frame (written outside frames from
+    # protocol 4 on), next to small items inside frames
+    return [b"\xab" * 150000, "\u00e9" * 70000 + "x", [b"s", "t"], bytearray(100000),
+            "a" * 65536, b"b" * 65537, {"tail": list(range(100))}]
+
+
+WORKLOADS = [
+    ("builtins", builtins_nested),
+    ("instances", instances),
+    ("state", lambda: dls.build_state(4)),
+    ("large", large),
+]
+
+
+def dump_via(target, obj, protocol, tmpdir, i):
+    if target == "dumps":
+        return sertrace.dumps(obj, protocol)
+    path = os.path.join(tmpdir, "d%d.pkl" % i)
+    with open(path, "wb") as f:
+        if target == "dump":
+            sertrace.dump(obj, f, protocol)
+        else:
+            sertrace.Pickler(f, protocol).dump(obj)
+    with open(path, "rb") as f:
+        data = f.read()
+    os.unlink(path)
+    return data
+
+
+def run_workloads():
+    import pickle
+
+    i = 0
+    with tempfile.TemporaryDirectory(prefix="sertrace-child-") as tmpdir:
+        for label, build in WORKLOADS:
+            obj = build()
+            for protocol in range(6):
+                for target in ("dumps", "dump", "Pickler"):
+                    data = dump_via(target, obj, protocol, tmpdir, i)
+                    assert data == pickle.dumps(obj, protocol), (label, protocol, target)
+                    record(data, label=label, protocol=protocol, target=target)
+                    i += 1
+
+
+# ---- threads ---------------------------------------------------------------
+
+
+class Yield:
+    """Releases the GIL in the middle of a dump; the first one of each
+    thread waits until all threads are inside a dump."""
+
+    def __init__(self, barrier=None):
+        self.barrier = barrier
+
+    def __reduce__(self):
+        if self.barrier is not None:
+            self.barrier.wait(timeout=120)
+        else:
+            os.sched_yield()
+        return (Yield, ())
+
+
+def run_threads(nthreads, ndumps):
+    barrier = threading.Barrier(nthreads)
+
+    def work(k):
+        for j in range(ndumps):
+            # distinct sizes per thread: k decides the width, j the depth
+            obj = {"thread": k, "items": [Yield(barrier if j == 0 else None)]
+                   + [[k, j, "v" * (k + 1)] for _ in range(10 + 13 * k + j)]}
+            data = sertrace.dumps(obj, 2 + (k + j) % 4)
+            record(data, label="t%d" % k, protocol=2 + (k + j) % 4, target="dumps")
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(nthreads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
+# ---- kill ------------------------------------------------------------------
+
+
+class Killer:
+    def __init__(self, pad):
+        self.pad = pad
+
+    def __reduce__(self):
+        if self.pad:
+            # the runtime flushes a 4 KiB batch when it is full: notes on
+            # this node push the batch that holds the open chain (up to this
+            # node's ENTER) into the trace before the process dies
+            for k in range(6):
+                sertrace.note("pad%d" % k, "x" * 900)
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+        return (Killer, (self.pad,))
+
+
+class Holder:
+    def __init__(self, inner):
+        self.inner = inner
+
+
+def run_kill(k, pad):
+    for i in range(k):
+        data = sertrace.dumps(dls.build_state(1 + i % 3), 5)
+        record(data, label="state", protocol=5, target="dumps")
+    state = dls.build_state(2)
+    state.extra_payload = {"work": [Holder([1, 2, Killer(pad)])]}
+    emit({"dying": True})
+    sertrace.dumps(state, 5)
+    emit({"survived": True})
+
+
+# ---- flood / loop ----------------------------------------------------------
+
+
+def run_flood(n):
+    for i in range(n):
+        obj = dls.build_state(1 + i % 7) if i % 5 else {"small": list(range(i % 11))}
+        data = sertrace.dumps(obj, 2 + i % 4)
+        record(data, label="flood", protocol=2 + i % 4, target="dumps")
+
+
+def run_loop():
+    """Dump until a line arrives on stdin; print {"ready": true} after 200
+    dumps so the test can take its snapshot while the loop goes on."""
+    stop = threading.Event()
+
+    def watch():
+        sys.stdin.readline()
+        stop.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    i = 0
+    while not stop.is_set():
+        data = sertrace.dumps(dls.build_state(1 + i % 5), 2 + i % 4)
+        record(data, label="loop", protocol=2 + i % 4, target="dumps")
+        i += 1
+        if i == 200:
+            emit({"ready": True})
+
+
+def main():
+    emit({"pid": os.getpid()})
+    mode = sys.argv[1]
+    if mode == "workloads":
+        run_workloads()
+    elif mode == "threads":
+        run_threads(int(sys.argv[2]), int(sys.argv[3]))
+    elif mode == "kill":
+        run_kill(int(sys.argv[2]), sys.argv[3] == "pad")
+    elif mode == "flood":
+        run_flood(int(sys.argv[2]))
+    elif mode == "loop":
+        run_loop()
+    else:
+        raise SystemExit("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()
