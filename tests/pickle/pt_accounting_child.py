@@ -15,7 +15,11 @@ Targets: dumps (sertrace.dumps), bytesio (Pickler(BytesIO).dump), pipe
 (Pickler(socketpair()[0].makefile('wb')).dump, read by a thread), and
 at protocol 5 oob (dumps with a buffer_callback: PickleBuffers out of band).
 
-    python3 pt_accounting_child.py N_DUMPS N_STREAM
+    python3 pt_accounting_child.py N_DUMPS N_STREAM [N_BYTESIO]
+
+The graphs are the first N_DUMPS of test_differential.py's corpus (same
+seeds); N_STREAM of them (and N_BYTESIO, default all) also go through the
+stream targets.
 """
 
 import io
@@ -35,7 +39,7 @@ import pt_types as T  # noqa: E402
 import sertrace  # noqa: E402
 
 WORKLOADS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "workloads")
-SEED_BASE = 9_000_000
+SEED_STRIDE = 1_000_000  # test_differential.py's seeds: the first graphs of the differential corpus
 
 
 def payload_shape(data):
@@ -101,7 +105,7 @@ def corpus(p, n_dumps, n_stream):
     import dispatch_like_state as W
 
     items = [("workload build_state(%d)" % n, W.build_state(n)) for n in (2, 8)]
-    items += [("seed %d" % (SEED_BASE + p * 100_000 + i), graphgen.build(SEED_BASE + p * 100_000 + i, p))
+    items += [("seed %d" % (p * SEED_STRIDE + i), graphgen.build(p * SEED_STRIDE + i, p))
               for i in range(n_dumps)]
     big = [("big bytes", b"x" * 200_000), ("big list", [b"y" * 70_000, "z" * 70_000, list(range(3000))]),
            ("many frames", [("a" * 100, i) for i in range(3000)])]
@@ -110,11 +114,13 @@ def corpus(p, n_dumps, n_stream):
 
 def main():
     n_dumps, n_stream = int(sys.argv[1]), int(sys.argv[2])
+    n_bytesio = int(sys.argv[3]) if len(sys.argv) > 3 else n_dumps
     T.add_extensions()
     out = sys.stdout
     for p in range(6):
         full, stream = corpus(p, n_dumps, n_stream)
-        targets = [("dumps", full), ("bytesio", full), ("pipe", stream), ("socket", stream)]
+        bytesio = full if n_bytesio >= n_dumps else full[:n_bytesio] + full[-3:]
+        targets = [("dumps", full), ("bytesio", bytesio), ("pipe", stream), ("socket", stream)]
         if p == 5:
             targets.append(("oob", full))
         for target, items in targets:

@@ -114,3 +114,74 @@ def walk(node):
     yield node
     for c in node["children"]:
         yield from walk(c)
+
+
+def check_stream(lines):
+    """Streaming accounting check of a whole text trace, for corpora too big
+    to hold as trees: yields one dict per dump in the order dumps *ended*
+    (id, total, status, tops: the byte counts of the top-level nodes,
+    nodes, problems: node-level violations as strings).  Checks per node:
+    balanced enter/exit with matching tags, and bytes >= the sum of its
+    children's bytes.  Same grammar as parse(); raises TreeError on lines it
+    cannot place."""
+    active = []  # [dump dict, stack of [tag, children_bytes, line]]
+    for n, line in enumerate(lines, 1):
+        line = line.rstrip("\n")
+        if line == "":
+            continue
+        if line[0] == "#":
+            m = HEADER.match(line)
+            if m:
+                active.append({"id": int(m.group(1)), "pid": int(m.group(2)),
+                               "protocol": int(m.group(5)) if m.group(5) else None,
+                               "stack": [], "tops": [], "nodes": 0, "problems": []})
+                continue
+            if CONTINUED.match(line):
+                continue
+            m = FOOTER.match(line)
+            if m:
+                if not active or active[-1]["id"] != int(m.group(1)):
+                    raise TreeError("line %d: footer of dump %s does not close the open dump"
+                                    % (n, m.group(1)))
+                d = active.pop()
+                if d["stack"]:
+                    d["problems"].append("line %d: dump ends with %d open nodes" % (n, len(d["stack"])))
+                d["total"] = int(m.group(2))
+                d["status"] = m.group(3)
+                del d["stack"]
+                yield d
+                continue
+        if not active:
+            raise TreeError("line %d outside any dump: %r" % (n, line))
+        d = active[-1]
+        st = d["stack"]
+        m = ENTER.match(line)
+        if m:
+            depth = 1 if m.group(2) == "┬" else len(m.group(1)) + 2
+            if depth != len(st) + 1:
+                raise TreeError("line %d: enter at depth %d with %d open" % (n, depth, len(st)))
+            st.append([m.group(3), 0, n])
+            d["nodes"] += 1
+            continue
+        m = EXIT.match(line)
+        if m:
+            depth = len(m.group(1)) + 1
+            if not st or depth != len(st):
+                raise TreeError("line %d: exit at depth %d with %d open" % (n, depth, len(st)))
+            tag, kids, first = st.pop()
+            size = int(m.group(3))
+            if tag != m.group(2):
+                d["problems"].append("line %d: exit tag %s closes %s" % (n, m.group(2), tag))
+            if size < kids:
+                d["problems"].append("line %d: node %s (line %d) has %d B, its children %d B"
+                                     % (n, tag, first, size, kids))
+            if st:
+                st[-1][1] += size
+            else:
+                d["tops"].append(size)
+            continue
+        if NOTE.match(line) or FLAG.match(line):
+            continue
+        raise TreeError("line %d: not a tree line: %r" % (n, line))
+    if active:
+        raise TreeError("%d dump(s) never ended (first: %d)" % (len(active), active[0]["id"]))

@@ -17,6 +17,11 @@ text tree (parsed by pt_tree.py) must satisfy, for every dump:
     that moment and only the last frame, committed after STOP, is outside
     the root.  The rule is read from the payload, never a fixed total.
 Failed dumps (pickle refused the object) must be balanced and say "error".
+
+test_whole_differential_corpus_adds_up streams the same checks (without
+holding trees) over the first PT_ACCOUNTING_GRAPHS (10,000) graphs per
+protocol of test_differential.py's corpus, 1,000 of them also through a
+BytesIO, a pipe and a socket.
 """
 
 import json
@@ -320,3 +325,63 @@ def test_lttng_recorded_dumps(tmp_path):
             assert status == "error"
         else:
             assert status == "ok" and nbytes == n, (dump_id, nbytes, n)
+
+
+# ------------------------------------------ the whole differential corpus ----
+
+# The checks above hold trees in memory, so they run on the first few hundred
+# graphs.  This one streams: the first PT_ACCOUNTING_GRAPHS (default 10,000)
+# graphs per protocol of test_differential.py's corpus (same seeds) through
+# dumps() (and out-of-band at protocol 5), 1,000 of them through a BytesIO, a
+# pipe and a socket, at the default granularity, each dump checked against
+# its real payload.
+FULL_GRAPHS = int(os.environ.get("PT_ACCOUNTING_GRAPHS", "10000"))
+FULL_STREAM = min(FULL_GRAPHS, 1000)
+
+
+def test_whole_differential_corpus_adds_up(tmp_path):
+    trace = str(tmp_path / "trace.txt")
+    env = _env(trace, SERTRACE_GRANULARITY="containers")
+    out = tmp_path / "records.jsonl"
+    with open(out, "w") as f:
+        proc = subprocess.run([sys.executable, os.path.join(HERE, "pt_accounting_child.py"),
+                               str(FULL_GRAPHS), str(FULL_STREAM), str(FULL_STREAM)],
+                              stdout=f, stderr=subprocess.PIPE, text=True, env=env,
+                              timeout=1200, cwd=HERE)
+    assert proc.returncode == 0, "child failed (%d): %s" % (proc.returncode, proc.stderr[-3000:])
+    with open(out) as f:
+        records = [json.loads(line) for line in f]
+    problems, checked = [], {}
+    with open(trace, encoding="utf-8") as f:
+        dumps = pt_tree.check_stream(f)
+        for rec, d in zip(records, dumps):
+            where = "%s p%d %s" % (rec["label"], rec["protocol"], rec["target"])
+            problems.extend("%s: %s" % (where, p) for p in d["problems"])
+            if d["protocol"] != rec["protocol"] or d["status"] != ("ok" if rec["ok"] else "error"):
+                problems.append("%s: trace says protocol %s, %s" % (where, d["protocol"], d["status"]))
+                continue
+            if not rec["ok"]:
+                if rec["pickle_error"] != rec["error"] and "RecursionError" not in rec["error"]:
+                    problems.append("%s: sertrace raised %r, pickle %r"
+                                    % (where, rec["error"], rec["pickle_error"]))
+                continue
+            if not rec["same_as_pickle"]:
+                problems.append("%s: payload differs from pickle's" % where)
+            if d["total"] != rec["len"]:
+                problems.append("%s: footer says %d B, payload is %d B" % (where, d["total"], rec["len"]))
+            header, trailer = rec["proto_len"], 1 + (9 if rec["stop_framed"] else 0)
+            top = sum(d["tops"])
+            if len(d["tops"]) == 1 and top + header + trailer != rec["len"]:
+                problems.append("%s: root %d B + header %d + trailer %d != len(payload) %d"
+                                % (where, top, header, trailer, rec["len"]))
+            elif top + header + trailer > rec["len"]:
+                problems.append("%s: top-level nodes %d B + header %d + trailer %d > len(payload) %d"
+                                % (where, top, header, trailer, rec["len"]))
+            checked[rec["target"]] = checked.get(rec["target"], 0) + 1
+        assert next(dumps, None) is None, "more dumps in the trace than the child made"
+    assert not problems, "%d problems, first ones:\n%s" % (len(problems), "\n".join(problems[:25]))
+    assert len(records) == sum(checked.values()) + sum(1 for r in records if not r["ok"])
+    # every graph of the corpus, per protocol, through dumps(); the subsets through the streams
+    assert checked["dumps"] >= 6 * FULL_GRAPHS * 0.95, checked
+    assert min(checked[t] for t in ("bytesio", "pipe", "socket")) >= 6 * FULL_STREAM * 0.95, checked
+    assert checked["oob"] >= FULL_GRAPHS * 0.95, checked
