@@ -64,6 +64,9 @@ static PyObject *str_write, *str_framer, *str_file_write, *str_current_frame;
 static PyObject *str_memo, *str_dispatch, *str_proto, *str_trace;
 static PyObject *str_trace_depth, *str_save, *str_dump, *str_module;
 static PyObject *str_frame_target;
+static PyObject *str_save_reduce, *str_batch_setitems, *str_batch_appends, *str_self, *str_obj;
+static PyObject *str_k, *str_v, *str_cls, *str_args, *str_kwargs, *str_func, *str_state;
+static PyObject *str_state_setter;
 /* The first function module name seen equal to "dill._dill" (fast path). */
 static PyObject *dill_module_name;
 
@@ -99,7 +102,10 @@ typedef struct hook_state {
     bool atoms;
     bool framed;     /* pickle-style framer found */
     bool frame_dirty; /* re-read framer.current_frame before next write */
-    bool error_reported;
+    bool error_reported; /* the current failure is noted (note_failure) */
+    bool err_set;        /* err_tag / err_type hold the innermost failure */
+    uint8_t err_tag;
+    uint32_t err_type;
     int forward_dill; /* -1 unknown, 0/1: also call dill's adapter.trace */
     uint64_t file_bytes; /* bytes passed to the file */
     uint64_t inframe;    /* bytes in the current frame (not yet in the file) */
@@ -130,6 +136,14 @@ typedef struct hook_state {
 } hook_state;
 
 static _Thread_local hook_state *tls_top;
+
+/* Untraced dumps running on this thread (dormant or untraceable), so that
+ * dill.Pickler.dump -> pickle._Pickler.dump adds the notes once. */
+typedef struct plain_dump {
+    struct plain_dump *prev;
+    PyObject *pickler; /* borrowed: the dump call holds it */
+} plain_dump;
+static _Thread_local plain_dump *tls_plain;
 
 #define TCACHE_SLOT(t) (((uintptr_t)(t) >> 4) & 63u)
 
@@ -449,7 +463,9 @@ static uint8_t default_tag(PyObject *obj)
         return SERTRACE_TAG_GLOBAL;
     if (t == &PyPickleBuffer_Type)
         return SERTRACE_TAG_PICKLEBUFFER;
-    return SERTRACE_TAG_INSTANCE;
+    /* as the C pickler: O for instances of heap types, R for other
+     * reduce-based objects (generators, datetime ...) */
+    return (t->tp_flags & Py_TPFLAGS_HEAPTYPE) ? SERTRACE_TAG_INSTANCE : SERTRACE_TAG_REDUCE;
 }
 
 static uint64_t obj_length(PyObject *obj)
@@ -845,300 +861,554 @@ static void key_text(sbuf *b, PyObject *k)
     sb_str(b, tmp);
 }
 
-enum rel {
-    REL_NONE,
-    REL_ITEM_INDEX, /* list/tuple item i */
-    REL_ITEM_KEY,   /* dict item k */
-    REL_ELEMENT,    /* set element */
-    REL_CLASS,      /* reduce: class (NEWOBJ) */
-    REL_NEWARGS,    /* reduce: __new__ arguments */
-    REL_RECON,      /* reduce: reconstructor */
-    REL_RECONARGS,  /* reduce: reconstructor arguments */
-    REL_STATE,      /* reduce: state */
-};
+/* The error path, after the C pickler's (serializers/pickle/trace.c), so a
+ * dill failure reads exactly as a sertrace.dumps one:
+ *
+ * - The notes CPython 3.14's pickle adds while unwinding, innermost first:
+ *   "when serializing list item 4", "... dict item 'stack'", "... set
+ *   element", "... State state", "... State reconstructor arguments",
+ *   "... State object" (once per object whose save_reduce failed).
+ * - In a traced dump, ONE sertrace_error() at dump end with the failing
+ *   object's tag and type, the message (exception_message) and the path
+ *   ("State.suspended[1].frame.stack[4][1]").
+ *
+ * Both come from the exception's traceback, read when the hooked dump
+ * raised, so nothing is paid while the dump runs and a dormant dump (no
+ * listener) gets the same notes as a traced one.  The traceback's frames
+ * keep their locals: each pickler frame `save(self, obj)` of this pickler is
+ * one object of the chain (dill's save and pickle's save of the same object
+ * count once), and the frames between two of them say how the inner one sat
+ * in the outer one: `_batch_setitems` (its `k`, `v`), `_batch_appends`,
+ * `save_reduce` (its `cls`, `func`, `args`, `kwargs`, `state`,
+ * `state_setter`).  Identity only: no user code, no repr but safe_repr(). */
 
-/* How `child` sits in `parent` (both still alive: their save() calls are
- * on the stack).  *index / *key are set for items. */
-static int relation(node *parent, node *child, Py_ssize_t *index, PyObject **key)
-{
-    PyObject *p = parent->obj, *c = child->obj;
-    PyTypeObject *pt;
-
-    if (p == NULL || c == NULL)
-        return REL_NONE;
-    pt = Py_TYPE(p);
-    if (pt == &PyList_Type || pt == &PyTuple_Type) {
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(p);
-        PyObject **items = PySequence_Fast_ITEMS(p);
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (items[i] == c) {
-                *index = i;
-                return REL_ITEM_INDEX;
-            }
-        return REL_NONE;
-    }
-    if (pt == &PyDict_Type) {
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
-        while (PyDict_Next(p, &pos, &k, &v))
-            if (v == c) {
-                *key = k;
-                return REL_ITEM_KEY;
-            }
-        return REL_NONE;
-    }
-    if (pt == &PySet_Type || pt == &PyFrozenSet_Type)
-        return REL_ELEMENT;
-    /* Anything else went through save_reduce. */
-    if (child->ordinal == 0)
-        return (PyType_Check(c) && c == (PyObject *)pt) ? REL_CLASS : REL_RECON;
-    if (child->ordinal == 1 && PyTuple_CheckExact(c))
-        return parent->first_child_is_class ? REL_NEWARGS : REL_RECONARGS;
-    {
-        PyObject **dictptr = _PyObject_GetDictPtr(p);
-        if (dictptr && *dictptr == c)
-            return REL_STATE;
-    }
-    if (child->ordinal == 2)
-        return REL_STATE;
-    return REL_NONE;
-}
-
-/* Is node i a dict that is the state of the reduce node above it? */
-static bool is_state_dict(hook_state *s, uint32_t i)
-{
-    node *n = &s->nodes[i];
-    node *p;
-    Py_ssize_t idx;
-    PyObject *key;
-
-    if (n->obj == NULL || !PyDict_CheckExact(n->obj))
-        return false;
-    p = save_parent(s, i);
-    return p && relation(p, n, &idx, &key) == REL_STATE;
-}
-
-static void build_path(hook_state *s, sbuf *path)
-{
-    bool first = true;
-
-    for (uint32_t i = 0; i < s->depth; i++) {
-        node *n = &s->nodes[i];
-        node *p;
-        Py_ssize_t idx = -1;
-        PyObject *key = NULL;
-        char name[256];
-        int r;
-
-        if (n->kind == NODE_SYNTH || n->obj == NULL)
-            continue;
-        p = save_parent(s, i);
-        if (first || p == NULL) {
-            if (PyType_Check(n->obj) && is_class_tag(n->tag))
-                type_qualified_name((PyTypeObject *)n->obj, true, name, sizeof name);
-            else
-                type_qualified_name(Py_TYPE(n->obj), true, name, sizeof name);
-            /* qualname only: the root of a path reads "State..." */
-            const char *dot = strrchr(name, '.');
-            sb_str(path, (dot && !PyType_Check(n->obj)) ? dot + 1 : name);
-            first = false;
-            continue;
-        }
-        r = relation(p, n, &idx, &key);
-        switch (r) {
-        case REL_ITEM_INDEX: {
-            char b[32];
-            snprintf(b, sizeof b, "[%zd]", idx);
-            sb_str(path, b);
-            break;
-        }
-        case REL_ITEM_KEY:
-            if (is_state_dict(s, (uint32_t)(p - s->nodes)) && is_short_identifier(key)) {
-                const char *u = PyUnicode_AsUTF8(key);
-                sb_str(path, ".");
-                sb_str(path, u ? u : "?");
-                PyErr_Clear();
-            } else {
-                sb_str(path, "[");
-                key_text(path, key);
-                sb_str(path, "]");
-            }
-            break;
-        case REL_ELEMENT:
-            sb_str(path, "{}");
-            break;
-        case REL_CLASS:
-            sb_str(path, ".__class__");
-            break;
-        case REL_NEWARGS:
-            sb_str(path, ".<__new__ args>");
-            break;
-        case REL_RECON:
-            sb_str(path, ".<reconstructor>");
-            break;
-        case REL_RECONARGS:
-            sb_str(path, ".<args>");
-            break;
-        case REL_STATE:
-            if (!PyDict_CheckExact(n->obj))
-                sb_str(path, ".<state>");
-            break; /* a state dict is transparent: its items read .name */
-        default:
-            sb_str(path, ".?");
-        }
-    }
-}
-
-/* The note CPython 3.14's pickle adds when `child` fails inside `parent`. */
-static PyObject *relation_note(node *parent, node *child)
-{
-    Py_ssize_t idx = -1;
-    PyObject *key = NULL, *note;
-    char tname[256];
-    sbuf b = {NULL, 0, 0};
-    int r = relation(parent, child, &idx, &key);
-
-    if (r == REL_NONE)
-        return NULL;
-    type_qualified_name(Py_TYPE(parent->obj), true, tname, sizeof tname);
-    sb_str(&b, "when serializing ");
-    sb_str(&b, tname);
-    switch (r) {
-    case REL_ITEM_INDEX: {
-        char num[32];
-        snprintf(num, sizeof num, " item %zd", idx);
-        sb_str(&b, num);
-        break;
-    }
-    case REL_ITEM_KEY:
-        sb_str(&b, " item ");
-        key_text(&b, key);
-        break;
-    case REL_ELEMENT:
-        sb_str(&b, " element");
-        break;
-    case REL_CLASS:
-        sb_str(&b, " class");
-        break;
-    case REL_NEWARGS:
-        sb_str(&b, " __new__ arguments");
-        break;
-    case REL_RECON:
-        sb_str(&b, " reconstructor");
-        break;
-    case REL_RECONARGS:
-        sb_str(&b, " reconstructor arguments");
-        break;
-    case REL_STATE:
-        sb_str(&b, " state");
-        break;
-    }
-    note = b.p ? PyUnicode_DecodeUTF8(b.p, (Py_ssize_t)b.len, "replace") : NULL;
-    PyMem_Free(b.p);
-    return note;
-}
-
-/* An argument that str() and repr() turn into text without user code. */
-static bool is_builtin_atom(PyObject *o)
+/* A repr that runs no user code: exact str/int/float/bytes/bool/None,
+ * tuples of those; anything else "<TypeName>" (C pickler's safe_repr). */
+static bool is_repr_atom(PyObject *o)
 {
     PyTypeObject *t = Py_TYPE(o);
     return t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type || t == &PyBytes_Type ||
            t == &PyBool_Type || o == Py_None;
 }
 
-/* "ExcType: message" for the error event, without running user code:
- * - an exception whose class is built in (a static type: TypeError,
- *   KeyError, OSError ...) gives str(exc), when its args are builtin atoms
- *   (otherwise its str() could call an argument's __str__/__repr__);
- * - any other exception (user classes, pickle.PicklingError, dill's) never
- *   has its __str__ called: it gives its args as BaseException.__str__ would
- *   (one str arg: the arg; several: the tuple's repr) when all of them are
- *   exact str, else the type name alone. */
-static void exception_text(sbuf *b, PyObject *exc)
+static PyObject *type_name_obj(PyTypeObject *t)
+{
+    char name[256];
+    type_qualified_name(t, true, name, sizeof name);
+    return PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace");
+}
+
+static PyObject *safe_repr(PyObject *obj)
+{
+    if (is_repr_atom(obj))
+        return PyObject_Repr(obj);
+    if (PyTuple_CheckExact(obj)) {
+        bool safe = true;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj) && safe; i++)
+            safe = is_repr_atom(PyTuple_GET_ITEM(obj, i));
+        if (safe)
+            return PyObject_Repr(obj);
+    }
+    PyObject *name = type_name_obj(Py_TYPE(obj));
+    if (name == NULL)
+        return NULL;
+    PyObject *res = PyUnicode_FromFormat("<%U>", name);
+    Py_DECREF(name);
+    return res;
+}
+
+/* ---- the message (C pickler's exception_message) ----------------------- */
+
+static bool is_plain_atom(PyObject *o)
+{
+    PyTypeObject *t = Py_TYPE(o);
+    return o == Py_None || t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type ||
+           t == &PyBool_Type;
+}
+
+static bool is_exact_str(PyObject *o)
+{
+    return PyUnicode_CheckExact(o);
+}
+
+static bool all_args(PyObject *exc, bool (*ok)(PyObject *))
+{
+    PyObject *args = ((PyBaseExceptionObject *)exc)->args;
+    if (args == NULL || !PyTuple_CheckExact(args))
+        return false;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++)
+        if (!ok(PyTuple_GET_ITEM(args, i)))
+            return false;
+    return true;
+}
+
+static bool plain_or_null(PyObject *o)
+{
+    return o == NULL || is_plain_atom(o);
+}
+
+/* Whether str(exc) of a built-in exception type runs no user code. */
+static bool builtin_str_is_safe(PyObject *exc)
+{
+    if (!all_args(exc, is_plain_atom))
+        return false;
+    if (Py_TYPE(exc)->tp_str == ((PyTypeObject *)PyExc_BaseException)->tp_str)
+        return true;
+    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_OSError)) {
+        PyOSErrorObject *e = (PyOSErrorObject *)exc;
+        return plain_or_null(e->myerrno) && plain_or_null(e->strerror) &&
+               plain_or_null(e->filename) && plain_or_null(e->filename2);
+    }
+    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_SyntaxError)) {
+        PySyntaxErrorObject *e = (PySyntaxErrorObject *)exc;
+        return plain_or_null(e->msg) && plain_or_null(e->filename) && plain_or_null(e->lineno);
+    }
+    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_ImportError))
+        return plain_or_null(((PyImportErrorObject *)exc)->msg);
+    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_UnicodeError)) {
+        PyUnicodeErrorObject *e = (PyUnicodeErrorObject *)exc;
+        return plain_or_null(e->encoding) && plain_or_null(e->object) && plain_or_null(e->reason);
+    }
+    return true;
+}
+
+/* The text recorded for an exception, as the C pickler records it:
+ * str(exc) for a built-in type (a static type of the builtins module, or
+ * one whose __str__ is BaseException's: pickle.PicklingError, a user class
+ * without __str__) when that str runs no user code ("nope",
+ * "cannot pickle 'generator' object"); anything else "<module.Type>", plus
+ * ": " and the args' text when all are str ("<app.QuotaError>: disk
+ * quota").  The exception's type is the node's type on the flag line. */
+static PyObject *exception_message(PyObject *exc)
 {
     PyTypeObject *t = Py_TYPE(exc);
-    PyObject *args = PyExceptionInstance_Check(exc) ? ((PyBaseExceptionObject *)exc)->args : NULL;
-    PyObject *msg = NULL;
-    Py_ssize_t n = 0;
-    bool atoms = true, strs = true;
-    char tname[256];
+    bool builtin = (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) && strchr(t->tp_name, '.') == NULL) ||
+                   t->tp_str == ((PyTypeObject *)PyExc_BaseException)->tp_str;
+    PyObject *name, *res, *args;
 
-    type_qualified_name(t, true, tname, sizeof tname);
-    sb_str(b, tname);
-    if (args && PyTuple_CheckExact(args)) {
-        n = PyTuple_GET_SIZE(args);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *a = PyTuple_GET_ITEM(args, i);
-            atoms = atoms && is_builtin_atom(a);
-            strs = strs && PyUnicode_CheckExact(a);
-        }
+    if (!PyExceptionInstance_Check(exc))
+        return NULL;
+    if (builtin && builtin_str_is_safe(exc))
+        return PyObject_Str(exc);
+    name = type_name_obj(t);
+    if (name == NULL)
+        return NULL;
+    args = ((PyBaseExceptionObject *)exc)->args;
+    if (all_args(exc, is_exact_str) && PyTuple_GET_SIZE(args) > 0) {
+        if (PyTuple_GET_SIZE(args) == 1)
+            res = PyUnicode_FromFormat("<%U>: %U", name, PyTuple_GET_ITEM(args, 0));
+        else
+            res = PyUnicode_FromFormat("<%U>: %R", name, args); /* a tuple of str */
     } else {
-        atoms = strs = false;
+        res = PyUnicode_FromFormat("<%U>", name);
     }
-    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) && atoms)
-        msg = PyObject_Str(exc);
-    else if (strs && n == 1)
-        msg = Py_NewRef(PyTuple_GET_ITEM(args, 0));
-    else if (strs && n > 1)
-        msg = PyObject_Repr(args); /* a tuple of str: no user code */
-    if (msg && PyUnicode_Check(msg)) {
-        Py_ssize_t len;
-        const char *u = PyUnicode_AsUTF8AndSize(msg, &len);
-        if (u && len > 0) {
-            sb_str(b, ": ");
-            sb_add(b, u, (size_t)len);
+    Py_DECREF(name);
+    return res;
+}
+
+/* ---- the chain of objects being saved, from the traceback -------------- */
+
+typedef struct {
+    PyObject *obj;    /* strong */
+    PyObject *reduce; /* strong: locals of its save_reduce frame, or NULL */
+    bool generic;     /* that save_reduce was called by save() itself */
+    PyObject *batch;  /* strong: locals of a _batch_* frame below it, or NULL */
+    bool setitems;    /* batch is _batch_setitems */
+} chain_link;
+
+typedef struct {
+    chain_link *v;
+    Py_ssize_t n, cap;
+} chain;
+
+static void chain_free(chain *c)
+{
+    for (Py_ssize_t i = 0; i < c->n; i++) {
+        Py_XDECREF(c->v[i].obj);
+        Py_XDECREF(c->v[i].reduce);
+        Py_XDECREF(c->v[i].batch);
+    }
+    PyMem_Free(c->v);
+    c->v = NULL;
+    c->n = c->cap = 0;
+}
+
+static chain_link *chain_push(chain *c, PyObject *obj)
+{
+    if (c->n == c->cap) {
+        Py_ssize_t cap = c->cap ? c->cap * 2 : 32;
+        chain_link *v = PyMem_Realloc(c->v, (size_t)cap * sizeof(chain_link));
+        if (v == NULL)
+            return NULL;
+        c->v = v;
+        c->cap = cap;
+    }
+    chain_link *l = &c->v[c->n++];
+    l->obj = Py_NewRef(obj);
+    l->reduce = l->batch = NULL;
+    l->setitems = l->generic = false;
+    return l;
+}
+
+static PyObject *local(PyObject *locals, PyObject *name)
+{
+    PyObject *v = PyDict_Check(locals) ? PyDict_GetItemWithError(locals, name) : NULL;
+    if (v == NULL)
+        PyErr_Clear();
+    return v;
+}
+
+/* The objects this pickler was saving when `exc` went through, outermost
+ * first.  The walk follows the traceback while each frame was called by
+ * the previous one (an exception raised again keeps its older traceback
+ * behind the new frames). */
+static void chain_collect(chain *c, PyObject *exc, PyObject *pickler)
+{
+    PyObject *tb = PyException_GetTraceback(exc);
+    PyFrameObject *prev = NULL;
+    bool last_was_save = false;
+
+    for (PyObject *t = tb; t && PyTraceBack_Check(t);
+         t = (PyObject *)((PyTracebackObject *)t)->tb_next) {
+        PyFrameObject *f = ((PyTracebackObject *)t)->tb_frame;
+        PyCodeObject *code;
+        PyObject *name, *locals = NULL, *self;
+        int kind = 0;
+
+        if (f == NULL)
+            break;
+        if (prev) {
+            PyFrameObject *back = PyFrame_GetBack(f);
+            Py_XDECREF(back);
+            if (back != prev)
+                break;
         }
+        prev = f;
+        code = PyFrame_GetCode(f);
+        name = code->co_name;
+        if (PyUnicode_Check(name)) {
+            if (PyUnicode_Compare(name, str_save) == 0)
+                kind = 1;
+            else if (PyUnicode_Compare(name, str_save_reduce) == 0)
+                kind = 2;
+            else if (PyUnicode_Compare(name, str_batch_setitems) == 0)
+                kind = 3;
+            else if (PyUnicode_Compare(name, str_batch_appends) == 0)
+                kind = 4;
+        }
+        Py_DECREF(code);
+        if (kind == 0 || (kind > 1 && c->n == 0)) {
+            last_was_save = false;
+            continue;
+        }
+        locals = PyFrame_GetLocals(f);
+        self = locals ? local(locals, str_self) : NULL;
+        PyErr_Clear();
+        if (self != pickler) {
+            Py_XDECREF(locals);
+            last_was_save = false;
+            continue;
+        }
+        if (kind == 1) {
+            PyObject *obj = local(locals, str_obj);
+            /* dill's save(obj) calling pickle's save(obj): one object */
+            if (obj && !(last_was_save && c->n && c->v[c->n - 1].obj == obj))
+                chain_push(c, obj);
+            last_was_save = obj != NULL;
+        } else {
+            chain_link *l = &c->v[c->n - 1];
+            if (kind == 2 && l->reduce == NULL && l->batch == NULL) {
+                l->reduce = Py_NewRef(locals);
+                l->generic = last_was_save;
+            } else if (kind >= 3) {
+                Py_XSETREF(l->batch, Py_NewRef(locals));
+                l->setitems = kind == 3;
+            }
+            last_was_save = false;
+        }
+        Py_DECREF(locals);
     }
-    Py_XDECREF(msg);
+    Py_XDECREF(tb);
     PyErr_Clear();
 }
 
-/* Called once, at the innermost failing save(), with the exception set. */
-static void report_error(hook_state *s)
+enum rel {
+    REL_NONE,
+    REL_INDEX,   /* list/tuple item i */
+    REL_KEY,     /* dict item k */
+    REL_ELEMENT, /* set element */
+    REL_CLASS,   /* reduce: class (NEWOBJ, NEWOBJ_EX) */
+    REL_NEWARGS, /* reduce: __new__ arguments */
+    REL_RECON,   /* reduce: reconstructor */
+    REL_RECONARGS, /* reduce: reconstructor arguments */
+    REL_STATE,   /* reduce: state */
+    REL_SETTER,  /* reduce: state setter */
+};
+
+static bool index_of(PyObject *seq, PyObject *c, Py_ssize_t *index)
 {
-    PyObject *exc, *add_note = NULL;
-    sbuf path = {NULL, 0, 0}, text = {NULL, 0, 0};
-    node *n = save_parent(s, s->depth);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (items[i] == c) {
+            *index = i;
+            return true;
+        }
+    return false;
+}
+
+/* How `c` (the next object of the chain) sat in chain_link `l`.  The same
+ * relations, in the same cases, as the C pickler's notes: a dict key that
+ * fails has none (3.14 notes the value only). */
+static int relation(const chain_link *l, PyObject *c, Py_ssize_t *index, PyObject **key)
+{
+    PyObject *p = l->obj;
+    PyTypeObject *pt = Py_TYPE(p);
+
+    if (l->batch && l->setitems) {
+        PyObject *k = local(l->batch, str_k), *v = local(l->batch, str_v);
+        if (k == NULL || k == c || v != c)
+            return REL_NONE;
+        *key = k;
+        return REL_KEY;
+    }
+    if (l->batch) /* list items (or a list subclass's reduce listitems) */
+        return PyList_Check(p) && index_of(p, c, index) ? REL_INDEX : REL_NONE;
+    if (l->reduce) {
+        PyObject *r = l->reduce, *cls = local(r, str_cls);
+        PyObject *args = local(r, str_args);
+        if (cls) { /* NEWOBJ / NEWOBJ_EX */
+            if (c == cls)
+                return REL_CLASS;
+            if (c == args || c == local(r, str_kwargs))
+                return REL_NEWARGS;
+        }
+        if (c == local(r, str_func))
+            return REL_RECON;
+        if (!cls && c == args)
+            return REL_RECONARGS;
+        if (c == local(r, str_state_setter))
+            return REL_SETTER;
+        if (c == local(r, str_state))
+            return REL_STATE;
+        return REL_NONE;
+    }
+    if ((pt == &PyList_Type || pt == &PyTuple_Type) && index_of(p, c, index))
+        return REL_INDEX;
+    if (pt == &PyDict_Type) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(p, &pos, &k, &v))
+            if (v == c) {
+                *key = k;
+                return REL_KEY;
+            }
+        return REL_NONE;
+    }
+    if (pt == &PySet_Type || pt == &PyFrozenSet_Type)
+        return REL_ELEMENT;
+    return REL_NONE;
+}
+
+static const char *const rel_words[] = {
+    [REL_ELEMENT] = " element",          [REL_CLASS] = " class",
+    [REL_NEWARGS] = " __new__ arguments", [REL_RECON] = " reconstructor",
+    [REL_RECONARGS] = " reconstructor arguments", [REL_STATE] = " state",
+    [REL_SETTER] = " state setter",
+};
+
+static void add_note_text(PyObject *exc, PyObject *note)
+{
+    if (note != NULL) {
+        PyObject *r = PyObject_CallMethod(exc, "add_note", "O", note);
+        Py_XDECREF(r);
+        Py_DECREF(note);
+    }
+    PyErr_Clear();
+}
+
+static PyObject *note_for(PyObject *p, int r, Py_ssize_t index, PyObject *key)
+{
+    PyObject *name = type_name_obj(Py_TYPE(p)), *note = NULL;
+
+    if (name == NULL)
+        return NULL;
+    if (r == REL_INDEX) {
+        note = PyUnicode_FromFormat("when serializing %U item %zd", name, index);
+    } else if (r == REL_KEY) {
+        PyObject *k = safe_repr(key);
+        if (k)
+            note = PyUnicode_FromFormat("when serializing %U item %U", name, k);
+        Py_XDECREF(k);
+    } else if (r > REL_KEY) {
+        note = PyUnicode_FromFormat("when serializing %U%s", name, rel_words[r]);
+    } else { /* the object note */
+        note = PyUnicode_FromFormat("when serializing %U object", name);
+    }
+    Py_DECREF(name);
+    return note;
+}
+
+/* The notes, innermost first, as 3.14 adds them while unwinding. */
+static void chain_notes(const chain *c, PyObject *exc)
+{
+    for (Py_ssize_t i = c->n; i-- > 0;) {
+        const chain_link *l = &c->v[i];
+        if (i + 1 < c->n) {
+            Py_ssize_t index = 0;
+            PyObject *key = NULL;
+            int r = relation(l, c->v[i + 1].obj, &index, &key);
+            if (r != REL_NONE)
+                add_note_text(exc, note_for(l->obj, r, index, key));
+        }
+        if (l->reduce && l->generic) /* the reduce path of save() failed */
+            add_note_text(exc, note_for(l->obj, REL_NONE, 0, NULL));
+    }
+}
+
+/* The path, as the C pickler writes it: the root type's qualname, then a
+ * segment per note: [3], ['b'] (key_text()), .name for an identifier key
+ * of a state dict, {element}, (args), (reconstructor); states are
+ * transparent.  A very deep path keeps its root and its last 200
+ * characters. */
+static PyObject *chain_path(const chain *c, PyObject *root)
+{
+    sbuf b = {NULL, 0, 0};
+    PyObject *q, *path = NULL;
+    int outer = REL_NONE;
+
+    if (root == NULL)
+        return NULL;
+    q = PyType_GetQualName(Py_TYPE(root));
+    if (q == NULL || !PyUnicode_Check(q)) {
+        Py_XDECREF(q);
+        PyErr_Clear();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i + 1 < c->n; i++) {
+        Py_ssize_t index = 0;
+        PyObject *key = NULL;
+        int r = relation(&c->v[i], c->v[i + 1].obj, &index, &key);
+        char num[40];
+        switch (r) {
+        case REL_NONE:
+            continue;
+        case REL_INDEX:
+            snprintf(num, sizeof num, "[%zd]", index);
+            sb_str(&b, num);
+            break;
+        case REL_KEY:
+            if (outer == REL_STATE && is_short_identifier(key)) {
+                const char *u = PyUnicode_AsUTF8(key);
+                sb_str(&b, ".");
+                sb_str(&b, u ? u : "?");
+                PyErr_Clear();
+            } else {
+                sb_str(&b, "[");
+                key_text(&b, key);
+                sb_str(&b, "]");
+            }
+            break;
+        case REL_ELEMENT:
+            sb_str(&b, "{element}");
+            break;
+        case REL_NEWARGS:
+        case REL_RECONARGS:
+            sb_str(&b, "(args)");
+            break;
+        case REL_CLASS:
+        case REL_RECON:
+        case REL_SETTER:
+            sb_str(&b, "(reconstructor)");
+            break;
+        default: /* REL_STATE: transparent */
+            break;
+        }
+        outer = r;
+    }
+    {
+        PyObject *tail = b.p ? PyUnicode_DecodeUTF8(b.p, (Py_ssize_t)b.len, "replace")
+                             : PyUnicode_FromString("");
+        if (tail != NULL) {
+            path = PyUnicode_Concat(q, tail);
+            Py_DECREF(tail);
+        }
+    }
+    if (path != NULL && PyUnicode_GET_LENGTH(path) > 240) {
+        Py_ssize_t n = PyUnicode_GET_LENGTH(path);
+        PyObject *end = PyUnicode_Substring(path, n - 200, n);
+        PyObject *shorter = end ? PyUnicode_FromFormat("%U...%U", q, end) : NULL;
+        Py_XDECREF(end);
+        if (shorter != NULL)
+            Py_SETREF(path, shorter);
+    }
+    Py_DECREF(q);
+    PyMem_Free(b.p);
+    PyErr_Clear();
+    return path;
+}
+
+/* The innermost failing save() of a traced dump: remember its tag and type
+ * for the error event (the first failure since the last save that worked),
+ * and emit its enter record if dill had not named it yet. */
+static void note_failure(hook_state *s, PyObject *obj, node *n)
+{
     saved_exc saved;
 
-    flush_pending(s);
-    exc = exc_take(&saved);
-    if (exc == NULL) {
+    if (s->error_reported)
+        return;
+    s->error_reported = true;
+    PyErr_Fetch(&saved.type, &saved.value, &saved.tb);
+    if (n != NULL) {
+        flush_pending(s);
+        s->err_tag = n->tag;
+    } else { /* a folded atom */
+        PyTypeObject *t = Py_TYPE(obj);
+        s->err_tag = t == &PyUnicode_Type ? SERTRACE_TAG_STR
+                     : t == &PyBytes_Type ? SERTRACE_TAG_BYTES
+                     : t == &PyLong_Type  ? SERTRACE_TAG_INT
+                     : t == &PyFloat_Type ? SERTRACE_TAG_FLOAT
+                                          : SERTRACE_TAG_ATOM;
+    }
+    s->err_type = node_type(s, obj, SERTRACE_TAG_INSTANCE);
+    s->err_set = true;
+    PyErr_Clear();
+    exc_give_back(&saved);
+}
+
+/* A hooked dump raised (the exception is set): add the notes and, when the
+ * dump is traced (s != NULL), emit its one error event.  `root` is the
+ * object passed to dump (or NULL). */
+static void dump_failed(hook_state *s, PyObject *pickler, PyObject *root)
+{
+    saved_exc saved;
+    chain c = {NULL, 0, 0};
+    PyObject *exc = exc_take(&saved);
+
+    if (exc == NULL || !PyExceptionInstance_Check(exc)) {
         exc_give_back(&saved);
         return;
     }
-    exception_text(&text, exc);
-    build_path(s, &path);
-    sertrace_error(s->d, n ? n->tag : SERTRACE_TAG_UNKNOWN, n ? n->type : 0,
-                   text.p ? text.p : "", path.p ? path.p : "");
-    /* Notes, innermost first, as they would be added while unwinding. */
-    add_note = PyObject_GetAttrString(exc, "add_note");
-    if (add_note) {
-        for (uint32_t i = s->depth; i-- > 0;) {
-            node *c = &s->nodes[i];
-            node *p;
-            PyObject *note, *r;
-            if (c->kind == NODE_SYNTH || c->obj == NULL)
-                continue;
-            p = save_parent(s, i);
-            if (p == NULL)
-                break;
-            note = relation_note(p, c);
-            if (note == NULL) {
-                PyErr_Clear();
-                continue;
-            }
-            r = PyObject_CallOneArg(add_note, note);
-            Py_DECREF(note);
-            if (r == NULL)
-                PyErr_Clear();
-            Py_XDECREF(r);
-        }
+    chain_collect(&c, exc, pickler);
+    chain_notes(&c, exc);
+    if (s != NULL) {
+        PyObject *msg = exception_message(exc);
+        PyObject *path;
+        const char *m = NULL, *p = NULL;
+        PyErr_Clear();
+        path = chain_path(&c, root ? root : (c.n ? c.v[0].obj : NULL));
+        if (msg && PyUnicode_Check(msg))
+            m = PyUnicode_AsUTF8(msg);
+        if (path)
+            p = PyUnicode_AsUTF8(path);
+        PyErr_Clear();
+        sertrace_error(s->d, s->err_set ? s->err_tag : SERTRACE_TAG_UNKNOWN,
+                       s->err_set ? s->err_type : 0, m, p);
+        Py_XDECREF(msg);
+        Py_XDECREF(path);
     }
+    chain_free(&c);
     PyErr_Clear();
-    Py_XDECREF(add_note);
-    PyMem_Free(path.p);
-    PyMem_Free(text.p);
     exc_give_back(&saved);
 }
 
@@ -1217,8 +1487,12 @@ static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, si
     uint8_t tag;
     bool by_dill;
 
-    if (!s->atoms && is_atom(Py_TYPE(obj)))
-        return call_original(sv, args, nargsf, kwnames);
+    if (!s->atoms && is_atom(Py_TYPE(obj))) {
+        r = call_original(sv, args, nargsf, kwnames);
+        if (r == NULL)
+            note_failure(s, obj, NULL);
+        return r;
+    }
 
     flush_pending(s);
     n = push_node(s);
@@ -1258,10 +1532,7 @@ static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, si
     }
     n = &s->nodes[my_index]; /* the array may have moved */
     if (r == NULL) {
-        if (!s->error_reported) {
-            s->error_reported = true;
-            report_error(s);
-        }
+        note_failure(s, obj, n); /* the error event itself is emitted at dump end */
         s->depth = my_index;
         return NULL;
     }
@@ -1592,12 +1863,28 @@ static void restore_writers(hook_state *s)
     exc_give_back(&saved);
 }
 
+/* The original dump, untraced; if it raises, the exception gets the same
+ * notes as in a traced dump (built from its traceback, so only then). */
+static PyObject *untraced_dump(hook *h, PyObject *pickler, PyObject *root,
+                               PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    plain_dump me = {tls_plain, pickler};
+    PyObject *r;
+
+    tls_plain = &me;
+    r = PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+    tls_plain = me.prev;
+    if (r == NULL)
+        dump_failed(NULL, pickler, root);
+    return r;
+}
+
 static PyObject *dump_hook_call(PyObject *self, PyObject *const *args, size_t nargsf,
                                 PyObject *kwnames)
 {
     hook *h = (hook *)self;
     hook_state s;
-    PyObject *pickler, *proto_obj, *write, *r;
+    PyObject *pickler, *root, *proto_obj, *write, *r;
     const char *why;
     int proto = -1;
     sertrace_dump *d;
@@ -1609,12 +1896,16 @@ static PyObject *dump_hook_call(PyObject *self, PyObject *const *args, size_t na
     for (hook_state *t = tls_top; t; t = t->prev)
         if (t->pickler == pickler)
             return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+    for (plain_dump *t = tls_plain; t; t = t->prev)
+        if (t->pickler == pickler)
+            return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
     /* Decide before the dump begins: a pickler the hooks cannot follow runs
      * untouched and leaves nothing in the trace (not a failed dump). */
+    root = PyVectorcall_NARGS(nargsf) >= 2 ? args[1] : NULL;
     why = untraceable_reason(pickler, &write);
     if (why != NULL) {
         note_untraced(Py_TYPE(pickler), why);
-        return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+        return untraced_dump(h, pickler, root, args, nargsf, kwnames);
     }
     proto_obj = PyObject_GetAttr(pickler, str_proto);
     if (proto_obj && PyLong_Check(proto_obj))
@@ -1622,9 +1913,9 @@ static PyObject *dump_hook_call(PyObject *self, PyObject *const *args, size_t na
     Py_XDECREF(proto_obj);
     PyErr_Clear();
     d = sertrace_dump_begin(h->name, proto);
-    if (d == NULL) {
+    if (d == NULL) { /* dormant: the dump runs untouched, notes only if it fails */
         Py_DECREF(write);
-        return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+        return untraced_dump(h, pickler, root, args, nargsf, kwnames);
     }
 
     memset(&s, 0, sizeof s);
@@ -1640,7 +1931,7 @@ static PyObject *dump_hook_call(PyObject *self, PyObject *const *args, size_t na
          * pickler's own outcome (0 bytes: none were counted). */
         restore_writers(&s);
         sertrace_note(d, "untraced", "the hooks could not be set on this pickler");
-        r = PyObject_Vectorcall(h->original, args, nargsf, kwnames);
+        r = untraced_dump(h, pickler, root, args, nargsf, kwnames);
         sertrace_dump_end(d, 0, r ? SERTRACE_STATUS_OK : SERTRACE_STATUS_ERROR);
         return r;
     }
@@ -1656,6 +1947,8 @@ static PyObject *dump_hook_call(PyObject *self, PyObject *const *args, size_t na
     tls_top = &s;
     r = PyObject_Vectorcall(h->original, args, nargsf, kwnames);
     tls_top = s.prev;
+    if (r == NULL)
+        dump_failed(&s, pickler, root);
     restore_writers(&s);
     sertrace_dump_end(d, st_pos(&s), r ? SERTRACE_STATUS_OK : SERTRACE_STATUS_ERROR);
     return r;
@@ -2038,6 +2331,19 @@ PyMODINIT_FUNC PyInit__pyhook(void)
     INTERN(str_dump, "dump");
     INTERN(str_module, "__module__");
     INTERN(str_frame_target, "_FRAME_SIZE_TARGET");
+    INTERN(str_save_reduce, "save_reduce");
+    INTERN(str_batch_setitems, "_batch_setitems");
+    INTERN(str_batch_appends, "_batch_appends");
+    INTERN(str_self, "self");
+    INTERN(str_obj, "obj");
+    INTERN(str_k, "k");
+    INTERN(str_v, "v");
+    INTERN(str_cls, "cls");
+    INTERN(str_args, "args");
+    INTERN(str_kwargs, "kwargs");
+    INTERN(str_func, "func");
+    INTERN(str_state, "state");
+    INTERN(str_state_setter, "state_setter");
     if (PyType_Ready(&writer_type) < 0 || PyType_Ready(&hook_type) < 0 ||
         PyType_Ready(&saver_type) < 0 || PyType_Ready(&trace_fn_type) < 0 ||
         PyType_Ready(&logger_proxy_type) < 0)
