@@ -15,6 +15,8 @@ proto_len + 1 (STOP) + 9 if STOP sits in a frame == len(payload).
   pickler_child.py kill K PAD         K dumps, then SIGKILL from a __reduce__
                                       deep in a dump (PAD: force the batch
                                       holding the chain out with notes)
+  pickler_child.py span               a batch lost between a node and its
+                                      sibling (4 KiB sub-buffers)
   pickler_child.py flood N            N dumps of scheduler states, sizes varied
   pickler_child.py loop               dump until stdin says stop (snapshots)
 
@@ -244,6 +246,39 @@ def run_kill(k, pad):
     emit({"survived": True})
 
 
+# ---- span: a lost batch between a node's ENTER and a sibling's EXIT ------
+
+
+class Flusher:
+    """With notes, its __reduce__ writes 6 notes of ~710 B on its node (note
+    strings are cut at 1000 B): the sixth one no longer fits the runtime's
+    4 KiB batch, so the batch (~3.6 KB, which fits a 4 KiB sub-buffer) is
+    flushed right there.  `kids` small tuples follow as its children
+    (~18 B of records each)."""
+
+    def __init__(self, name, kids, notes):
+        self.name = name
+        self.kids = kids
+        self.notes = notes
+
+    def __reduce__(self):
+        for k in range(6 if self.notes else 0):
+            sertrace.note("%s%d" % (self.name, k), "n" * 700)
+        return (Flusher, (self.name, tuple((i, -i) for i in range(self.kids)), False))
+
+
+def run_span():
+    """One dump, root list [A, B, C], batches (seq):
+      0  L enter, A enter, A's notes 0-4                  ~3.6 KB: kept
+      1  A's note 5, A exit, B enter, B's first children  full 4 KiB: an
+         event larger than a 4 KiB sub-buffer, dropped by LTTng
+      2  B's last children, B exit, C, L exit             ~1.7 KB: kept
+    so the reader sees A's ENTER, then (after a gap) B's EXIT at A's depth."""
+    obj = [Flusher("a", 0, True), Flusher("b", 250, False), Flusher("c", 0, False)]
+    data = sertrace.dumps(obj, 4)
+    record(data, label="span", protocol=4, target="dumps")
+
+
 # ---- flood / loop ----------------------------------------------------------
 
 
@@ -282,6 +317,8 @@ def main():
         run_threads(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == "kill":
         run_kill(int(sys.argv[2]), sys.argv[3] == "pad")
+    elif mode == "span":
+        run_span()
     elif mode == "flood":
         run_flood(int(sys.argv[2]))
     elif mode == "loop":

@@ -13,6 +13,9 @@ Helpers (session, summary, tree, bt, cleanup) come from test_e2e.py.
 """
 
 import json
+import re
+import tempfile
+from collections import Counter
 import os
 import subprocess
 import sys
@@ -207,5 +210,164 @@ def test_pickler_sigkill_inside_reduce_unfinished_with_chain():
         headers = [l for l in text.splitlines() if l.startswith("\u2500\u2500 dump ")]
         for h, s in zip(headers[:3], sizes):
             assert "(%d B)" % s["len"] in h or h.endswith(" %d B" % s["len"]), h
+    finally:
+        cleanup(out)
+
+
+EXIT_LINE = re.compile(r"^([\u2502 ]*)\u2514 # (\S+) \[(\u2265 )?(\d+) B\]")
+
+
+def split_dumps(text):
+    """{dump_id: [lines]} from tree-sink output (exact=yes) or from the text
+    probe (DISPATCH_TRACE, SERTRACE_EXACT=1): the tree lines of each dump."""
+    dumps, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^(?:\u2500\u2500 dump |# sertrace dump )(\d+) ", line)
+        if m:
+            cur = dumps.setdefault(int(m.group(1)), [])
+        elif line.startswith(("# end dump", "!! the tracer")):
+            cur = None
+        elif cur is not None:
+            cur.append(line)
+    return dumps
+
+
+def exits(lines, exact_only=False, spanning=True):
+    """(depth, tag, bytes) of the exit lines, exact ones only if asked, and
+    without the nodes open across a lost batch ("records lost inside") if
+    spanning is false."""
+    out = []
+    for line in lines:
+        m = EXIT_LINE.match(line)
+        if not m or (exact_only and m.group(3)):
+            continue
+        if not spanning and "records lost inside" in line:
+            continue
+        out.append((len(m.group(1)) + 1, m.group(2), int(m.group(4))))
+    return out
+
+
+@pytest.mark.parametrize("subbuf", [4096, 8192])
+def test_pickler_small_per_pid_channel_flagged_never_wrong(subbuf):
+    """A per-PID channel of 2 sub-buffers of 4 or 8 KiB for ~300 dumps of
+    scheduler states (up to ~60 KiB each, 4 KiB record batches): the trace
+    reports discarded events, the affected dumps are incomplete and carry a
+    `discarded` flag with the count the dump's `lost` says; and every size
+    presented as exact is the real one (nodes open across a lost batch
+    aside: see test_pickler_exit_after_lost_batch_not_exact).  The truth is the pickler's own text
+    tree of every dump (DISPATCH_TRACE, written beside the LTTng events):
+    complete dumps print exactly the same tree, and every exact node of an
+    incomplete dump is a node of its real tree (same depth, tag, bytes).
+    With 4 KiB sub-buffers a full 4 KiB batch never fits a sub-buffer: LTTng
+    drops it without counting it as discarded; the seq gap still marks the
+    dump incomplete."""
+    truth_path = tempfile.mktemp(prefix="sertrace-truth-", suffix=".txt")
+    chan = ["--buffers-pid", "--subbuf-size=%d" % subbuf, "--num-subbuf=2"]
+    try:
+        with session(channel=chan) as (_, out):
+            pid, sizes, _ = run_child("flood", 300, DISPATCH_TRACE=truth_path, SERTRACE_EXACT="1")
+        with open(truth_path, encoding="utf-8") as f:
+            truth = split_dumps(f.read())
+    finally:
+        if os.path.exists(truth_path):
+            os.unlink(truth_path)
+    try:
+        assert len(sizes) == 300 and len(truth) == 300
+        want = {i + 1: s for i, s in enumerate(sizes)}
+        doc = summary(out, pid)
+        t = doc["totals"]
+        assert t["discarded_events"] > 0, t
+        dumps = doc["dumps"]
+        assert dumps and all(d["dump_id"] in want for d in dumps)
+        incomplete = [d for d in dumps if not d["complete"]]
+        assert incomplete, "a channel this small must lose something"
+        assert any(d["complete"] for d in dumps), "small dumps fit"
+        flagged_discards = 0
+        for d in dumps:
+            s = want[d["dump_id"]]
+            if d["payload_bytes"] is not None:
+                assert d["payload_bytes"] == s["len"], (d["dump_id"], d["payload_bytes"], s["len"])
+            if d["root_exact"]:
+                assert d["root_bytes"] == root_rule(s), (d["dump_id"], d["root_bytes"], s)
+            check_exact_nodes(d, root_rule(s))
+            kinds = [f["kind"] for f in d["flags"]]
+            if d["complete"]:
+                assert d["root_exact"] and "incomplete" not in kinds and "discarded" not in kinds
+                assert not any(d["lost"].values()), d["lost"]
+            else:
+                assert "incomplete" in kinds, d
+            disc = [f for f in d["flags"] if f["kind"] == "discarded"]
+            if d["lost"]["discarded_events"]:
+                assert len(disc) == 1 and disc[0]["count"] == d["lost"]["discarded_events"], d
+                assert not d["complete"]
+                flagged_discards += 1
+            else:
+                assert not disc, d
+        assert flagged_discards > 0, "no dump carries the discarded flag"
+        # sizes: the tree sink against the pickler's own text tree
+        sink = split_dumps(tree(out, pid, "exact=yes"))
+        assert sorted(sink) == sorted(d["dump_id"] for d in dumps)
+        for d in dumps:
+            real = truth[d["dump_id"]]
+            got = sink[d["dump_id"]]
+            if d["complete"]:
+                assert exits(got) == exits(real), d["dump_id"]
+                assert all(EXIT_LINE.match(l).group(3) is None for l in got if EXIT_LINE.match(l))
+            else:
+                # nodes open across a lost batch are left to
+                # test_pickler_exit_after_lost_batch_not_exact (a known bug)
+                pool = Counter(exits(real))
+                for e in exits(got, exact_only=True, spanning=False):
+                    assert pool[e] > 0, ("exact node not in the real tree", d["dump_id"], e)
+                    pool[e] -= 1
+        text = tree(out, pid)
+        assert "INCOMPLETE" in text and "!! the tracer discarded" in text
+    finally:
+        cleanup(out)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "analyzers core: after a lost records batch, the next EXIT at depth d is "
+    "paired with the node open at depth d, but it may be the EXIT of a later "
+    "sibling whose ENTER was in the lost batch; the node's bytes (that "
+    "sibling's exit.pos - its own enter.pos, i.e. the span of several "
+    "siblings) are still presented as exact"))
+def test_pickler_exit_after_lost_batch_not_exact():
+    """A dump [A, B, C] whose batch holding A's EXIT and B's ENTER is lost
+    (a full 4 KiB batch never fits a 4 KiB sub-buffer; notes from A's
+    __reduce__ place the batch boundaries, see pickler_child.py run_span):
+    no node may be presented as exact with a size that is not its own.  The
+    truth is the pickler's text tree of the same dump (DISPATCH_TRACE)."""
+    truth_path = tempfile.mktemp(prefix="sertrace-truth-", suffix=".txt")
+    chan = ["--buffers-pid", "--subbuf-size=4096", "--num-subbuf=16"]
+    try:
+        with session(channel=chan) as (_, out):
+            pid, sizes, _ = run_child("span", DISPATCH_TRACE=truth_path, SERTRACE_EXACT="1")
+        with open(truth_path, encoding="utf-8") as f:
+            (real,) = split_dumps(f.read()).values()
+    finally:
+        if os.path.exists(truth_path):
+            os.unlink(truth_path)
+    try:
+        (s,) = sizes
+        doc = summary(out, pid)
+        (d,) = doc["dumps"]
+        assert d["payload_bytes"] == s["len"]
+        kids = [e for e in exits(real) if e[0] == 2 and e[1] == "O"]
+        if d["lost"]["records_events"] != 1 or d["lost"]["lost_enters"] == 0 or len(kids) != 3:
+            pytest.skip("the batches did not fall as planned: %r" % d["lost"])
+        # the root is exact and right whatever was lost
+        assert d["root_exact"] and d["root_bytes"] == root_rule(s)
+        # no exact node of the summary has a size that is not its own
+        real_sizes = {e[2] for e in kids}
+        for node in d["top"]:
+            if node["exact"] and node["depth"] == 2 and node["tag"] == "O":
+                assert node["bytes"] in real_sizes, (node, sorted(real_sizes))
+        # nor of the tree
+        (got,) = split_dumps(tree(out, pid, "exact=yes")).values()
+        pool = Counter(exits(real))
+        for e in exits(got, exact_only=True):
+            assert pool[e] > 0, ("exact node not in the real tree", e, kids)
+            pool[e] -= 1
     finally:
         cleanup(out)
