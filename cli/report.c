@@ -48,6 +48,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "format.h"
 
 #define PROGRESS_MIN_BYTES (50ull * 1000 * 1000)
 #define PROGRESS_INTERVAL_NS 250000000ll
@@ -650,6 +651,12 @@ struct progress {
     bool have_span;
     int64_t last_print;
     bool printed;
+    /* stdout is the terminal of stderr (see struct tty_out): the line is
+     * erased before report bytes go out and at the end, and only drawn
+     * when the terminal's cursor is at the start of a line. */
+    bool shared_tty;
+    bool shown;         /* a progress line is on the terminal now */
+    bool at_line_start; /* everything written to stdout ended with '\n' */
 };
 
 struct progress_iter {
@@ -667,10 +674,21 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
+/* Remove the progress line from the terminal (shared terminal only). */
+static void progress_erase(struct progress *p)
+{
+    if (p->shown) {
+        fputs("\r\033[K", stderr);
+        p->shown = false;
+    }
+}
+
 static void progress_print(struct progress *p, bool final)
 {
     double frac = 0.0;
 
+    if (p->shared_tty && !p->at_line_start)
+        return; /* it would land in the middle of a report line */
     if (p->have_span && p->end_ns > p->begin_ns && p->last_ns > p->begin_ns)
         frac = (double)(p->last_ns - p->begin_ns) / (double)(p->end_ns - p->begin_ns);
     if (frac > 1.0)
@@ -680,14 +698,163 @@ static void progress_print(struct progress *p, bool final)
     fprintf(stderr, "\rsertrace: %" PRIu64 " events read, ~%.1f of %.1f MB (%d%%)\033[K", p->events,
             frac * (double)p->total_bytes / 1e6, (double)p->total_bytes / 1e6, (int)(frac * 100.0));
     p->printed = true;
+    p->shown = true;
 }
 
+/* The end of the run: on a terminal of its own, the final count stays
+ * (one line); on the report's terminal, the line goes. */
 static void progress_done(struct progress *p)
 {
-    if (p->printed) {
+    if (p->shared_tty)
+        progress_erase(p);
+    else if (p->printed) {
         progress_print(p, true);
         fputc('\n', stderr);
     }
+}
+
+/* ---- stdout on the progress line's terminal ------------------------------ */
+
+/* When stdout is the terminal stderr's progress line is drawn on, stdout
+ * is replaced (before the sink exists: it takes `stdout` when it is
+ * created) by a stream of ours that erases the progress line before each
+ * write and writes whole lines only, holding a partial last line back
+ * until its newline comes, so the terminal's cursor is at the start of a
+ * line whenever the progress line may be drawn.  The report's bytes are
+ * unchanged. */
+struct tty_out {
+    FILE *real; /* the original stdout */
+    struct progress *p;
+    char *tail; /* bytes after the last newline, not written yet */
+    size_t tail_len, tail_cap;
+    bool failed;
+};
+
+#define TTY_TAIL_MAX (1u << 16)
+
+static int write_all(int fd, const char *b, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int tty_out_emit(struct tty_out *t, const char *b, size_t n)
+{
+    progress_erase(t->p);
+    if ((t->tail_len > 0 && write_all(STDOUT_FILENO, t->tail, t->tail_len) != 0) ||
+        write_all(STDOUT_FILENO, b, n) != 0) {
+        t->failed = true;
+        return -1;
+    }
+    t->tail_len = 0;
+    return 0;
+}
+
+static ssize_t tty_out_write(void *cookie, const char *b, size_t n)
+{
+    struct tty_out *t = cookie;
+    const char *nl = n > 0 ? memrchr(b, '\n', n) : NULL;
+
+    if (t->failed)
+        return -1;
+    if (nl != NULL) {
+        size_t head = (size_t)(nl - b) + 1;
+        if (tty_out_emit(t, b, head) != 0)
+            return -1;
+        t->p->at_line_start = true;
+        b += head;
+        n -= head;
+        if (n == 0)
+            return (ssize_t)head;
+        /* the rest is a partial line: held back below */
+        if (tty_out_write(cookie, b, n) < 0)
+            return -1;
+        return (ssize_t)(head + n);
+    }
+    if (t->tail_len + n > TTY_TAIL_MAX) {
+        /* A very long line: write it as it comes (no progress meanwhile). */
+        if (tty_out_emit(t, b, n) != 0)
+            return -1;
+        t->p->at_line_start = false;
+        return (ssize_t)n;
+    }
+    if (t->tail_len + n > t->tail_cap) {
+        size_t cap = t->tail_cap ? t->tail_cap : 256;
+        char *g;
+        while (cap < t->tail_len + n)
+            cap *= 2;
+        g = realloc(t->tail, cap);
+        if (g == NULL)
+            return tty_out_emit(t, b, n) == 0 ? (t->p->at_line_start = false, (ssize_t)n) : -1;
+        t->tail = g;
+        t->tail_cap = cap;
+    }
+    memcpy(t->tail + t->tail_len, b, n);
+    t->tail_len += n;
+    return (ssize_t)n;
+}
+
+/* Put a tty_out in place of stdout.  0, or -1 (stdout unchanged). */
+static int tty_out_install(struct tty_out *t, struct progress *p)
+{
+    static const cookie_io_functions_t io = {.write = tty_out_write};
+    FILE *f;
+
+    memset(t, 0, sizeof(*t));
+    t->p = p;
+    t->real = stdout;
+    fflush(stdout);
+    f = fopencookie(t, "w", io);
+    if (f == NULL)
+        return -1;
+    setvbuf(f, NULL, _IOFBF, 1u << 16);
+    p->shared_tty = true;
+    p->at_line_start = true;
+    stdout = f;
+    return 0;
+}
+
+/* Flush, erase the progress line and write the held-back partial line:
+ * the terminal shows exactly the report so far, and nothing is drawn
+ * any more.  stdout stays ours (a sink may still hold it). */
+static void tty_out_settle(struct tty_out *t)
+{
+    if (t->real == NULL)
+        return;
+    fflush(stdout);
+    progress_erase(t->p);
+    if (t->tail_len > 0 && !t->failed && write_all(STDOUT_FILENO, t->tail, t->tail_len) != 0)
+        t->failed = true;
+    t->tail_len = 0;
+    t->p->at_line_start = false;
+}
+
+/* Flush, write the held-back partial line, erase the progress line and
+ * give stdout back.  Returns -1 when writing failed. */
+static int tty_out_remove(struct tty_out *t)
+{
+    int rc;
+
+    if (t->real == NULL)
+        return 0;
+    rc = fflush(stdout) == 0 ? 0 : -1;
+    progress_erase(t->p);
+    if (t->tail_len > 0 && !t->failed && write_all(STDOUT_FILENO, t->tail, t->tail_len) != 0)
+        rc = -1;
+    fclose(stdout);
+    stdout = t->real;
+    t->real = NULL;
+    free(t->tail);
+    t->tail = NULL;
+    return t->failed ? -1 : rc;
 }
 
 static bt_component_class_initialize_method_status
@@ -843,6 +1010,11 @@ static bt_value *sink_params(const struct report_opts *o)
         ok = bt_value_map_insert_bool_entry(p, "exact", BT_TRUE) ==
              BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     if (o->mode == MODE_TREE) {
+        /* Live: each tree is written (and flushed) as its dump ends, not
+         * when the sink's 64 KiB buffer fills. */
+        if (ok && o->live_url != NULL)
+            ok = bt_value_map_insert_bool_entry(p, "flush-each-dump", BT_TRUE) ==
+                 BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
         if (ok && o->has_min_size)
             ok = bt_value_map_insert_unsigned_integer_entry(p, "min-size", o->min_size) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
@@ -1094,22 +1266,32 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
 
 /* ---- the graph ----------------------------------------------------------------- */
 
-/* Progress goes to stderr when it is a terminal and the trace is large,
- * unless stdout is that same terminal: the report would then be torn by
- * the progress line (and scrolling output is progress enough). */
-static bool want_progress(uint64_t bytes)
+/* Progress goes to stderr when it is a terminal and the trace is larger
+ * than SERTRACE_PROGRESS_MIN_SIZE (default 50 MB); SERTRACE_PROGRESS=1
+ * forces it, =0 disables it.  *shared: stdout is that same terminal, so
+ * the progress line must be kept out of the report (struct tty_out). */
+static bool want_progress(uint64_t bytes, bool *shared)
 {
     const char *env = getenv("SERTRACE_PROGRESS");
+    const char *min_env = getenv("SERTRACE_PROGRESS_MIN_SIZE");
+    uint64_t min = PROGRESS_MIN_BYTES;
     struct stat out, err;
+    bool on;
 
+    if (min_env != NULL && *min_env != '\0' && sertrace_parse_size(min_env, &min) != 0) {
+        sertrace_cli_err("warning: ignoring SERTRACE_PROGRESS_MIN_SIZE='%s' (expected a "
+                         "size such as 50M or 0)",
+                         min_env);
+        min = PROGRESS_MIN_BYTES;
+    }
     if (env != NULL && *env != '\0')
-        return strcmp(env, "0") != 0;
-    if (!isatty(STDERR_FILENO) || bytes <= PROGRESS_MIN_BYTES)
-        return false;
-    if (isatty(STDOUT_FILENO) && fstat(STDOUT_FILENO, &out) == 0 &&
-        fstat(STDERR_FILENO, &err) == 0 && out.st_rdev == err.st_rdev)
-        return false;
-    return true;
+        on = strcmp(env, "0") != 0;
+    else
+        on = isatty(STDERR_FILENO) && bytes > min;
+    *shared = on && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO) &&
+              fstat(STDOUT_FILENO, &out) == 0 && fstat(STDERR_FILENO, &err) == 0 &&
+              out.st_rdev == err.st_rdev;
+    return on;
 }
 
 static void sleep_ms(long ms)
@@ -1133,6 +1315,8 @@ int sertrace_cli_report(int argc, char **argv)
     const bt_component_sink *sink = NULL;
     bt_value *params = NULL, *sparams = NULL;
     struct progress progress;
+    struct tty_out tty;
+    bool want_prog = false, shared_tty = false;
     const char *sink_name, *plugin_from = NULL;
     /* Components log nothing by default: their errors come back as error
      * causes, printed as one line (the whole chain with --verbose). */
@@ -1141,6 +1325,7 @@ int sertrace_cli_report(int argc, char **argv)
     uint64_t mux_port = 0;
 
     memset(&progress, 0, sizeof(progress));
+    memset(&tty, 0, sizeof(tty));
     ret = parse_report_opts(argc, argv, &o);
     if (ret != 0)
         return ret > 0 ? SERTRACE_CLI_OK : SERTRACE_CLI_USAGE;
@@ -1237,6 +1422,15 @@ int sertrace_cli_report(int argc, char **argv)
             }
         }
     }
+    if (o.live_url == NULL) {
+        progress.total_bytes = sertrace_cli_tree_bytes(o.trace);
+        want_prog = want_progress(progress.total_bytes, &shared_tty);
+        /* Before the sink exists: it takes `stdout` when it is made. */
+        if (want_prog && shared_tty && tty_out_install(&tty, &progress) != 0) {
+            sertrace_cli_err("cannot set up the progress display: %s", strerror(errno));
+            goto end;
+        }
+    }
     sparams = sink_params(&o);
     if (sparams == NULL)
         goto oom;
@@ -1245,10 +1439,8 @@ int sertrace_cli_report(int argc, char **argv)
         print_bt_error("the sertrace sink rejected the options");
         goto end;
     }
-    if (o.live_url == NULL) {
-        uint64_t bytes = sertrace_cli_tree_bytes(o.trace);
-        if (want_progress(bytes)) {
-            progress.total_bytes = bytes;
+    if (want_prog) {
+        {
             for (int g = 0; g < ngroups; g++) {
                 int64_t b = 0, e = 0;
                 if (trace_span(fs_cls, groups[g].inputs, &b, &e) == 0) {
@@ -1293,11 +1485,16 @@ int sertrace_cli_report(int argc, char **argv)
         if (st == BT_GRAPH_RUN_STATUS_OK)
             break;
         if (st == BT_GRAPH_RUN_STATUS_AGAIN) {
+            /* Live: nothing to read for now; what was printed must reach
+             * a pipe or file now, not when 4 KiB of stdio buffer fill. */
+            fflush(stdout);
             sleep_ms(LIVE_RETRY_MS);
             continue;
         }
         fflush(stdout);
-        if (prog != NULL && progress.printed)
+        if (shared_tty)
+            tty_out_settle(&tty); /* the sink still holds our stdout */
+        else if (prog != NULL && progress.printed)
             fputc('\n', stderr);
         if (o.live_url != NULL)
             print_bt_error("reading the live session failed (is an lttng-relayd "
@@ -1306,7 +1503,13 @@ int sertrace_cli_report(int argc, char **argv)
             print_bt_error("reading the trace failed (corrupt trace?)");
         goto end;
     }
+    bt_graph_put_ref(graph); /* the sink flushes its output */
+    graph = NULL;
     fflush(stdout);
+    if (shared_tty && tty_out_remove(&tty) != 0) {
+        sertrace_cli_err("writing the report failed: %s", strerror(errno));
+        goto end;
+    }
     if (prog != NULL)
         progress_done(&progress);
     rc = SERTRACE_CLI_OK;
@@ -1317,6 +1520,7 @@ end:
     bt_value_put_ref(sparams);
     bt_value_put_ref(params);
     bt_graph_put_ref(graph);
+    tty_out_remove(&tty);
     bt_component_class_filter_put_ref(prog_cls);
     free_groups(groups, ngroups);
     bt_plugin_put_ref(ours);

@@ -837,7 +837,8 @@ static const char record_help[] =
     "$LTTNG_SESSIOND_PATH) when none is reachable.  SIGINT, SIGTERM and SIGHUP\n"
     "are forwarded to CMD; the session is always cleaned up.  When no sertrace\n"
     "event was recorded, DIR is removed if `record` created it (a DIR that existed\n"
-    "is left empty, as it was given).\n"
+    "is left empty, as it was given).  CMD gets the session name in\n"
+    "$SERTRACE_SESSION (e.g. `sertrace snapshot \"$SERTRACE_SESSION\"` from CMD).\n"
     "\n"
     "Messages go to stderr; CMD keeps stdout.  Exit status: CMD's (128+N when a\n"
     "signal N killed it); 127 when CMD was not found; 1 when CMD succeeded but no\n"
@@ -870,11 +871,14 @@ static int command_exists(const char *cmd)
     return 0;
 }
 
-/* Fork and exec CMD.  Returns the pid, or -1 with *exec_errno set when
- * the exec failed (the child has then been reaped).  With a `tracker`,
+/* Fork and exec CMD with SERTRACE_SESSION=`session` in its environment
+ * (so CMD can name its own session: `lttng list "$SERTRACE_SESSION"`,
+ * `sertrace snapshot "$SERTRACE_SESSION"`; set before the fork, so the
+ * child does not allocate).  Returns the pid, or -1 with *exec_errno set
+ * when the exec failed (the child has then been reaped).  With a `tracker`,
  * the child waits until its pid is in the VPID tracker before exec, so
  * the process is tracked from its first event. */
-static pid_t spawn(char **cmd, int *exec_errno,
+static pid_t spawn(char **cmd, const char *session, int *exec_errno,
                    const struct lttng_process_attr_tracker_handle *tracker)
 {
     int fds[2], gate[2];
@@ -885,6 +889,10 @@ static pid_t spawn(char **cmd, int *exec_errno,
     sigset_t all, old;
 
     *exec_errno = 0;
+    if (setenv("SERTRACE_SESSION", session, 1) != 0) {
+        *exec_errno = errno;
+        return -1;
+    }
     if (pipe2(fds, O_CLOEXEC) != 0) {
         *exec_errno = errno;
         return -1;
@@ -1028,7 +1036,7 @@ int sertrace_cli_record(int argc, char **argv)
                 "`sertrace snapshot %s` (or `lttng snapshot record -s %s`)\n",
                 st.name, st.name, st.name);
 
-    pid = spawn(cmd, &exec_errno, tracker);
+    pid = spawn(cmd, st.name, &exec_errno, tracker);
     lttng_process_attr_tracker_handle_destroy(tracker);
     tracker = NULL;
     if (pid < 0) {

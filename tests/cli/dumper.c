@@ -11,7 +11,7 @@
  * trace's byte counts with the truth.
  *
  * Usage: dumper [--dumps N] [--width W] [--every MS] [--forever]
- *               [--exit CODE] [--kill SIGNAL] [--ready FILE]
+ *               [--exit CODE] [--kill SIGNAL] [--ready FILE] [--hold FILE]
  *   --dumps N     number of dumps (default 3)
  *   --width W     children of the root (default 20)
  *   --every MS    sleep MS milliseconds between dumps
@@ -19,6 +19,9 @@
  *   --exit CODE   exit status at the end
  *   --kill SIG    raise SIG at the end (tests exit status 128+SIG)
  *   --ready FILE  create FILE once the first dump is done
+ *   --hold FILE   after the last dump, wait until FILE exists (checked
+ *                 every 10 ms, at most 120 s: a guard against a hung test)
+ *                 before exiting, so a test decides when the process ends
  */
 #include <signal.h>
 #include <stdio.h>
@@ -80,7 +83,7 @@ int main(int argc, char **argv)
 {
     unsigned dumps = 3, width = 20, every_ms = 0;
     int forever = 0, exit_code = 0, kill_sig = 0;
-    const char *ready = NULL;
+    const char *ready = NULL, *hold = NULL;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -105,6 +108,8 @@ int main(int argc, char **argv)
             kill_sig = atoi(v);
         else if (strcmp(a, "--ready") == 0)
             ready = v;
+        else if (strcmp(a, "--hold") == 0)
+            hold = v;
         else {
             fprintf(stderr, "dumper: unknown option %s\n", a);
             return 2;
@@ -131,6 +136,12 @@ int main(int argc, char **argv)
             struct timespec ts = {every_ms / 1000, (long)(every_ms % 1000) * 1000000L};
             nanosleep(&ts, NULL);
         }
+    }
+    for (unsigned waited = 0; hold != NULL && waited < 12000 && !stop_requested; waited++) {
+        struct timespec ts = {0, 10 * 1000000L};
+        if (access(hold, F_OK) == 0)
+            break;
+        nanosleep(&ts, NULL);
     }
     if (kill_sig > 0) {
         signal(kill_sig, SIG_DFL);

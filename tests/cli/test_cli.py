@@ -702,7 +702,10 @@ def _free_ports(n):
     return ports
 
 
-def test_live_report(tmp_path):
+@pytest.fixture
+def relay(tmp_path):
+    """A private lttng-relayd on random loopback ports; yields
+    (control, data, live) ports and is stopped by its pid afterwards."""
     ctrl, data, live = _free_ports(3)
     relay_out = tmp_path / "relay"
     relay_out.mkdir()
@@ -711,28 +714,40 @@ def test_live_report(tmp_path):
          "-D", "tcp://127.0.0.1:%d" % data, "-L", "tcp://127.0.0.1:%d" % live,
          "-o", str(relay_out)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    name = unique("live")
-    reader = None
     try:
         def relay_listening():
             with socket.socket() as s:
                 return s.connect_ex(("127.0.0.1", live)) == 0
         wait_for(relay_listening, "lttng-relayd")
+        yield ctrl, data, live
+    finally:
+        relayd.terminate()
+        relayd.wait(timeout=HANG_GUARD)
+
+
+def _wait_reader_attached(live, name):
+    def reader_attached():
+        # The relay daemon lists its sessions and connected viewers.
+        ls = subprocess.run(["babeltrace2", "-i", "lttng-live",
+                             "net://127.0.0.1:%d" % live],
+                            capture_output=True, text=True, timeout=HANG_GUARD)
+        return re.search(r"/%s .*1 client\(s\) connected" % re.escape(name),
+                         ls.stdout) is not None
+    wait_for(reader_attached, "the live reader to attach")
+
+
+def test_live_report(relay):
+    ctrl, data, live = relay
+    name = unique("live")
+    reader = None
+    try:
         r = run("start", "--name", name, "--live", "net://127.0.0.1:%d:%d" % (ctrl, data))
         assert r.returncode == 0, r.stderr
         url = "net://127.0.0.1:%d/host/%s/%s" % (live, socket.gethostname(), name)
         reader = subprocess.Popen([SERTRACE, "report", "--json", "--live", url],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True)
-
-        def reader_attached():
-            # The relay daemon lists its sessions and connected viewers.
-            ls = subprocess.run(["babeltrace2", "-i", "lttng-live",
-                                 "net://127.0.0.1:%d" % live],
-                                capture_output=True, text=True, timeout=HANG_GUARD)
-            return re.search(r"/%s .*1 client\(s\) connected" % re.escape(name),
-                             ls.stdout) is not None
-        wait_for(reader_attached, "the live reader to attach")
+        _wait_reader_attached(live, name)
         d = subprocess.run([DUMPER, "--dumps", "5", "--every", "50"],
                            capture_output=True, text=True, timeout=HANG_GUARD)
         pid, sizes = printed_sizes(d.stdout)
@@ -750,5 +765,73 @@ def test_live_report(tmp_path):
             reader.wait()
         if name in sessions():
             run("stop", name)
-        relayd.terminate()
-        relayd.wait(timeout=HANG_GUARD)
+
+
+def test_live_tree_is_printed_while_the_session_runs(relay, tmp_path):
+    """`report --live` prints each tree as its dump ends: the dumper dumps
+    once (a tree of ~4 KB, far below any output buffer) and then holds,
+    alive, until the test has read that tree from the reader's pipe; only
+    then do the dumper end and the session stop.  Without a flush per dump
+    the tree would only come out when the session is destroyed, and the
+    wait below would time out.  Other sertrace processes of this user would
+    fill the sink's buffer and hide that, so the session (made with the
+    lttng commands `sertrace start --live` stands for, cli/README.md)
+    tracks no process but the dumper."""
+    ctrl, data, live = relay
+    name = unique("livetree")
+    hold, go = tmp_path / "hold", tmp_path / "go"
+    reader = dumper = None
+    try:
+        for cmd in (["create", name, "--live=200000",
+                     "--set-url=net://127.0.0.1:%d:%d" % (ctrl, data)],
+                    ["enable-channel", "-u", "-s", name, "--buffers-uid", "sertrace"],
+                    ["enable-event", "-u", "-s", name, "-c", "sertrace", "sertrace:*"],
+                    ["add-context", "-u", "-s", name, "-c", "sertrace", "-t", "vtid",
+                     "-t", "vpid"],
+                    ["untrack", "-u", "-s", name, "--vpid", "--all"],
+                    ["start", name]):
+            c = subprocess.run(["lttng", *cmd], capture_output=True, text=True,
+                               timeout=HANG_GUARD)
+            assert c.returncode == 0, (cmd, c.stderr)
+        url = "net://127.0.0.1:%d/host/%s/%s" % (live, socket.gethostname(), name)
+        with open(tmp_path / "reader.err", "w") as err:
+            reader = subprocess.Popen([SERTRACE, "report", "--tree", "--exact", "--live", url],
+                                      stdout=subprocess.PIPE, stderr=err, text=True)
+        lines = LineCollector(reader)
+        _wait_reader_attached(live, name)
+        # The shell keeps its pid when it execs the dumper: track it first.
+        dumper = subprocess.Popen(
+            ["sh", "-c", 'while [ ! -e "$1" ]; do sleep 0.01; done; shift; exec "$@"', "sh",
+             str(go), DUMPER, "--dumps", "1", "--hold", str(hold)],
+            stdout=subprocess.PIPE, text=True)
+        c = subprocess.run(["lttng", "track", "-u", "-s", name, "--vpid=%d" % dumper.pid],
+                           capture_output=True, text=True, timeout=HANG_GUARD)
+        assert c.returncode == 0, c.stderr
+        go.touch()
+        pid = int(dumper.stdout.readline().split()[1])
+        assert pid == dumper.pid
+        size = int(re.match(r"dump 0 bytes (\d+)$", dumper.stdout.readline()).group(1))
+
+        def my_tree():
+            text = "".join(lines.lines)
+            return re.search(r"^── dump \d+ · pid %d · .*\n┬ Map: .*\n(?:.*\n)*?└ # Map \[%d B\]"
+                             % (pid, size - 3), text, re.M)
+        wait_for(my_tree, "the tree of the dump while the session runs")
+        # Seen while the dumper still runs and the session still exists.
+        assert dumper.poll() is None
+        assert name in sessions()
+        hold.touch()
+        assert dumper.wait(timeout=HANG_GUARD) == 0
+        r = run("stop", name)
+        assert r.returncode == 0, r.stderr
+        assert reader.wait(timeout=HANG_GUARD) == 0, (tmp_path / "reader.err").read_text()
+        assert my_tree().group(0).count("┬ Sc: ") == sum(1 + i % 4 for i in range(20))
+    finally:
+        hold.touch()
+        go.touch()
+        for p in (dumper, reader):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        if name in sessions():
+            run("stop", name)
