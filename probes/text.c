@@ -27,16 +27,26 @@
  * the message and path at the failing node, "!! UNFINISHED" on nodes a
  * failed dump left open, "!! MISUSE ..." for a mismatched enter/exit.
  *
- * Writing never fails the host: a write error (closed pipe, full disk)
- * disables the text output for the rest of the process with one warning on
- * stderr.  On a pipe or socket SIGPIPE is blocked around the write and a
- * SIGPIPE raised by it is consumed, so a closed reader cannot kill the
- * host either.
+ * Writing never fails or blocks the host: a write error (closed pipe, full
+ * disk) disables the text output for the rest of the process with one
+ * warning on stderr.  On a pipe or socket SIGPIPE is blocked around the
+ * write and a SIGPIPE raised by it is consumed, so a closed reader cannot
+ * kill the host either.  A stream (FIFO, pipe, terminal, socket) is never
+ * written with a blocking call: a path is opened O_NONBLOCK (a FIFO with
+ * no reader: one warning, off), a non-file stderr through a private
+ * non-blocking open file description (/proc/self/fd/2; fd 2's own flags
+ * are never touched), a socket with send(MSG_DONTWAIT).  What a stalled
+ * reader cannot take at once is dropped (the rest of that chunk), counted,
+ * and announced by one "# sertrace: N bytes of trace text dropped" line
+ * in front of the next chunk that goes out.  Regular files are written
+ * as before (blocking, O_APPEND: they do not block on a reader).
  */
 #include "text.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <assert.h>
@@ -44,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -59,7 +70,17 @@ static struct sertrace_text_config text_config = {
     SERTRACE_TEXT_FLUSH_BYTES, "!! OVERSIZED"};
 static int text_fd = -1;
 static bool text_fd_owned;
-static bool text_fd_is_pipe;
+/* How text_fd is written: a regular file with blocking writev() (files do
+ * not block on a reader); a stream (pipe, FIFO, terminal, character
+ * device: our own O_NONBLOCK description) with non-blocking writev(); a
+ * socket with sendmsg(MSG_DONTWAIT | MSG_NOSIGNAL). */
+enum text_out { TEXT_OUT_FILE, TEXT_OUT_STREAM, TEXT_OUT_SOCKET };
+static enum text_out text_out;
+/* Stream outputs only, under text_lock: bytes of trace text a stalled
+ * reader could not take (announced in front of the next chunk that goes
+ * out), and whether the last byte that went out ended a line. */
+static unsigned long long text_dropped;
+static bool text_mid_line;
 static atomic_bool text_on;
 /* This process's pid, refreshed in a forked child: a dump begun under
  * another pid (inherited through fork) is never written. */
@@ -182,32 +203,146 @@ static int writev_all(int fd, struct iovec *iov, int cnt)
     return 0;
 }
 
-/* The one write path of the probe (warnings and tree text): writev() all
- * of `iov`, returning 0 or an errno.  With `guard` (a pipe or socket, or
- * a warning to whatever stderr is), SIGPIPE is blocked around the write
- * and a SIGPIPE it raised is consumed, so a reader that went away cannot
- * kill the host: the write just fails with EPIPE. */
+/* Non-blocking: write as much of `iov` as the output takes at once.
+ * Sets *done to the bytes written; returns 0 (all written), EAGAIN (the
+ * output is full: the rest was not written) or another errno.  `iov` is
+ * not modified. */
+static int write_nonblocking(int fd, enum text_out out, const struct iovec *iov, int cnt,
+                             size_t *done)
+{
+    struct iovec v[4];
+    int i = 0;
+
+    assert(cnt <= 4);
+    memcpy(v, iov, (size_t)cnt * sizeof *v);
+    *done = 0;
+    while (i < cnt) {
+        ssize_t w;
+        if (out == TEXT_OUT_SOCKET) {
+            struct msghdr m = {0};
+            m.msg_iov = v + i;
+            m.msg_iovlen = (size_t)(cnt - i);
+            w = sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+        } else {
+            w = writev(fd, v + i, cnt - i);
+        }
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno == EWOULDBLOCK ? EAGAIN : errno;
+        }
+        if (w == 0)
+            return EAGAIN;
+        *done += (size_t)w;
+        while (i < cnt && (size_t)w >= v[i].iov_len) {
+            w -= (ssize_t)v[i].iov_len;
+            i++;
+        }
+        if (i < cnt) {
+            v[i].iov_base = (char *)v[i].iov_base + w;
+            v[i].iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+/* SIGPIPE blocked around a write to a pipe, and a SIGPIPE the write raised
+ * consumed, so a reader that went away cannot kill the host: the write
+ * just fails with EPIPE. */
+struct sigpipe_guard {
+    sigset_t block, old;
+    bool was_pending;
+};
+
+static void sigpipe_hold(struct sigpipe_guard *g)
+{
+    sigset_t pending;
+
+    sigemptyset(&g->block);
+    sigaddset(&g->block, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &g->block, &g->old);
+    sigpending(&pending);
+    g->was_pending = sigismember(&pending, SIGPIPE) == 1;
+}
+
+static void sigpipe_release(struct sigpipe_guard *g, int err)
+{
+    if (err == EPIPE && !g->was_pending) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&g->block, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+/* The blocking write path (regular files, and the last-resort warning):
+ * writev() all of `iov`, returning 0 or an errno; with `guard`, SIGPIPE
+ * handled as above. */
 static int write_guarded(int fd, struct iovec *iov, int cnt, bool guard)
 {
-    sigset_t block, old, pending;
-    bool was_pending;
+    struct sigpipe_guard g;
     int err;
 
     if (!guard)
         return writev_all(fd, iov, cnt);
-    sigemptyset(&block);
-    sigaddset(&block, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-    sigpending(&pending);
-    was_pending = sigismember(&pending, SIGPIPE) == 1;
+    sigpipe_hold(&g);
     err = writev_all(fd, iov, cnt);
-    if (err == EPIPE && !was_pending) {
-        struct timespec zero = {0, 0};
-        while (sigtimedwait(&block, NULL, &zero) < 0 && errno == EINTR)
-            ;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    sigpipe_release(&g, err);
     return err;
+}
+
+/* A private non-blocking open file description of what `fd` (a pipe,
+ * FIFO or terminal, `st` its fstat) refers to, through /proc/self/fd:
+ * setting O_NONBLOCK on `fd` itself would change it for every process
+ * sharing that description (the host's own writes to stderr).  Returns
+ * the new fd or -errno (ENXIO: a pipe or FIFO with no reader). */
+static int open_private_nonblocking(int fd, const struct stat *st)
+{
+    char path[40];
+    struct stat nst;
+    int nfd;
+
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    nfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (nfd < 0)
+        return -errno;
+    if (fstat(nfd, &nst) != 0 || nst.st_dev != st->st_dev || nst.st_ino != st->st_ino ||
+        nst.st_rdev != st->st_rdev) { /* not the same object (e.g. a pty master) */
+        close(nfd);
+        return -ENODEV;
+    }
+    return nfd;
+}
+
+/* One warning line to `fd` (stderr mostly), never blocking on a stalled
+ * reader: a regular file is written as is, a socket with MSG_DONTWAIT,
+ * anything else through a private non-blocking description; when that
+ * cannot be opened (no /proc), only if poll() says a write goes in now (a
+ * line shorter than PIPE_BUF does).  A line the output cannot take at once
+ * is lost. */
+static void write_warning(int fd, const char *line, size_t n)
+{
+    struct iovec iov = {(void *)line, n};
+    struct stat st;
+    size_t done;
+    int own;
+
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return;
+    if (S_ISREG(st.st_mode)) {
+        write_guarded(fd, &iov, 1, false);
+    } else if (S_ISSOCK(st.st_mode)) {
+        write_nonblocking(fd, TEXT_OUT_SOCKET, &iov, 1, &done);
+    } else if ((own = open_private_nonblocking(fd, &st)) >= 0) {
+        struct sigpipe_guard g;
+        sigpipe_hold(&g);
+        sigpipe_release(&g, write_nonblocking(own, TEXT_OUT_STREAM, &iov, 1, &done));
+        close(own);
+    } else if (own != -ENXIO) { /* ENXIO: no reader, nobody to tell */
+        struct pollfd p = {fd, POLLOUT, 0};
+        if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) && n < PIPE_BUF)
+            write_guarded(fd, &iov, 1, true);
+    }
 }
 
 static int warn(int fd, const char *fmt, const char *a, const char *b)
@@ -220,10 +355,7 @@ static int warn(int fd, const char *fmt, const char *a, const char *b)
         n = (int)sizeof line - 1;
         line[n - 1] = '\n';
     }
-    if (fd >= 0) {
-        struct iovec iov = {line, (size_t)n};
-        write_guarded(fd, &iov, 1, true);
-    }
+    write_warning(fd, line, (size_t)n);
     return 1;
 }
 
@@ -233,7 +365,9 @@ static void close_current_locked(void)
         close(text_fd);
     text_fd = -1;
     text_fd_owned = false;
-    text_fd_is_pipe = false;
+    text_out = TEXT_OUT_FILE;
+    text_dropped = 0;
+    text_mid_line = false;
 }
 
 /* fork() while another thread holds text_lock would leave the child's
@@ -251,6 +385,7 @@ static void atfork_release(void)
 static void atfork_child(void)
 {
     text_pid = (long)getpid();
+    text_dropped = 0; /* the parent's drops: the parent announces them */
     pthread_mutex_unlock(&text_lock);
 }
 
@@ -271,6 +406,8 @@ int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
     int warnings = 0;
     int fd = -1;
     bool owned = false;
+    enum text_out out = TEXT_OUT_FILE;
+    bool regular = false;
     struct stat st;
 
     pthread_once(&atfork_once, register_atfork);
@@ -282,23 +419,72 @@ int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
                          s->dispatch_trace, "");
         c.mode = SERTRACE_TEXT_MODE_OFF;
     } else if (c.mode == SERTRACE_TEXT_MODE_STDERR) {
+        /* A regular file is written through fd 2 itself (shared offset,
+         * O_APPEND or not, as the host opened it); a socket with
+         * MSG_DONTWAIT; a pipe or terminal through our own non-blocking
+         * description of it (fd 2's flags are the host's). */
         fd = STDERR_FILENO;
+        if (fstat(fd, &st) != 0) {
+            /* no stderr: the first write fails, one warning (nowhere), off */
+        } else if (S_ISREG(st.st_mode)) {
+            regular = true;
+        } else if (S_ISSOCK(st.st_mode)) {
+            out = TEXT_OUT_SOCKET;
+        } else {
+            int own = open_private_nonblocking(fd, &st);
+            fd = own >= 0 ? own : -1;
+            owned = own >= 0;
+            out = TEXT_OUT_STREAM;
+            if (own == -ENXIO) {
+                warnings += warn(warn_fd,
+                                 "sertrace: warning: DISPATCH_TRACE=%s%s: stderr is a pipe with no "
+                                 "reader; live tree off\n",
+                                 s->dispatch_trace, "");
+                c.mode = SERTRACE_TEXT_MODE_OFF;
+            } else if (own < 0) {
+                warnings += warn(warn_fd,
+                                 "sertrace: warning: DISPATCH_TRACE=%s: cannot write stderr "
+                                 "without blocking (opening /proc/self/fd/2: %s); live tree off\n",
+                                 s->dispatch_trace, strerror(-own));
+                c.mode = SERTRACE_TEXT_MODE_OFF;
+            }
+        }
     } else if (c.mode == SERTRACE_TEXT_MODE_PATH) {
-        /* The value was classified trimmed: open it trimmed too. */
+        /* The value was classified trimmed: open it trimmed too.  O_NONBLOCK:
+         * a FIFO with no reader fails (ENXIO) instead of blocking the
+         * host's first dump forever; a regular file gets it cleared again
+         * (files do not block; the write path stays the blocking one). */
         const char *v = s->dispatch_trace;
         size_t n = strlen(v);
         trim(&v, &n);
         path = strndup(v, n);
         fd = path == NULL ? -1
-                          : open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+                          : open(path,
+                                 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                                 0644);
         if (fd < 0) {
-            warnings += warn(warn_fd,
-                             "sertrace: warning: DISPATCH_TRACE=%s: cannot open for appending "
-                             "(%s); live tree off\n",
-                             s->dispatch_trace, strerror(errno));
+            int err = path == NULL ? ENOMEM : errno;
+            if (err == ENXIO && stat(path, &st) == 0 && S_ISFIFO(st.st_mode))
+                warnings += warn(warn_fd,
+                                 "sertrace: warning: DISPATCH_TRACE=%s%s: a FIFO with no reader "
+                                 "(start the reader first); live tree off\n",
+                                 s->dispatch_trace, "");
+            else
+                warnings += warn(warn_fd,
+                                 "sertrace: warning: DISPATCH_TRACE=%s: cannot open for appending "
+                                 "(%s); live tree off\n",
+                                 s->dispatch_trace, strerror(err));
             c.mode = SERTRACE_TEXT_MODE_OFF;
         } else {
             owned = true;
+            if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+                int fl = fcntl(fd, F_GETFL);
+                if (fl >= 0)
+                    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+                regular = true;
+            } else {
+                out = TEXT_OUT_STREAM; /* FIFO, terminal, device: stays O_NONBLOCK */
+            }
         }
     }
 
@@ -346,12 +532,9 @@ int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
     close_current_locked();
     text_fd = fd;
     text_fd_owned = owned;
-    text_fd_is_pipe = false;
-    if (fd >= 0 && fstat(fd, &st) == 0) {
-        text_fd_is_pipe = S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
-        if (!S_ISREG(st.st_mode))
-            c.flush_bytes = SERTRACE_TEXT_FLUSH_BYTES_STREAM;
-    }
+    text_out = out;
+    if (fd >= 0 && !regular)
+        c.flush_bytes = SERTRACE_TEXT_FLUSH_BYTES_STREAM;
     text_config = c;
     atomic_store(&text_on, c.mode != SERTRACE_TEXT_MODE_OFF);
     pthread_mutex_unlock(&text_lock);
@@ -371,6 +554,89 @@ bool sertrace_text_enabled(void)
 }
 
 /* ---- writing ----------------------------------------------------------- */
+
+/* Non-blocking write of `iov` to the stream output (SIGPIPE handled),
+ * under text_lock; *done: the bytes that went out.  Keeps text_mid_line:
+ * whether the last byte that went out ended a line. */
+static int stream_put_locked(const struct iovec *iov, int cnt, size_t *done)
+{
+    struct sigpipe_guard g;
+    size_t left;
+    int err;
+
+    if (text_out == TEXT_OUT_SOCKET) { /* MSG_NOSIGNAL */
+        err = write_nonblocking(text_fd, text_out, iov, cnt, done);
+    } else {
+        sigpipe_hold(&g);
+        err = write_nonblocking(text_fd, text_out, iov, cnt, done);
+        sigpipe_release(&g, err);
+    }
+    left = *done;
+    for (int i = 0; i < cnt && left > 0; i++) {
+        if (left <= iov[i].iov_len) {
+            text_mid_line = ((const char *)iov[i].iov_base)[left - 1] != '\n';
+            break;
+        }
+        left -= iov[i].iov_len;
+    }
+    return err == EAGAIN ? 0 : err;
+}
+
+/* Write one chunk (`body`: the continuation line and the dump's text) to
+ * a stream output without blocking, under text_lock.  After a drop, a
+ * newline (when the last write stopped mid-line) and the drop notice go
+ * out first, in a write of their own (under PIPE_BUF: a pipe takes it
+ * whole or not at all); the chunk follows only if they went out whole.
+ * What the output does not take at once (EAGAIN, or a short write) is
+ * dropped and counted for the next notice.  Returns 0, or the errno of a
+ * write error (EPIPE, ...). */
+static int stream_write_locked(const struct iovec *body, int nbody)
+{
+    char notice[112];
+    struct iovec pre[2];
+    size_t prefix = 0, body_len = 0, done;
+    int cnt = 0, err;
+
+    for (int i = 0; i < nbody; i++)
+        body_len += body[i].iov_len;
+    if (text_mid_line) {
+        pre[cnt++] = (struct iovec){"\n", 1};
+        prefix++;
+    }
+    if (text_dropped > 0) {
+        int m = snprintf(notice, sizeof notice,
+                         "# sertrace: %llu bytes of trace text dropped: the reader did not "
+                         "keep up\n",
+                         text_dropped);
+        if (m > 0 && (size_t)m < sizeof notice) {
+            pre[cnt++] = (struct iovec){notice, (size_t)m};
+            prefix += (size_t)m;
+        }
+    }
+    if (cnt > 0) {
+        /* Not while the output is still full (poll: a pipe with no free
+         * page, a socket over half its buffer), or every chunk of a stall
+         * would leave a notice in the last page's spare bytes. */
+        struct pollfd pfd = {text_fd, POLLOUT, 0};
+        if (poll(&pfd, 1, 0) == 0) { /* not writable (an error is: it fails below) */
+            text_dropped += body_len;
+            return 0;
+        }
+        err = stream_put_locked(pre, cnt, &done);
+        if (err != 0)
+            return err;
+        if (done < prefix) { /* still full: this chunk is dropped too */
+            text_dropped += body_len;
+            return 0;
+        }
+        text_dropped = 0;
+    }
+    err = stream_put_locked(body, nbody, &done);
+    if (err != 0)
+        return err;
+    text_dropped += body_len - done;
+    return 0;
+}
 
 /* Write out the first `n` bytes of the dump's buffer as one chunk (one
  * writev() under text_lock), preceded by "# continued dump N pid P tid T"
@@ -397,7 +663,8 @@ static void text_write(struct sertrace_text_dump *t, size_t n)
     iov[cnt++] = (struct iovec){t->buf.data, n};
     pthread_mutex_lock(&text_lock);
     if (t->pid == text_pid && atomic_load(&text_on) && text_fd >= 0) {
-        err = write_guarded(text_fd, iov, cnt, text_fd_is_pipe);
+        err = text_out == TEXT_OUT_FILE ? write_guarded(text_fd, iov, cnt, false)
+                                        : stream_write_locked(iov, cnt);
         if (err != 0) {
             atomic_store(&text_on, false);
             report = true;
@@ -416,8 +683,7 @@ static void text_write(struct sertrace_text_dump *t, size_t n)
                  "sertrace: warning: DISPATCH_TRACE: writing the live tree failed (%s); live "
                  "tree off\n",
                  strerror(err));
-        struct iovec w = {line, strlen(line)};
-        write_guarded(STDERR_FILENO, &w, 1, true);
+        write_warning(STDERR_FILENO, line, strlen(line));
     }
 }
 

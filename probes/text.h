@@ -13,7 +13,11 @@
  * dumps never interleave inside a line, every line can be attributed to
  * its dump, and there is no system call and no allocation per line in
  * steady state.  A failed write never fails the serializer: it turns the
- * text output off with one warning.
+ * text output off with one warning.  Nor does a slow reader block it: a
+ * stream output (FIFO, pipe, terminal, socket) is written without ever
+ * blocking, what it cannot take is dropped and counted, and a line
+ * "# sertrace: N bytes of trace text dropped: ..." precedes the next chunk
+ * that goes out (probes/README.md, "Never blocking").
  *
  * Configuration (read once per process from the environment by the runtime,
  * or set by tests through sertrace_text_configure):
