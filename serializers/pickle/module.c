@@ -23,6 +23,7 @@ static pickler *pickler_alloc(PyTypeObject *type)
     p->frame_start = -1;
     p->max_output_len = PICKLE_WRITE_BUF_SIZE;
     p->output_buffer = PyBytes_FromStringAndSize(NULL, p->max_output_len);
+    output_sync(p);
     if (p->output_buffer == NULL || memo_init(&p->memo) < 0) {
         Py_DECREF(p);
         return NULL;
@@ -43,6 +44,7 @@ static PyObject *pickler_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
 static int pickler_tp_clear(pickler *p)
 {
     Py_CLEAR(p->output_buffer);
+    output_sync(p);
     Py_CLEAR(p->write);
     Py_CLEAR(p->pers_func);
     p->pers_func_self = NULL;
@@ -138,6 +140,7 @@ static int pickler_tp_init(pickler *p, PyObject *args, PyObject *kwds)
         if (p->output_buffer == NULL)
             return -1;
     }
+    output_sync(p);
     p->fast = 0;
     p->fast_nesting = 0;
     Py_CLEAR(p->fast_memo);

@@ -29,6 +29,7 @@ int output_reset(pickler *p)
     Py_XSETREF(p->output_buffer, fresh);
     p->output_len = 0;
     p->frame_start = -1;
+    output_sync(p);
     return 0;
 }
 
@@ -38,7 +39,7 @@ static void write_size64(char *out, size_t value)
         out[i] = (char)((value >> (8 * i)) & 0xff);
 }
 
-int output_write_slow(pickler *p, const char *s, Py_ssize_t n)
+char *output_claim_slow(pickler *p, Py_ssize_t n)
 {
     int need_new_frame = p->framing && p->frame_start == -1;
     Py_ssize_t needed = need_new_frame ? n + PICKLE_FRAME_HEADER_SIZE : n;
@@ -46,27 +47,24 @@ int output_write_slow(pickler *p, const char *s, Py_ssize_t n)
     if (p->output_len + needed > p->max_output_len) {
         if (p->output_len >= PY_SSIZE_T_MAX / 2 - needed) {
             PyErr_NoMemory();
-            return -1;
+            return NULL;
         }
         p->max_output_len = (p->output_len + needed) / 2 * 3;
-        if (_PyBytes_Resize(&p->output_buffer, p->max_output_len) < 0)
-            return -1;
+        if (_PyBytes_Resize(&p->output_buffer, p->max_output_len) < 0) {
+            output_sync(p);
+            return NULL;
+        }
     }
-    char *buffer = PyBytes_AS_STRING(p->output_buffer);
+    char *buffer = OUTPUT_DATA(p);
     if (need_new_frame) {
         p->frame_start = p->output_len;
         memset(buffer + p->output_len, 0xFE, PICKLE_FRAME_HEADER_SIZE);
         p->output_len += PICKLE_FRAME_HEADER_SIZE;
     }
-    if (n < 8) {
-        for (Py_ssize_t i = 0; i < n; i++)
-            buffer[p->output_len + i] = s[i];
-    }
-    else {
-        memcpy(buffer + p->output_len, s, (size_t)n);
-    }
+    output_sync(p);
+    buffer += p->output_len;
     p->output_len += n;
-    return 0;
+    return buffer;
 }
 
 int output_commit_frame(pickler *p)
@@ -74,7 +72,7 @@ int output_commit_frame(pickler *p)
     if (!p->framing || p->frame_start == -1)
         return 0;
     size_t frame_len = (size_t)(p->output_len - p->frame_start - PICKLE_FRAME_HEADER_SIZE);
-    char *header = PyBytes_AS_STRING(p->output_buffer) + p->frame_start;
+    char *header = OUTPUT_DATA(p) + p->frame_start;
     if (frame_len >= PICKLE_FRAME_SIZE_MIN) {
         header[0] = (char)OP_FRAME;
         write_size64(header + 1, frame_len);
@@ -84,6 +82,7 @@ int output_commit_frame(pickler *p)
         p->output_len -= PICKLE_FRAME_HEADER_SIZE;
     }
     p->frame_start = -1;
+    output_sync(p);
     return 0;
 }
 
@@ -93,6 +92,7 @@ PyObject *output_take_bytes(pickler *p)
         return NULL;
     PyObject *out = p->output_buffer;
     p->output_buffer = NULL;
+    output_sync(p);
     if (_PyBytes_Resize(&out, p->output_len) < 0)
         return NULL;
     return out;
@@ -147,6 +147,7 @@ int output_write_bytes(pickler *p, const char *header, Py_ssize_t header_size,
         if (output_commit_frame(p) < 0)
             return -1;
         p->framing = 0;
+        output_sync(p);
     }
     if (output_write(p, header, header_size) < 0)
         goto error;
@@ -172,6 +173,7 @@ int output_write_bytes(pickler *p, const char *header, Py_ssize_t header_size,
         goto error;
     }
     p->framing = framing;
+    output_sync(p);
     return 0;
 error:
     /* _pickle.c leaves framing off on error; the dump is over anyway. */

@@ -176,6 +176,13 @@ typedef struct pickler {
     Py_ssize_t max_output_len;
     Py_ssize_t frame_start; /* -1 when no frame is open */
     int framing;
+    /* Derived from the four fields above by output_sync(), so that each
+     * fast path is one comparison: output_write() takes its inline path
+     * while output_len + n <= write_limit (-1 when a frame must be opened
+     * first), and save() reaches the slow opcode boundary only when
+     * output_len >= boundary_limit (an open frame of >= 64 KiB). */
+    Py_ssize_t write_limit;
+    Py_ssize_t boundary_limit;
     uint64_t flushed; /* bytes of this dump already handed to file.write() */
 
     int dumping; /* a dump is running: re-entry (dump, __init__) is refused */
@@ -232,14 +239,37 @@ extern PyTypeObject pickler_type;
 /* ---- output.c -------------------------------------------------------- */
 
 int output_reset(pickler *p);
-/* The single write path.  Opens a frame first when framing and none is open.
- * The common case (room in the buffer, no frame to open) is inline. */
-int output_write_slow(pickler *p, const char *s, Py_ssize_t n);
+/* Recompute write_limit and boundary_limit; called by every function that
+ * changes framing, frame_start, max_output_len or output_buffer. */
+static inline void output_sync(pickler *p)
+{
+    p->write_limit = (p->framing && p->frame_start == -1) || p->output_buffer == NULL
+                         ? -1
+                         : p->max_output_len;
+    p->boundary_limit = p->framing && p->frame_start != -1
+                            ? p->frame_start + PICKLE_FRAME_HEADER_SIZE + PICKLE_FRAME_SIZE_TARGET
+                            : PY_SSIZE_T_MAX;
+}
+/* The buffer's bytes, without PyBytes_AS_STRING's assert (which debug-
+ * optimised builds keep: a type check per write). */
+#define OUTPUT_DATA(p) (((PyBytesObject *)(p)->output_buffer)->ob_sval)
+/* The single write path: room for n bytes at the end of the output, which
+ * the caller fills at once (before any other output call); opens a frame
+ * first when framing and none is open.  NULL + exception on failure. */
+char *output_claim_slow(pickler *p, Py_ssize_t n);
+static inline char *output_claim(pickler *p, Py_ssize_t n)
+{
+    Py_ssize_t len = p->output_len;
+    if (__builtin_expect(len + n > p->write_limit, 0))
+        return output_claim_slow(p, n);
+    p->output_len = len + n;
+    return OUTPUT_DATA(p) + len;
+}
 static inline int output_write(pickler *p, const char *s, Py_ssize_t n)
 {
-    if ((p->framing && p->frame_start == -1) || p->output_len + n > p->max_output_len)
-        return output_write_slow(p, s, n);
-    char *buffer = PyBytes_AS_STRING(p->output_buffer) + p->output_len;
+    char *buffer = output_claim(p, n);
+    if (buffer == NULL)
+        return -1;
     if (n < 8) {
         for (Py_ssize_t i = 0; i < n; i++)
             buffer[i] = s[i];
@@ -247,7 +277,14 @@ static inline int output_write(pickler *p, const char *s, Py_ssize_t n)
     else {
         memcpy(buffer, s, (size_t)n);
     }
-    p->output_len += n;
+    return 0;
+}
+static inline int output_write_byte(pickler *p, char c)
+{
+    char *buffer = output_claim(p, 1);
+    if (buffer == NULL)
+        return -1;
+    buffer[0] = c;
     return 0;
 }
 /* Header + payload; payloads >= FRAME_SIZE_TARGET bypass the frame (and,
@@ -260,8 +297,7 @@ int output_commit_frame(pickler *p);
 int output_opcode_boundary_slow(pickler *p);
 static inline int output_opcode_boundary(pickler *p)
 {
-    if (!p->framing || p->frame_start == -1 ||
-        p->output_len - p->frame_start - PICKLE_FRAME_HEADER_SIZE < PICKLE_FRAME_SIZE_TARGET)
+    if (__builtin_expect(p->output_len < p->boundary_limit, 1))
         return 0;
     return output_opcode_boundary_slow(p);
 }
