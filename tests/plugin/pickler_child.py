@@ -18,7 +18,8 @@ proto_len + 1 (STOP) + 9 if STOP sits in a frame == len(payload).
   pickler_child.py span               a batch lost between a node and its
                                       sibling (4 KiB sub-buffers)
   pickler_child.py flood N            N dumps of scheduler states, sizes varied
-  pickler_child.py loop               dump until stdin says stop (snapshots)
+  pickler_child.py loop N             N dumps, then one paused inside until a
+                                      line arrives on stdin (snapshots)
 
 Environment: SERTRACE_WORKLOADS (the workloads/ folder).
 """
@@ -289,23 +290,26 @@ def run_flood(n):
         record(data, label="flood", protocol=2 + i % 4, target="dumps")
 
 
-def run_loop():
-    """Dump until a line arrives on stdin; print {"ready": true} after 200
-    dumps so the test can take its snapshot while the loop goes on."""
-    stop = threading.Event()
+class Pause:
+    """Tells the test it is inside a dump, then waits for a line on stdin
+    (the test takes its snapshot meanwhile)."""
 
-    def watch():
+    def __reduce__(self):
+        emit({"ready": True})
         sys.stdin.readline()
-        stop.set()
+        return (Pause, ())
 
-    threading.Thread(target=watch, daemon=True).start()
-    i = 0
-    while not stop.is_set():
-        data = sertrace.dumps(dls.build_state(1 + i % 5), 2 + i % 4)
+
+def run_loop(n):
+    """n dumps of varied scheduler states (several 4 KiB batches each), then
+    one that pauses in its middle until the test has its snapshot."""
+    for i in range(n):
+        data = sertrace.dumps(dls.build_state(4 + i % 5), 2 + i % 4)
         record(data, label="loop", protocol=2 + i % 4, target="dumps")
-        i += 1
-        if i == 200:
-            emit({"ready": True})
+    state = dls.build_state(4)
+    state.extra_payload = {"pause": [Pause()]}
+    data = sertrace.dumps(state, 5)
+    record(data, label="paused", protocol=5, target="dumps")
 
 
 def main():
@@ -322,7 +326,7 @@ def main():
     elif mode == "flood":
         run_flood(int(sys.argv[2]))
     elif mode == "loop":
-        run_loop()
+        run_loop(int(sys.argv[2]))
     else:
         raise SystemExit("unknown mode " + mode)
 

@@ -371,3 +371,65 @@ def test_pickler_exit_after_lost_batch_not_exact():
             pool[e] -= 1
     finally:
         cleanup(out)
+
+
+def test_pickler_snapshot_cuts_at_both_edges():
+    """A snapshot session (overwrite mode, per-PID 4 x 16 KiB sub-buffers)
+    of a process that dumps ~200 scheduler states (several batches each),
+    then pauses in the middle of one more dump while the test runs `lttng
+    snapshot record`: the oldest dumps were overwritten, the paused dump is
+    in the snapshot without its dump_end (flagged unfinished, incomplete),
+    every dump with a dump_end has its real payload size, every complete
+    dump its exact root, every dump cut at the old edge is flagged."""
+    chan = ["--buffers-pid", "--subbuf-size=16384", "--num-subbuf=4", "--overwrite"]
+    with session(snapshot=True, channel=chan) as (name, out):
+        p = subprocess.Popen([sys.executable, CHILD, "loop", "200"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=child_env())
+        try:
+            lines = []
+            for line in p.stdout:
+                lines.append(json.loads(line))
+                if lines[-1].get("ready"):
+                    break
+            assert lines and lines[-1].get("ready"), (lines[-3:], p.stderr.read()[-2000:])
+            lttng("snapshot", "record", "-s", name)
+        finally:
+            rest, err = p.communicate("go\n", timeout=120)
+        assert p.returncode == 0, err[-3000:]
+        lines += [json.loads(l) for l in rest.splitlines() if l.strip()]
+    try:
+        pid = lines[0]["pid"]
+        sizes = [l for l in lines if "len" in l]
+        assert len(sizes) == 201 and sizes[-1]["label"] == "paused"
+        want = {i + 1: s for i, s in enumerate(sizes)}
+        doc = summary(out, pid)
+        dumps = doc["dumps"]
+        ids = [d["dump_id"] for d in dumps]
+        assert dumps and set(ids) <= set(want)
+        assert min(ids) > 1, "the oldest dumps were overwritten"
+        assert max(ids) == 201, "the paused dump is in the snapshot"
+        paused = dumps[-1]
+        assert paused["unfinished"] is True and paused["complete"] is False
+        assert paused["payload_bytes"] is None and paused["root_exact"] is False
+        assert any(f["kind"] == "incomplete" for f in paused["flags"])
+        assert sum(d["complete"] for d in dumps) >= 3
+        for d in dumps:
+            s = want[d["dump_id"]]
+            if d["payload_bytes"] is not None:
+                assert d["payload_bytes"] == s["len"], (d["dump_id"], d["payload_bytes"], s)
+            if d["complete"]:
+                assert d["root_exact"] and d["root_bytes"] == root_rule(s), d["dump_id"]
+            else:
+                assert any(f["kind"] == "incomplete" for f in d["flags"]), d
+            if d["lost"]["begin_missing"]:
+                assert not d["complete"] and d["dump_id"] < 201
+            if d["root_exact"]:
+                assert d["root_bytes"] == root_rule(s), d["dump_id"]
+            check_exact_nodes(d, root_rule(s))
+        text = tree(out, pid)
+        assert "UNFINISHED" in text or "INCOMPLETE" in text
+        headers = [l for l in text.splitlines() if l.startswith("\u2500\u2500 dump ")]
+        assert len(headers) == len(dumps)
+    finally:
+        cleanup(out)
