@@ -270,6 +270,181 @@ def test_report_options_reach_the_sink(recorded):
     assert top.returncode == 0, top.stderr
 
 
+# The dumper's trees, computed as dumper.c writes them: dump n's root Map
+# holds 20 + n % 7 Arrays; Array i holds 1 + i % 4 Scalars of
+# 1 + (7i + 3k) % 50 bytes; an Array is 1 byte more than its Scalars, the
+# Map 1 byte more than its Arrays, the payload 3 bytes more than the Map.
+
+class Node:
+    def __init__(self, tag, size, children=()):
+        self.tag, self.size, self.children = tag, size, list(children)
+
+    def walk(self):
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+
+def dumper_tree(n, width=20):
+    arrays = []
+    for i in range(width + n % 7):
+        scalars = [Node("Sc", 1 + (i * 7 + k * 3) % 50) for k in range(1 + i % 4)]
+        arrays.append(Node("Arr", 1 + sum(c.size for c in scalars), scalars))
+    return Node("Map", 1 + sum(a.size for a in arrays), arrays)
+
+
+def model_by_payload(sizes):
+    """{payload bytes: model tree} for the dumps the dumper printed."""
+    trees = {}
+    for n, b in sizes.items():
+        t = dumper_tree(n)
+        assert t.size + 3 == b, "the model disagrees with dumper.c"
+        trees[b] = t
+    return trees
+
+
+def tree_sections(stdout, pid):
+    """{payload bytes: tree lines} for the dumps of `pid` in `report --tree --exact`."""
+    out, cur = {}, None
+    for line in stdout.splitlines():
+        m = re.match(r"^── dump \d+ · pid (\d+) · .* · payload (\d+) B", line)
+        if m:
+            cur = out.setdefault(int(m.group(2)), []) if int(m.group(1)) == pid else None
+            continue
+        if cur is not None:
+            cur.append(line)
+    return out
+
+
+def parse_tree(lines):
+    """The printed tree as Nodes, each with `folds`: the (count, bytes) of
+    its '… N more, X' lines."""
+    stack, root = [], None
+    for line in lines:
+        m = re.match(r"^([│ ]*)(├┬|┬) (\w+): ", line)
+        if m:
+            node = Node(m.group(3), None)
+            node.folds = []
+            depth = len(m.group(1)) + (m.group(2) == "├┬")
+            assert depth == len(stack), line
+            if stack:
+                stack[-1].children.append(node)
+            else:
+                root = node
+            stack.append(node)
+            continue
+        m = re.match(r"^([│ ]*)└ # (\w+) \[(\d+) B\]", line)
+        if m:
+            assert len(m.group(1)) == len(stack) - 1 and stack[-1].tag == m.group(2), line
+            stack.pop().size = int(m.group(3))
+            continue
+        m = re.match(r"^([│ ]*)├ … (\d+) more, (\d+) B$", line)
+        if m:
+            stack[len(m.group(1))].folds.append((int(m.group(2)), int(m.group(3))))
+    assert not stack
+    return root
+
+
+def expect_folded(model, min_size, oversize=None):
+    """What `--min-size` must print: a child smaller than min_size folds
+    unless it or a node below it is flagged (>= oversize); per parent one
+    fold line with the count and bytes of what folded."""
+    def flagged(node):
+        return oversize is not None and any(x.size >= oversize for x in node.walk())
+
+    def shown(node):
+        kept = [c for c in node.children if c.size >= min_size or flagged(c)]
+        gone = [c for c in node.children if c not in kept]
+        out = Node(node.tag, node.size, [shown(c) for c in kept])
+        out.folds = [(len(gone), sum(c.size for c in gone))] if gone else []
+        return out
+    return shown(model)
+
+
+def same_tree(a, b):
+    return (a.tag, a.size, a.folds, len(a.children)) == (b.tag, b.size, b.folds, len(b.children)) \
+        and all(same_tree(x, y) for x, y in zip(a.children, b.children))
+
+
+def describe(t, d=0):
+    return "".join(["%s%s %s %s\n" % ("  " * d, t.tag, t.size, t.folds)] +
+                   [describe(c, d + 1) for c in t.children])
+
+
+@pytest.mark.parametrize("min_size, oversize", [(20, None), (60, None), (20, 15), (60, 30)])
+def test_report_min_size_folds_only_small_unflagged_siblings(recorded, min_size, oversize):
+    out, pid, sizes, _ = recorded
+    args = ["report", "--tree", "--exact", "--min-size", str(min_size)]
+    if oversize is not None:
+        args += ["--oversize", str(oversize)]
+    r = run(*args, str(out))
+    assert r.returncode == 0, r.stderr
+    models = model_by_payload(sizes)
+    printed = tree_sections(r.stdout, pid)
+    assert sorted(printed) == sorted(models)
+    folds = 0
+    for payload, lines in printed.items():
+        want = expect_folded(models[payload], min_size, oversize)
+        got = parse_tree(lines)
+        assert same_tree(got, want), "dump of %d B:\nprinted\n%s\nexpected\n%s" % (
+            payload, describe(got), describe(want))
+        folds += sum(len(n.folds) for n in want.walk())
+        if oversize is not None:
+            # every shown node of at least `oversize` bytes carries the flag
+            flags = sum("!! OVERSIZED (≥ %d B)" % oversize in l for l in lines)
+            assert flags == sum(n.size >= oversize for n in want.walk())
+    assert folds > 0  # the parameters do fold something
+
+
+def summary_sections(stdout, pid):
+    """{payload bytes: the sizes listed under 'top N largest nodes'} for
+    the dumps of `pid`, plus the N of each header, in `report --summary --exact`."""
+    out, cur, key = {}, None, None
+    for line in stdout.splitlines():
+        m = re.match(r"^dump \d+ · pid (\d+) · ", line)
+        if m or line.startswith("== overall"):
+            cur = None
+            key = "mine" if m and int(m.group(1)) == pid else None
+            continue
+        m = re.match(r"^  payload (\d+) B · ", line)
+        if m and key == "mine":
+            key = int(m.group(1))
+            continue
+        m = re.match(r"^  top (\d+) largest nodes$", line)
+        if m and isinstance(key, int):
+            cur = out.setdefault(key, {"n": int(m.group(1)), "sizes": []})
+            continue
+        m = re.match(r"^    (\d+) B \(self \d+ B\)  ", line)
+        if m and cur is not None:
+            cur["sizes"].append(int(m.group(1)))
+            continue
+        cur = None
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 3, 7])
+def test_report_top_lists_exactly_the_n_largest(recorded, n):
+    out, pid, sizes, _ = recorded
+    models = model_by_payload(sizes)
+
+    def largest(payload):
+        return sorted((x.size for x in models[payload].walk()), reverse=True)[:n]
+    doc = json.loads(run("report", "--json", "--top", str(n), str(out)).stdout)
+    mine = dumps_of(doc, pid)
+    assert len(mine) == len(models)
+    for d in mine:
+        assert [t["bytes"] for t in d["top"]] == largest(d["payload_bytes"])
+        assert d["top"][0]["ancestry"] == ["Map test.Map"]
+    assert len(doc["totals"]["top"]) == n
+    r = run("report", "--summary", "--exact", "--top", str(n), str(out))
+    assert r.returncode == 0, r.stderr
+    text = summary_sections(r.stdout, pid)
+    assert sorted(text) == sorted(models)
+    for payload, sec in text.items():
+        assert sec["n"] == n
+        assert sec["sizes"] == largest(payload)
+
+
 def test_report_progress_filter_keeps_output(recorded):
     out = str(recorded[0])
     plain = run("report", "--json", out)
@@ -390,6 +565,145 @@ def test_signal_is_forwarded_to_the_command(tmp_path):
     mine = dumps_of(report_json(str(out)), pid)
     assert {d["payload_bytes"] for d in mine if d["complete"]} <= set(sizes.values())
     assert len(mine) >= 1
+
+
+def _packet_bytes(trace):
+    """Sizes in bytes of every packet of the trace's streams, from the CTF
+    index files LTTng writes (index/*.idx: a 16-byte big-endian header
+    "magic, major, minor, entry length", then per packet its offset,
+    packet size and content size in bits, ...)."""
+    import struct
+    sizes = []
+    for d, _, fs in os.walk(trace):
+        for f in fs:
+            if not f.endswith(".idx"):
+                continue
+            with open(os.path.join(d, f), "rb") as fh:
+                b = fh.read()
+            magic, _, _, entry = struct.unpack(">IIII", b[:16])
+            assert magic == 0xC1F1DCC1, f
+            for off in range(16, len(b) - entry + 1, entry):
+                _, packet_bits, content_bits = struct.unpack(">QQQ", b[off:off + 24])
+                assert packet_bits % 8 == 0 and content_bits <= packet_bits
+                sizes.append(packet_bits // 8)
+    return sizes
+
+
+def test_buffer_size_reaches_the_channel(tmp_path):
+    """--buffer-size 256K is 8 sub-buffers of 32 KiB per CPU: the session
+    daemon says so (CMD lists its own session, named in $SERTRACE_SESSION),
+    and the trace agrees: no packet is larger than 32 KiB, and the full
+    ones (200 dumps of ~1.3 KB fill several) are exactly 32 KiB, where the
+    default channel (1 MiB sub-buffers) would write one packet per CPU."""
+    out = tmp_path / "t"
+    listing = tmp_path / "listing"
+    name = unique("buf")
+    r = run("record", "--cmd-only", "--buffer-size", "256K", "--name", name, "-o", str(out),
+            "--", "sh", "-c",
+            'echo "session $SERTRACE_SESSION"; lttng list "$SERTRACE_SESSION" -c sertrace > "$1"'
+            ' && exec "$2" --dumps 200', "sh", str(listing), DUMPER)
+    assert r.returncode == 0, r.stderr
+    assert "session %s\n" % name in r.stdout
+    text = listing.read_text()
+    assert re.search(r"^\s*Sub-buffer size:\s+32768 bytes$", text, re.M), text
+    assert re.search(r"^\s*Sub-buffer count:\s+8$", text, re.M), text
+    packets = _packet_bytes(out)
+    assert packets and max(packets) == 32768, packets
+    pid, sizes = printed_sizes(r.stdout)
+    assert len(sizes) == 200
+    # Whatever the buffers dropped is reported; what is there is exact.
+    mine = dumps_of(report_json(str(out)), pid)
+    assert {d["payload_bytes"] for d in mine if d["complete"]} <= set(sizes.values())
+
+
+def test_default_buffer_is_8_subbuffers_of_1_mib(tmp_path):
+    listing = tmp_path / "listing"
+    r = run("record", "--cmd-only", "-o", str(tmp_path / "t"), "--", "sh", "-c",
+            'lttng list "$SERTRACE_SESSION" -c sertrace > "$1" && exec "$2" --dumps 1',
+            "sh", str(listing), DUMPER)
+    assert r.returncode == 0, r.stderr
+    text = listing.read_text()
+    assert re.search(r"^\s*Sub-buffer size:\s+1048576 bytes$", text, re.M), text
+    assert re.search(r"^\s*Sub-buffer count:\s+8$", text, re.M), text
+
+
+def test_session_daemon_is_started_when_none_is_reachable(tmp_path):
+    """In a private mount namespace where tmpfs hides the machine's session
+    daemon (its rundir /run/lttng, and /dev/shm where LTTng-UST finds it),
+    as bench/run.py does for its private daemon, `record` must start one,
+    record the dumps with their exact sizes, and leave that daemon running
+    (cli/README.md): it is then stopped here by the pid in its pid file."""
+    import shutil
+    if os.geteuid() != 0:
+        pytest.skip("needs root (a mount namespace hiding the session daemon)")
+    for tool in ("unshare", "mount", "lttng-sessiond", "lttng"):
+        if shutil.which(tool) is None:
+            pytest.skip("needs %s" % tool)
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                           capture_output=True, timeout=HANG_GUARD)
+    if probe.returncode != 0:
+        pytest.skip("unshare --mount is not permitted here")
+    home = tmp_path / "home"
+    home.mkdir()
+    out = tmp_path / "t"
+    result = tmp_path / "result.json"
+    script = r"""
+import json, os, signal, subprocess, sys, time
+sertrace, dumper, out, result = sys.argv[1:5]
+rundir = os.path.realpath("/var/run/lttng")
+os.makedirs(rundir, exist_ok=True)
+for target in sorted({rundir, os.path.realpath("/run/lttng"), "/dev/shm"}):
+    os.makedirs(target, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", target], check=True)
+res = {}
+pid = None
+try:
+    res["before"] = subprocess.run(["lttng", "list"], capture_output=True,
+                                   text=True).returncode
+    rec = subprocess.run([sertrace, "record", "-o", out, "--", dumper, "--dumps", "3"],
+                         capture_output=True, text=True, timeout=120)
+    res.update(rc=rec.returncode, stdout=rec.stdout, stderr=rec.stderr)
+    with open(os.path.join(rundir, "lttng-sessiond.pid")) as f:
+        pid = int(f.read().strip())
+    with open("/proc/%d/comm" % pid) as f:
+        res["comm"] = f.read().strip()
+    res["after"] = subprocess.run(["lttng", "list"], capture_output=True,
+                                  text=True).returncode
+    rep = subprocess.run([sertrace, "report", "--json", out], capture_output=True,
+                         text=True, timeout=120)
+    res.update(report_rc=rep.returncode, report=rep.stdout, report_err=rep.stderr)
+finally:
+    if pid is not None:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while os.path.exists("/proc/%d" % pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        res["stopped"] = not os.path.exists("/proc/%d" % pid)
+    with open(result, "w") as f:
+        json.dump(res, f)
+"""
+    env = dict(os.environ, HOME=str(home), LTTNG_HOME=str(home), SERTRACE_PROGRESS="0")
+    env.pop("LTTNG_SESSIOND_PATH", None)
+    c = subprocess.run(["unshare", "--mount", "--propagation", "private", "--",
+                        "/usr/bin/python3", "-c", script, SERTRACE, DUMPER, str(out),
+                        str(result)],
+                       capture_output=True, text=True, env=env, timeout=4 * HANG_GUARD)
+    assert result.exists(), c.stderr
+    res = json.loads(result.read_text())
+    assert c.returncode == 0, (c.stderr, res)
+    assert res["before"] != 0  # no daemon was reachable in the namespace
+    assert "no LTTng session daemon is reachable: starting `lttng-sessiond --daemonize`" \
+        in res["stderr"], res["stderr"]
+    assert res["rc"] == 0, res["stderr"]
+    assert "trace written to %s" % out in res["stderr"]
+    assert res["comm"] == "lttng-sessiond"
+    assert res["after"] == 0  # left running, as documented
+    assert res["stopped"]
+    assert res["report_rc"] == 0, res["report_err"]
+    pid, sizes = printed_sizes(res["stdout"])
+    mine = dumps_of(json.loads(res["report"]), pid)
+    assert sorted(d["payload_bytes"] for d in mine) == sorted(sizes.values())
+    assert len(mine) == 3 and all(d["complete"] for d in mine)
 
 
 # ---- report errors --------------------------------------------------------------
