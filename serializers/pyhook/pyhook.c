@@ -37,12 +37,15 @@
  *   opened late, at dill's own entry call, with dill's tag, and closed at
  *   dill's exit call, so it has exactly dill's byte count.  Other calls go
  *   to dill's adapter unchanged, so dill.detect.trace keeps working.
- * - On an exception, the innermost saver reports one sertrace_error() with
- *   the type, message and path ("State.suspended[0].frame.stack[5][1]")
- *   and adds the notes CPython 3.14's pickle adds ("when serializing list
- *   item 5", ...).  All of it is built on the error path only, without
- *   user code and without object values: dict keys follow key_text()'s
- *   rule, exception messages exception_text()'s.
+ * - When a hooked dump raises, traced or not, the exception gets the notes
+ *   the C pickler (serializers/pickle) and CPython 3.14 add ("when
+ *   serializing list item 5", "... State state", "... State object"), read
+ *   from the exception's traceback (dump_failed()); a traced dump also gets
+ *   ONE sertrace_error() with the innermost failing object's tag and type,
+ *   the C pickler's message and path ("State.suspended[0].frame.stack[5][1]").
+ *   All of it is built on the error path only, without user code; the
+ *   trace has no object values: dict keys in the path follow key_text()'s
+ *   rule, the message exception_message()'s.
  *
  * Per-thread state: the dump being traced on this thread is found through
  * a thread-local pointer; nested dumps (a __reduce__ that pickles) push
@@ -84,11 +87,8 @@ typedef struct node {
     PyObject *obj;      /* borrowed: the save() caller holds it */
     uint64_t enter_pos; /* position before its first byte */
     uint32_t type;      /* sertrace type index, 0 until emitted */
-    uint32_t ordinal;   /* index among its parent's traced children */
-    uint32_t nchildren; /* traced children so far */
     uint8_t tag;
     uint8_t kind;
-    uint8_t first_child_is_class; /* reduce: NEWOBJ (class first) */
 } node;
 
 typedef struct writer writer;
@@ -665,17 +665,6 @@ static node *push_node(hook_state *s)
     }
     memset(&s->nodes[s->depth], 0, sizeof(node));
     return &s->nodes[s->depth++];
-}
-
-/* Innermost node that is a real save() node (not SKIP/SYNTH), or NULL. */
-static node *save_parent(hook_state *s, uint32_t below)
-{
-    for (uint32_t i = below; i-- > 0;) {
-        uint8_t k = s->nodes[i].kind;
-        if (k != NODE_SYNTH)
-            return &s->nodes[i];
-    }
-    return NULL;
 }
 
 static void emit_enter(hook_state *s, node *n, uint8_t tag, uint64_t pos)
@@ -1481,7 +1470,7 @@ static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, si
 {
     PyObject *obj = args[0];
     PyObject *r;
-    node *n, *parent;
+    node *n;
     uint64_t enter_pos;
     uint32_t my_index;
     uint8_t tag;
@@ -1499,13 +1488,7 @@ static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, si
     if (n == NULL)
         return call_original(sv, args, nargsf, kwnames);
     my_index = s->depth - 1;
-    parent = save_parent(s, my_index);
     n->obj = obj;
-    if (parent) {
-        n->ordinal = parent->nchildren++;
-        if (n->ordinal == 0 && PyType_Check(obj) && obj == (PyObject *)Py_TYPE(parent->obj))
-            parent->first_child_is_class = 1;
-    }
     /* pickle's save() starts with framer.commit_frame(): a frame header
      * written there belongs before this object, as in dill's counts. */
     enter_pos = st_pos(s);

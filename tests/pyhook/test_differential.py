@@ -192,3 +192,66 @@ def test_dormant_hook_adds_the_same_notes(tmp_path, traced_run):
     only)."""
     cases, _ = run_cases(tmp_path, False)
     assert cases == traced_run[0]
+
+
+EDGE_SCRIPT = r'''
+import io, json, pickle
+import dill
+import sertrace
+import sertrace.dill as sd
+sd.install()
+
+SHARED = TypeError("shared")
+
+class Again:
+    def __reduce__(self):
+        raise SHARED  # the same exception object every time
+
+class ListPickler(pickle._Pickler):
+    """Writes through a class-level write: untraceable, runs untouched."""
+    def __init__(self, protocol):
+        super().__init__(io.BytesIO(), protocol)
+        del self.write
+    def write(self, data):
+        pass
+
+sd.trace_class(ListPickler)
+obj = [1, {"a": Again()}]
+PK = dill.Pickler(io.BytesIO(), protocol=4)
+
+def notes(dumps, times):
+    SHARED.__notes__ = []
+    for _ in range(times):
+        try:
+            dumps(obj)
+        except TypeError:
+            pass
+    return list(SHARED.__notes__)
+
+print(json.dumps({
+    "c": notes(lambda o: sertrace.dumps(o, 4), 2),
+    "dill": notes(lambda o: dill.dumps(o, protocol=4), 2),
+    # one pickler for both dumps: the older traceback has its frames too
+    "dill_same_pickler": notes(lambda o: (PK.clear_memo(), PK.dump(o)), 2),
+    "untraceable": notes(lambda o: ListPickler(4).dump(o), 1),
+    "c_once": notes(lambda o: sertrace.dumps(o, 4), 1),
+}))
+'''
+
+
+@pytest.mark.parametrize("traced", [True, False])
+def test_raised_again_and_untraceable(tmp_path, traced):
+    """An exception object raised a second time keeps its older traceback
+    behind the new frames: only the new dump's frames give notes (each raise
+    adds one set, as with the C pickler).  A pickler the hooks cannot trace
+    still gets the notes."""
+    env = {"DISPATCH_TRACE": str(tmp_path / "t.txt")} if traced else {}
+    p = traces.run_script(EDGE_SCRIPT, env)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    once = ["when serializing dict item 'a'", "when serializing list item 1"]
+    assert res["c_once"] == once
+    assert res["c"] == once * 2
+    assert res["dill"] == res["c"]
+    assert res["dill_same_pickler"] == res["c"]
+    assert res["untraceable"] == once
