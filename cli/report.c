@@ -18,14 +18,19 @@
  * validates options itself (exit 2, one line), and turns babeltrace2's
  * error causes into one line (the whole chain with -v).
  *
- * Progress: when stderr is a terminal (and stdout is not that same
- * terminal, whose report lines the progress line would tear) and the trace
- * is larger than 50 MB,
- * a pass-through filter of our own (a component class made at run time,
- * not a plugin) counts events and reads their timestamps; the bytes read
+ * Progress: when stderr is a terminal and the trace is larger than 50 MB
+ * (SERTRACE_PROGRESS_MIN_SIZE), a pass-through filter of our own (a
+ * component class made at run time, not a plugin) counts events and reads their timestamps; the bytes read
  * are estimated as (time reached / time span) x trace size, since ctf.fs
  * maps the stream files and reports no offset.  At most 4 updates/s.
- * SERTRACE_PROGRESS=1 forces it on, =0 off (tests use it).
+ * SERTRACE_PROGRESS=1 forces it on, =0 off (tests use it).  When stdout is
+ * that same terminal, stdout is a stream of ours (struct tty_out) that
+ * erases the progress line before report bytes go out and writes whole
+ * lines only, so the line never tears or mixes into the report.
+ *
+ * Live (--live): the tree sink gets flush-each-dump=true and stdout is
+ * flushed whenever the source has nothing for now, so each tree shows as
+ * its dump ends, on a terminal, a pipe or a file alike.
  *
  * The sertrace plugin is looked up in $SERTRACE_PLUGIN_PATH (colon
  * separated), then -- only when this process is the build tree's own
@@ -105,9 +110,11 @@ static const char report_help[] =
     "when this `sertrace` is the uninstalled binary of a build tree, in that\n"
     "build's plugin directory, then in " SERTRACE_PLUGIN_INSTALL_DIR ",\n"
     "then in babeltrace2's plugin path (`sertrace --version` shows which).\n"
-    "Progress (events read, MB) is shown on stderr when it is a terminal, stdout\n"
-    "is not that terminal (e.g. `sertrace report big > out.txt`) and the trace is\n"
-    "over 50 MB (SERTRACE_PROGRESS=1 forces it, =0 disables it).\n"
+    "Progress (events read, MB) is shown on stderr when it is a terminal and the\n"
+    "trace is over 50 MB (SERTRACE_PROGRESS_MIN_SIZE=SIZE sets that threshold;\n"
+    "SERTRACE_PROGRESS=1 forces it, =0 disables it).  When stdout is that same\n"
+    "terminal, the progress line is erased before report text is written and at\n"
+    "the end: it never mixes into the report.\n"
     "\n"
     "Exit status: 0 ok, 1 runtime error (missing or empty trace, no readable trace,\n"
     "a trace that fails while being read, plugin not found), 2 usage error.\n";
@@ -810,12 +817,12 @@ static int tty_out_install(struct tty_out *t, struct progress *p)
 
     memset(t, 0, sizeof(*t));
     t->p = p;
-    t->real = stdout;
     fflush(stdout);
     f = fopencookie(t, "w", io);
     if (f == NULL)
         return -1;
     setvbuf(f, NULL, _IOFBF, 1u << 16);
+    t->real = stdout;
     p->shared_tty = true;
     p->at_line_start = true;
     stdout = f;

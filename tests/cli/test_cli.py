@@ -455,6 +455,124 @@ def test_report_progress_filter_keeps_output(recorded):
     assert m and int(m[-1]) > 0
 
 
+PROGRESS_LINE = re.compile(r"\rsertrace: \d+ events read, ~[\d.]+ of [\d.]+ MB \(\d+%\)\x1b\[K")
+ERASE = "\r\x1b[K"
+
+
+def run_on_pty(args, env, stdout_tty, stderr_tty):
+    """Run sertrace with stdout and/or stderr on one pseudo-terminal (raw
+    mode: bytes pass unchanged); returns (status, terminal bytes as text,
+    stdout if not the tty, stderr if not the tty)."""
+    import pty
+    import threading
+    import tty
+    master, slave = pty.openpty()
+    tty.setraw(slave)
+    e = dict(os.environ)
+    e.pop("SERTRACE_PROGRESS", None)
+    e.pop("SERTRACE_PROGRESS_MIN_SIZE", None)
+    e.update(env)
+    p = subprocess.Popen([SERTRACE, *args], stdin=subprocess.DEVNULL,
+                         stdout=slave if stdout_tty else subprocess.PIPE,
+                         stderr=slave if stderr_tty else subprocess.PIPE, env=e)
+    os.close(slave)
+    chunks = []
+
+    def drain():
+        while True:
+            try:
+                b = os.read(master, 65536)
+            except OSError:  # EIO: the last writer closed the terminal
+                return
+            if not b:
+                return
+            chunks.append(b)
+    t = threading.Thread(target=drain, daemon=True)
+    t.start()
+    out, err = p.communicate(timeout=HANG_GUARD)
+    t.join(HANG_GUARD)
+    os.close(master)
+    dec = lambda b: b.decode("utf-8") if b is not None else None
+    return p.returncode, b"".join(chunks).decode("utf-8"), dec(out), dec(err)
+
+
+@pytest.fixture(scope="module")
+def many_dumps(tmp_path_factory):
+    """10,000 dumps (an 11 MB trace whose tree report is ~46 MB): long
+    enough for progress to be redrawn between chunks of the report."""
+    out = tmp_path_factory.mktemp("many") / "trace"
+    r = run("record", "--cmd-only", "-o", str(out), "--", DUMPER, "--dumps", "10000")
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+@pytest.mark.parametrize("which", ["small", "many"])
+def test_progress_on_the_report_terminal_never_mixes_into_it(which, recorded, request):
+    """stdout and stderr on one terminal (`sertrace report big`): the
+    progress line is drawn (threshold lowered to 0 bytes), always at the
+    start of a line, erased before report text and at the end: take the
+    progress lines and erasures out and the report is byte for byte the
+    one written to a pipe."""
+    out = str(recorded[0] if which == "small" else request.getfixturevalue("many_dumps"))
+    plain = run("report", "--tree", out).stdout
+    rc, term, _, _ = run_on_pty(["report", "--tree", out], {"SERTRACE_PROGRESS_MIN_SIZE": "0"},
+                                stdout_tty=True, stderr_tty=True)
+    assert rc == 0, term
+    shown = list(PROGRESS_LINE.finditer(term))
+    assert shown, repr(term[:300])
+    for m in shown:
+        before = term[:m.start()]
+        assert before == "" or before.endswith(("\n", "\x1b[K")), repr(before[-80:])
+    # erased before anything else comes, and at the end
+    rest = term[shown[-1].end():]
+    assert rest.startswith(ERASE), repr(rest[:80])
+    assert PROGRESS_LINE.sub("", term).replace(ERASE, "") == plain
+    assert term.count(ERASE) >= 1
+
+
+def test_progress_on_a_terminal_of_its_own_keeps_the_final_count(recorded):
+    out = str(recorded[0])
+    plain = run("report", "--json", out).stdout
+    rc, term, stdout, _ = run_on_pty(["report", "--json", out],
+                                     {"SERTRACE_PROGRESS_MIN_SIZE": "0"},
+                                     stdout_tty=False, stderr_tty=True)
+    assert rc == 0, term
+    assert stdout == plain
+    assert PROGRESS_LINE.search(term), repr(term)
+    assert re.search(r"\(100%\)\x1b\[K\n$", term), repr(term[-120:])
+
+
+def test_no_progress_when_stderr_is_not_a_terminal(recorded):
+    out = str(recorded[0])
+    plain = run("report", "--tree", out).stdout
+    rc, term, _, stderr = run_on_pty(["report", "--tree", out],
+                                     {"SERTRACE_PROGRESS_MIN_SIZE": "0"},
+                                     stdout_tty=True, stderr_tty=False)
+    assert rc == 0, stderr
+    assert stderr == ""
+    assert term == plain  # not one escape sequence on the terminal
+
+
+def test_no_progress_for_a_small_trace(recorded):
+    """Without SERTRACE_PROGRESS_MIN_SIZE the threshold is 50 MB; the
+    recorded trace is far below it."""
+    out = str(recorded[0])
+    assert sum(os.path.getsize(os.path.join(d, f))
+               for d, _, fs in os.walk(out) for f in fs) < 50 * 1000 * 1000
+    plain = run("report", "--tree", out).stdout
+    rc, term, _, _ = run_on_pty(["report", "--tree", out], {},
+                                stdout_tty=True, stderr_tty=True)
+    assert rc == 0, term
+    assert term == plain
+
+
+def test_progress_min_size_is_checked(recorded):
+    r = run("report", "--json", str(recorded[0]), unset=["SERTRACE_PROGRESS"],
+            env={"SERTRACE_PROGRESS_MIN_SIZE": "lots"})
+    assert r.returncode == 0, r.stderr
+    assert "ignoring SERTRACE_PROGRESS_MIN_SIZE='lots'" in r.stderr
+
+
 def test_exit_status_is_propagated(tmp_path):
     r = run("record", "-o", str(tmp_path / "t"), "--", DUMPER, "--dumps", "1",
             "--exit", "7")
