@@ -9,6 +9,10 @@ dump_end, root bytes + header + trailer == len(payload) for every complete
 dump (the rule of tests/pickle/test_accounting.py, read from the payload),
 and every loss, cut or crash flagged, never a wrong exact size.
 
+The last two tests record gen_schema (gen_schema.c with its own provider
+header schema_tp.h): events and fields of a newer schema, and known events
+lacking fields.
+
 Helpers (session, summary, tree, bt, cleanup) come from test_e2e.py.
 """
 
@@ -27,8 +31,7 @@ from test_e2e import PLUGIN_DIR, PYPATH, WORKLOADS, bt, cleanup, lttng, session,
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, "pickler_child.py")
 
-pytestmark = pytest.mark.skipif(not (PLUGIN_DIR and PYPATH and WORKLOADS),
-                                reason="run through meson test (needs the Python package)")
+pytestmark = pytest.mark.skipif(not PLUGIN_DIR, reason="run through meson test")
 
 # A channel big enough that nothing is discarded: the exactness tests must
 # not depend on the consumer daemon keeping up with a 1 MB-per-dump loop.
@@ -36,6 +39,8 @@ BIG = ["--subbuf-size=4M", "--num-subbuf=4"]
 
 
 def child_env(**extra):
+    if not (PYPATH and WORKLOADS):
+        pytest.skip("the sertrace Python package is not built")
     env = dict(os.environ, PYTHONPATH=PYPATH, SERTRACE_WORKLOADS=WORKLOADS)
     for k in ("DISPATCH_TRACE", "SERTRACE_GRANULARITY", "SERTRACE_OVERSIZE", "SERTRACE_EXACT"):
         env.pop(k, None)
@@ -382,10 +387,11 @@ def test_pickler_snapshot_cuts_at_both_edges():
     every dump with a dump_end has its real payload size, every complete
     dump its exact root, every dump cut at the old edge is flagged."""
     chan = ["--buffers-pid", "--subbuf-size=16384", "--num-subbuf=4", "--overwrite"]
+    env = child_env()
     with session(snapshot=True, channel=chan) as (name, out):
         p = subprocess.Popen([sys.executable, CHILD, "loop", "200"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=child_env())
+                             env=env)
         try:
             lines = []
             for line in p.stdout:
@@ -431,5 +437,106 @@ def test_pickler_snapshot_cuts_at_both_edges():
         assert "UNFINISHED" in text or "INCOMPLETE" in text
         headers = [l for l in text.splitlines() if l.startswith("\u2500\u2500 dump ")]
         assert len(headers) == len(dumps)
+    finally:
+        cleanup(out)
+
+
+# ---- events and fields of another schema (gen_schema.c, schema_tp.h) -------
+
+GEN_SCHEMA_FUTURE = os.environ.get("SERTRACE_GEN_SCHEMA_FUTURE", "")
+GEN_SCHEMA_MISSING = os.environ.get("SERTRACE_GEN_SCHEMA_MISSING", "")
+PER_PID = ["--buffers-pid"]  # one trace (metadata) per process: our own event layout
+
+DUMP1_TREE = [
+    "\u252c D2: <dict object at 0x7f0000001002> len=2",
+    "\u251c\u252c L: <list object at 0x7f0000001005> len=3",
+    "\u2502\u2514 # L [15 B]",
+    "\u251c\u252c Str: <str object at 0x7f0000001014> len=5",
+    "\u2502\u2514 # Str [11 B]",
+    "\u2514 # D2 [38 B]",
+]
+
+
+def run_gen_schema(path):
+    if not path:
+        pytest.skip("gen_schema not built")
+    with session(channel=PER_PID) as (_, out):
+        r = subprocess.run([path], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    pid = int(lines[0].split()[1])
+    sizes = {int(l.split()[1]): int(l.split()[2]) for l in lines[1:] if l.startswith("payload ")}
+    return pid, sizes, out
+
+
+def test_newer_schema_unknown_event_and_extra_fields_ignored():
+    """A provider `sertrace` of a newer schema: dump_begin with two extra
+    trailing fields, records with an extra leading and trailing field,
+    dump_end with an extra field, and an unknown event sertrace:future_thing
+    (inside dump 1, with known field names and bytes that are not records):
+    the sinks ignore the unknown event and the extra fields and give dump 1
+    whole and exact, with no 'missing or unexpected fields' warning.  Dump 2
+    ends its batch with an unknown record opcode: its tree so far is kept
+    (root exact), the dump is marked incomplete (1 malformed batch), as
+    schema.h says."""
+    pid, sizes, out = run_gen_schema(GEN_SCHEMA_FUTURE)
+    try:
+        assert sizes == {1: 41, 2: 21}
+        r = bt(out, "summary", "format=\"json\"")
+        assert b"missing or unexpected fields" not in r.stderr, r.stderr
+        doc = json.loads(r.stdout.decode("utf-8"))
+        dumps = sorted((d for d in doc["dumps"] if d["pid"] == pid), key=lambda d: d["dump_id"])
+        assert [d["dump_id"] for d in dumps] == [1, 2]
+        d1, d2 = dumps
+        assert d1["serializer"] == "schema-test" and d1["protocol"] == 4
+        assert d1["payload_bytes"] == 41 and d1["complete"] is True and d1["status"] == "ok"
+        assert d1["root_exact"] and d1["root_bytes"] == 38 and d1["nodes"] == 3
+        assert not any(d1["lost"].values()) and d1["flags"] == []
+        assert sorted(k["tag"] for k in d1["by_kind"]) == ["D2", "L", "Str"]
+        assert d2["protocol"] == 5 and d2["payload_bytes"] == 21 and d2["status"] == "ok"
+        assert d2["root_exact"] and d2["root_bytes"] == 18 and d2["nodes"] == 2
+        assert d2["complete"] is False and d2["unfinished"] is False
+        assert d2["lost"]["malformed_batches"] == 1
+        assert [f["kind"] for f in d2["flags"]] == ["incomplete"]
+        assert "unknown records" in d2["flags"][0]["message"]
+        r = bt(out, "tree", "exact=yes")
+        assert b"missing or unexpected fields" not in r.stderr, r.stderr
+        sink = split_dumps(tree(out, pid, "exact=yes"))
+        assert sink[1] == DUMP1_TREE, sink[1]
+        assert exits(sink[2]) == [(2, "Tu", 8), (1, "L", 18)]
+        text = tree(out, pid)
+        assert "schema-test protocol 4 \u00b7 payload 41 B\n" in text, text
+        assert "payload 21 B  !! INCOMPLETE: 1 malformed batches" in text, text
+    finally:
+        cleanup(out)
+
+
+def test_older_schema_missing_fields():
+    """A provider `sertrace` whose dump_begin lacks `protocol` and whose
+    dump_end lacks `bytes`.  What the plugin does: dump_begin is still read
+    (protocol -1); the dump_end, lacking a field it needs, is skipped and
+    counted, and a warning on stderr says so ('1 sertrace events had missing
+    or unexpected fields (newer schema?) and were skipped'); the dump is then
+    reported as unfinished (no payload size), its nodes exact from its
+    records."""
+    pid, sizes, out = run_gen_schema(GEN_SCHEMA_MISSING)
+    try:
+        assert sizes == {1: 41}
+        r = bt(out, "summary", "format=\"json\"")
+        assert (b"sertrace: 1 sertrace events had missing or unexpected fields "
+                b"(newer schema?) and were skipped") in r.stderr, r.stderr
+        doc = json.loads(r.stdout.decode("utf-8"))
+        (d,) = [d for d in doc["dumps"] if d["pid"] == pid]
+        assert d["serializer"] == "schema-test" and d["protocol"] == -1
+        assert d["payload_bytes"] is None and d["unfinished"] is True
+        assert d["complete"] is False and d["status"] == "unknown"
+        assert d["root_exact"] and d["root_bytes"] == 38 and d["nodes"] == 3
+        assert [f["kind"] for f in d["flags"]] == ["incomplete"]
+        r = bt(out, "tree", "exact=yes")
+        assert b"missing or unexpected fields" in r.stderr
+        sink = split_dumps(tree(out, pid, "exact=yes"))
+        assert sink[1] == DUMP1_TREE, sink[1]
+        text = tree(out, pid)
+        assert "payload unknown" in text and "UNFINISHED" in text, text
     finally:
         cleanup(out)
