@@ -135,6 +135,11 @@ def test_pickler_workloads_protocols_targets_exact(granularity):
             assert ("pickle protocol %d \u00b7 payload " % want["protocol"]) in h, h
             assert h.endswith("payload %d B" % want["len"]), h
         assert "INCOMPLETE" not in text and "UNFINISHED" not in text
+        # ... and its root lines: the last exit line of each tree is the root
+        trees = split_dumps(text)
+        for want, d in zip(sizes, dumps):
+            last = exits(trees[d["dump_id"]])[-1]
+            assert last[0] == 1 and last[2] == root_rule(want), (d["dump_id"], last, want)
     finally:
         cleanup(out)
 
