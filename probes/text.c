@@ -76,6 +76,7 @@ static bool text_fd_owned;
  * socket with sendmsg(MSG_DONTWAIT | MSG_NOSIGNAL). */
 enum text_out { TEXT_OUT_FILE, TEXT_OUT_STREAM, TEXT_OUT_SOCKET };
 static enum text_out text_out;
+static bool text_sigpipe; /* a pipe or FIFO: guard its writes against SIGPIPE */
 /* Stream outputs only, under text_lock: bytes of trace text a stalled
  * reader could not take (announced in front of the next chunk that goes
  * out), and whether the last byte that went out ended a line. */
@@ -366,6 +367,7 @@ static void close_current_locked(void)
     text_fd = -1;
     text_fd_owned = false;
     text_out = TEXT_OUT_FILE;
+    text_sigpipe = false;
     text_dropped = 0;
     text_mid_line = false;
 }
@@ -407,7 +409,7 @@ int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
     int fd = -1;
     bool owned = false;
     enum text_out out = TEXT_OUT_FILE;
-    bool regular = false;
+    bool regular = false, fifo = false;
     struct stat st;
 
     pthread_once(&atfork_once, register_atfork);
@@ -435,6 +437,7 @@ int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
             fd = own >= 0 ? own : -1;
             owned = own >= 0;
             out = TEXT_OUT_STREAM;
+            fifo = S_ISFIFO(st.st_mode);
             if (own == -ENXIO) {
                 warnings += warn(warn_fd,
                                  "sertrace: warning: DISPATCH_TRACE=%s%s: stderr is a pipe with no "
@@ -476,14 +479,16 @@ int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
                                  s->dispatch_trace, strerror(err));
             c.mode = SERTRACE_TEXT_MODE_OFF;
         } else {
+            int sr = fstat(fd, &st);
             owned = true;
-            if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+            if (sr == 0 && S_ISREG(st.st_mode)) {
                 int fl = fcntl(fd, F_GETFL);
                 if (fl >= 0)
                     fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
                 regular = true;
             } else {
                 out = TEXT_OUT_STREAM; /* FIFO, terminal, device: stays O_NONBLOCK */
+                fifo = sr != 0 || S_ISFIFO(st.st_mode);
             }
         }
     }
@@ -533,6 +538,7 @@ int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
     text_fd = fd;
     text_fd_owned = owned;
     text_out = out;
+    text_sigpipe = fifo;
     if (fd >= 0 && !regular)
         c.flush_bytes = SERTRACE_TEXT_FLUSH_BYTES_STREAM;
     text_config = c;
@@ -564,7 +570,7 @@ static int stream_put_locked(const struct iovec *iov, int cnt, size_t *done)
     size_t left;
     int err;
 
-    if (text_out == TEXT_OUT_SOCKET) { /* MSG_NOSIGNAL */
+    if (!text_sigpipe) { /* a socket has MSG_NOSIGNAL; a terminal raises none */
         err = write_nonblocking(text_fd, text_out, iov, cnt, done);
     } else {
         sigpipe_hold(&g);

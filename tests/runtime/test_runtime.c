@@ -16,6 +16,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "format.h"
@@ -1086,18 +1088,23 @@ Test(text, fifo_without_reader_warns_and_does_not_block, .timeout = 20)
 /* One dump of ~10 KiB of text in one chunk: 3 pages of a pipe, so the
  * 16-page pipe takes 5 dumps and then part of the 6th (cut mid-line). */
 #define STALL_DUMPS 150
-static void stall_dump(void)
+static void stall_dump_n(int n)
 {
     sertrace_dump *d = sertrace_dump_begin("pickle", 5);
     uint64_t pos = 0;
     cr_assert(d != NULL && (sertrace_dump_flags(d) & SERTRACE_DUMP_TEXT));
-    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0x1000, 181, pos);
-    for (int i = 0; i < 180; i++) {
+    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0x1000, (uint64_t)n + 1, pos);
+    for (int i = 0; i < n; i++) {
         sertrace_enter(d, SERTRACE_TAG_TUPLE, 0, 0x2000 + (uint64_t)i, 3, pos);
         sertrace_exit(d, ++pos);
     }
     sertrace_exit(d, pos);
     sertrace_dump_end(d, pos, SERTRACE_STATUS_OK);
+}
+
+static void stall_dump(void)
+{
+    stall_dump_n(180);
 }
 
 /* All the reader can read now (rfd is ours: made non-blocking). */
@@ -1263,6 +1270,70 @@ Test(text, stalled_socket_on_stderr_drops_never_blocks, .timeout = 20)
     close(saved);
     close(sv[0]);
     close(sv[1]);
+}
+
+/* All the reader gets until the output stays quiet for 200 ms: a terminal
+ * moves bytes to its reader asynchronously (pty flip buffers), so "all
+ * that can be read now" is not "all that was written". */
+static size_t drain_quiet(int rfd, char *buf, size_t cap)
+{
+    struct pollfd p = {rfd, POLLIN, 0};
+    size_t n = 0;
+    while (n + 1 < cap && poll(&p, 1, 200) == 1) {
+        ssize_t r = read(rfd, buf + n, cap - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    return n;
+}
+
+/* stderr a terminal whose reader (the pty master: a terminal emulator
+ * that stopped reading, or ^S) reads nothing: every dump completes.  Its
+ * room comes back asynchronously after a read, so instead of the exact
+ * accounting: after the drain, small dumps (the terminal may take less
+ * than a big one at once) are made until a drop notice and a whole dump
+ * after it have arrived (a bounded number of tries). */
+Test(text, stalled_terminal_on_stderr_drops_never_blocks, .timeout = 60)
+{
+    static char s[4 << 20];
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    cr_assert_geq(master, 0);
+    cr_assert_eq(grantpt(master), 0);
+    cr_assert_eq(unlockpt(master), 0);
+    int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+    cr_assert_geq(slave, 0);
+    struct termios tio;
+    cr_assert_eq(tcgetattr(slave, &tio), 0);
+    cfmakeraw(&tio);
+    cr_assert_eq(tcsetattr(slave, TCSANOW, &tio), 0);
+    int saved = dup(2);
+    dup2(slave, 2);
+    int flags = fcntl(2, F_GETFL);
+    cr_assert_eq(sertrace_internal_configure("stderr", NULL, NULL, NULL, -1), 0);
+    sertrace_internal_set_hooks(NULL);
+    for (int k = 0; k < STALL_DUMPS; k++)
+        stall_dump();
+    size_t ns = drain_quiet(master, s, sizeof s);
+    cr_expect_eq(strncmp(s, "# sertrace dump 1 pid ", 22), 0, "%.200s", s);
+    cr_expect_lt(ns, (size_t)STALL_DUMPS * 10000 / 4);
+    bool found = false;
+    for (int round = 0; round < 20 && !found; round++) {
+        stall_dump_n(4);
+        ns += drain_quiet(master, s + ns, sizeof s - ns);
+        const char *notice = strstr(s, "\n# sertrace: ");
+        found = notice != NULL &&
+                strstr(notice, " bytes of trace text dropped: the reader did not keep up\n") !=
+                    NULL &&
+                strstr(notice, "\n# end dump ") != NULL;
+    }
+    cr_expect(found, "no drop notice and whole dump after it: %.300s", s + (ns > 300 ? ns - 300 : 0));
+    cr_expect_eq(fcntl(2, F_GETFL), flags);
+    dup2(saved, 2);
+    close(saved);
+    close(slave);
+    close(master);
 }
 
 /* The reader goes away after the output was opened: EPIPE on our own
