@@ -15,6 +15,8 @@ proto_len + 1 (STOP) + 9 if STOP sits in a frame == len(payload).
   pickler_child.py kill K PAD         K dumps, then SIGKILL from a __reduce__
                                       deep in a dump (PAD: force the batch
                                       holding the chain out with notes)
+  pickler_child.py kill-after-closed  SIGKILL in a node after a sibling closed
+                                      in the batch the runtime still holds
   pickler_child.py span               a batch lost between a node and its
                                       sibling (4 KiB sub-buffers)
   pickler_child.py flood N            N dumps of scheduler states, sizes varied
@@ -231,6 +233,26 @@ class Killer:
         return (Killer, (self.pad,))
 
 
+class Closed:
+    """Its __reduce__ writes 6 notes of ~710 B: the sixth no longer fits the
+    runtime's 4 KiB batch, which is flushed there, while this node is open;
+    the batch holding this node's EXIT is still in the runtime when a later
+    sibling kills the process."""
+
+    def __reduce__(self):
+        for k in range(6):
+            sertrace.note("closed%d" % k, "c" * 700)
+        return (Closed, ())
+
+
+def run_kill_after_closed():
+    """One dump of [Closed(), [Killer]]: the process dies inside the Killer,
+    after Closed ended."""
+    emit({"dying": True})
+    sertrace.dumps([Closed(), [Killer(False)]], 4)
+    emit({"survived": True})
+
+
 class Holder:
     def __init__(self, inner):
         self.inner = inner
@@ -321,6 +343,8 @@ def main():
         run_threads(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == "kill":
         run_kill(int(sys.argv[2]), sys.argv[3] == "pad")
+    elif mode == "kill-after-closed":
+        run_kill_after_closed()
     elif mode == "span":
         run_span()
     elif mode == "flood":

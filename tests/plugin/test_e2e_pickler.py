@@ -545,3 +545,29 @@ def test_older_schema_missing_fields():
         assert "payload unknown" in text and "UNFINISHED" in text, text
     finally:
         cleanup(out)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runtime/analyzers: a SIGKILL loses the records still in the runtime's "
+    "private 4 KiB batch, so `died_in` is the chain open at the last FLUSHED "
+    "record: here it names a sibling that had already ended (O Closed) "
+    "instead of the node the process died in (L list > O Killer), and "
+    "nothing says the chain may be stale"))
+def test_pickler_sigkill_died_in_names_the_node_it_died_in():
+    """[Closed(), [Killer()]]: Closed's notes flush a batch while Closed is
+    open; its EXIT, the list and the Killer's ENTER are still in the
+    runtime's batch when the Killer's __reduce__ SIGKILLs the process.  The
+    unfinished dump must not say it died inside Closed."""
+    with session() as (_, out):
+        pid, sizes, lines = run_child("kill-after-closed", expect_kill=True)
+    try:
+        assert lines == [{"dying": True}]
+        doc = summary(out, pid)
+        (d,) = doc["dumps"]
+        assert d["unfinished"] is True and d["payload_bytes"] is None
+        if d["died_in"] is None or d["died_in"][:1] != ["L list"]:
+            pytest.skip("the batches did not fall as planned: %r" % d["died_in"])
+        assert "O __main__.Closed" not in d["died_in"], d["died_in"]
+        assert d["died_in"][-1] == "O __main__.Killer", d["died_in"]
+    finally:
+        cleanup(out)
