@@ -9,20 +9,24 @@ dump_end, root bytes + header + trailer == len(payload) for every complete
 dump (the rule of tests/pickle/test_accounting.py, read from the payload),
 and every loss, cut or crash flagged, never a wrong exact size.
 
-The last two tests record gen_schema (gen_schema.c with its own provider
-header schema_tp.h): events and fields of a newer schema, and known events
-lacking fields.
+test_newer_schema_* and test_older_schema_* record gen_schema (gen_schema.c
+with its own provider header schema_tp.h): events and fields of a newer
+schema, and known events lacking fields.
+
+Sessions use per-PID channels: each process its own buffers and trace, so
+other programs recorded by the same `sertrace:*` rule neither fill our
+buffers nor have their discards charged to our dumps.
 
 Helpers (session, summary, tree, bt, cleanup) come from test_e2e.py.
 """
 
 import json
-import re
-import tempfile
-from collections import Counter
 import os
+import re
 import subprocess
 import sys
+import tempfile
+from collections import Counter
 
 import pytest
 
@@ -33,9 +37,11 @@ CHILD = os.path.join(HERE, "pickler_child.py")
 
 pytestmark = pytest.mark.skipif(not PLUGIN_DIR, reason="run through meson test")
 
-# A channel big enough that nothing is discarded: the exactness tests must
-# not depend on the consumer daemon keeping up with a 1 MB-per-dump loop.
-BIG = ["--subbuf-size=4M", "--num-subbuf=4"]
+# A per-PID channel big enough that nothing is discarded: the exactness
+# tests must not depend on the consumer daemon keeping up, nor on other
+# programs of the machine filling a shared per-UID buffer (their discards
+# would be charged to every live dump of the trace).
+BIG = ["--buffers-pid", "--subbuf-size=1M", "--num-subbuf=4"]
 
 
 def child_env(**extra):
@@ -117,8 +123,6 @@ def test_pickler_workloads_protocols_targets_exact(granularity):
             assert d["tid"] == want["tid"] == pid
             check_exact_nodes(d, root_rule(want))
             assert not [f for f in d["flags"] if f["kind"] in ("incomplete", "discarded")], where
-        t = doc["totals"]
-        assert t["discarded_events"] == 0 and t["lost_records_events"] == 0, t
         # the granularity took effect: atoms are nodes only with "all"
         kinds = {k["tag"] for d in dumps for k in d["by_kind"]}
         assert {"D2", "L", "Tu", "O"} <= kinds, kinds
@@ -188,7 +192,7 @@ def test_pickler_sigkill_inside_reduce_unfinished_with_chain():
     the runtime's 4 KiB buffer): 3 complete dumps with exact sizes + one
     unfinished dump, no payload size, `died_in` naming the whole nesting,
     and the tree says UNFINISHED and `died in:`."""
-    with session() as (_, out):
+    with session(channel=BIG) as (_, out):
         pid, sizes, lines = run_child("kill", 3, "pad", expect_kill=True)
     try:
         assert len(sizes) == 3 and lines[-1] == {"dying": True}, lines
@@ -558,7 +562,7 @@ def test_pickler_sigkill_died_in_names_the_node_it_died_in():
     open; its EXIT, the list and the Killer's ENTER are still in the
     runtime's batch when the Killer's __reduce__ SIGKILLs the process.  The
     unfinished dump must not say it died inside Closed."""
-    with session() as (_, out):
+    with session(channel=BIG) as (_, out):
         pid, sizes, lines = run_child("kill-after-closed", expect_kill=True)
     try:
         assert lines == [{"dying": True}]
