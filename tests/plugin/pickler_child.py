@@ -3,7 +3,7 @@ pickler (the `sertrace` package of the build, on PYTHONPATH) while an LTTng
 session records it, and prints what it wrote, one JSON object a line:
 
   {"pid": P}                                      first line
-  {"tid": T, "len": N, "proto_len": 0|2, "stop_framed": bool,
+  {"tid": T, "len": N, "proto_len": 0|2, "stop_framed": bool, "frames": F,
    "label": "...", "protocol": p, "target": "..."}   one per dump, in order
 
 proto_len and stop_framed are read from the payload with pickletools (the
@@ -60,13 +60,13 @@ def shape(data):
             frames.append((pos + 9, pos + 9 + arg))
         elif op.name == "STOP":
             stop_pos = pos
-    return proto_len, any(a <= stop_pos < b for a, b in frames)
+    return proto_len, any(a <= stop_pos < b for a, b in frames), len(frames)
 
 
 def record(data, **kw):
-    proto_len, stop_framed = shape(data)
+    proto_len, stop_framed, frames = shape(data)
     emit(dict(tid=threading.get_native_id(), len=len(data), proto_len=proto_len,
-              stop_framed=stop_framed, **kw))
+              stop_framed=stop_framed, frames=frames, **kw))
 
 
 # ---- workloads -------------------------------------------------------------

@@ -108,6 +108,9 @@ def test_pickler_workloads_protocols_targets_exact(granularity):
         pid, sizes, _ = run_child("workloads", SERTRACE_GRANULARITY=granularity)
     try:
         assert len(sizes) == 4 * 6 * 3
+        # the large workload crosses 64 KiB frames (protocols 4 and 5)
+        big = [s for s in sizes if s["label"] == "large" and s["protocol"] >= 4]
+        assert big and all(s["frames"] >= 2 and s["len"] > 2 * 65536 for s in big), big
         doc = summary(out, pid)
         dumps = doc["dumps"]
         assert len(dumps) == len(sizes), [d["dump_id"] for d in dumps]
