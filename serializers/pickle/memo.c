@@ -115,6 +115,11 @@ int memo_set(memo_table *m, PyObject *key, Py_ssize_t value)
         e->value = value;
         return 0;
     }
+    return memo_set_at(m, e, key, value);
+}
+
+int memo_set_at(memo_table *m, memo_entry *e, PyObject *key, Py_ssize_t value)
+{
     Py_INCREF(key);
     e->key = key;
     e->value = value;

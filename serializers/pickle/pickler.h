@@ -143,6 +143,9 @@ static inline Py_ssize_t *memo_lookup(const memo_table *m, PyObject *key)
 }
 /* Insert or overwrite; takes a new reference to key.  -1 + MemoryError. */
 int memo_set(memo_table *m, PyObject *key, Py_ssize_t value);
+/* Insert `key` into `e`, the empty slot memo_slot_() returned for it, when
+ * the memo has not changed since (saves the second probe). */
+int memo_set_at(memo_table *m, memo_entry *e, PyObject *key, Py_ssize_t value);
 /* A dict {id(obj): (index, obj)} like PicklerMemoProxy.copy(). */
 PyObject *memo_as_dict(const memo_table *m);
 
@@ -199,6 +202,9 @@ typedef struct pickler {
     PyObject *dispatch_table;   /* instance/class dispatch_table or NULL */
     PyObject *reducer_override; /* cached for the duration of one dump */
     PyObject *buffer_callback;
+
+    /* The dumping thread, for the inline recursion checks (save.c). */
+    PyThreadState *tstate;
 
     /* Tracing: NULL when nobody listens (the dormant case). */
     sertrace_dump *trace;
@@ -257,7 +263,7 @@ static inline void output_sync(pickler *p)
  * the caller fills at once (before any other output call); opens a frame
  * first when framing and none is open.  NULL + exception on failure. */
 char *output_claim_slow(pickler *p, Py_ssize_t n);
-static inline char *output_claim(pickler *p, Py_ssize_t n)
+static inline __attribute__((always_inline)) char *output_claim(pickler *p, Py_ssize_t n)
 {
     Py_ssize_t len = p->output_len;
     if (__builtin_expect(len + n > p->write_limit, 0))
@@ -265,7 +271,7 @@ static inline char *output_claim(pickler *p, Py_ssize_t n)
     p->output_len = len + n;
     return OUTPUT_DATA(p) + len;
 }
-static inline int output_write(pickler *p, const char *s, Py_ssize_t n)
+static inline __attribute__((always_inline)) int output_write(pickler *p, const char *s, Py_ssize_t n)
 {
     char *buffer = output_claim(p, n);
     if (buffer == NULL)
@@ -279,7 +285,7 @@ static inline int output_write(pickler *p, const char *s, Py_ssize_t n)
     }
     return 0;
 }
-static inline int output_write_byte(pickler *p, char c)
+static inline __attribute__((always_inline)) int output_write_byte(pickler *p, char c)
 {
     char *buffer = output_claim(p, 1);
     if (buffer == NULL)

@@ -19,7 +19,10 @@
 
 /* ---- memo ------------------------------------------------------------ */
 
-static int memo_put(pickler *p, PyObject *obj)
+/* Memoize obj and write PUT/BINPUT/MEMOIZE.  `slot`: NULL, or the empty
+ * slot save_memoizable() found for obj, when nothing can have changed the
+ * memo since (no save, no user code in between). */
+static int memo_put_at(pickler *p, PyObject *obj, memo_entry *slot)
 {
     char pdata[30];
     Py_ssize_t len;
@@ -28,7 +31,7 @@ static int memo_put(pickler *p, PyObject *obj)
     if (p->fast)
         return 0;
     idx = (Py_ssize_t)p->memo.used;
-    if (memo_set(&p->memo, obj, idx) < 0)
+    if ((slot != NULL ? memo_set_at(&p->memo, slot, obj, idx) : memo_set(&p->memo, obj, idx)) < 0)
         return -1;
     if (p->proto >= 4)
         return output_write_byte(p, (char)OP_MEMOIZE);
@@ -58,16 +61,17 @@ static int memo_put(pickler *p, PyObject *obj)
     return output_write(p, pdata, len);
 }
 
-int memo_get(pickler *p, PyObject *obj)
+static int memo_put(pickler *p, PyObject *obj)
+{
+    return memo_put_at(p, obj, NULL);
+}
+
+/* GET / BINGET / LONG_BINGET of memo index *value. */
+static int memo_write_get(pickler *p, const Py_ssize_t *value)
 {
     char pdata[30];
     Py_ssize_t len;
-    Py_ssize_t *value = memo_lookup(&p->memo, obj);
 
-    if (value == NULL) {
-        PyErr_SetObject(PyExc_KeyError, obj);
-        return -1;
-    }
     if (!p->bin) {
         pdata[0] = OP_GET;
         PyOS_snprintf(pdata + 1, sizeof(pdata) - 1, "%zd\n", *value);
@@ -95,6 +99,17 @@ int memo_get(pickler *p, PyObject *obj)
         return -1;
     }
     return output_write(p, pdata, len);
+}
+
+int memo_get(pickler *p, PyObject *obj)
+{
+    Py_ssize_t *value = memo_lookup(&p->memo, obj);
+
+    if (value == NULL) {
+        PyErr_SetObject(PyExc_KeyError, obj);
+        return -1;
+    }
+    return memo_write_get(p, value);
 }
 
 /* ---- fast mode (no memo; cycle check beyond 50 levels) ---------------- */
@@ -153,8 +168,8 @@ static int fast_save_leave(pickler *p, PyObject *obj)
 
 /* save(p, obj, 0) for the items of lists, tuples and dicts: the dormant
  * case without a persistent_id (one branch) inline, atoms included. */
-static inline int save_plain(pickler *p, PyObject *obj);
-static inline int save_item(pickler *p, PyObject *obj)
+static inline __attribute__((always_inline)) int save_plain(pickler *p, PyObject *obj);
+static inline __attribute__((always_inline)) int save_item(pickler *p, PyObject *obj)
 {
     if (__builtin_expect(p->trace != NULL || p->pers_func != NULL, 0))
         return save(p, obj, 0);
@@ -163,14 +178,44 @@ static inline int save_item(pickler *p, PyObject *obj)
     return save_plain(p, obj);
 }
 
+/* Py_EnterRecursiveCall(" while pickling an object") / Py_LeaveRecursiveCall()
+ * without the two calls into libpython (_pickle.c, built into the
+ * interpreter, has them inline).  3.11 (cpython/pystate.h, pycore_ceval.h):
+ * Enter is `recursion_remaining-- <= 0 && _Py_CheckRecursiveCall()`, Leave
+ * is `recursion_remaining++`; when the check is due, the real function runs
+ * it (and does the decrement itself), so limits and messages are the same. */
+static inline int enter_recursive(pickler *p)
+{
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && !defined(USE_STACKCHECK)
+    PyThreadState *ts = p->tstate;
+    if (__builtin_expect(ts->recursion_remaining > 0, 1)) {
+        ts->recursion_remaining--;
+        return 0;
+    }
+#else
+    (void)p;
+#endif
+    return Py_EnterRecursiveCall(" while pickling an object");
+}
+
+static inline void leave_recursive(pickler *p)
+{
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && !defined(USE_STACKCHECK)
+    p->tstate->recursion_remaining++;
+#else
+    (void)p;
+    Py_LeaveRecursiveCall();
+#endif
+}
+
 /* ---- atoms ----------------------------------------------------------- */
 
-static inline int save_none(pickler *p)
+static inline __attribute__((always_inline)) int save_none(pickler *p)
 {
     return output_write_byte(p, OP_NONE);
 }
 
-static inline int save_bool(pickler *p, PyObject *obj)
+static inline __attribute__((always_inline)) int save_bool(pickler *p, PyObject *obj)
 {
     if (p->proto >= 2) {
         const char op = (char)(obj == Py_True ? OP_NEWTRUE : OP_NEWFALSE);
@@ -221,7 +266,7 @@ static PyObject *long_bytes_big(PyObject *obj, int sign)
  * written straight into the output buffer (bytes stored one by one into a
  * stack array and copied as one word stall on store forwarding: that copy
  * was a quarter of the time of a list of ints). */
-static inline int save_int32_bin(pickler *p, long long val)
+static inline __attribute__((always_inline)) int save_int32_bin(pickler *p, long long val)
 {
     uint32_t u = (uint32_t)val;
     char *out;
@@ -254,7 +299,7 @@ static int save_long_slow(pickler *p, PyObject *obj);
 
 /* The common case inline: an int of at most two 30-bit digits (CPython
  * 3.11's layout, cpython/longintrepr.h) that fits in 32 bits, protocol >= 1. */
-static inline int save_long(pickler *p, PyObject *obj)
+static inline __attribute__((always_inline)) int save_long(pickler *p, PyObject *obj)
 {
 #if PY_VERSION_HEX < 0x030C0000
     Py_ssize_t ndigits = Py_SIZE(obj);
@@ -353,7 +398,7 @@ static int save_long_slow(pickler *p, PyObject *obj)
 }
 
 static int save_float_text(pickler *p, double x);
-static inline int save_float(pickler *p, PyObject *obj)
+static inline __attribute__((always_inline)) int save_float(pickler *p, PyObject *obj)
 {
     double x = PyFloat_AS_DOUBLE(obj);
     if (p->bin) {
@@ -614,7 +659,7 @@ static int write_unicode_binary(pickler *p, PyObject *obj)
     return status;
 }
 
-static int save_unicode(pickler *p, PyObject *obj)
+static int save_unicode(pickler *p, PyObject *obj, memo_entry *slot)
 {
     if (p->bin) {
         if (write_unicode_binary(p, obj) < 0)
@@ -634,7 +679,7 @@ static int save_unicode(pickler *p, PyObject *obj)
         if (status < 0)
             return -1;
     }
-    return memo_put(p, obj);
+    return memo_put_at(p, obj, slot);
 }
 
 /* ---- tuple, list, dict, set, frozenset -------------------------------- */
@@ -826,7 +871,7 @@ static int batch_list_exact(pickler *p, PyObject *obj)
     return 0;
 }
 
-static int save_list(pickler *p, PyObject *obj)
+static int save_list(pickler *p, PyObject *obj, memo_entry *slot)
 {
     Py_ssize_t len;
     int status = 0;
@@ -842,25 +887,25 @@ static int save_list(pickler *p, PyObject *obj)
         goto error;
     }
     len = PyList_GET_SIZE(obj);
-    if (memo_put(p, obj) < 0)
+    if (memo_put_at(p, obj, slot) < 0)
         goto error;
     if (len != 0) {
         if (PyList_CheckExact(obj) && p->proto > 0) {
-            if (Py_EnterRecursiveCall(" while pickling an object"))
+            if (enter_recursive(p))
                 goto error;
             status = batch_list_exact(p, obj);
-            Py_LeaveRecursiveCall();
+            leave_recursive(p);
         }
         else {
             PyObject *iter = PyObject_GetIter(obj);
             if (iter == NULL)
                 goto error;
-            if (Py_EnterRecursiveCall(" while pickling an object")) {
+            if (enter_recursive(p)) {
                 Py_DECREF(iter);
                 goto error;
             }
             status = batch_list(p, iter, obj);
-            Py_LeaveRecursiveCall();
+            leave_recursive(p);
             Py_DECREF(iter);
         }
     }
@@ -1024,7 +1069,7 @@ static int batch_dict_exact(pickler *p, PyObject *obj)
     return 0;
 }
 
-static int save_dict(pickler *p, PyObject *obj)
+static int save_dict(pickler *p, PyObject *obj, memo_entry *slot)
 {
     int status = 0;
 
@@ -1038,14 +1083,14 @@ static int save_dict(pickler *p, PyObject *obj)
     else if (output_write(p, "(d", 2) < 0) {
         goto error;
     }
-    if (memo_put(p, obj) < 0)
+    if (memo_put_at(p, obj, slot) < 0)
         goto error;
     if (PyDict_GET_SIZE(obj)) {
         if (PyDict_CheckExact(obj) && p->proto > 0) {
-            if (Py_EnterRecursiveCall(" while pickling an object"))
+            if (enter_recursive(p))
                 goto error;
             status = batch_dict_exact(p, obj);
-            Py_LeaveRecursiveCall();
+            leave_recursive(p);
         }
         else {
             PyObject *items = PyObject_CallMethodNoArgs(obj, G.s_items);
@@ -1056,12 +1101,12 @@ static int save_dict(pickler *p, PyObject *obj)
             Py_DECREF(items);
             if (iter == NULL)
                 goto error;
-            if (Py_EnterRecursiveCall(" while pickling an object")) {
+            if (enter_recursive(p)) {
                 Py_DECREF(iter);
                 goto error;
             }
             status = batch_dict(p, iter, obj);
-            Py_LeaveRecursiveCall();
+            leave_recursive(p);
             Py_DECREF(iter);
         }
     }
@@ -1878,19 +1923,22 @@ static int save_memoizable(pickler *p, PyObject *obj)
     PyObject *reduce_func = NULL, *reduce_value = NULL;
     int status = 0;
 
-    if (memo_lookup(&p->memo, obj))
-        return memo_get(p, obj);
+    /* The slot is handed to the save functions that memoize obj before
+     * anything else can change the memo (str, list, dict). */
+    memo_entry *slot = memo_slot_(&p->memo, obj);
+    if (slot->key != NULL)
+        return memo_write_get(p, &slot->value);
 
     if (type == &PyBytes_Type)
         return save_bytes(p, obj);
     if (type == &PyUnicode_Type)
-        return save_unicode(p, obj);
+        return save_unicode(p, obj, slot);
 
-    if (Py_EnterRecursiveCall(" while pickling an object"))
+    if (enter_recursive(p))
         return -1;
 
     if (type == &PyDict_Type) {
-        status = save_dict(p, obj);
+        status = save_dict(p, obj, slot);
         goto done;
     }
     if (type == &PySet_Type) {
@@ -1902,7 +1950,7 @@ static int save_memoizable(pickler *p, PyObject *obj)
         goto done;
     }
     if (type == &PyList_Type) {
-        status = save_list(p, obj);
+        status = save_list(p, obj, slot);
         goto done;
     }
     if (type == &PyTuple_Type) {
@@ -2009,7 +2057,7 @@ reduce:
 error:
     status = -1;
 done:
-    Py_LeaveRecursiveCall();
+    leave_recursive(p);
     Py_XDECREF(reduce_func);
     Py_XDECREF(reduce_value);
     return status;
@@ -2019,7 +2067,7 @@ done:
  * consulted) inline, the rest in save_memoizable().  Inline in the item
  * loops of lists, tuples and dicts (save_item), so that an atom costs no
  * call and no stack frame of the general dispatch. */
-static inline int save_plain(pickler *p, PyObject *obj)
+static inline __attribute__((always_inline)) int save_plain(pickler *p, PyObject *obj)
 {
     PyTypeObject *type = Py_TYPE(obj);
     if (type == &PyLong_Type)
@@ -2128,6 +2176,7 @@ int pickler_dump(pickler *p, PyObject *obj)
     PyObject *tmp;
 
     p->flushed = 0;
+    p->tstate = PyThreadState_Get();
     if (lookup_attr((PyObject *)p, G.s_reducer_override, &tmp) < 0)
         return -1;
     Py_XSETREF(p->reducer_override, tmp);
