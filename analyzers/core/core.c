@@ -398,11 +398,42 @@ static bool read_u8(reader *r, uint8_t *out)
     return true;
 }
 
+static inline uint64_t le64(uint64_t w)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return __builtin_bswap64(w);
+#else
+    return w;
+#endif
+}
+
 static inline bool read_varint(reader *r, uint64_t *out)
 {
     if (r->p < r->end && *r->p < 0x80) { /* one byte: the common case */
         *out = *r->p++;
         return true;
+    }
+    if (r->end - r->p >= 8) {
+        /* Up to 8 bytes (values < 2^56: addresses, positions) without a
+         * loop: find the last byte from the continuation bits of one
+         * 64-bit load, then pack the 7-bit groups pairwise.  Same result
+         * as the loop below; it avoids a mispredicted exit per varint. */
+        uint64_t w;
+        memcpy(&w, r->p, 8);
+        w = le64(w);
+        uint64_t stop = ~w & 0x8080808080808080ull;
+        if (stop) {
+            unsigned len = ((unsigned)__builtin_ctzll(stop) >> 3) + 1;
+            uint64_t x = w & 0x7f7f7f7f7f7f7f7full;
+            if (len < 8)
+                x &= (1ull << (8 * len)) - 1;
+            x = (x & 0x007f007f007f007full) | ((x & 0x7f007f007f007f00ull) >> 1);
+            x = (x & 0x00003fff00003fffull) | ((x & 0x3fff00003fff0000ull) >> 2);
+            x = (x & 0x000000000fffffffull) | ((x & 0x0fffffff00000000ull) >> 4);
+            *out = x;
+            r->p += len;
+            return true;
+        }
     }
     uint64_t v = 0;
     for (unsigned i = 0; i < 10; i++) {

@@ -62,6 +62,44 @@ static inline char *pad_left_to(char *p, const char *s, size_t n, size_t width)
     return p + n;
 }
 
+/* Pointer writers: after one ensure(), a piece of output is written
+ * through a local pointer (no capacity check, length store or NUL per
+ * piece), then committed with put_end(). */
+#define p_lit(p, s) (memcpy((p), (s), sizeof(s) - 1), (p) + sizeof(s) - 1)
+
+static inline char *p_mem(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+static inline char *p_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    memcpy(p, tmp + i, sizeof tmp - i);
+    return p + (sizeof tmp - i);
+}
+
+static inline char *p_i64(char *p, int64_t v)
+{
+    if (v < 0) {
+        *p++ = '-';
+        return p_u64(p, (uint64_t)(-(v + 1)) + 1);
+    }
+    return p_u64(p, (uint64_t)v);
+}
+
+static inline void put_end(sertrace_buf *b, char *p)
+{
+    *p = '\0';
+    b->len = (size_t)(p - b->data);
+}
+
 /* Append a string literal (its length computed by the compiler). */
 #define buf_lit(b, s) app((b), (s), sizeof(s) - 1)
 

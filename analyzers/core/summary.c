@@ -206,17 +206,16 @@ static size_t label_width(size_t width, const char *s, size_t n)
     return want > width ? want : width;
 }
 
-/* part/whole as a JSON number with 4 decimals. */
-static int put_ratio(sertrace_buf *b, uint64_t part, uint64_t whole)
+/* part/whole as a JSON number with 4 decimals, at p (room for 26 bytes). */
+static char *p_ratio(char *p, uint64_t part, uint64_t whole)
 {
     uint64_t q = whole ? (uint64_t)((double)part * 10000.0 / (double)whole + 0.5) : 0;
-    if (put_u64(b, q / 10000) < 0 || buf_lit(b, ".") < 0)
-        return -1;
-    char d[4];
-    uint64_t f = q % 10000;
-    for (int i = 3; i >= 0; i--, f /= 10)
-        d[i] = (char)('0' + f % 10);
-    return sertrace_buf_append(b, d, 4);
+    p = p_u64(p, q / 10000);
+    *p++ = '.';
+    uint32_t f = (uint32_t)(q % 10000);
+    for (int i = 3; i >= 0; i--, f /= 10u)
+        p[i] = (char)('0' + f % 10u);
+    return p + 4;
 }
 
 /* Tag text and meaning with their lengths, by tag value ("K<n>" and
@@ -251,18 +250,6 @@ static void init_tag_texts(void)
 #undef MEANING_
 }
 
-static const char *kind_meaning(uint8_t tag)
-{
-    switch (tag) {
-#define KIND_(name, value, text, meaning)                                      \
-    case value:                                                                \
-        return meaning;
-        SERTRACE_TAGS(KIND_)
-#undef KIND_
-    default:
-        return "other";
-    }
-}
 
 /* "≥ " prefix when inexact, then the size. */
 static int put_size(sertrace_buf *b, uint64_t bytes, bool exact, bool exact_fmt)
@@ -472,6 +459,38 @@ static int render(sertrace_summary *s, sertrace_buf *b,
     char tmp[8];
     size_t name_len;
     const char *name = sertrace_core_type_name(d, r->type, &name_len);
+    if (!kind && s->cache_on) {
+        /* a top entry: one ensure, written through a pointer */
+        const char *esc = NULL;
+        size_t esc_len = 0;
+        if (name && cached_name(s, d, r->type, &esc, &esc_len) < 0)
+            return -1;
+        const struct tag_text *tx = &tag_texts[r->tag];
+        if (ensure(b, 128 + 3 * 20 + tx->len + esc_len) < 0)
+            return -1;
+        char *p = b->data + b->len;
+        p = p_lit(p, "{\"bytes\": ");
+        p = p_u64(p, r->bytes);
+        p = p_lit(p, ", \"self\": ");
+        p = p_u64(p, r->self);
+        p = exact ? p_lit(p, ", \"exact\": true, \"depth\": ")
+                  : p_lit(p, ", \"exact\": false, \"depth\": ");
+        p = p_u64(p, r->depth);
+        p = p_lit(p, ", \"tag\": \"");
+        p = p_mem(p, tx->text, tx->len);
+        p = p_lit(p, "\", \"type\": ");
+        if (name) {
+            *p++ = '"';
+            p = p_mem(p, esc, esc_len);
+            *p++ = '"';
+        } else {
+            p = p_lit(p, "null");
+        }
+        p = p_lit(p, ", \"ancestry\": ");
+        put_end(b, p);
+        rc = put_ancestry(s, b, d, r, true);
+        return rc == 0 ? buf_lit(b, "}") : rc;
+    }
     rc = buf_lit(b, "{");
     if (rc == 0 && kind) {
         rc = buf_lit(b, "\"kind\": \"");
@@ -1030,26 +1049,25 @@ static int put_kinds_text(sertrace_summary *s, sertrace_buf *b,
     return rc;
 }
 
+/* ", \"count\": N, \"bytes\": N, \"self\": N, \"share\": R}": one ensure,
+ * written through a pointer (runs for every kind and type row of every
+ * dump). */
 static int put_stat_json(sertrace_buf *b, const stat3 *st, uint64_t whole)
 {
-    int rc = buf_lit(b, ", \"count\": ");
-    if (rc == 0)
-        rc = put_u64(b, st->count);
-    if (rc == 0)
-        rc = buf_lit(b, ", \"bytes\": ");
-    if (rc == 0)
-        rc = put_u64(b, st->bytes);
-    if (rc == 0)
-        rc = buf_lit(b, ", \"self\": ");
-    if (rc == 0)
-        rc = put_u64(b, st->self);
-    if (rc == 0)
-        rc = buf_lit(b, ", \"share\": ");
-    if (rc == 0)
-        rc = put_ratio(b, st->self, whole);
-    if (rc == 0)
-        rc = buf_lit(b, "}");
-    return rc;
+    if (ensure(b, 48 + 3 * 20 + 32) < 0)
+        return -1;
+    char *p = b->data + b->len;
+    p = p_lit(p, ", \"count\": ");
+    p = p_u64(p, st->count);
+    p = p_lit(p, ", \"bytes\": ");
+    p = p_u64(p, st->bytes);
+    p = p_lit(p, ", \"self\": ");
+    p = p_u64(p, st->self);
+    p = p_lit(p, ", \"share\": ");
+    p = p_ratio(p, st->self, whole);
+    *p++ = '}';
+    put_end(b, p);
+    return 0;
 }
 
 static int put_kinds_json(sertrace_buf *b, const stat3 *kinds,
@@ -1061,18 +1079,19 @@ static int put_kinds_json(sertrace_buf *b, const stat3 *kinds,
     FOR_KINDS(t, kinds, touched, ntouched) {
         if (rc != 0)
             break;
-        char tmp[8];
-        rc = first ? buf_lit(b, "{\"tag\": \"") : buf_lit(b, ", {\"tag\": \"");
-        if (rc == 0)
-            rc = put_str(b, sertrace_tag_text((uint8_t)t, tmp));
-        if (rc == 0)
-            rc = buf_lit(b, "\", \"kind\": \"");
-        if (rc == 0)
-            rc = put_str(b, kind_meaning((uint8_t)t));
-        if (rc == 0)
-            rc = buf_lit(b, "\"");
-        if (rc == 0)
-            rc = put_stat_json(b, &kinds[t], whole);
+        const struct tag_text *tx = &tag_texts[t];
+        if (ensure(b, 40 + tx->len + tx->meaning_len) < 0)
+            return -1;
+        char *p = b->data + b->len;
+        if (!first)
+            p = p_lit(p, ", ");
+        p = p_lit(p, "{\"tag\": \"");
+        p = p_mem(p, tx->text, tx->len);
+        p = p_lit(p, "\", \"kind\": \"");
+        p = p_mem(p, tx->meaning, tx->meaning_len);
+        *p++ = '"';
+        put_end(b, p);
+        rc = put_stat_json(b, &kinds[t], whole);
         first = false;
     }
     if (rc == 0)
@@ -1089,6 +1108,22 @@ static int put_type_row_json(sertrace_buf *b, bool first, const char *name,
     if (rc == 0)
         rc = put_stat_json(b, st, whole);
     return rc;
+}
+
+static int put_type_row_cached(sertrace_summary *s, sertrace_buf *b,
+                               const sertrace_dump_state *d, bool first,
+                               uint32_t type, const stat3 *st, uint64_t whole)
+{
+    const char *esc;
+    size_t len;
+    if (cached_name(s, d, type, &esc, &len) < 0 || ensure(b, len + 16) < 0)
+        return -1;
+    char *p = b->data + b->len;
+    p = first ? p_lit(p, "{\"type\": \"") : p_lit(p, ", {\"type\": \"");
+    p = p_mem(p, esc, len);
+    *p++ = '"';
+    put_end(b, p);
+    return put_stat_json(b, st, whole);
 }
 
 static int start_json(sertrace_summary *s)
@@ -1449,7 +1484,11 @@ static int dump_json(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
     for (unsigned i = 0; i < nrows && rc == 0; i++) {
         size_t len;
         const char *name = sertrace_core_type_name(d, rows[i].type, &len);
-        rc = put_type_row_json(b, i == 0, name, len, &rows[i].st, whole);
+        if (name && s->cache_on) /* the escaped name, once per dump */
+            rc = put_type_row_cached(s, b, d, i == 0, rows[i].type, &rows[i].st,
+                                     whole);
+        else
+            rc = put_type_row_json(b, i == 0, name, len, &rows[i].st, whole);
     }
     if (rc == 0)
         rc = buf_lit(b, "], \"top\": [");

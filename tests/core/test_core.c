@@ -720,3 +720,68 @@ Test(core, many_deep_enters_in_one_batch_count_one_malformed_batch)
     cr_assert_eq(R->enters, 0);
     cr_assert_eq(sertrace_core_get_stats(C)->malformed, 1);
 }
+
+/* Varints of every length, read by the one-load fast path (8 or more bytes
+ * left in the batch) and by the byte loop (near the batch's end): the
+ * values must be the same.  Addresses and lengths come back through
+ * node_enter, positions as the node's bytes. */
+typedef struct vrec {
+    uint64_t addr, length, bytes;
+    unsigned enters, exits;
+} vrec;
+
+static int v_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    (void)d;
+    vrec *v = ctx;
+    v->addr = n->addr;
+    v->length = n->length;
+    v->enters++;
+    return 0;
+}
+
+static int v_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    (void)d;
+    vrec *v = ctx;
+    v->bytes = n->bytes;
+    v->exits++;
+    return 0;
+}
+
+Test(core, varints_of_every_length_fast_and_slow_path)
+{
+    static const uint64_t deltas[] = {0, 1, 127, 128, 16383, 16384, 1ull << 35,
+                                      (1ull << 55) + 3, (1ull << 56) + 1};
+    for (unsigned bits = 0; bits <= 64; bits++) {
+        uint64_t val = bits == 0 ? 0 : bits == 64 ? UINT64_MAX
+                                                  : (1ull << (bits - 1)) |
+                                                        (bits > 1 ? 0x5a5a5a5a5a5a5a5aull >> (65 - bits) : 0);
+        for (unsigned k = 0; k < sizeof deltas / sizeof *deltas; k++)
+            for (int pad = 0; pad < 2; pad++) {
+                vrec v = {0};
+                sertrace_core_visitor vis = {0};
+                vis.ctx = &v;
+                vis.node_enter = v_enter;
+                vis.node_exit = v_exit;
+                sertrace_core *c = sertrace_core_create(&vis);
+                static enc e;
+                enc_reset(&e);
+                uint64_t pos = val >> 8; /* positions of every size too */
+                enc_enter(&e, SERTRACE_TAG_LIST, 1, 0, val, val ^ 0x3c, pos);
+                enc_exit(&e, 1, pos + deltas[k]);
+                if (pad) /* the exit's varints are then read by the fast path */
+                    enc_type(&e, 1, "padding-padding");
+                cr_assert_eq(sertrace_core_records(c, 1, 1, 0, 1, 0, e.buf, e.n), 0);
+                cr_assert_eq(v.enters, 1, "bits %u", bits);
+                cr_assert_eq(v.exits, 1, "bits %u delta %llu pad %d", bits,
+                             (unsigned long long)deltas[k], pad);
+                cr_assert_eq(v.addr, val, "bits %u", bits);
+                cr_assert_eq(v.length, val ^ 0x3c, "bits %u", bits);
+                cr_assert_eq(v.bytes, deltas[k], "bits %u delta %llu pad %d", bits,
+                             (unsigned long long)deltas[k], pad);
+                cr_assert_eq(sertrace_core_get_stats(c)->malformed, 0);
+                sertrace_core_destroy(c);
+            }
+    }
+}
