@@ -383,6 +383,40 @@ static int put_ancestry(sertrace_summary *s, sertrace_buf *b,
                         const sertrace_dump_state *d, const top_raw *r,
                         bool json)
 {
+    if (s->cache_on && json == s->o.json) {
+        /* names from the per-dump cache: one ensure for the whole line */
+        const char *esc[ANC_MAX];
+        size_t len[ANC_MAX], need = 8;
+        for (uint8_t k = 0; k < r->anc_n; k++) {
+            if (cached_name(s, d, r->anc_type[k], &esc[k], &len[k]) < 0)
+                return -1;
+            need += len[k] + tag_texts[r->anc_tag[k]].len + 16;
+        }
+        if (ensure(b, need) < 0)
+            return -1;
+        char *p = b->data + b->len;
+        if (json)
+            *p++ = '[';
+        for (uint8_t k = 0; k < r->anc_n; k++) {
+            if (k > 0)
+                p = json ? p_lit(p, ", ") : p_lit(p, " \xe2\x80\xba ");
+            if (k > 0 && r->anc_depth[k] > r->anc_depth[k - 1] + 1)
+                p = json ? p_lit(p, "\"\xe2\x80\xa6\", ")
+                         : p_lit(p, "\xe2\x80\xa6 \xe2\x80\xba ");
+            const struct tag_text *tx = &tag_texts[r->anc_tag[k]];
+            if (json)
+                *p++ = '"';
+            p = p_mem(p, tx->text, tx->len);
+            *p++ = ' ';
+            p = p_mem(p, esc[k], len[k]);
+            if (json)
+                *p++ = '"';
+        }
+        if (json)
+            *p++ = ']';
+        put_end(b, p);
+        return 0;
+    }
     int rc = json ? buf_lit(b, "[") : 0;
     for (uint8_t k = 0; k < r->anc_n && rc == 0; k++) {
         if (k > 0)
