@@ -19,7 +19,8 @@ pickle.dumps.
 
 Workloads: the names of bench/workloads.py (builtins, instances, state-16,
 state-64, state-256, dataclass-graph, micro-ints, micro-tuples, ...; default:
-those plus every micro-*), and "nested" (below).
+those plus every micro-*), and the EXTRA ones below ("nested", "micro-objects",
+"micro-lists", "micro-str-spread").
 
 Dormant means nobody listens: no session daemon reachable (an LTTng session of
 anyone else that enables sertrace:* for all processes would turn tracing on
@@ -83,12 +84,30 @@ def nested(seed=1, target=90000):
     return roots
 
 
+def str_spread(n=50000, gap=12):
+    """Strings far apart in the heap (each followed by `gap` live 64-byte
+    objects): the memo's address-order hash wraps around its table."""
+    keep, out = [], []
+    for i in range(n):
+        out.append("s%d" % i)
+        keep.append(["x%d" % (i * gap + j) for j in range(gap)])
+    str_spread.keep = keep
+    return out
+
+
+EXTRA = {
+    "nested": nested,
+    "micro-objects": lambda: [object() for _ in range(20000)],
+    "micro-lists": lambda: [[i] for i in range(40000)],
+    "micro-str-spread": str_spread,
+}
+
 DEFAULT = ["builtins", "instances", "state-16", "state-64", "state-256", "dataclass-graph"] + list(WL.MICRO)
 
 
 def build(name):
-    if name == "nested":
-        return nested()
+    if name in EXTRA:
+        return EXTRA[name]()
     return WL.build(name)
 
 

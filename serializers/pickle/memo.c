@@ -8,9 +8,9 @@
  * pickler.h (it runs once per non-atomic object).  It keeps a strong
  * reference to each key, as _pickle.c does, so an address cannot be reused
  * by another object while the memo remembers it.  Load factor < 2/3;
- * address-order hashing with perturbed probing (see memo_slot_ in pickler.h:
- * a scattering hash measured 7x slower on 50,000 strings, all cache
- * misses).  Indices are assigned by the caller (memo size at insertion), so
+ * address-order hashing (address >> 5, MEMO_HASH_SHIFT in pickler.h) with
+ * perturbed probing (see memo_slot_: a scattering hash measured 7x slower
+ * on 50,000 strings, all cache misses).  Indices are assigned by the caller (memo size at insertion), so
  * the table layout never affects the output.  Growth threshold and
  * allocation pattern are _pickle.c's exactly (see memo_set and
  * memo_resize): both pickles then make the same malloc calls, which
