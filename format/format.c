@@ -478,8 +478,18 @@ static char *put_tag(char *p, uint8_t tag)
 /* Longest repr for a name of `name_len` bytes. */
 #define REPR_MAX(name_len) (4 * (name_len) + 64)
 
+static inline char *put_repr_x(char *p, uint8_t tag, const char *name, size_t name_len,
+                               uint64_t addr, uint64_t length, bool plain);
+
 static char *put_repr(char *p, uint8_t tag, const char *name, size_t name_len, uint64_t addr,
                       uint64_t length)
+{
+    return put_repr_x(p, tag, name, name_len, addr, length, false);
+}
+
+/* `plain`: the name needs no escaping (sertrace_fmt_is_plain): copied. */
+static inline char *put_repr_x(char *p, uint8_t tag, const char *name, size_t name_len,
+                               uint64_t addr, uint64_t length, bool plain)
 {
     if (name == NULL) {
         name = "?";
@@ -487,11 +497,11 @@ static char *put_repr(char *p, uint8_t tag, const char *name, size_t name_len, u
     }
     if (tag_is_class(tag)) {
         p = put_lit(p, "<class '", 8);
-        p = escape_to(p, name, name_len);
+        p = plain ? put_lit(p, name, name_len) : escape_to(p, name, name_len);
         p = put_lit(p, "'>", 2);
     } else if (tag_is_function(tag)) {
         p = put_lit(p, "<function ", 10);
-        p = escape_to(p, name, name_len);
+        p = plain ? put_lit(p, name, name_len) : escape_to(p, name, name_len);
         p = put_lit(p, " at ", 4);
         p = put_hex(p, addr);
         *p++ = '>';
@@ -499,7 +509,7 @@ static char *put_repr(char *p, uint8_t tag, const char *name, size_t name_len, u
         *p++ = '<';
         if (tag == SERTRACE_TAG_MEMO)
             p = put_lit(p, "ref ", 4);
-        p = escape_to(p, name, name_len);
+        p = plain ? put_lit(p, name, name_len) : escape_to(p, name, name_len);
         p = put_lit(p, " object at ", 11);
         p = put_hex(p, addr);
         *p++ = '>';
@@ -539,6 +549,43 @@ int sertrace_fmt_enter(sertrace_buf *b, uint32_t depth, uint8_t tag, const char 
     p = put_tag(p, tag);
     p = put_lit(p, ": ", 2);
     p = put_repr(p, tag, name, name_len, addr, length);
+    *p++ = '\n';
+    *p = '\0';
+    b->len = (size_t)(p - b->data);
+    return 0;
+}
+
+bool sertrace_fmt_is_plain(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    if (s == NULL)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < 0x20 || p[i] >= 0x7f || p[i] == '\\')
+            return false;
+    return true;
+}
+
+int sertrace_fmt_enter_plain(sertrace_buf *b, uint32_t depth, uint8_t tag, const char *name,
+                             size_t name_len, uint64_t addr, uint64_t length)
+{
+    char *p;
+
+    if (name == NULL)
+        return sertrace_fmt_enter(b, depth, tag, name, name_len, addr, length);
+    if (name_len > ((size_t)-1 / 8) ||
+        buf_reserve(b, (size_t)depth * 3 + 16 + REPR_MAX(name_len)) != 0)
+        return -1;
+    p = b->data + b->len;
+    if (depth <= 1) {
+        p = put_lit(p, "\xe2\x94\xac ", 4); /* "┬ " */
+    } else {
+        p = put_bars(p, depth - 2);
+        p = put_lit(p, "\xe2\x94\x9c\xe2\x94\xac ", 7); /* "├┬ " */
+    }
+    p = put_tag(p, tag);
+    p = put_lit(p, ": ", 2);
+    p = put_repr_x(p, tag, name, name_len, addr, length, true);
     *p++ = '\n';
     *p = '\0';
     b->len = (size_t)(p - b->data);

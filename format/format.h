@@ -77,6 +77,16 @@ int sertrace_fmt_enter(sertrace_buf *b, uint32_t depth, uint8_t tag,
                        const char *name, size_t name_len, uint64_t addr,
                        uint64_t length);
 
+/* sertrace_fmt_enter with a `name` that needs no escaping (the caller
+ * checked sertrace_fmt_is_plain, e.g. once per type): same line. */
+int sertrace_fmt_enter_plain(sertrace_buf *b, uint32_t depth, uint8_t tag,
+                             const char *name, size_t name_len, uint64_t addr,
+                             uint64_t length);
+
+/* True when sertrace_fmt_escape would copy `s` unchanged (printable ASCII,
+ * no backslash). */
+bool sertrace_fmt_is_plain(const char *s, size_t n);
+
 /* Whole exit line, with trailing newline.  `flags` (may be NULL or "")
  * is appended after the size, separated by two spaces, e.g.
  * "!! OVERSIZED (>= 1.0 MiB)". */

@@ -74,6 +74,12 @@ struct sertrace_treeprint {
     } *stack;
     size_t stack_cap;
     time_cache tcache;
+    /* per type index of the dump being printed: its name needs no
+     * escaping (checked once per type and dump, not once per line) */
+    uint8_t *plain;
+    uint64_t *plain_gen;
+    size_t plain_cap;
+    uint64_t gen;
     dump_buf *free_bufs; /* recycled per-dump buffers */
     unsigned nfree;
 };
@@ -293,13 +299,44 @@ static int indent(sertrace_buf *b, uint32_t nbars, uint32_t depth)
 
 static int put_enter_line(sertrace_buf *b, uint32_t depth, uint8_t tag,
                           const char *name, size_t len, uint64_t addr,
-                          uint64_t length)
+                          uint64_t length, bool plain)
 {
     bool compact;
     if (deep_prefix(b, depth >= 2 ? depth - 2 : 0, depth, &compact) < 0)
         return -1;
-    return sertrace_fmt_enter(b, compact ? 2 : depth, tag, name, len, addr,
-                              length);
+    return plain ? sertrace_fmt_enter_plain(b, compact ? 2 : depth, tag, name,
+                                            len, addr, length)
+                 : sertrace_fmt_enter(b, compact ? 2 : depth, tag, name, len,
+                                      addr, length);
+}
+
+/* Whether type `type`'s name (of the dump being printed) needs no
+ * escaping; -1 when out of memory. */
+static int type_plain(sertrace_treeprint *t, uint32_t type, const char *name,
+                      size_t len)
+{
+    if (!name)
+        return 0;
+    if (type >= t->plain_cap) {
+        size_t cap = t->plain_cap ? t->plain_cap : 64;
+        while (cap <= type)
+            cap *= 2;
+        uint8_t *p = realloc(t->plain, cap);
+        if (!p)
+            return -1;
+        t->plain = p;
+        uint64_t *g = realloc(t->plain_gen, cap * sizeof *g);
+        if (!g)
+            return -1;
+        memset(g + t->plain_cap, 0, (cap - t->plain_cap) * sizeof *g);
+        t->plain_gen = g;
+        t->plain_cap = cap;
+    }
+    if (t->plain_gen[type] != t->gen) {
+        t->plain[type] = sertrace_fmt_is_plain(name, len);
+        t->plain_gen[type] = t->gen;
+    }
+    return t->plain[type];
 }
 
 static int put_exit_line(sertrace_buf *b, uint32_t depth, uint8_t tag,
@@ -592,6 +629,7 @@ static void mark_flagged_subtrees(dump_buf *db, uint64_t oversize)
 static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
                       dump_buf *db)
 {
+    t->gen++; /* a new dump: its type indices name other types */
     int rc = put_header(t, d, db);
     if (rc == 0)
         rc = put_extras(t, db, db->dump_extra_head, 0, d, NULL);
@@ -642,8 +680,13 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
         }
         size_t len;
         const char *name = sertrace_core_type_name(d, tn->type, &len);
+        int plain = type_plain(t, tn->type, name, len);
+        if (plain < 0) {
+            rc = -1;
+            break;
+        }
         rc = put_enter_line(&t->out, tn->depth, tn->tag, name, len, tn->addr,
-                            tn->length);
+                            tn->length, plain);
         if (rc == 0) /* output stays bounded: a deep chain has no exits */
             rc = flush_out(t, false);
         if (rc == 0)
@@ -795,6 +838,8 @@ void sertrace_treeprint_destroy(sertrace_treeprint *t)
     }
     sertrace_buf_free(&t->out);
     sertrace_buf_free(&t->tmp);
+    free(t->plain);
+    free(t->plain_gen);
     free(t->stack);
     free(t);
 }

@@ -804,3 +804,30 @@ Test(sinks, tree_without_flush_each_dump_stays_buffered)
     cr_assert_not_null(strstr(end.data, "mod.Second"));
     sertrace_buf_free(&end);
 }
+
+/* The tree printer writes names that need no escaping with
+ * sertrace_fmt_enter_plain: byte for byte the line of sertrace_fmt_enter. */
+Test(sinks, fmt_enter_plain_same_as_enter)
+{
+    static const char *names[] = {"dict", "dispatch.State", "a b~c", "", "x"};
+    static const uint8_t tags[] = {SERTRACE_TAG_DICT, SERTRACE_TAG_CLASS,
+                                   SERTRACE_TAG_FUNCTION, SERTRACE_TAG_MEMO,
+                                   SERTRACE_TAG_INSTANCE, 250};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        for (size_t k = 0; k < sizeof tags / sizeof *tags; k++)
+            for (uint32_t depth = 1; depth < 40; depth += 7) {
+                sertrace_buf a = SERTRACE_BUF_INIT, b = SERTRACE_BUF_INIT;
+                cr_assert(sertrace_fmt_is_plain(names[i], strlen(names[i])));
+                cr_assert_eq(sertrace_fmt_enter(&a, depth, tags[k], names[i],
+                                                strlen(names[i]), 0x7f00ab, depth), 0);
+                cr_assert_eq(sertrace_fmt_enter_plain(&b, depth, tags[k], names[i],
+                                                      strlen(names[i]), 0x7f00ab, depth), 0);
+                cr_assert_str_eq(a.data, b.data);
+                sertrace_buf_free(&a);
+                sertrace_buf_free(&b);
+            }
+    cr_assert_not(sertrace_fmt_is_plain("a\\b", 3));
+    cr_assert_not(sertrace_fmt_is_plain("a\x1b", 2));
+    cr_assert_not(sertrace_fmt_is_plain("\xc3\xa9", 2));
+    cr_assert_not(sertrace_fmt_is_plain("a\x7f", 2));
+}
