@@ -605,6 +605,10 @@ static int init_globals(void)
         if (*names[i].slot == NULL)
             return -1;
     }
+    /* Borrowed: object's type dict holds it for the interpreter's life. */
+    G.class_descr = PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, G.s_class);
+    if (G.class_descr == NULL && PyErr_Occurred())
+        return -1;
     if ((G.PickleError = import_attr("pickle", "PickleError")) == NULL ||
         (G.PicklingError = import_attr("pickle", "PicklingError")) == NULL ||
         (G.dispatch_table = import_attr("copyreg", "dispatch_table")) == NULL ||

@@ -243,6 +243,7 @@ typedef struct pickle_globals {
     PyObject *codecs_encode;        /* codecs.encode */
     PyObject *getattr;              /* builtins.getattr */
     PyObject *partial;              /* functools.partial */
+    PyObject *class_descr;          /* object.__dict__['__class__'] (borrowed) */
     /* interned attribute names */
     PyObject *s_write, *s_persistent_id, *s_dispatch_table, *s_reducer_override;
     PyObject *s_reduce_ex, *s_reduce, *s_qualname, *s_name, *s_module, *s_class;

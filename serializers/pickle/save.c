@@ -1229,8 +1229,15 @@ static int save_frozenset(pickler *p, PyObject *obj)
 /* ---- globals --------------------------------------------------------- */
 
 /* getattr that maps AttributeError to "absent" (*out = NULL, return 0). */
+/* getattr(obj, name) with AttributeError meaning "absent": 1 found, 0
+ * absent, -1 error.  3.11's _PyObject_LookupAttr (what _pickle.c uses) does
+ * not create and clear the AttributeError when the type's getattr is the
+ * generic one (e.g. reducer_override on every dump). */
 static int lookup_attr(PyObject *obj, PyObject *name, PyObject **out)
 {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    return _PyObject_LookupAttr(obj, name, out);
+#endif
     *out = PyObject_GetAttr(obj, name);
     if (*out != NULL)
         return 1;
@@ -1741,6 +1748,22 @@ static int save_newobj_ex(pickler *p, PyObject *obj, PyObject *argtup)
     return output_write(p, &reduce_op, 1);
 }
 
+/* obj.__class__, new reference.  When the type's getattr is the generic
+ * one and `__class__` resolves to object's own descriptor (a data
+ * descriptor: it wins over the instance dict), that is type(obj): taken
+ * without the attribute lookup.  Anything else (a __class__ property, a
+ * __getattr__ or __getattribute__ hook, a proxy) goes through getattr. */
+static PyObject *get_class(PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    if (type->tp_getattro == PyObject_GenericGetAttr && G.class_descr != NULL &&
+        _PyType_Lookup(type, G.s_class) == G.class_descr) {
+        Py_INCREF(type);
+        return (PyObject *)type;
+    }
+    return PyObject_GetAttr(obj, G.s_class);
+}
+
 static int save_newobj(pickler *p, PyObject *obj, PyObject *argtup)
 {
     PyObject *cls, *newargtup;
@@ -1757,7 +1780,7 @@ static int save_newobj(pickler *p, PyObject *obj, PyObject *argtup)
         return -1;
     }
     if (obj != NULL) {
-        PyObject *obj_class = PyObject_GetAttr(obj, G.s_class);
+        PyObject *obj_class = get_class(obj);
         if (obj_class == NULL)
             return -1;
         r = obj_class != cls;
@@ -1845,12 +1868,21 @@ static int save_reduce(pickler *p, PyObject *args, PyObject *obj)
 
     if (p->proto >= 2) {
         PyObject *name;
-        if (lookup_attr(callable, G.s_name, &name) < 0)
+        if (Py_TYPE(callable) == &PyFunction_Type) {
+            /* What getattr(f, '__name__') returns for an exact function
+             * (a data descriptor of a static type reading func_name), read
+             * without the attribute lookup (copyreg.__newobj__ for every
+             * instance). */
+            name = ((PyFunctionObject *)callable)->func_name;
+            Py_INCREF(name);
+        }
+        else if (lookup_attr(callable, G.s_name, &name) < 0) {
             return -1;
+        }
         if (name != NULL && PyUnicode_Check(name)) {
-            use_newobj_ex = PyUnicode_Compare(name, G.s_newobj_ex) == 0;
+            use_newobj_ex = name == G.s_newobj_ex || PyUnicode_Compare(name, G.s_newobj_ex) == 0;
             if (!use_newobj_ex)
-                use_newobj = PyUnicode_Compare(name, G.s_newobj) == 0;
+                use_newobj = name == G.s_newobj || PyUnicode_Compare(name, G.s_newobj) == 0;
         }
         Py_XDECREF(name);
         if (PyErr_Occurred())
