@@ -45,6 +45,7 @@ struct sertrace_core {
     sertrace_dump_state **buckets;
     size_t nbuckets; /* power of two */
     size_t live;
+    size_t lossy_live; /* live dumps with discarded > 0 */
     sertrace_core_stats stats;
 };
 
@@ -282,6 +283,8 @@ static int push_node(sertrace_core *c, sertrace_dump_state *d, uint8_t tag,
         d->max_depth = d->depth;
     if (flags & SERTRACE_NODE_NO_ENTER)
         d->lost_enters++;
+    if (d->depth == 1)
+        d->roots++;
     if (c->v.node_enter && c->v.node_enter(c->v.ctx, d, n) < 0)
         return -1;
     return 0;
@@ -313,6 +316,18 @@ static int pop_node(sertrace_core *c, sertrace_dump_state *d, uint64_t pos,
         n->inner_max = end;
     if (n->gap_epoch != d->gap_epoch)
         n->flags |= SERTRACE_NODE_PARTIAL;
+    /* Closed by an EXIT after records of the dump were lost while it was
+     * open: the lost records may hold its own EXIT and the ENTER of a later
+     * node at this depth, whose EXIT this is.  It ended at or before `pos`:
+     * an upper bound.  A dump's root is the exception: one root per dump
+     * (schema: depth 1 = the root node), so the EXIT at depth 1 is its
+     * own, unless the dump showed a second depth-1 node. */
+    if (!how && d->rec_gap_at > n->gap_epoch &&
+        !(n->depth == 1 && d->roots == 1 &&
+          !(n->flags & SERTRACE_NODE_NO_ENTER))) {
+        n->flags |= SERTRACE_NODE_EXIT_UNSURE;
+        d->unsure_exits++;
+    }
     if (n->child_bytes > n->bytes) {
         n->flags |= SERTRACE_NODE_CHILD_INEXACT;
         n->self = 0;
@@ -340,6 +355,8 @@ static int close_dump(sertrace_core *c, sertrace_dump_state *d, uint16_t how)
         if (pop_node(c, d, 0, how) < 0)
             return -1;
     unlink_dump(c, d);
+    if (d->discarded)
+        c->lossy_live--;
     c->stats.dumps_closed++;
     if (d->flags & SERTRACE_DUMPF_UNFINISHED)
         c->stats.dumps_unfinished++;
@@ -616,6 +633,7 @@ static int rec_note(sertrace_core *c, sertrace_dump_state *d, reader *r)
 static void mark_gap(sertrace_dump_state *d)
 {
     d->gap_epoch++;
+    d->rec_gap_at = d->gap_epoch; /* records lost: exits after it unsure */
 }
 
 int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
@@ -707,6 +725,32 @@ int sertrace_core_dump_end(sertrace_core *c, int64_t pid, int64_t tid,
         if (!d)
             return -1;
     }
+    /* Dumps of this thread whose end was lost: no dump_end, events
+     * discarded while they were live, and this dump began after their
+     * last event and now ends.  A thread runs one dump at a time, except
+     * nested ones (a __reduce__ dumping something else), and a nested
+     * dump that ended is followed by more of its outer dump: so the outer
+     * one has ended too, and its dump_end was among the discarded events.
+     * Closed now (open nodes as "exit lost") rather than left live to be
+     * reported as unfinished and charged with every later discard of the
+     * process.  If it did go on (nested, its records lost), what follows
+     * shows as a dump without dump_begin: both marked incomplete. */
+    if (c->lossy_live && (d->flags & SERTRACE_DUMPF_BEGIN) && d->pid >= 0 &&
+        d->tid >= 0) {
+        for (bool again = true; again;) {
+            again = false;
+            for (size_t i = 0; i < c->nbuckets && !again; i++)
+                for (sertrace_dump_state *o = c->buckets[i]; o; o = o->hash_next)
+                    if (o != d && o->discarded && o->pid == d->pid &&
+                        o->tid == d->tid && o->ts_end <= d->ts_begin) {
+                        o->flags |= SERTRACE_DUMPF_END_LOST;
+                        if (close_dump(c, o, SERTRACE_NODE_NO_EXIT) < 0)
+                            return -1;
+                        again = true; /* the chain changed: scan again */
+                        break;
+                    }
+        }
+    }
     d->ts_end = ts;
     d->flags |= SERTRACE_DUMPF_END;
     d->payload_bytes = bytes;
@@ -729,8 +773,12 @@ int sertrace_core_discarded(sertrace_core *c, int64_t pid, uint64_t count)
     for (size_t i = 0; i < c->nbuckets; i++)
         for (sertrace_dump_state *d = c->buckets[i]; d; d = d->hash_next)
             if (pid < 0 || d->pid < 0 || d->pid == pid) {
+                if (!d->discarded && count)
+                    c->lossy_live++;
                 d->discarded += count;
-                mark_gap(d);
+                /* open nodes PARTIAL; not a records loss of this dump
+                 * unless its seq numbers show one */
+                d->gap_epoch++;
             }
     return 0;
 }

@@ -29,8 +29,11 @@
  *     that many "enter lost" ancestors: one 9-byte record could open a
  *     million nodes): that record alone is skipped (skipped_deep), its
  *     batch counts as malformed.  Depth is at most SERTRACE_MAX_DEPTH.
- * A size is exact only when the node saw its own enter and exit and the
- * dump lost nothing inside it; see sertrace_node_bytes_exact().
+ * A size is exact only when the node saw its own enter and exit, and
+ * that exit is provably its own: a node open when records were lost and
+ * closed by an EXIT after the loss has an upper bound (EXIT_UNSURE),
+ * except a dump's root.  See sertrace_node_bytes_exact(),
+ * sertrace_node_bound().
  *
  * Memory: one sertrace_dump_state per live dump, its open-node stack
  * (grows to the deepest depth seen; ~64 B per level) and its type table
@@ -77,6 +80,21 @@ enum sertrace_core_node_flag {
     /* Still open when a dump ended with status error (the serializer
      * failed inside it): bytes is a lower bound, nothing was lost. */
     SERTRACE_NODE_FAILED = 1u << 7,
+    /* Open when records were lost (PARTIAL) and closed by an EXIT seen
+     * after the loss: that EXIT may belong to a later node at the same
+     * depth whose ENTER was lost, so the node ended at or before it and
+     * bytes is an UPPER bound (a lower one too is unknown with NO_ENTER).
+     * Not set on a dump's root (depth 1): the schema gives a dump one
+     * root, so an EXIT at depth 1 can only be the root's own. */
+    SERTRACE_NODE_EXIT_UNSURE = 1u << 8,
+};
+
+/* What n->bytes is: exact, or which bound (sertrace_node_bound()). */
+enum sertrace_node_bound_kind {
+    SERTRACE_BOUND_EXACT = 0,
+    SERTRACE_BOUND_LOWER,   /* the node is at least this big */
+    SERTRACE_BOUND_UPPER,   /* at most this big (EXIT_UNSURE) */
+    SERTRACE_BOUND_UNKNOWN, /* neither (EXIT_UNSURE on a NO_ENTER node) */
 };
 
 /* Dump flags. */
@@ -87,6 +105,10 @@ enum sertrace_core_dump_flag {
     SERTRACE_DUMPF_STATUS_ERROR = 1u << 3, /* dump_end status was error */
     SERTRACE_DUMPF_RESTARTED = 1u << 4,  /* a second dump_begin with the same
                                           * (pid, dump_id) closed this one */
+    /* No dump_end, and it was lost: the dump saw discarded events and a
+     * later dump of the same thread (begun after this one's last event)
+     * ended.  Closed then, its open nodes as NO_EXIT; not UNFINISHED. */
+    SERTRACE_DUMPF_END_LOST = 1u << 5,
 };
 
 /* One node, while open (on the stack) and when it closes. */
@@ -138,17 +160,22 @@ typedef struct sertrace_dump_state {
     uint64_t unfinished_nodes; /* nodes open when the stream ended */
     uint64_t errors;        /* ERROR records */
     uint64_t failed_open;   /* nodes open at a dump_end with status error */
+    uint64_t unsure_exits;  /* nodes closed with EXIT_UNSURE */
     uint64_t nodes;         /* nodes closed */
     uint64_t records_events;
 
     uint32_t next_seq;
     bool seen_records;
     uint32_t gap_epoch; /* incremented at each loss */
+    uint32_t rec_gap_at; /* gap_epoch after the last loss of this dump's
+                          * records (seq gap, skipped batch or record);
+                          * discards alone do not set it */
     uint64_t max_pos;   /* largest position seen */
 
     sertrace_node *stack; /* stack[0] = root .. stack[depth-1] innermost */
     uint32_t depth, stack_cap;
     uint32_t max_depth;
+    uint32_t roots; /* depth-1 nodes opened (placeholders included) */
 
     sertrace_type_entry *types; /* index 0 unused */
     uint32_t ntypes, types_cap;
@@ -235,7 +262,20 @@ static inline bool sertrace_node_bytes_exact(const sertrace_node *n)
 {
     return !(n->flags & (SERTRACE_NODE_NO_ENTER | SERTRACE_NODE_NO_EXIT |
                          SERTRACE_NODE_UNFINISHED | SERTRACE_NODE_MALFORMED |
-                         SERTRACE_NODE_FAILED));
+                         SERTRACE_NODE_FAILED | SERTRACE_NODE_EXIT_UNSURE));
+}
+
+/* Exact, lower bound, upper bound or neither (enum
+ * sertrace_node_bound_kind). */
+static inline int sertrace_node_bound(const sertrace_node *n)
+{
+    if (sertrace_node_bytes_exact(n))
+        return SERTRACE_BOUND_EXACT;
+    if ((n->flags & SERTRACE_NODE_EXIT_UNSURE) &&
+        !(n->flags & SERTRACE_NODE_MALFORMED))
+        return (n->flags & SERTRACE_NODE_NO_ENTER) ? SERTRACE_BOUND_UNKNOWN
+                                                   : SERTRACE_BOUND_UPPER;
+    return SERTRACE_BOUND_LOWER;
 }
 
 /* True when n->self is exact too. */

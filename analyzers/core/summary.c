@@ -106,6 +106,7 @@ struct sertrace_summary {
     size_t rows_cap;
     /* overall */
     uint64_t dumps, complete, unfinished, payload_bytes, nodes;
+    uint64_t end_lost;
     stat3 kinds[256];
     type_total **types;
     size_t types_buckets, ntypes;
@@ -439,6 +440,23 @@ static bool raw_exact(const top_raw *r)
     return sertrace_node_bytes_exact(&probe);
 }
 
+/* SERTRACE_BOUND_* of a kept node's bytes. */
+static int raw_bound(const top_raw *r)
+{
+    sertrace_node probe = {0};
+    probe.flags = r->flags;
+    return sertrace_node_bound(&probe);
+}
+
+/* JSON: ", \"bound\": \"...\"" of an inexact node ("" when exact). */
+static const char *bound_json(int bound)
+{
+    return bound == SERTRACE_BOUND_UPPER     ? ", \"bound\": \"upper\""
+           : bound == SERTRACE_BOUND_UNKNOWN ? ", \"bound\": \"unknown\""
+           : bound == SERTRACE_BOUND_LOWER   ? ", \"bound\": \"lower\""
+                                             : "";
+}
+
 static bool raw_self_exact(const top_raw *r)
 {
     sertrace_node probe = {0};
@@ -454,6 +472,7 @@ static int render(sertrace_summary *s, sertrace_buf *b,
                   const char *path, size_t path_len)
 {
     bool exact = raw_exact(r);
+    int bound = raw_bound(r);
     int rc = 0;
     if (!s->o.json) {
         if (kind) {
@@ -465,12 +484,24 @@ static int render(sertrace_summary *s, sertrace_buf *b,
             if (rc == 0)
                 rc = buf_lit(b, " ");
         }
+        if (rc == 0 && bound == SERTRACE_BOUND_UPPER)
+            rc = buf_lit(b, "\xe2\x89\xa4 "); /* "≤ ": an upper bound */
+        else if (rc == 0 && bound == SERTRACE_BOUND_UNKNOWN)
+            rc = buf_lit(b, "? ");
         if (rc == 0)
-            rc = put_size(b, r->bytes, exact, s->o.exact);
+            rc = put_size(b, r->bytes, bound != SERTRACE_BOUND_LOWER,
+                          s->o.exact);
         if (rc == 0 && !kind) {
             rc = buf_lit(b, " (self ");
+            /* self of a node whose exit may be another's: no bound */
+            if (rc == 0 && (bound == SERTRACE_BOUND_UPPER ||
+                            bound == SERTRACE_BOUND_UNKNOWN))
+                rc = buf_lit(b, "? ");
             if (rc == 0)
-                rc = put_size(b, r->self, raw_self_exact(r), s->o.exact);
+                rc = put_size(b, r->self,
+                              raw_self_exact(r) || bound == SERTRACE_BOUND_UPPER ||
+                                  bound == SERTRACE_BOUND_UNKNOWN,
+                              s->o.exact);
             if (rc == 0)
                 rc = buf_lit(b, ")");
         }
@@ -500,15 +531,21 @@ static int render(sertrace_summary *s, sertrace_buf *b,
         if (name && cached_name(s, d, r->type, &esc, &esc_len) < 0)
             return -1;
         const struct tag_text *tx = &tag_texts[r->tag];
-        if (ensure(b, 128 + 3 * 20 + tx->len + esc_len) < 0)
+        if (ensure(b, 160 + 3 * 20 + tx->len + esc_len) < 0)
             return -1;
         char *p = b->data + b->len;
         p = p_lit(p, "{\"bytes\": ");
         p = p_u64(p, r->bytes);
         p = p_lit(p, ", \"self\": ");
         p = p_u64(p, r->self);
-        p = exact ? p_lit(p, ", \"exact\": true, \"depth\": ")
-                  : p_lit(p, ", \"exact\": false, \"depth\": ");
+        if (exact) {
+            p = p_lit(p, ", \"exact\": true, \"depth\": ");
+        } else {
+            const char *bj = bound_json(bound);
+            p = p_lit(p, ", \"exact\": false");
+            p = p_mem(p, bj, strlen(bj));
+            p = p_lit(p, ", \"depth\": ");
+        }
         p = p_u64(p, r->depth);
         p = p_lit(p, ", \"tag\": \"");
         p = p_mem(p, tx->text, tx->len);
@@ -564,7 +601,8 @@ static int render(sertrace_summary *s, sertrace_buf *b,
         rc = put_u64(b, r->self);
     if (rc == 0)
         rc = exact ? buf_lit(b, ", \"exact\": true, \"depth\": ")
-                   : buf_lit(b, ", \"exact\": false, \"depth\": ");
+                   : sertrace_buf_appendf(b, ", \"exact\": false%s, \"depth\": ",
+                                          bound_json(bound));
     if (rc == 0)
         rc = put_u64(b, r->depth);
     if (rc == 0)
@@ -942,8 +980,14 @@ static int put_losses(sertrace_buf *b, const sertrace_dump_state *d)
             rc = sertrace_buf_appendf(b, __VA_ARGS__);                         \
         sep = "; ";                                                            \
     }
-    LOSS_(d->flags & SERTRACE_DUMPF_UNFINISHED,
+    LOSS_((d->flags & SERTRACE_DUMPF_UNFINISHED) && !d->discarded,
           "unfinished (no dump_end: the process stopped inside it)")
+    LOSS_((d->flags & SERTRACE_DUMPF_UNFINISHED) && d->discarded,
+          "unfinished (no dump_end: the process stopped inside it, or its "
+          "end was among the discarded events)")
+    LOSS_(d->flags & SERTRACE_DUMPF_END_LOST,
+          "end lost (no dump_end: events were discarded, and a later dump of "
+          "its thread began after its last event and ended)")
     LOSS_(!(d->flags & SERTRACE_DUMPF_BEGIN), "dump_begin missing")
     LOSS_(d->lost_batches, "%llu records events lost",
           (unsigned long long)d->lost_batches)
@@ -1348,7 +1392,7 @@ static int dump_text(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
             rc = buf_lit(b, "\n");
     }
     if (rc == 0 && ds->died_text) {
-        rc = buf_lit(b, "  !! died in: ");
+        rc = buf_lit(b, "  !! died in (as of its last recorded event): ");
         if (rc == 0)
             rc = put_str(b, ds->died_text);
         if (rc == 0)
@@ -1481,8 +1525,12 @@ static int dump_json(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
                       : buf_lit(b, ", \"complete\": false");
     if (rc == 0)
         rc = (d->flags & SERTRACE_DUMPF_UNFINISHED)
-                 ? buf_lit(b, ", \"unfinished\": true, \"status\": \"")
-                 : buf_lit(b, ", \"unfinished\": false, \"status\": \"");
+                 ? buf_lit(b, ", \"unfinished\": true")
+                 : buf_lit(b, ", \"unfinished\": false");
+    if (rc == 0)
+        rc = (d->flags & SERTRACE_DUMPF_END_LOST)
+                 ? buf_lit(b, ", \"end_lost\": true, \"status\": \"")
+                 : buf_lit(b, ", \"end_lost\": false, \"status\": \"");
     if (rc == 0)
         rc = put_str(b, status_text(d));
     if (rc == 0)
@@ -1536,6 +1584,9 @@ static int dump_json(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
         rc = buf_lit(b, "], \"died_in\": ");
     if (rc == 0)
         rc = ds->died_json ? put_str(b, ds->died_json) : buf_lit(b, "null");
+    if (rc == 0) /* the chain at the last record the trace holds */
+        rc = ds->died_json ? buf_lit(b, ", \"died_in_as_of_last_record\": true")
+                           : buf_lit(b, ", \"died_in_as_of_last_record\": false");
     /* flags: dump-level ones first, then the nodes' */
     if (rc == 0)
         rc = buf_lit(b, ", \"flags\": [");
@@ -1677,6 +1728,8 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
         s->complete++;
     if (d->flags & SERTRACE_DUMPF_UNFINISHED)
         s->unfinished++;
+    if (d->flags & SERTRACE_DUMPF_END_LOST)
+        s->end_lost++;
     if (d->flags & SERTRACE_DUMPF_END)
         s->payload_bytes += d->payload_bytes;
     s->nodes += d->nodes;
@@ -1776,12 +1829,14 @@ int sertrace_summary_finish(sertrace_summary *s,
                 b,
                 "\n], \"totals\": {\"dumps\": %llu, \"complete\": %llu, "
                 "\"incomplete\": %llu, \"unfinished\": %llu, "
+                "\"end_lost\": %llu, "
                 "\"payload_bytes\": %llu, \"nodes\": %llu, "
                 "\"discarded_events\": %llu, \"lost_records_events\": %llu, "
                 "\"by_kind\": ",
                 (unsigned long long)s->dumps, (unsigned long long)s->complete,
                 (unsigned long long)(s->dumps - s->complete),
                 (unsigned long long)s->unfinished,
+                (unsigned long long)s->end_lost,
                 (unsigned long long)s->payload_bytes,
                 (unsigned long long)s->nodes, (unsigned long long)discarded,
                 (unsigned long long)lost);

@@ -422,7 +422,14 @@ static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
             rc = sertrace_buf_appendf(b, __VA_ARGS__);                         \
         sep = "; ";                                                            \
     }
-        LOSS_(d->flags & SERTRACE_DUMPF_UNFINISHED, "UNFINISHED (no dump_end)")
+        LOSS_((d->flags & SERTRACE_DUMPF_UNFINISHED) && !d->discarded,
+              "UNFINISHED (no dump_end)")
+        LOSS_((d->flags & SERTRACE_DUMPF_UNFINISHED) && d->discarded,
+              "UNFINISHED (no dump_end: the process stopped inside it, or "
+              "its end was among the discarded events)")
+        LOSS_(d->flags & SERTRACE_DUMPF_END_LOST,
+              "end lost (no dump_end: events were discarded, and a later dump "
+              "of its thread began after its last event and ended)")
         LOSS_(!(d->flags & SERTRACE_DUMPF_BEGIN), "dump_begin missing")
         LOSS_(d->lost_batches, "%llu records events lost",
               (unsigned long long)d->lost_batches)
@@ -442,11 +449,15 @@ static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
 #undef LOSS_
         if (rc == 0)
             rc = buf_lit(b, "; sizes marked \xe2\x89\xa5 are lower bounds");
+        if (rc == 0 && d->unsure_exits)
+            rc = buf_lit(b, ", \xe2\x89\xa4 upper bounds");
     }
     if (rc == 0)
         rc = buf_lit(b, "\n");
     if (rc == 0 && db->died) {
-        rc = buf_lit(b, "!! died in: ");
+        /* the chain open at the last record that reached the trace: a
+         * SIGKILL loses the runtime's unflushed batch (README, Exactness) */
+        rc = buf_lit(b, "!! died in (as of its last recorded event): ");
         if (rc == 0)
             rc = sertrace_fmt_escape(b, db->died, strlen(db->died));
         if (rc == 0)
@@ -541,6 +552,9 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
         rc = sertrace_buf_appendf(f, "%s?? records lost inside", f->len ? " " : "");
     if (rc == 0 && (tn->flags & SERTRACE_NODE_MALFORMED))
         rc = sertrace_buf_appendf(f, "%s?? malformed positions", f->len ? " " : "");
+    if (rc == 0 && (tn->flags & SERTRACE_NODE_EXIT_UNSURE))
+        rc = sertrace_buf_appendf(f, "%s?? its exit may be a later node's",
+                                  f->len ? " " : "");
     if (rc < 0)
         return -1;
     (void)d;
@@ -548,10 +562,14 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
         return put_exit_line(b, tn->depth, tn->tag, tn->bytes, t->o.exact,
                              f->data);
     char tmp[8];
+    int bound = sertrace_node_bound(&probe);
     rc = indent(b, tn->depth >= 1 ? tn->depth - 1 : 0, tn->depth);
-    if (rc == 0)
-        rc = sertrace_buf_appendf(b, "\xe2\x94\x94 # %s [\xe2\x89\xa5 ",
-                                  sertrace_tag_text(tn->tag, tmp));
+    if (rc == 0) /* "≥ " lower bound, "≤ " upper bound, "? " neither */
+        rc = sertrace_buf_appendf(b, "\xe2\x94\x94 # %s [%s",
+                                  sertrace_tag_text(tn->tag, tmp),
+                                  bound == SERTRACE_BOUND_UPPER ? "\xe2\x89\xa4 "
+                                  : bound == SERTRACE_BOUND_UNKNOWN ? "? "
+                                                                    : "\xe2\x89\xa5 ");
     if (rc == 0)
         rc = sertrace_fmt_size(b, tn->bytes, t->o.exact);
     if (rc == 0)
@@ -601,7 +619,8 @@ static int put_folds(sertrace_treeprint *t, const struct open_entry *e,
 #define SHOWN_FLAGS                                                            \
     (SERTRACE_NODE_NO_ENTER | SERTRACE_NODE_NO_EXIT |                          \
      SERTRACE_NODE_UNFINISHED | SERTRACE_NODE_PARTIAL | SERTRACE_NODE_ERROR |  \
-     SERTRACE_NODE_MALFORMED | SERTRACE_NODE_FAILED)
+     SERTRACE_NODE_MALFORMED | SERTRACE_NODE_FAILED |                         \
+     SERTRACE_NODE_EXIT_UNSURE)
 
 static bool node_flagged(const tnode *tn, uint64_t oversize)
 {

@@ -245,13 +245,133 @@ Test(core, lost_batch_marks_incomplete_and_partial)
     cr_assert_eq(d->st.lost_batches, 2);
     const rnode *l = find_node(2, SERTRACE_TAG_LIST);
     cr_assert(l->flags & SERTRACE_NODE_PARTIAL, "list was open across the gap");
-    cr_assert_eq(l->bytes, 47, "positions still give its bytes");
+    cr_assert_eq(l->bytes, 47, "exit.pos - enter.pos");
+    cr_assert(l->flags & SERTRACE_NODE_EXIT_UNSURE,
+              "the exit after the gap may be a later sibling's: an upper bound");
     cr_assert_not(find_node(2, SERTRACE_TAG_TUPLE)->flags & SERTRACE_NODE_PARTIAL);
     const rnode *root = find_node(1, SERTRACE_TAG_DICT);
     cr_assert(root->flags & SERTRACE_NODE_PARTIAL);
     sertrace_node probe = {0};
     probe.flags = root->flags;
     cr_assert_not(sertrace_node_self_exact(&probe), "self never exact after a loss");
+}
+
+static int bound_of(const rnode *n)
+{
+    sertrace_node probe = {0};
+    probe.flags = n->flags;
+    return sertrace_node_bound(&probe);
+}
+
+/* Root list [A, B, C]; the batch holding A's EXIT and B's ENTER (and B's
+ * first children) is lost, so the first EXIT at depth 2 after the gap is
+ * B's: A (3..36 really, 33 B) would be paired with it (3..2297). */
+Test(core, exit_after_lost_batch_is_an_upper_bound)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "pickle", 6, 4), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 4, 2);
+    enc_enter(&E, SERTRACE_TAG_REDUCE, 2, 0, 2, 0, 3);  /* A */
+    flush(1, 1, 0);
+    /* seq 1 lost: A exit @36, B enter @36, B's children up to @2000 */
+    enc_enter(&E, SERTRACE_TAG_TUPLE, 3, 0, 3, 0, 2000); /* B's last child */
+    enc_exit(&E, 3, 2290);
+    enc_exit(&E, 2, 2297);                              /* B's exit */
+    enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, 0, 4, 0, 2297); /* C */
+    enc_exit(&E, 2, 2310);
+    enc_exit(&E, 1, 2311);
+    flush(1, 1, 2);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 2312, 0), 0);
+    rdump *d = &R->dumps[0];
+    cr_assert_not(d->complete);
+    cr_assert_eq(d->st.lost_batches, 1);
+    cr_assert_eq(d->st.unsure_exits, 1);
+    const rnode *a = find_node(2, SERTRACE_TAG_REDUCE);
+    cr_assert_eq(a->bytes, 2294, "bytes = the exit seen - its enter");
+    cr_assert(a->flags & SERTRACE_NODE_EXIT_UNSURE);
+    cr_assert_eq(bound_of(a), SERTRACE_BOUND_UPPER, "at most 2294 B, never exact");
+    sertrace_node probe = {0};
+    probe.flags = a->flags;
+    cr_assert_not(sertrace_node_bytes_exact(&probe));
+    cr_assert_not(sertrace_node_self_exact(&probe));
+    /* B's child and C were entered after the gap: exact */
+    const rnode *t = find_node(3, SERTRACE_TAG_TUPLE);
+    cr_assert_eq(t->bytes, 290);
+    cr_assert_eq(bound_of(t), SERTRACE_BOUND_EXACT);
+    const rnode *c = find_node(2, SERTRACE_TAG_INSTANCE);
+    cr_assert_eq(c->bytes, 13);
+    cr_assert_eq(c->flags, 0);
+    /* the root: one root per dump, its EXIT is its own; exact bytes, self
+     * not exact (a child is not exact, records lost inside) */
+    const rnode *root = find_node(1, SERTRACE_TAG_LIST);
+    cr_assert_eq(root->bytes, 2309);
+    cr_assert_eq(bound_of(root), SERTRACE_BOUND_EXACT);
+    cr_assert(root->flags & SERTRACE_NODE_PARTIAL);
+    cr_assert(root->flags & SERTRACE_NODE_CHILD_INEXACT);
+    probe.flags = root->flags;
+    cr_assert_not(sertrace_node_self_exact(&probe));
+}
+
+/* The same gap, but the EXIT after it really is A's own (the lost batch
+ * held only A's children): the core cannot tell, so A is still not
+ * claimed exact, only "at most". */
+Test(core, own_exit_after_lost_batch_still_not_exact)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "pickle", 6, 4), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 4, 2);
+    enc_enter(&E, SERTRACE_TAG_REDUCE, 2, 0, 2, 0, 3);
+    flush(1, 1, 0);
+    /* seq 1 lost: A's children 4..40 */
+    enc_exit(&E, 2, 41);
+    enc_exit(&E, 1, 42);
+    flush(1, 1, 2);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 43, 0), 0);
+    const rnode *a = find_node(2, SERTRACE_TAG_REDUCE);
+    cr_assert_eq(a->bytes, 38, "right, but not provably");
+    cr_assert_eq(bound_of(a), SERTRACE_BOUND_UPPER);
+    cr_assert_eq(R->dumps[0].st.unsure_exits, 1);
+    cr_assert_eq(bound_of(find_node(1, SERTRACE_TAG_LIST)), SERTRACE_BOUND_EXACT);
+    cr_assert_eq(find_node(1, SERTRACE_TAG_LIST)->bytes, 40);
+}
+
+/* A second depth-1 node breaks the one-root rule: a root closed after a
+ * gap in such a dump is an upper bound too; a placeholder (enter lost)
+ * closed by an exit after a gap is neither bound; a malformed batch is a
+ * records loss like a seq gap. */
+Test(core, exit_after_loss_second_root_placeholder_malformed)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "x", 1, 0), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 0);
+    enc_exit(&E, 1, 10);
+    enc_enter(&E, SERTRACE_TAG_DICT, 1, 0, 2, 0, 10);
+    flush(1, 1, 0);
+    enc_exit(&E, 1, 30);
+    flush(1, 1, 2); /* seq 1 lost */
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 30, 0), 0);
+    cr_assert_eq(bound_of(find_node(1, SERTRACE_TAG_LIST)), SERTRACE_BOUND_EXACT);
+    cr_assert_eq(bound_of(find_node(1, SERTRACE_TAG_DICT)), SERTRACE_BOUND_UPPER);
+    cr_assert_eq(R->dumps[0].st.roots, 2);
+
+    R->nnodes = 0;
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 2, "x", 1, 0), 0);
+    enc_enter(&E, SERTRACE_TAG_STR, 3, 0, 9, 0, 100); /* ancestors lost */
+    enc_exit(&E, 3, 110);
+    flush(1, 2, 0);
+    enc_exit(&E, 2, 150);
+    flush(1, 2, 5); /* seq 1..4 lost */
+    enc_exit(&E, 1, 160);
+    enc_u8(&E, 0x7f); /* unknown opcode: the rest of the batch is lost */
+    flush(1, 2, 6);
+    enc_exit(&E, 1, 170);
+    flush(1, 2, 7);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 2, 171, 0), 0);
+    const rnode *ph = find_node(2, SERTRACE_TAG_UNKNOWN);
+    cr_assert(ph->flags & SERTRACE_NODE_NO_ENTER);
+    cr_assert(ph->flags & SERTRACE_NODE_EXIT_UNSURE);
+    cr_assert_eq(bound_of(ph), SERTRACE_BOUND_UNKNOWN, "enter and exit both unsure");
+    cr_assert_eq(bound_of(find_node(3, SERTRACE_TAG_STR)), SERTRACE_BOUND_EXACT);
+    /* the root placeholder: closed at 160 after the gap, enter lost */
+    cr_assert_eq(bound_of(find_node(1, SERTRACE_TAG_UNKNOWN)), SERTRACE_BOUND_UNKNOWN);
+    cr_assert_eq(R->dumps[1].st.orphan_exits, 1, "the exit after the malformed batch");
 }
 
 Test(core, orphan_exit_is_counted_and_ignored)
@@ -363,6 +483,10 @@ Test(core, discarded_marks_live_dumps_of_that_pid_only)
     cr_assert_eq(R->dumps[1].st.discarded, 0);
     cr_assert(R->dumps[1].complete);
     cr_assert(R->nodes[0].flags & SERTRACE_NODE_PARTIAL);
+    /* a discard alone (no seq gap in this dump) loses none of its records:
+     * the exit is its own, bytes stay exact */
+    cr_assert_not(R->nodes[0].flags & SERTRACE_NODE_EXIT_UNSURE);
+    cr_assert_eq(bound_of(&R->nodes[0]), SERTRACE_BOUND_EXACT);
     /* unknown pid: every live dump */
     cr_assert_eq(sertrace_core_dump_begin(C, 3, 3, 0, 1, "p", 1, 5), 0);
     cr_assert_eq(sertrace_core_dump_begin(C, 4, 4, 0, 1, "p", 1, 5), 0);
@@ -371,6 +495,96 @@ Test(core, discarded_marks_live_dumps_of_that_pid_only)
     cr_assert_eq(R->dumps[2].st.discarded, 7);
     cr_assert_eq(R->dumps[3].st.discarded, 7);
     cr_assert_eq(sertrace_core_get_stats(C)->discarded_events, 1241);
+}
+
+static void records_at(int64_t pid, int64_t tid, int64_t ts, uint64_t id, uint32_t seq)
+{
+    cr_assert_eq(sertrace_core_records(C, pid, tid, ts, id, seq, E.buf, E.n), 0);
+    enc_reset(&E);
+}
+
+/* Thread (1, 11): dump 1's dump_end is discarded; dump 2 of the same thread
+ * begins after dump 1's last event and ends: dump 1 is closed then as "end
+ * lost" (not unfinished), before dump 2, and later discards of the process
+ * are not charged to it. */
+Test(core, dump_end_discarded_closed_as_end_lost)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 11, 100, 1, "pickle", 6, 4), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 2);
+    enc_enter(&E, SERTRACE_TAG_INT, 2, 0, 2, 0, 3);
+    enc_exit(&E, 2, 5);
+    records_at(1, 11, 110, 1, 0);
+    /* dump 1's last batch and dump_end lost; the notice comes later */
+    cr_assert_eq(sertrace_core_discarded(C, 1, 3), 0);
+    /* another thread of the process, live across it: not closed */
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 12, 105, 7, "pickle", 6, 4), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 2);
+    records_at(1, 12, 106, 7, 0);
+    /* dump 3 of thread 12 ends: does not touch thread 11's dump 1 */
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 12, 107, 8, "pickle", 6, 4), 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 12, 108, 8, 3, 0), 0);
+    cr_assert_eq(R->ndumps, 1);
+    cr_assert_eq(R->dumps[0].st.dump_id, 8);
+    /* dump 2 of thread 11, after dump 1's last event */
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 11, 200, 2, "pickle", 6, 4), 0);
+    cr_assert_eq(R->ndumps, 1, "a dump_begin alone proves nothing");
+    enc_enter(&E, SERTRACE_TAG_DICT, 1, 0, 1, 0, 2);
+    enc_exit(&E, 1, 9);
+    records_at(1, 11, 210, 2, 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 11, 220, 2, 10, 0), 0);
+    cr_assert_eq(R->ndumps, 3);
+    rdump *d1 = &R->dumps[1];
+    cr_assert_eq(d1->st.dump_id, 1, "closed before dump 2");
+    cr_assert(d1->st.flags & SERTRACE_DUMPF_END_LOST);
+    cr_assert_not(d1->st.flags & SERTRACE_DUMPF_UNFINISHED);
+    cr_assert_not(d1->st.flags & SERTRACE_DUMPF_END);
+    cr_assert_not(d1->complete);
+    cr_assert_eq(d1->st.discarded, 3);
+    cr_assert_eq(d1->st.unfinished_nodes, 0);
+    cr_assert_eq(d1->st.lost_exits, 1, "its open root: exit lost, a lower bound");
+    cr_assert_eq(d1->died_depth, 0, "no died-in chain");
+    cr_assert_eq(R->dumps[2].st.dump_id, 2);
+    cr_assert(R->dumps[2].complete);
+    /* a later discard of the process: only what is still live gets it */
+    cr_assert_eq(sertrace_core_discarded(C, 1, 50), 0);
+    cr_assert_eq(sertrace_core_finish(C), 0);
+    cr_assert_eq(R->ndumps, 4);
+    cr_assert_eq(R->dumps[3].st.dump_id, 7);
+    cr_assert_eq(R->dumps[3].st.discarded, 50, "opened after the first notice");
+    cr_assert(R->dumps[3].st.flags & SERTRACE_DUMPF_UNFINISHED);
+    cr_assert_eq(d1->st.discarded, 3);
+    cr_assert_eq(sertrace_core_get_stats(C)->dumps_unfinished, 1);
+}
+
+/* Nested dumps: the outer one's records go on after the inner one ended,
+ * so even with discards it is not closed while its thread's inner dump
+ * began before its last event; without discards it is never closed early. */
+Test(core, nested_dump_with_discards_not_closed_early)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 100, 1, "pickle", 6, 5), 0);
+    enc_enter(&E, SERTRACE_TAG_REDUCE, 1, 0, 1, 0, 2);
+    records_at(1, 1, 101, 1, 0);
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 102, 2, "pickle", 6, 5), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 2);
+    enc_exit(&E, 1, 4);
+    records_at(1, 1, 103, 2, 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 104, 2, 5, 0), 0);
+    cr_assert_eq(R->ndumps, 1, "no discard: the outer dump stays");
+    /* a discard, then the outer dump goes on, then a second nested dump
+     * that began after the outer's last record... */
+    cr_assert_eq(sertrace_core_discarded(C, 1, 2), 0);
+    enc_note(&E, 1, "k", "v");
+    records_at(1, 1, 105, 1, 1);
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 104, 3, "pickle", 6, 5), 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 106, 3, 5, 0), 0);
+    cr_assert_eq(R->ndumps, 2, "began before the outer's last event: kept");
+    enc_exit(&E, 1, 50);
+    records_at(1, 1, 107, 1, 2);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 108, 1, 51, 0), 0);
+    cr_assert_eq(R->dumps[2].st.dump_id, 1);
+    cr_assert(R->dumps[2].st.flags & SERTRACE_DUMPF_END);
+    cr_assert_not(R->dumps[2].st.flags & SERTRACE_DUMPF_END_LOST);
+    cr_assert_eq(find_node(1, SERTRACE_TAG_REDUCE)->bytes, 48);
 }
 
 Test(core, interleaved_threads_and_processes)

@@ -280,7 +280,7 @@ Test(sinks, tree_unfinished_shows_chain_and_lower_bounds)
     sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
     run_tree(&o, feed_unfinished);
     cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: UNFINISHED"), "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "!! died in: O State \xe2\x80\xba O Frame"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "!! died in (as of its last recorded event): O State \xe2\x80\xba O Frame"), "got:\n%s", OUT.data);
     cr_assert_not_null(strstr(OUT.data, "# O [\xe2\x89\xa5 1.4 KiB]  !! UNFINISHED"), "got:\n%s", OUT.data);
     cr_assert_not_null(strstr(OUT.data, "# Str [1.4 KiB]\n"), "the closed child is exact");
 }
@@ -336,7 +336,7 @@ Test(sinks, summary_text)
     run_summary(&o, feed_two);
     cr_assert_not_null(strstr(OUT.data, "payload 103 B"), "got:\n%s", OUT.data);
     cr_assert_not_null(strstr(OUT.data, "complete"));
-    cr_assert_not_null(strstr(OUT.data, "!! died in: O State \xe2\x80\xba O Frame"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "!! died in (as of its last recorded event): O State \xe2\x80\xba O Frame"), "got:\n%s", OUT.data);
     cr_assert_not_null(strstr(OUT.data, "== overall: 2 dumps, 1 complete, 1 incomplete (1 unfinished); payload 103 B"),
                        "got:\n%s", OUT.data);
     /* top 3 of the first dump: 100 (root), 40 (list), 30 (Thing) */
@@ -361,6 +361,9 @@ Test(sinks, summary_json_fields)
     cr_assert_not_null(strstr(s, "\"pid\": 7, \"tid\": 8"));
     cr_assert_not_null(strstr(s, "{\"kind\": \"oversized\", \"path\": \"D2 dict \xe2\x80\xba L list\""), "got:\n%s", s);
     cr_assert_not_null(strstr(s, "{\"kind\": \"incomplete\", \"path\": \"O State \xe2\x80\xba O Frame\""), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, "\"died_in\": [\"O State\", \"O Frame\"], \"died_in_as_of_last_record\": true, "),
+                       "got:\n%s", s);
+    cr_assert_not_null(strstr(s, "\"died_in\": null, \"died_in_as_of_last_record\": false, "), "got:\n%s", s);
     cr_assert_not_null(strstr(s, "\"totals\": {\"dumps\": 2, \"complete\": 1"));
     cr_assert_not_null(strstr(s, "{\"type\": \"list\", \"count\": 1, \"bytes\": 40, \"self\": 32"), "got:\n%s", s);
     cr_assert(OUT.len > 3 && strcmp(s + OUT.len - 3, "}}\n") == 0);
@@ -432,6 +435,126 @@ Test(sinks, lost_records_never_exact)
     cr_assert_not_null(strstr(OUT.data, "\"complete\": false"));
     cr_assert_not_null(strstr(OUT.data, "\"records_events\": 1"));
     cr_assert_not_null(strstr(OUT.data, "\"discarded_events\": 5, \"lost_records_events\": 1"), "got:\n%s", OUT.data);
+}
+
+/* Root list [A, B, C]: the batch with A's EXIT and B's ENTER is lost; the
+ * EXIT at depth 2 after the gap is B's (A really is 33 B, B 2261 B). */
+static void feed_span(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 1, 1, 0, 1, "pickle", 6, 4), 0);
+    enc_type(&E, 1, "list");
+    enc_type(&E, 2, "Flusher");
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 1, 1, 4, 2);
+    enc_enter(&E, SERTRACE_TAG_REDUCE, 2, 2, 2, 0, 3);
+    flush(c, 1, 1, 0);
+    enc_exit(&E, 2, 2297);
+    enc_enter(&E, SERTRACE_TAG_REDUCE, 2, 2, 4, 0, 2297);
+    enc_exit(&E, 2, 2310);
+    enc_exit(&E, 1, 2311);
+    flush(c, 1, 1, 2);
+    cr_assert_eq(sertrace_core_dump_end(c, 1, 1, 0, 1, 2312, 0), 0);
+}
+
+Test(sinks, exit_after_lost_batch_shown_as_upper_bound)
+{
+    sertrace_treeprint_opts t = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    run_tree(&t, feed_span);
+    cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x82\xe2\x94\x94 # R [\xe2\x89\xa4 2.2 KiB]  "
+                                        "?? records lost inside ?? its exit may be a later node's\n"),
+                       "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x82\xe2\x94\x94 # R [13 B]\n"), "C exact, got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x94 # L [2.2 KiB]  ?? records lost inside\n"),
+                       "the root exact, got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "sizes marked \xe2\x89\xa5 are lower bounds, \xe2\x89\xa4 upper bounds\n"),
+                       "got:\n%s", OUT.data);
+    cr_assert_null(strstr(OUT.data, "# R [2.2 KiB]"), "never as exact, got:\n%s", OUT.data);
+    /* folding keeps the flagged node */
+    sertrace_buf_clear(&OUT);
+    t.exact = true;
+    t.min_size = 5000;
+    run_tree(&t, feed_span);
+    cr_assert_not_null(strstr(OUT.data, "# R [\xe2\x89\xa4 2294 B]"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, " 1 more, 13 B\n"), "got:\n%s", OUT.data);
+
+    sertrace_buf_clear(&OUT);
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.json = true;
+    run_summary(&o, feed_span);
+    cr_assert_not_null(strstr(OUT.data, "{\"bytes\": 2294, \"self\": 2294, \"exact\": false, \"bound\": \"upper\", "
+                                        "\"depth\": 2, \"tag\": \"R\""), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "{\"bytes\": 13, \"self\": 13, \"exact\": true, \"depth\": 2"),
+                       "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "\"root_bytes\": 2309, \"root_exact\": true"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "{\"bytes\": 2309, \"self\": 2, \"exact\": true, \"depth\": 1"),
+                       "got:\n%s", OUT.data);
+    /* the flag path of render() too */
+    sertrace_buf_clear(&OUT);
+    o.oversize_bytes = 2000;
+    run_summary(&o, feed_span);
+    cr_assert_not_null(strstr(OUT.data, "\"message\": \"oversized\", \"bytes\": 2294, \"self\": 2294, "
+                                        "\"exact\": false, \"bound\": \"upper\", \"depth\": 2"),
+                       "got:\n%s", OUT.data);
+    sertrace_buf_clear(&OUT);
+    o.json = false;
+    o.exact = true;
+    run_summary(&o, feed_span);
+    cr_assert_not_null(strstr(OUT.data, "    \xe2\x89\xa4 2294 B (self ? 2294 B)  L list \xe2\x80\xba R Flusher\n"),
+                       "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "!! OVERSIZED \xe2\x89\xa4 2294 B  L list \xe2\x80\xba R Flusher"),
+                       "got:\n%s", OUT.data);
+}
+
+/* Dump 1's dump_end discarded, dump 2 of the thread ends; dump 3 is live
+ * at the end with discards; dump 4 is live at the end, no discard. */
+static void feed_end_lost(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 5, 5, 10, 1, "pickle", 6, 4), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 2);
+    cr_assert_eq(sertrace_core_records(c, 5, 5, 11, 1, 0, E.buf, E.n), 0);
+    enc_reset(&E);
+    cr_assert_eq(sertrace_core_discarded(c, 5, 4), 0);
+    cr_assert_eq(sertrace_core_dump_begin(c, 5, 5, 20, 2, "pickle", 6, 4), 0);
+    cr_assert_eq(sertrace_core_dump_end(c, 5, 5, 21, 2, 3, 0), 0);
+    cr_assert_eq(sertrace_core_dump_begin(c, 5, 5, 30, 3, "pickle", 6, 4), 0);
+    cr_assert_eq(sertrace_core_discarded(c, 5, 6), 0);
+    cr_assert_eq(sertrace_core_dump_begin(c, 6, 6, 30, 4, "pickle", 6, 4), 0);
+}
+
+Test(sinks, dump_end_discarded_is_end_lost_not_unfinished)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.json = true;
+    run_summary(&o, feed_end_lost);
+    const char *s = OUT.data;
+    const char *d1 = strstr(s, "\"dump_id\": 1,");
+    const char *d2 = strstr(s, "\"dump_id\": 2,");
+    const char *d3 = strstr(s, "\"dump_id\": 3,");
+    const char *d4 = strstr(s, "\"dump_id\": 4,");
+    cr_assert(d1 && d2 && d3 && d4 && d1 < d2 && d2 < d3, "got:\n%s", s);
+    cr_assert_not_null(strstr(d1, "\"payload_bytes\": null"));
+    cr_assert(strstr(d1, "\"complete\": false, \"unfinished\": false, \"end_lost\": true, \"status\": \"unknown\"") < d2,
+              "got:\n%s", s);
+    cr_assert(strstr(d1, "end lost (no dump_end: events were discarded, and a later dump of its thread "
+                         "began after its last event and ended)") < d2, "got:\n%s", s);
+    cr_assert(strstr(d1, "\"discarded_events\": 4,") < d2, "only the notice while it was live");
+    cr_assert(strstr(d1, "\"died_in\": null") < d2);
+    cr_assert(strstr(d3, "\"unfinished\": true, \"end_lost\": false") < d4, "got:\n%s", s);
+    cr_assert(strstr(d3, "unfinished (no dump_end: the process stopped inside it, or its end was among "
+                         "the discarded events)") < d4, "got:\n%s", s);
+    cr_assert_not_null(strstr(d4, "\"unfinished\": true, \"end_lost\": false"));
+    cr_assert_not_null(strstr(d4, "unfinished (no dump_end: the process stopped inside it)\""), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, "\"unfinished\": 2, \"end_lost\": 1, "), "totals, got:\n%s", s);
+
+    sertrace_buf_clear(&OUT);
+    sertrace_treeprint_opts t = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    run_tree(&t, feed_end_lost);
+    cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: end lost (no dump_end: events were discarded, and a later "
+                                        "dump of its thread began after its last event and ended); 4 events discarded"),
+                       "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "# L [\xe2\x89\xa5 0 B]  ?? exit lost"), "got:\n%s", OUT.data);
+    cr_assert_null(strstr(OUT.data, "L [\xe2\x89\xa5 0 B]  !! UNFINISHED"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: UNFINISHED (no dump_end: the process stopped inside it, "
+                                        "or its end was among the discarded events)"), "got:\n%s", OUT.data);
 }
 
 Test(sinks, oversize_parser)

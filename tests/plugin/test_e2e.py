@@ -206,7 +206,9 @@ def test_sigkill_mid_dump_unfinished_with_chain():
         assert "incomplete" in kinds
         text = tree(out, pid)
         assert sum(l.startswith("\u252c ") for l in text.splitlines()) == 6
-        assert "!! died in: O dispatch.State \u203a L list \u203a O dispatch.Frame" in text
+        assert last["died_in_as_of_last_record"] is True
+        assert ("!! died in (as of its last recorded event): "
+                "O dispatch.State \u203a L list \u203a O dispatch.Frame") in text
         assert "UNFINISHED" in text
     finally:
         cleanup(out)
