@@ -276,6 +276,7 @@ static int push_node(sertrace_core *c, sertrace_dump_state *d, uint8_t tag,
     n->length = length;
     n->enter_pos = pos;
     n->inner_max = pos;
+    n->lost_at = pos;
     n->depth = d->depth;
     n->gap_epoch = d->gap_epoch;
     n->flags = flags;
@@ -297,7 +298,12 @@ static int pop_node(sertrace_core *c, sertrace_dump_state *d, uint64_t pos,
                     uint16_t how)
 {
     sertrace_node *n = &d->stack[d->depth - 1];
-    uint64_t end = how ? n->inner_max : pos;
+    /* end unknown: the largest position seen inside it, or, when records
+     * were lost while it was open, the largest position seen before that
+     * (positions after a loss may be later nodes', wrongly placed under
+     * it): a lower bound either way */
+    uint64_t end = !how ? pos : d->rec_gap_at > n->gap_epoch ? n->lost_at
+                                                              : n->inner_max;
     n->flags |= how;
     if (how & SERTRACE_NODE_NO_EXIT)
         d->lost_exits++;
@@ -632,6 +638,11 @@ static int rec_note(sertrace_core *c, sertrace_dump_state *d, reader *r)
 /* Mark everything open as having lost records. */
 static void mark_gap(sertrace_dump_state *d)
 {
+    /* the open nodes that lose records for the first time (those opened
+     * since the last loss: the top of the stack; each node once, so O(1)
+     * amortised) keep the last position seen: they end after it */
+    for (uint32_t i = d->depth; i-- > 0 && d->stack[i].gap_epoch >= d->rec_gap_at;)
+        d->stack[i].lost_at = d->max_pos;
     d->gap_epoch++;
     d->rec_gap_at = d->gap_epoch; /* records lost: exits after it unsure */
 }

@@ -117,6 +117,10 @@ typedef struct sertrace_node {
     uint64_t length;      /* items + 1, or 0 */
     uint64_t enter_pos;   /* payload offset of its first byte */
     uint64_t inner_max;   /* largest position seen inside it */
+    uint64_t lost_at;     /* largest position seen in the dump when its
+                           * records were first lost while this node was
+                           * open: its end is at least this (inner_max
+                           * then may hold later nodes' positions) */
     uint64_t child_bytes; /* sum of its closed children's bytes */
     uint64_t bytes;       /* set when it closes */
     uint64_t self;        /* bytes - child_bytes, set when it closes */

@@ -333,6 +333,53 @@ Test(core, own_exit_after_lost_batch_still_not_exact)
     cr_assert_eq(find_node(1, SERTRACE_TAG_LIST)->bytes, 40);
 }
 
+/* [R [P [N [C]] P2 [X]] P3]: the lost batch holds N's and P's EXITs, P2's
+ * and X's ENTERs.  X's EXIT closes N (an upper bound); P3's ENTER closes P
+ * without its EXIT: its lower bound is the last position seen before the
+ * loss (30), not X's exit (500) that the stack placed inside it. */
+Test(core, exit_lost_after_a_loss_keeps_a_true_lower_bound)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "x", 1, 0), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 0);
+    enc_enter(&E, SERTRACE_TAG_DICT, 2, 0, 2, 0, 10);
+    enc_enter(&E, SERTRACE_TAG_TUPLE, 3, 0, 3, 0, 20);
+    enc_enter(&E, SERTRACE_TAG_STR, 4, 0, 4, 0, 21);
+    enc_exit(&E, 4, 30);
+    flush(1, 1, 0);
+    enc_exit(&E, 3, 500);                             /* X's */
+    enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, 0, 5, 0, 600); /* P3 */
+    enc_exit(&E, 2, 700);
+    enc_exit(&E, 1, 800);
+    flush(1, 1, 2);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 801, 0), 0);
+    const rnode *n = find_node(3, SERTRACE_TAG_TUPLE);
+    cr_assert_eq(n->bytes, 480);
+    cr_assert_eq(bound_of(n), SERTRACE_BOUND_UPPER);
+    const rnode *p = find_node(2, SERTRACE_TAG_DICT);
+    cr_assert(p->flags & SERTRACE_NODE_NO_EXIT);
+    cr_assert_eq(p->bytes, 20, "30 - 10: what was seen before the loss");
+    cr_assert_eq(bound_of(p), SERTRACE_BOUND_LOWER);
+    cr_assert_eq(find_node(2, SERTRACE_TAG_INSTANCE)->flags, 0);
+    cr_assert_eq(find_node(1, SERTRACE_TAG_LIST)->bytes, 800);
+    cr_assert_eq(bound_of(find_node(1, SERTRACE_TAG_LIST)), SERTRACE_BOUND_EXACT);
+    /* the same loss, then the process dies: unfinished nodes too */
+    R->nnodes = 0;
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 2, "x", 1, 0), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 0);
+    enc_enter(&E, SERTRACE_TAG_DICT, 2, 0, 2, 0, 10);
+    enc_exit(&E, 2, 15);
+    enc_enter(&E, SERTRACE_TAG_TUPLE, 2, 0, 3, 0, 15);
+    flush(1, 2, 0);
+    enc_enter(&E, SERTRACE_TAG_STR, 3, 0, 4, 0, 900); /* a later sibling's child */
+    enc_exit(&E, 3, 950);
+    flush(1, 2, 3);
+    cr_assert_eq(sertrace_core_finish(C), 0);
+    const rnode *t = find_node(2, SERTRACE_TAG_TUPLE);
+    cr_assert(t->flags & SERTRACE_NODE_UNFINISHED);
+    cr_assert_eq(t->bytes, 0, "15 - 15: nothing after the loss is surely its");
+    cr_assert_eq(find_node(1, SERTRACE_TAG_LIST)->bytes, 15);
+}
+
 /* A second depth-1 node breaks the one-root rule: a root closed after a
  * gap in such a dump is an upper bound too; a placeholder (enter lost)
  * closed by an exit after a gap is neither bound; a malformed batch is a

@@ -326,6 +326,23 @@ def test_pickler_small_per_pid_channel_flagged_never_wrong(subbuf):
             else:
                 assert not disc, d
         assert flagged_discards > 0, "no dump carries the discarded flag"
+        # the process exited normally: a dump without dump_end had its end
+        # discarded; it is end_lost (a later dump of the thread ended), or,
+        # live to the end of the trace, unfinished with a message saying its
+        # end may be among the discarded events; never "the process stopped
+        # inside it" alone, never a died_in chain
+        for d in dumps:
+            if d["payload_bytes"] is None:
+                (inc,) = [f for f in d["flags"] if f["kind"] == "incomplete"]
+                assert d["died_in"] is None, d
+                if d["end_lost"]:
+                    assert not d["unfinished"] and "end lost" in inc["message"], d
+                else:
+                    assert d["unfinished"], d
+                    assert "its end was among the discarded events" in inc["message"], d
+            else:
+                assert not d["end_lost"] and not d["unfinished"], d
+        assert t["end_lost"] >= sum(d["end_lost"] for d in dumps), t  # all pids
         # sizes: the tree sink against the pickler's own text tree
         sink = split_dumps(tree(out, pid, "exact=yes"))
         assert sorted(sink) == sorted(d["dump_id"] for d in dumps)
