@@ -43,7 +43,8 @@ static Py_ssize_t format_decimal_line(char *out, char op, long long v)
 
 /* Memoize obj and write PUT/BINPUT/MEMOIZE.  `slot`: NULL, or the empty
  * slot save_memoizable() found for obj, when nothing can have changed the
- * memo since (no save, no user code in between). */
+ * memo since (no save, no user code in between: no file.write() either,
+ * see save_unicode). */
 static int memo_put_at(pickler *p, PyObject *obj, memo_entry *slot)
 {
     char pdata[30];
@@ -679,8 +680,14 @@ static int write_unicode_binary(pickler *p, PyObject *obj)
 static int save_unicode(pickler *p, PyObject *obj, memo_entry *slot)
 {
     if (p->bin) {
+        uint64_t flushed = p->flushed;
         if (write_unicode_binary(p, obj) < 0)
             return -1;
+        /* A str of >= 64 KiB went to file.write(): user code ran, which
+         * may have replaced the memo (pickler.memo = ...) and freed the
+         * table `slot` points into.  Probe again. */
+        if (p->flushed != flushed)
+            slot = NULL;
     }
     else {
         const char op = OP_UNICODE;

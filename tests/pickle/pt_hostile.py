@@ -781,6 +781,29 @@ def case_clear_memo_during_dump(m):
 
 
 @case
+def case_memo_replaced_by_write_during_large_str(m):
+    """file.write() of a >= 64 KiB str (written outside the frame) assigns
+    pickler.memo: the str must be memoized in the new memo, as pickle does
+    (not into the freed table)."""
+    out = []
+    for p in range(6):
+        pk = None
+
+        class F(io.BytesIO):
+            def write(self, b):
+                if len(b) > 60000:
+                    pk.memo = {}
+                return super().write(b)
+
+        f = F()
+        pk = m.Pickler(f, p)
+        big = "x" * 100000
+        o = pt_impl.outcome(lambda: pk.dump([big, big, [big]]), m)
+        out.append((o, f.getvalue()))
+    return out
+
+
+@case
 def case_fast_mode_cycles(m):
     out = []
     for p in range(6):
