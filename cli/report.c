@@ -1447,24 +1447,22 @@ int sertrace_cli_report(int argc, char **argv)
         goto end;
     }
     if (want_prog) {
-        {
-            for (int g = 0; g < ngroups; g++) {
-                int64_t b = 0, e = 0;
-                if (trace_span(fs_cls, groups[g].inputs, &b, &e) == 0) {
-                    if (!progress.have_span || b < progress.begin_ns)
-                        progress.begin_ns = b;
-                    if (!progress.have_span || e > progress.end_ns)
-                        progress.end_ns = e;
-                    progress.have_span = true;
-                }
+        for (int g = 0; g < ngroups; g++) {
+            int64_t b = 0, e = 0;
+            if (trace_span(fs_cls, groups[g].inputs, &b, &e) == 0) {
+                if (!progress.have_span || b < progress.begin_ns)
+                    progress.begin_ns = b;
+                if (!progress.have_span || e > progress.end_ns)
+                    progress.end_ns = e;
+                progress.have_span = true;
             }
-            prog_cls = progress_class();
-            if (prog_cls == NULL || bt_graph_add_filter_component_with_initialize_method_data(
-                                        graph, prog_cls, "progress", NULL, &progress, log_level,
-                                        &prog) != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
-                print_bt_error("cannot set up the progress display");
-                goto end;
-            }
+        }
+        prog_cls = progress_class();
+        if (prog_cls == NULL || bt_graph_add_filter_component_with_initialize_method_data(
+                                    graph, prog_cls, "progress", NULL, &progress, log_level,
+                                    &prog) != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+            print_bt_error("cannot set up the progress display");
+            goto end;
         }
     }
     if (prog != NULL) {
