@@ -605,10 +605,10 @@ static int init_globals(void)
         if (*names[i].slot == NULL)
             return -1;
     }
-    /* Borrowed: object's type dict holds it for the interpreter's life. */
-    G.class_descr = PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, G.s_class);
-    if (G.class_descr == NULL && PyErr_Occurred())
-        return -1;
+    /* Borrowed: object's type dict holds it for the interpreter's life.
+     * Through the type lookup, not tp_dict: from 3.12 a static builtin
+     * type's tp_dict is NULL (its dict lives in the interpreter state). */
+    G.class_descr = _PyType_Lookup(&PyBaseObject_Type, G.s_class);
     if ((G.PickleError = import_attr("pickle", "PickleError")) == NULL ||
         (G.PicklingError = import_attr("pickle", "PicklingError")) == NULL ||
         (G.dispatch_table = import_attr("copyreg", "dispatch_table")) == NULL ||
