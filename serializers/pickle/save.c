@@ -1252,16 +1252,15 @@ static int save_frozenset(pickler *p, PyObject *obj)
 
 /* ---- globals --------------------------------------------------------- */
 
-/* getattr that maps AttributeError to "absent" (*out = NULL, return 0). */
-/* getattr(obj, name) with AttributeError meaning "absent": 1 found, 0
- * absent, -1 error.  3.11's _PyObject_LookupAttr (what _pickle.c uses) does
- * not create and clear the AttributeError when the type's getattr is the
- * generic one (e.g. reducer_override on every dump). */
+/* getattr(obj, name) with AttributeError meaning "absent" (*out = NULL):
+ * 1 found, 0 absent, -1 error.  3.11's _PyObject_LookupAttr (what _pickle.c
+ * uses) does not create and clear the AttributeError when the type's
+ * getattr is the generic one (e.g. reducer_override on every dump). */
 static int lookup_attr(PyObject *obj, PyObject *name, PyObject **out)
 {
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
     return _PyObject_LookupAttr(obj, name, out);
-#endif
+#else
     *out = PyObject_GetAttr(obj, name);
     if (*out != NULL)
         return 1;
@@ -1270,6 +1269,7 @@ static int lookup_attr(PyObject *obj, PyObject *name, PyObject **out)
         return 0;
     }
     return -1;
+#endif
 }
 
 static PyObject *get_dotted_path(PyObject *name)
