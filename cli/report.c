@@ -735,6 +735,7 @@ struct tty_out {
     char *tail; /* bytes after the last newline, not written yet */
     size_t tail_len, tail_cap;
     bool failed;
+    int err; /* errno of the first failed write */
 };
 
 #define TTY_TAIL_MAX (1u << 16)
@@ -745,8 +746,11 @@ static int write_all(int fd, const char *b, size_t n)
         ssize_t w = write(fd, b, n);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
             return -1;
+        }
         b += w;
         n -= (size_t)w;
     }
@@ -759,6 +763,7 @@ static int tty_out_emit(struct tty_out *t, const char *b, size_t n)
     if ((t->tail_len > 0 && write_all(STDOUT_FILENO, t->tail, t->tail_len) != 0) ||
         write_all(STDOUT_FILENO, b, n) != 0) {
         t->failed = true;
+        t->err = errno;
         return -1;
     }
     t->tail_len = 0;
@@ -838,14 +843,17 @@ static void tty_out_settle(struct tty_out *t)
         return;
     fflush(stdout);
     progress_erase(t->p);
-    if (t->tail_len > 0 && !t->failed && write_all(STDOUT_FILENO, t->tail, t->tail_len) != 0)
+    if (t->tail_len > 0 && !t->failed && write_all(STDOUT_FILENO, t->tail, t->tail_len) != 0) {
         t->failed = true;
+        t->err = errno;
+    }
     t->tail_len = 0;
     t->p->at_line_start = false;
 }
 
 /* Flush, write the held-back partial line, erase the progress line and
- * give stdout back.  Returns -1 when writing failed. */
+ * give stdout back.  Returns -1 with errno (the first failed write's) when
+ * writing failed. */
 static int tty_out_remove(struct tty_out *t)
 {
     int rc;
@@ -854,14 +862,20 @@ static int tty_out_remove(struct tty_out *t)
         return 0;
     rc = fflush(stdout) == 0 ? 0 : -1;
     progress_erase(t->p);
-    if (t->tail_len > 0 && !t->failed && write_all(STDOUT_FILENO, t->tail, t->tail_len) != 0)
-        rc = -1;
+    if (t->tail_len > 0 && !t->failed && write_all(STDOUT_FILENO, t->tail, t->tail_len) != 0) {
+        t->failed = true;
+        t->err = errno;
+    }
     fclose(stdout);
     stdout = t->real;
     t->real = NULL;
     free(t->tail);
     t->tail = NULL;
-    return t->failed ? -1 : rc;
+    if (t->failed || rc != 0) {
+        errno = t->err != 0 ? t->err : EIO; /* for the caller's message */
+        return -1;
+    }
+    return 0;
 }
 
 static bt_component_class_initialize_method_status
