@@ -358,7 +358,11 @@ static void add_note(PyObject *note)
     if (value != NULL) {
         if (tb != NULL)
             PyException_SetTraceback(value, tb);
-        PyObject *r = PyObject_CallMethodOneArg(value, G.s_add_note, note);
+        /* BaseException.add_note itself, as CPython's _PyException_AddNote:
+         * an exception class that overrides add_note runs no code here. */
+        PyObject *add = PyObject_GetAttr(PyExc_BaseException, G.s_add_note);
+        PyObject *r = add ? PyObject_CallFunctionObjArgs(add, value, note, NULL) : NULL;
+        Py_XDECREF(add);
         if (r == NULL)
             PyErr_Clear();
         Py_XDECREF(r);

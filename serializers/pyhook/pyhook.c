@@ -1209,7 +1209,11 @@ static const char *const rel_words[] = {
 static void add_note_text(PyObject *exc, PyObject *note)
 {
     if (note != NULL) {
-        PyObject *r = PyObject_CallMethod(exc, "add_note", "O", note);
+        /* BaseException.add_note itself (as CPython's _PyException_AddNote):
+         * an exception class that overrides add_note runs no code here. */
+        PyObject *add = PyObject_GetAttrString(PyExc_BaseException, "add_note");
+        PyObject *r = add ? PyObject_CallFunctionObjArgs(add, exc, note, NULL) : NULL;
+        Py_XDECREF(add);
         Py_XDECREF(r);
         Py_DECREF(note);
     }

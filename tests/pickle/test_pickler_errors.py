@@ -281,3 +281,27 @@ def test_mutation_during_pickling(protocol):
     for build in (build_list, build_dict):
         assert outcome(lambda: sertrace.dumps(build(), protocol)) == outcome(
             lambda: pickle.dumps(build(), protocol))
+
+
+class NoisyError(Exception):
+    calls = 0
+
+    def add_note(self, note):  # user code: never called by the pickler
+        NoisyError.calls += 1
+        raise AssertionError("user add_note called")
+
+
+class RaisesNoisy:
+    def __reduce__(self):
+        raise NoisyError("refused")
+
+
+def test_notes_never_call_an_overridden_add_note():
+    """Notes go through BaseException.add_note itself, as CPython's own
+    _PyException_AddNote: an exception class's override is not run."""
+    NoisyError.calls = 0
+    with pytest.raises(NoisyError) as info:
+        sertrace.dumps({"k": [RaisesNoisy()]}, 4)
+    assert NoisyError.calls == 0
+    assert info.value.__notes__ == ["when serializing list item 0",
+                                    "when serializing dict item 'k'"]

@@ -255,3 +255,43 @@ def test_raised_again_and_untraceable(tmp_path, traced):
     assert res["dill"] == res["c"]
     assert res["dill_same_pickler"] == res["c"]
     assert res["untraceable"] == once
+
+
+NOISY_SCRIPT = r'''
+import json
+import dill
+import sertrace
+import sertrace.dill as sd
+sd.install()
+
+class NoisyError(Exception):
+    calls = 0
+    def add_note(self, note):  # user code: the hook must not run it
+        NoisyError.calls += 1
+        raise AssertionError("user add_note called")
+
+class Raises:
+    def __reduce__(self):
+        raise NoisyError("refused")
+
+out = {}
+for name, dumps in (("c", lambda o: sertrace.dumps(o, 4)), ("dill", lambda o: dill.dumps(o, protocol=4))):
+    NoisyError.calls = 0
+    try:
+        dumps({"k": [Raises()]})
+    except NoisyError as e:
+        out[name] = [NoisyError.calls, list(getattr(e, "__notes__", []))]
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("traced", [True, False])
+def test_notes_never_call_an_overridden_add_note(tmp_path, traced):
+    """Both picklers add notes through BaseException.add_note itself (as
+    CPython's _PyException_AddNote): an exception class's override is not run."""
+    env = {"DISPATCH_TRACE": str(tmp_path / "t.txt")} if traced else {}
+    p = traces.run_script(NOISY_SCRIPT, env)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    notes = ["when serializing list item 0", "when serializing dict item 'k'"]
+    assert res == {"c": [0, notes], "dill": [0, notes]}, res
