@@ -531,8 +531,9 @@ int sertrace_fmt_repr(sertrace_buf *b, uint8_t tag, const char *name, size_t nam
     return 0;
 }
 
-int sertrace_fmt_enter(sertrace_buf *b, uint32_t depth, uint8_t tag, const char *name,
-                       size_t name_len, uint64_t addr, uint64_t length)
+/* One enter line; `plain`: the name needs no escaping (copied as is). */
+static int fmt_enter(sertrace_buf *b, uint32_t depth, uint8_t tag, const char *name,
+                     size_t name_len, uint64_t addr, uint64_t length, bool plain)
 {
     char *p;
 
@@ -548,11 +549,17 @@ int sertrace_fmt_enter(sertrace_buf *b, uint32_t depth, uint8_t tag, const char 
     }
     p = put_tag(p, tag);
     p = put_lit(p, ": ", 2);
-    p = put_repr(p, tag, name, name_len, addr, length);
+    p = put_repr_x(p, tag, name, name_len, addr, length, plain);
     *p++ = '\n';
     *p = '\0';
     b->len = (size_t)(p - b->data);
     return 0;
+}
+
+int sertrace_fmt_enter(sertrace_buf *b, uint32_t depth, uint8_t tag, const char *name,
+                       size_t name_len, uint64_t addr, uint64_t length)
+{
+    return fmt_enter(b, depth, tag, name, name_len, addr, length, false);
 }
 
 bool sertrace_fmt_is_plain(const char *s, size_t n)
@@ -569,27 +576,7 @@ bool sertrace_fmt_is_plain(const char *s, size_t n)
 int sertrace_fmt_enter_plain(sertrace_buf *b, uint32_t depth, uint8_t tag, const char *name,
                              size_t name_len, uint64_t addr, uint64_t length)
 {
-    char *p;
-
-    if (name == NULL)
-        return sertrace_fmt_enter(b, depth, tag, name, name_len, addr, length);
-    if (name_len > ((size_t)-1 / 8) ||
-        buf_reserve(b, (size_t)depth * 3 + 16 + REPR_MAX(name_len)) != 0)
-        return -1;
-    p = b->data + b->len;
-    if (depth <= 1) {
-        p = put_lit(p, "\xe2\x94\xac ", 4); /* "┬ " */
-    } else {
-        p = put_bars(p, depth - 2);
-        p = put_lit(p, "\xe2\x94\x9c\xe2\x94\xac ", 7); /* "├┬ " */
-    }
-    p = put_tag(p, tag);
-    p = put_lit(p, ": ", 2);
-    p = put_repr_x(p, tag, name, name_len, addr, length, true);
-    *p++ = '\n';
-    *p = '\0';
-    b->len = (size_t)(p - b->data);
-    return 0;
+    return fmt_enter(b, depth, tag, name, name_len, addr, length, name != NULL);
 }
 
 int sertrace_fmt_exit(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t bytes, bool exact,
