@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "pickler.h"
+#include "../py_safe_text.h"
 
 /* ---- names ----------------------------------------------------------- */
 
@@ -151,12 +152,17 @@ end:
 }
 
 /* %T of CPython 3.13+: the type's fully qualified name. */
+static PyObject *type_name_pct_t(PyTypeObject *type)
+{
+    PyObject *name = full_name_of((PyObject *)type, NAME_PERCENT_T);
+    if (name == NULL)
+        name = PyUnicode_FromString(type->tp_name);
+    return name;
+}
+
 static PyObject *type_name_of(PyObject *obj)
 {
-    PyObject *name = full_name_of((PyObject *)Py_TYPE(obj), NAME_PERCENT_T);
-    if (name == NULL)
-        name = PyUnicode_FromString(Py_TYPE(obj)->tp_name);
-    return name;
+    return type_name_pct_t(Py_TYPE(obj));
 }
 
 /* Intern `key` in this dump, building its name only the first time. */
@@ -390,32 +396,6 @@ static void push_segment(pickler *p, int kind, Py_ssize_t index, PyObject *key)
     p->path_len++;
 }
 
-/* A repr that runs no user code: str/int/float/bytes/bool/None exactly,
- * tuples of those; anything else "<TypeName>".  NULL on failure. */
-static PyObject *safe_repr(PyObject *obj, int depth)
-{
-    PyTypeObject *type = Py_TYPE(obj);
-    if (type == &PyUnicode_Type || type == &PyLong_Type || type == &PyFloat_Type ||
-        type == &PyBytes_Type || type == &PyBool_Type || obj == Py_None)
-        return PyObject_Repr(obj);
-    if (type == &PyTuple_Type && depth < 3) {
-        int safe = 1;
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj) && safe; i++) {
-            PyTypeObject *t = Py_TYPE(PyTuple_GET_ITEM(obj, i));
-            safe = t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type ||
-                   t == &PyBytes_Type || t == &PyBool_Type || PyTuple_GET_ITEM(obj, i) == Py_None;
-        }
-        if (safe)
-            return PyObject_Repr(obj);
-    }
-    PyObject *name = type_name_of(obj);
-    if (name == NULL)
-        return NULL;
-    PyObject *res = PyUnicode_FromFormat("<%U>", name);
-    Py_DECREF(name);
-    return res;
-}
-
 /* Runs with the failure's exception set: fetch it around our own calls. */
 static PyObject *note_text(const char *fmt_kind, PyObject *container, PyObject *extra,
                            Py_ssize_t index)
@@ -428,7 +408,7 @@ static PyObject *note_text(const char *fmt_kind, PyObject *container, PyObject *
             text = PyUnicode_FromFormat("when serializing %U item %zd", name, index);
         }
         else if (strcmp(fmt_kind, "key") == 0) {
-            PyObject *r = safe_repr(extra, 0);
+            PyObject *r = py_safe_repr(extra, type_name_pct_t);
             if (r != NULL)
                 text = PyUnicode_FromFormat("when serializing %U item %U", name, r);
             Py_XDECREF(r);
@@ -568,109 +548,7 @@ static int append_segment(PyObject *out, const path_segment *seg, const path_seg
     return r;
 }
 
-/* ---- the error's message ----------------------------------------------- */
-
-/* An object whose str() and repr() run no user code and say nothing beyond
- * what pickle's own messages carry: exact str, int, float, bool, None. */
-static int is_plain_atom(PyObject *obj)
-{
-    PyTypeObject *type = Py_TYPE(obj);
-    return obj == Py_None || type == &PyUnicode_Type || type == &PyLong_Type ||
-           type == &PyFloat_Type || type == &PyBool_Type;
-}
-
-static int all_args(PyObject *exc, int (*ok)(PyObject *))
-{
-    PyObject *args = ((PyBaseExceptionObject *)exc)->args;
-    if (args == NULL || !PyTuple_CheckExact(args))
-        return 0;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++)
-        if (!ok(PyTuple_GET_ITEM(args, i)))
-            return 0;
-    return 1;
-}
-
-static int is_exact_str(PyObject *obj)
-{
-    return PyUnicode_CheckExact(obj);
-}
-
-static int plain_or_null(PyObject *obj)
-{
-    return obj == NULL || is_plain_atom(obj);
-}
-
-/* Whether str(exc) of a built-in exception type runs no user code: its
- * args are plain atoms, and so are the fields its own __str__ reads
- * (OSError's filenames, SyntaxError's, ImportError's and UnicodeError's). */
-static int builtin_str_is_safe(PyObject *exc)
-{
-    PyTypeObject *type = Py_TYPE(exc);
-    if (!all_args(exc, is_plain_atom))
-        return 0;
-    if (type->tp_str == ((PyTypeObject *)PyExc_BaseException)->tp_str)
-        return 1;
-    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_OSError)) {
-        PyOSErrorObject *e = (PyOSErrorObject *)exc;
-        return plain_or_null(e->myerrno) && plain_or_null(e->strerror) &&
-               plain_or_null(e->filename) && plain_or_null(e->filename2);
-    }
-    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_SyntaxError)) {
-        PySyntaxErrorObject *e = (PySyntaxErrorObject *)exc;
-        return plain_or_null(e->msg) && plain_or_null(e->filename) && plain_or_null(e->lineno);
-    }
-    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_ImportError)) {
-        PyImportErrorObject *e = (PyImportErrorObject *)exc;
-        return plain_or_null(e->msg);
-    }
-    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_UnicodeError)) {
-        PyUnicodeErrorObject *e = (PyUnicodeErrorObject *)exc;
-        return plain_or_null(e->encoding) && plain_or_null(e->object) &&
-               plain_or_null(e->reason);
-    }
-    /* Other static types with their own __str__ (KeyError: repr of its one
-     * argument, BaseExceptionGroup: its str message): plain args suffice. */
-    return 1;
-}
-
-/* The text recorded for an exception.  str(exc) only for built-in types:
- * a static type of the builtins module (OSError, KeyError ...), or one
- * whose __str__ is BaseException's (pickle.PicklingError, a user class that
- * does not define __str__), and only when that str runs no user code.
- * Anything else: "<module.Type>", plus ": " and str(exc)'s text when all
- * its args are str ("<app.QuotaError>: disk quota", never a user __str__). */
-static PyObject *exception_message(PyObject *exc)
-{
-    PyTypeObject *type = Py_TYPE(exc);
-    int builtin = (!PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) &&
-                   strchr(type->tp_name, '.') == NULL) ||
-                  type->tp_str == ((PyTypeObject *)PyExc_BaseException)->tp_str;
-    PyObject *name, *res = NULL;
-
-    if (!PyExceptionInstance_Check(exc))
-        return NULL;
-    if (builtin && builtin_str_is_safe(exc))
-        return PyObject_Str(exc);
-    name = full_name_of((PyObject *)type, NAME_PERCENT_T);
-    if (name == NULL)
-        name = PyUnicode_FromString(type->tp_name);
-    if (name == NULL)
-        return NULL;
-    PyObject *args = ((PyBaseExceptionObject *)exc)->args;
-    if (all_args(exc, is_exact_str) && PyTuple_GET_SIZE(args) > 0) {
-        /* BaseException.__str__'s text of all-str args: no user code. */
-        PyObject *text = PyTuple_GET_SIZE(args) == 1 ? PyTuple_GET_ITEM(args, 0) : NULL;
-        if (text != NULL)
-            res = PyUnicode_FromFormat("<%U>: %U", name, text);
-        else
-            res = PyUnicode_FromFormat("<%U>: %R", name, args);
-    }
-    else {
-        res = PyUnicode_FromFormat("<%U>", name);
-    }
-    Py_DECREF(name);
-    return res;
-}
+/* ---- the error's message: py_exception_message() (../py_safe_text.h) -- */
 
 void trace_report_error(pickler *p, PyObject *root)
 {
@@ -680,7 +558,7 @@ void trace_report_error(pickler *p, PyObject *root)
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     if (value != NULL)
-        message = exception_message(value);
+        message = py_exception_message(value, type_name_pct_t);
     PyErr_Clear();
 
     parts = PyList_New(0);

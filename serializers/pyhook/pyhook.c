@@ -45,7 +45,7 @@
  *   the C pickler's message and path ("State.suspended[0].frame.stack[5][1]").
  *   All of it is built on the error path only, without user code; the
  *   trace has no object values: dict keys in the path follow key_text()'s
- *   rule, the message exception_message()'s.
+ *   rule, the message py_exception_message()'s (../py_safe_text.h).
  *
  * Per-thread state: the dump being traced on this thread is found through
  * a thread-local pointer; nested dumps (a __reduce__ that pickles) push
@@ -60,6 +60,8 @@
 #include <string.h>
 
 #include "sertrace/sertrace.h"
+
+#include "../py_safe_text.h"
 
 /* ---- interned names ---------------------------------------------------- */
 
@@ -869,130 +871,13 @@ static void key_text(sbuf *b, PyObject *k)
  * count once), and the frames between two of them say how the inner one sat
  * in the outer one: `_batch_setitems` (its `k`, `v`), `_batch_appends`,
  * `save_reduce` (its `cls`, `func`, `args`, `kwargs`, `state`,
- * `state_setter`).  Identity only: no user code, no repr but safe_repr(). */
-
-/* A repr that runs no user code: exact str/int/float/bytes/bool/None,
- * tuples of those; anything else "<TypeName>" (C pickler's safe_repr). */
-static bool is_repr_atom(PyObject *o)
-{
-    PyTypeObject *t = Py_TYPE(o);
-    return t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type || t == &PyBytes_Type ||
-           t == &PyBool_Type || o == Py_None;
-}
+ * `state_setter`).  Identity only: no user code, no repr but py_safe_repr(). */
 
 static PyObject *type_name_obj(PyTypeObject *t)
 {
     char name[256];
     type_qualified_name(t, true, name, sizeof name);
     return PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace");
-}
-
-static PyObject *safe_repr(PyObject *obj)
-{
-    if (is_repr_atom(obj))
-        return PyObject_Repr(obj);
-    if (PyTuple_CheckExact(obj)) {
-        bool safe = true;
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj) && safe; i++)
-            safe = is_repr_atom(PyTuple_GET_ITEM(obj, i));
-        if (safe)
-            return PyObject_Repr(obj);
-    }
-    PyObject *name = type_name_obj(Py_TYPE(obj));
-    if (name == NULL)
-        return NULL;
-    PyObject *res = PyUnicode_FromFormat("<%U>", name);
-    Py_DECREF(name);
-    return res;
-}
-
-/* ---- the message (C pickler's exception_message) ----------------------- */
-
-static bool is_plain_atom(PyObject *o)
-{
-    PyTypeObject *t = Py_TYPE(o);
-    return o == Py_None || t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type ||
-           t == &PyBool_Type;
-}
-
-static bool is_exact_str(PyObject *o)
-{
-    return PyUnicode_CheckExact(o);
-}
-
-static bool all_args(PyObject *exc, bool (*ok)(PyObject *))
-{
-    PyObject *args = ((PyBaseExceptionObject *)exc)->args;
-    if (args == NULL || !PyTuple_CheckExact(args))
-        return false;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++)
-        if (!ok(PyTuple_GET_ITEM(args, i)))
-            return false;
-    return true;
-}
-
-static bool plain_or_null(PyObject *o)
-{
-    return o == NULL || is_plain_atom(o);
-}
-
-/* Whether str(exc) of a built-in exception type runs no user code. */
-static bool builtin_str_is_safe(PyObject *exc)
-{
-    if (!all_args(exc, is_plain_atom))
-        return false;
-    if (Py_TYPE(exc)->tp_str == ((PyTypeObject *)PyExc_BaseException)->tp_str)
-        return true;
-    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_OSError)) {
-        PyOSErrorObject *e = (PyOSErrorObject *)exc;
-        return plain_or_null(e->myerrno) && plain_or_null(e->strerror) &&
-               plain_or_null(e->filename) && plain_or_null(e->filename2);
-    }
-    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_SyntaxError)) {
-        PySyntaxErrorObject *e = (PySyntaxErrorObject *)exc;
-        return plain_or_null(e->msg) && plain_or_null(e->filename) && plain_or_null(e->lineno);
-    }
-    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_ImportError))
-        return plain_or_null(((PyImportErrorObject *)exc)->msg);
-    if (PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_UnicodeError)) {
-        PyUnicodeErrorObject *e = (PyUnicodeErrorObject *)exc;
-        return plain_or_null(e->encoding) && plain_or_null(e->object) && plain_or_null(e->reason);
-    }
-    return true;
-}
-
-/* The text recorded for an exception, as the C pickler records it:
- * str(exc) for a built-in type (a static type of the builtins module, or
- * one whose __str__ is BaseException's: pickle.PicklingError, a user class
- * without __str__) when that str runs no user code ("nope",
- * "cannot pickle 'generator' object"); anything else "<module.Type>", plus
- * ": " and the args' text when all are str ("<app.QuotaError>: disk
- * quota").  The exception's type is the node's type on the flag line. */
-static PyObject *exception_message(PyObject *exc)
-{
-    PyTypeObject *t = Py_TYPE(exc);
-    bool builtin = (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) && strchr(t->tp_name, '.') == NULL) ||
-                   t->tp_str == ((PyTypeObject *)PyExc_BaseException)->tp_str;
-    PyObject *name, *res, *args;
-
-    if (!PyExceptionInstance_Check(exc))
-        return NULL;
-    if (builtin && builtin_str_is_safe(exc))
-        return PyObject_Str(exc);
-    name = type_name_obj(t);
-    if (name == NULL)
-        return NULL;
-    args = ((PyBaseExceptionObject *)exc)->args;
-    if (all_args(exc, is_exact_str) && PyTuple_GET_SIZE(args) > 0) {
-        if (PyTuple_GET_SIZE(args) == 1)
-            res = PyUnicode_FromFormat("<%U>: %U", name, PyTuple_GET_ITEM(args, 0));
-        else
-            res = PyUnicode_FromFormat("<%U>: %R", name, args); /* a tuple of str */
-    } else {
-        res = PyUnicode_FromFormat("<%U>", name);
-    }
-    Py_DECREF(name);
-    return res;
 }
 
 /* ---- the chain of objects being saved, from the traceback -------------- */
@@ -1229,7 +1114,7 @@ static PyObject *note_for(PyObject *p, int r, Py_ssize_t index, PyObject *key)
     if (r == REL_INDEX) {
         note = PyUnicode_FromFormat("when serializing %U item %zd", name, index);
     } else if (r == REL_KEY) {
-        PyObject *k = safe_repr(key);
+        PyObject *k = py_safe_repr(key, type_name_obj);
         if (k)
             note = PyUnicode_FromFormat("when serializing %U item %U", name, k);
         Py_XDECREF(k);
@@ -1385,7 +1270,7 @@ static void dump_failed(hook_state *s, PyObject *pickler, PyObject *root)
     chain_collect(&c, exc, pickler);
     chain_notes(&c, exc);
     if (s != NULL) {
-        PyObject *msg = exception_message(exc);
+        PyObject *msg = py_exception_message(exc, type_name_obj);
         PyObject *path;
         const char *m = NULL, *p = NULL;
         PyErr_Clear();
