@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format-internal.h"
 #include "sertrace/schema.h"
 
 /* ---- buffer ------------------------------------------------------------ */
@@ -70,6 +71,11 @@ static inline int buf_reserve(sertrace_buf *b, size_t extra)
     if (b->cap != 0 && extra < b->cap - b->len)
         return 0;
     return buf_grow(b, extra);
+}
+
+int sertrace_buf_reserve(sertrace_buf *b, size_t extra)
+{
+    return buf_reserve(b, extra);
 }
 
 int sertrace_buf_append(sertrace_buf *b, const char *s, size_t n)
@@ -182,11 +188,9 @@ static bool tag_is_function(uint8_t tag)
 
 /* ---- sizes ------------------------------------------------------------- */
 
-/* Longest size text: 20 digits + " B", or "1023.9 EiB". */
-#define SIZE_MAX_TEXT 24
 
 /* Write the size at `p` (room for SIZE_MAX_TEXT bytes); returns the end. */
-static char *put_size_to(char *p, uint64_t bytes, bool exact)
+char *sertrace_fmt_size_to(char *p, uint64_t bytes, bool exact)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     unsigned power = 0;
@@ -231,7 +235,7 @@ int sertrace_fmt_size(sertrace_buf *b, uint64_t bytes, bool exact)
 
     if (buf_reserve(b, SIZE_MAX_TEXT) != 0)
         return -1;
-    p = put_size_to(b->data + b->len, bytes, exact);
+    p = sertrace_fmt_size_to(b->data + b->len, bytes, exact);
     *p = '\0';
     b->len = (size_t)(p - b->data);
     return 0;
@@ -592,7 +596,7 @@ int sertrace_fmt_exit(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t byt
     p = put_lit(p, "\xe2\x94\x94 # ", 6); /* "└ # " */
     p = put_tag(p, tag);
     p = put_lit(p, " [", 2);
-    p = put_size_to(p, bytes, exact); /* room reserved above */
+    p = sertrace_fmt_size_to(p, bytes, exact); /* room reserved above */
     *p++ = ']';
     if (flags_len > 0) {
         p = put_lit(p, "  ", 2);

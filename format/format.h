@@ -47,6 +47,9 @@ void sertrace_buf_free(sertrace_buf *b);
 /* Keeps capacity. */
 void sertrace_buf_clear(sertrace_buf *b);
 int sertrace_buf_append(sertrace_buf *b, const char *s, size_t n);
+/* Make room for `extra` more bytes (and the NUL): a buffer grown once to
+ * its steady size never reallocates.  Returns 0, or -1 (out of memory). */
+int sertrace_buf_reserve(sertrace_buf *b, size_t extra);
 int sertrace_buf_appendf(sertrace_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -716,221 +716,24 @@ static inline void maybe_flush(struct sertrace_text_dump *t, size_t line_start)
 void sertrace_text_free(struct sertrace_text_dump *t)
 {
     sertrace_buf_free(&t->buf);
-    sertrace_buf_free(&t->heads_text);
-    sertrace_buf_free(&t->scratch);
-    free(t->heads);
-    t->heads = NULL;
-    t->heads_types = 0;
+    sertrace_lines_free(&t->lines);
 }
 
-/* ---- the line fast path ------------------------------------------------ *
+/* ---- lines ------------------------------------------------------------ *
  *
- * Enter and exit lines (all but a handful of the lines of a dump) are built
- * here straight into the dump's buffer instead of through
- * sertrace_fmt_enter/exit: the indentation is one memcpy from a static run
- * of "│" (a deep tree spends most of its bytes there: 137 levels are 411
- * bytes per line), the "TAG: <repr" start of an enter line is rendered once
- * per (type, tag) of the dump by the formatter itself and then copied, and
- * the exit line's "└ # TAG [" comes from a per-tag table.  The grammar stays
- * the formatter's: the only pieces written here are the indentation, the
- * hex address, " len=N", a size below 1 KiB and the brackets, and
- * tests/runtime checks byte for byte that every tag, depth, name, address,
- * length and size gives the line sertrace_fmt_enter/exit would give. */
-
-#define BAR "\xe2\x94\x82" /* │ */
-/* Lines are copied in fixed-size chunks (a few vector moves each, where a
- * variable-length memcpy of this size compiled to `rep movsq`, ~30% of the
- * line time): a chunk may run up to CHUNK-1 bytes past the line's end, so
- * every reservation adds SLACK, and heads are padded to whole chunks. */
-#define CHUNK 16
-#define BARS_CHUNK 48 /* 16 bars: a whole number of bars and of 16-byte moves */
-#define SLACK 64
-
-static char bars_run[BARS_CHUNK];
-
-/* "└ # TAG [" per tag value. */
-static struct {
-    uint8_t len;
-    char text[23];
-} exit_heads[256];
-
-/* "00" "01" ... "ff". */
-static char hex_pairs[512];
-
-static pthread_once_t lines_once = PTHREAD_ONCE_INIT;
-
-static void lines_init(void)
-{
-    static const char digits[] = "0123456789abcdef";
-
-    for (size_t i = 0; i < BARS_CHUNK / 3; i++)
-        memcpy(bars_run + 3 * i, BAR, 3);
-    for (unsigned i = 0; i < 256; i++) {
-        hex_pairs[2 * i] = digits[i >> 4];
-        hex_pairs[2 * i + 1] = digits[i & 15];
-    }
-    for (unsigned tag = 0; tag < 256; tag++) {
-        char tmp[8];
-        const char *txt = sertrace_tag_text((uint8_t)tag, tmp);
-        int n = snprintf(exit_heads[tag].text, sizeof exit_heads[tag].text, "\xe2\x94\x94 # %s [",
-                         txt); /* "└ # TAG [" */
-        exit_heads[tag].len = (uint8_t)(n > 0 && (size_t)n < sizeof exit_heads[tag].text ? n : 0);
-    }
-}
-
-/* Room for `n` more bytes plus SLACK at the end of the buffer; returns
- * where to write, or NULL when memory ran out.  Grows to the flush size
- * plus one line at once, so a steady dump never reallocates. */
-static inline char *line_reserve(struct sertrace_text_dump *t, size_t n)
-{
-    sertrace_buf *b = &t->buf;
-
-    if (b->cap != 0 && n + SLACK < b->cap - b->len)
-        return b->data + b->len;
-    if (n > (size_t)-1 / 4 - b->len)
-        return NULL;
-    size_t need = b->len + n + SLACK + 1;
-    size_t cap = b->cap < t->flush_bytes + 64 * 1024 ? t->flush_bytes + 64 * 1024 : b->cap * 2;
-    if (cap < need)
-        cap = need;
-    char *data = realloc(b->data, cap);
-    if (data == NULL)
-        return NULL;
-    b->data = data;
-    b->cap = cap;
-    return b->data + b->len;
-}
-
-static inline void line_commit(sertrace_buf *b, char *end)
-{
-    *end = '\0';
-    b->len = (size_t)(end - b->data);
-}
-
-/* `count` bars (may write up to BARS_CHUNK-1 bytes past them). */
-static inline char *put_bars(char *p, uint32_t count)
-{
-    char *end = p + (size_t)count * 3;
-    for (; p < end; p += BARS_CHUNK)
-        memcpy(p, bars_run, BARS_CHUNK);
-    return end;
-}
-
-/* `n` bytes from `src`, which is readable up to a whole number of chunks
- * (may write up to CHUNK-1 bytes past them). */
-static inline char *put_chunks(char *p, const char *src, size_t n)
-{
-    for (size_t i = 0; i < n; i += CHUNK)
-        memcpy(p + i, src + i, CHUNK);
-    return p + n;
-}
-
-/* Lower-case hex digits of v (at least one), two at a time. */
-static inline char *put_hex_digits(char *p, uint64_t v)
-{
-    int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
-    char *q = p + n;
-    while (v >= 0x100) {
-        q -= 2;
-        memcpy(q, hex_pairs + 2 * (v & 0xff), 2);
-        v >>= 8;
-    }
-    if (v >= 0x10) {
-        memcpy(q - 2, hex_pairs + 2 * v, 2);
-    } else {
-        q[-1] = hex_pairs[2 * v + 1];
-    }
-    return p + n;
-}
-
-static inline char *put_dec(char *p, uint64_t v)
-{
-    char tmp[20];
-    size_t i = sizeof tmp;
-
-    if (v < 10) {
-        *p = (char)('0' + v);
-        return p + 1;
-    }
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    memcpy(p, tmp + i, sizeof tmp - i);
-    return p + (sizeof tmp - i);
-}
-
-/* Render "TAG: <repr" for (tag, name) into t->heads_text through the
- * formatter: the repr with address 0 and no length ends in "0x0>" exactly
- * when it shows an address (a class repr ends in "'>").  Returns the head,
- * or NULL (no memory, or too many heads for this dump: no caching). */
-static const struct sertrace_text_head *head_render(struct sertrace_text_dump *t,
-                                                    struct sertrace_text_head *h, uint8_t tag,
-                                                    const char *name, size_t name_len)
-{
-    char tmp[8];
-    const char *txt = sertrace_tag_text(tag, tmp);
-    sertrace_buf *s = &t->scratch;
-    size_t old = t->heads_text.len;
-
-    sertrace_buf_clear(s);
-    if (sertrace_buf_append(s, txt, strlen(txt)) != 0 || sertrace_buf_append(s, ": ", 2) != 0 ||
-        sertrace_fmt_repr(s, tag, name, name_len, 0, 0) != 0)
-        return NULL;
-    bool addr = s->len >= 4 && memcmp(s->data + s->len - 4, "0x0>", 4) == 0;
-    size_t len = addr ? s->len - 2 : s->len;
-    /* Padded to whole chunks, so put_chunks may read them whole. */
-    if (old > (1u << 22) || sertrace_buf_append(&t->heads_text, s->data, len) != 0 ||
-        sertrace_buf_append(&t->heads_text, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
-                            (CHUNK - len % CHUNK) % CHUNK) != 0)
-        return NULL;
-    h->gen = t->gen;
-    h->off = (uint32_t)old;
-    h->len = (uint32_t)len;
-    h->tag = tag;
-    h->addr = addr;
-    return h;
-}
-
-/* The cached head of (type, tag), rendering it on first use; NULL when it
- * cannot be cached (type 0, no memory). Two ways per type: a type is seen
- * under its own tag and as a back-reference (Mo) most of the time. */
-static const struct sertrace_text_head *head_of(struct sertrace_text_dump *t, uint32_t type,
-                                                uint8_t tag, const char *name, size_t name_len)
-{
-    struct sertrace_text_head *h;
-
-    if (type == 0)
-        return NULL;
-    if (type >= t->heads_types) {
-        uint32_t n = t->heads_types ? t->heads_types : 64;
-        while (n <= type)
-            n *= 2;
-        struct sertrace_text_head *heads = realloc(t->heads, (size_t)n * 2 * sizeof *heads);
-        if (heads == NULL)
-            return NULL;
-        memset(heads + (size_t)t->heads_types * 2, 0,
-               (size_t)(n - t->heads_types) * 2 * sizeof *heads);
-        t->heads = heads;
-        t->heads_types = n;
-    }
-    h = &t->heads[(size_t)type * 2];
-    if (h[0].gen == t->gen && h[0].tag == tag)
-        return &h[0];
-    if (h[1].gen == t->gen && h[1].tag == tag)
-        return &h[1];
-    if (h[0].gen != t->gen)
-        return head_render(t, &h[0], tag, name, name_len);
-    /* Second way: the newest other tag (a third tag replaces it). */
-    return head_render(t, &h[1], tag, name, name_len);
-}
+ * Enter and exit lines (all but a handful of the lines of a dump) go
+ * through the formatter's fast path (format/lines.h: cached per-(type,
+ * tag) heads, indentation copied in fixed chunks), the same one the tree
+ * sink uses; tests/runtime checks byte for byte that every tag, depth,
+ * name, address, length and size gives the line sertrace_fmt_enter/exit
+ * would give.  The dump's buffer is grown once to the flush size plus one
+ * line, so a steady dump never reallocates. */
 
 void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id, const char *serializer,
                          int protocol)
 {
     struct sertrace_text_config c;
 
-    pthread_once(&lines_once, lines_init);
     sertrace_text_get_config(&c);
     t->oversize = c.oversize;
     t->exact = c.exact;
@@ -940,13 +743,9 @@ void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id, const c
     t->pid = (long)getpid();
     t->tid = (long)syscall(SYS_gettid);
     t->chunks = 0;
-    if (++t->gen == 0) { /* wrapped: stale stamps could match, clear them */
-        if (t->heads != NULL)
-            memset(t->heads, 0, (size_t)t->heads_types * 2 * sizeof *t->heads);
-        t->gen = 1;
-    }
-    sertrace_buf_clear(&t->heads_text);
+    sertrace_lines_new_dump(&t->lines);
     sertrace_buf_clear(&t->buf);
+    (void)sertrace_buf_reserve(&t->buf, t->flush_bytes + 64 * 1024);
     if (sertrace_buf_appendf(&t->buf, "# sertrace dump %llu pid %ld tid %ld ",
                              (unsigned long long)dump_id, t->pid, t->tid) != 0)
         return;
@@ -961,38 +760,9 @@ void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id, const c
 void sertrace_text_enter(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag, uint32_t type,
                          const char *name, size_t name_len, uint64_t addr, uint64_t length)
 {
-    const struct sertrace_text_head *h = head_of(t, type, tag, name, name_len);
     size_t start = t->buf.len;
-    char *p;
 
-    if (h == NULL) { /* no type, or no memory for the cache: the formatter */
-        sertrace_fmt_enter(&t->buf, depth, tag, name, name_len, addr, length);
-        maybe_flush(t, start);
-        return;
-    }
-    /* indentation 3*depth + "├┬ " 7 + head + 16 digits + ">" + " len=" 5 + 20 + "\n" */
-    p = line_reserve(t, (size_t)depth * 3 + h->len + 64);
-    if (p == NULL)
-        return;
-    if (depth <= 1) {
-        memcpy(p, "\xe2\x94\xac ", 4); /* "┬ " */
-        p += 4;
-    } else {
-        p = put_bars(p, depth - 2);
-        memcpy(p, "\xe2\x94\x9c\xe2\x94\xac ", 7); /* "├┬ " */
-        p += 7;
-    }
-    p = put_chunks(p, t->heads_text.data + h->off, h->len);
-    if (h->addr) {
-        p = put_hex_digits(p, addr);
-        *p++ = '>';
-    }
-    if (length != 0) {
-        memcpy(p, " len=", 5);
-        p = put_dec(p + 5, length - 1);
-    }
-    *p++ = '\n';
-    line_commit(&t->buf, p);
+    sertrace_lines_enter(&t->lines, &t->buf, depth, tag, type, name, name_len, addr, length);
     maybe_flush(t, start);
 }
 
@@ -1003,9 +773,8 @@ void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t ta
     char flags[sizeof unfinished_flag + 2 + sizeof t->oversize_flag];
     size_t start = t->buf.len;
     size_t n = 0;
-    char *p;
 
-    if (unfinished || bytes >= t->oversize || exit_heads[tag].len == 0) {
+    if (unfinished || bytes >= t->oversize) {
         /* Flagged (rare): the formatter builds the whole line, with flags
          * copied from text built once (no allocation: every ancestor of a
          * big node is oversized too). */
@@ -1028,24 +797,7 @@ void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t ta
         maybe_flush(t, start);
         return;
     }
-    /* indentation 3*depth + "└ # TAG [" + size (at most 24) + "]\n" */
-    p = line_reserve(t, (size_t)depth * 3 + sizeof exit_heads[tag].text + 32);
-    if (p == NULL)
-        return;
-    p = put_bars(p, depth >= 1 ? depth - 1 : 0);
-    memcpy(p, exit_heads[tag].text, sizeof exit_heads[tag].text);
-    p += exit_heads[tag].len;
-    if (t->exact || bytes < 1024) {
-        p = put_dec(p, bytes);
-        memcpy(p, " B]\n", 4);
-        p += 4;
-        line_commit(&t->buf, p);
-    } else {
-        line_commit(&t->buf, p);
-        if (sertrace_fmt_size(&t->buf, bytes, t->exact) != 0 ||
-            sertrace_buf_append(&t->buf, "]\n", 2) != 0)
-            return;
-    }
+    sertrace_lines_exit(&t->buf, depth, tag, bytes, t->exact);
     maybe_flush(t, start);
 }
 

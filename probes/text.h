@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "format.h"
+#include "lines.h"
 
 #define SERTRACE_TEXT_INTERNAL __attribute__((visibility("hidden")))
 
@@ -95,17 +96,6 @@ SERTRACE_TEXT_INTERNAL void sertrace_text_get_config(struct sertrace_text_config
 /* True when the live tree is on and has not been disabled by a write error. */
 SERTRACE_TEXT_INTERNAL bool sertrace_text_enabled(void);
 
-/* Cached start of an enter line for one (type, tag) of a dump:
- * "TAG: <repr" up to the address digits ("D2: <dict object at 0x"), or the
- * whole repr when it shows no address ("T4: <class 'x.Y'>"). */
-struct sertrace_text_head {
-    uint32_t gen; /* valid for the dump of this generation */
-    uint32_t off; /* into sertrace_text_dump.heads_text */
-    uint32_t len;
-    uint8_t tag;
-    bool addr; /* the hex address and '>' follow */
-};
-
 /* Per-dump text state, embedded in the dump handle and reused (buffers
  * keep their capacity across dumps). */
 struct sertrace_text_dump {
@@ -120,11 +110,7 @@ struct sertrace_text_dump {
     long pid;
     long tid;
     uint32_t chunks;                  /* chunks of this dump written so far */
-    uint32_t gen;                     /* dump generation of the head cache */
-    struct sertrace_text_head *heads; /* 2 ways per type index */
-    uint32_t heads_types;             /* type indexes the array covers */
-    sertrace_buf heads_text;
-    sertrace_buf scratch;
+    sertrace_lines lines; /* the fast enter/exit lines (format/lines.h) */
 };
 
 SERTRACE_TEXT_INTERNAL void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id,

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "format.h"
+#include "lines.h"
 #include "outbuf.h"
 
 
@@ -74,12 +75,8 @@ struct sertrace_treeprint {
     } *stack;
     size_t stack_cap;
     time_cache tcache;
-    /* per type index of the dump being printed: its name needs no
-     * escaping (checked once per type and dump, not once per line) */
-    uint8_t *plain;
-    uint64_t *plain_gen;
-    size_t plain_cap;
-    uint64_t gen;
+    /* enter-line heads per (type, tag) of the dump being printed */
+    sertrace_lines lines;
     dump_buf *free_bufs; /* recycled per-dump buffers */
     unsigned nfree;
 };
@@ -297,47 +294,20 @@ static int indent(sertrace_buf *b, uint32_t nbars, uint32_t depth)
     return compact ? 0 : bars(b, nbars);
 }
 
-static int put_enter_line(sertrace_buf *b, uint32_t depth, uint8_t tag,
-                          const char *name, size_t len, uint64_t addr,
-                          uint64_t length, bool plain)
+static int put_enter_line(sertrace_treeprint *t, const sertrace_dump_state *d,
+                          const tnode *tn)
 {
+    sertrace_buf *b = &t->out;
+    size_t len;
+    const char *name = sertrace_core_type_name(d, tn->type, &len);
     bool compact;
-    if (deep_prefix(b, depth >= 2 ? depth - 2 : 0, depth, &compact) < 0)
+    if (deep_prefix(b, tn->depth >= 2 ? tn->depth - 2 : 0, tn->depth, &compact) < 0)
         return -1;
-    return plain ? sertrace_fmt_enter_plain(b, compact ? 2 : depth, tag, name,
-                                            len, addr, length)
-                 : sertrace_fmt_enter(b, compact ? 2 : depth, tag, name, len,
-                                      addr, length);
+    /* an index with no TYPE record shows "?": not cached (type 0) */
+    return sertrace_lines_enter(&t->lines, b, compact ? 2 : tn->depth, tn->tag,
+                                name ? tn->type : 0, name, len, tn->addr, tn->length);
 }
 
-/* Whether type `type`'s name (of the dump being printed) needs no
- * escaping; -1 when out of memory. */
-static int type_plain(sertrace_treeprint *t, uint32_t type, const char *name,
-                      size_t len)
-{
-    if (!name)
-        return 0;
-    if (type >= t->plain_cap) {
-        size_t cap = t->plain_cap ? t->plain_cap : 64;
-        while (cap <= type)
-            cap *= 2;
-        uint8_t *p = realloc(t->plain, cap);
-        if (!p)
-            return -1;
-        t->plain = p;
-        uint64_t *g = realloc(t->plain_gen, cap * sizeof *g);
-        if (!g)
-            return -1;
-        memset(g + t->plain_cap, 0, (cap - t->plain_cap) * sizeof *g);
-        t->plain_gen = g;
-        t->plain_cap = cap;
-    }
-    if (t->plain_gen[type] != t->gen) {
-        t->plain[type] = sertrace_fmt_is_plain(name, len);
-        t->plain_gen[type] = t->gen;
-    }
-    return t->plain[type];
-}
 
 static int put_exit_line(sertrace_buf *b, uint32_t depth, uint8_t tag,
                          uint64_t bytes, bool exact, const char *flags)
@@ -345,6 +315,8 @@ static int put_exit_line(sertrace_buf *b, uint32_t depth, uint8_t tag,
     bool compact;
     if (deep_prefix(b, depth >= 1 ? depth - 1 : 0, depth, &compact) < 0)
         return -1;
+    if (flags == NULL)
+        return sertrace_lines_exit(b, compact ? 1 : depth, tag, bytes, exact);
     return sertrace_fmt_exit(b, compact ? 1 : depth, tag, bytes, exact, flags);
 }
 
@@ -648,7 +620,7 @@ static void mark_flagged_subtrees(dump_buf *db, uint64_t oversize)
 static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
                       dump_buf *db)
 {
-    t->gen++; /* a new dump: its type indices name other types */
+    sertrace_lines_new_dump(&t->lines); /* its type indexes name other types */
     int rc = put_header(t, d, db);
     if (rc == 0)
         rc = put_extras(t, db, db->dump_extra_head, 0, d, NULL);
@@ -697,15 +669,7 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
             i = end;
             continue;
         }
-        size_t len;
-        const char *name = sertrace_core_type_name(d, tn->type, &len);
-        int plain = type_plain(t, tn->type, name, len);
-        if (plain < 0) {
-            rc = -1;
-            break;
-        }
-        rc = put_enter_line(&t->out, tn->depth, tn->tag, name, len, tn->addr,
-                            tn->length, plain);
+        rc = put_enter_line(t, d, tn);
         if (rc == 0) /* output stays bounded: a deep chain has no exits */
             rc = flush_out(t, false);
         if (rc == 0)
@@ -857,8 +821,7 @@ void sertrace_treeprint_destroy(sertrace_treeprint *t)
     }
     sertrace_buf_free(&t->out);
     sertrace_buf_free(&t->tmp);
-    free(t->plain);
-    free(t->plain_gen);
+    sertrace_lines_free(&t->lines);
     free(t->stack);
     free(t);
 }
