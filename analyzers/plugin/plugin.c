@@ -21,8 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core.h"
+#include "feed.h"
 #include "format.h"
 #include "sertrace/schema.h"
 #include "summary.h"
@@ -66,14 +68,13 @@ typedef struct sink {
     bt_self_component *self;
     bt_message_iterator *it;
     sertrace_core *core;
+    feed *feed; /* inline, or a worker thread running the core */
     sertrace_summary *summary;
     sertrace_treeprint *tree;
     FILE *out;
     bool own_out;
     bool finished;
     ec_cache cache;
-    uint8_t *rec;
-    size_t rec_cap;
     uint64_t unreadable;
 } sink;
 
@@ -108,6 +109,9 @@ static const param_def params_table[] = {
      "text: print each dump's section (default true)"},
     {"flush-each-dump", P_BOOL, FOR_TREE,
      "write the output after each dump's tree (live viewing; default false)"},
+    {"worker-thread", P_BOOL, FOR_BOTH,
+     "rebuild and print the trees on a second thread, beside babeltrace2's "
+     "decoding (default: yes when more than one CPU is online)"},
 };
 
 typedef struct parsed_params {
@@ -115,6 +119,7 @@ typedef struct parsed_params {
     double oversize_percent;
     uint64_t max_depth, min_size, top, max_flags;
     bool exact, json, per_dump, flush_each_dump;
+    int worker; /* -1: by the number of CPUs */
     const char *output;
 } parsed_params;
 
@@ -181,8 +186,9 @@ parse_one(const char *key, const bt_value *v, void *data)
         PERR("unknown parameter `%s` (known: %s)", key,
             pc->kind == SINK_TREE
                 ? "oversize, max-depth, min-size, exact, output, "
-                  "flush-each-dump"
-                : "oversize, top, format, exact, output, max-flags, per-dump");
+                  "flush-each-dump, worker-thread"
+                : "oversize, top, format, exact, output, max-flags, per-dump, "
+                  "worker-thread");
         goto bad;
     }
     parsed_params *p = pc->p;
@@ -257,6 +263,8 @@ parse_one(const char *key, const bt_value *v, void *data)
             p->exact = bt_value_bool_get(v);
         else if (strcmp(key, "flush-each-dump") == 0)
             p->flush_each_dump = bt_value_bool_get(v);
+        else if (strcmp(key, "worker-thread") == 0)
+            p->worker = bt_value_bool_get(v);
         else
             p->per_dump = bt_value_bool_get(v);
         break;
@@ -295,6 +303,7 @@ static void sink_free(sink *s)
     if (!s)
         return;
     bt_message_iterator_put_ref(s->it);
+    feed_destroy(s->feed); /* stops the worker before the core goes */
     sertrace_core_destroy(s->core);
     sertrace_summary_destroy(s->summary);
     sertrace_treeprint_destroy(s->tree);
@@ -305,7 +314,6 @@ static void sink_free(sink *s)
             fflush(s->out);
     }
     free(s->cache.slots);
-    free(s->rec);
     free(s);
 }
 
@@ -319,6 +327,7 @@ sink_init(bt_self_component_sink *self_sink, const bt_value *params,
     p.top = 10;
     p.max_flags = 1000;
     p.per_dump = true;
+    p.worker = -1;
     if (!s)
         goto memory;
     s->kind = kind;
@@ -377,6 +386,11 @@ sink_init(bt_self_component_sink *self_sink, const bt_value *params,
     }
     s->core = sertrace_core_create(&v);
     if (!s->core)
+        goto memory;
+    /* A second thread only pays when there is a second CPU to run it. */
+    bool worker = p.worker >= 0 ? p.worker != 0 : sysconf(_SC_NPROCESSORS_ONLN) > 1;
+    s->feed = feed_create(s->core, worker);
+    if (!s->feed)
         goto memory;
     if (bt_self_component_sink_add_input_port(self_sink, "in", NULL, NULL) !=
         BT_SELF_COMPONENT_ADD_PORT_STATUS_OK)
@@ -622,41 +636,34 @@ static int handle_event(sink *s, const bt_message *msg)
         int32_t proto = -1;
         if (e->i_protocol != NO_INDEX)
             proto = (int32_t)field_s(p, e->i_protocol, e->protocol_signed);
-        return sertrace_core_dump_begin(s->core, pid, tid, ts, id, ser, ser_len,
-                                        proto);
+        return feed_dump_begin(s->feed, pid, tid, ts, id, ser, ser_len, proto);
     }
     case EV_RECORDS: {
         uint64_t seq = field_u(p, e->i_seq);
         const bt_field *arr =
             bt_field_structure_borrow_member_field_by_index_const(p, e->i_records);
         uint64_t n = bt_field_array_get_length(arr);
-        if (n > s->rec_cap) {
-            size_t cap = s->rec_cap ? s->rec_cap : 4096;
-            while (cap < n)
-                cap *= 2;
-            uint8_t *r = realloc(s->rec, cap);
-            if (!r)
-                return -1;
-            s->rec = r;
-            s->rec_cap = cap;
+        if (n > UINT32_MAX) {
+            s->unreadable++;
+            return 0;
         }
+        uint8_t *dst = feed_records_begin(s->feed, pid, tid, ts, id, (uint32_t)seq, (size_t)n);
+        if (!dst)
+            return -1;
         /* babeltrace2 2.0 has one field object per byte and no bulk
          * accessor: two calls per byte (through the GOT, -fno-plt).  A
          * variant that prefetched the element fields ahead measured no
          * better (bench/sinks/README.md). */
-        uint8_t *dst = s->rec;
         for (uint64_t i = 0; i < n; i++)
             dst[i] = (uint8_t)bt_field_integer_unsigned_get_value(
                 bt_field_array_borrow_element_field_by_index_const(arr, i));
-        return sertrace_core_records(s->core, pid, tid, ts, id,
-                                     (uint32_t)seq, s->rec, (size_t)n);
+        return feed_records_end(s->feed);
     }
     case EV_END: {
         int status = SERTRACE_STATUS_OK;
         if (e->i_status != NO_INDEX)
             status = (int)field_s(p, e->i_status, e->status_signed);
-        return sertrace_core_dump_end(s->core, pid, tid, ts, id,
-                                      field_u(p, e->i_bytes), status);
+        return feed_dump_end(s->feed, pid, tid, ts, id, field_u(p, e->i_bytes), status);
     }
     default:
         return 0;
@@ -695,14 +702,14 @@ static int handle_message(sink *s, const bt_message *msg)
                 BT_PROPERTY_AVAILABILITY_AVAILABLE ||
             count == 0)
             count = 1; /* at least one */
-        return sertrace_core_discarded(
-            s->core, stream_pid(bt_message_discarded_events_borrow_stream_const(msg)),
+        return feed_discarded(
+            s->feed, stream_pid(bt_message_discarded_events_borrow_stream_const(msg)),
             count);
     }
     case BT_MESSAGE_TYPE_DISCARDED_PACKETS: {
         /* a lost packet holds an unknown number of events: count 1 */
-        return sertrace_core_discarded(
-            s->core,
+        return feed_discarded(
+            s->feed,
             stream_pid(bt_message_discarded_packets_borrow_stream_const(msg)), 1);
     }
     default:
@@ -715,7 +722,9 @@ static int sink_finish(sink *s)
     if (s->finished)
         return 0;
     s->finished = true;
-    int rc = sertrace_core_finish(s->core);
+    int rc = feed_finish(s->feed); /* the worker ran everything queued */
+    if (rc == 0)
+        rc = sertrace_core_finish(s->core);
     const sertrace_core_stats *st = sertrace_core_get_stats(s->core);
     if (rc == 0)
         rc = s->summary ? sertrace_summary_finish(s->summary, st)
@@ -770,6 +779,7 @@ sink_consume(bt_self_component_sink *self_sink)
     }
     for (; i < count; i++)
         bt_message_put_ref(msgs[i]);
+    feed_publish(s->feed); /* live: the worker sees this batch now */
     return status;
 }
 
@@ -780,7 +790,8 @@ BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(tree,
     "Print each serializer dump as a size tree (dill's line grammar)");
 BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(tree,
     "Parameters: oversize=BYTES|\"64K\"|\"10%\", max-depth=N, "
-    "min-size=BYTES|\"1K\", exact=yes|no, output=PATH, flush-each-dump=yes|no. "
+    "min-size=BYTES|\"1K\", exact=yes|no, output=PATH, flush-each-dump=yes|no, "
+    "worker-thread=yes|no. "
     "See analyzers/README.md.");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(tree, tree_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(tree, sink_graph_is_configured);
@@ -791,7 +802,7 @@ BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(summary,
     "Bytes by kind and type, top-N largest nodes and flags, per dump and overall");
 BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(summary,
     "Parameters: format=\"text\"|\"json\", top=N, oversize=BYTES|\"64K\"|\"10%\", "
-    "exact=yes|no, output=PATH, max-flags=N, per-dump=yes|no. "
+    "exact=yes|no, output=PATH, max-flags=N, per-dump=yes|no, worker-thread=yes|no. "
     "JSON schema: analyzers/README.md.");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(summary, summary_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(summary, sink_graph_is_configured);

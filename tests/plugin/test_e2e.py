@@ -100,12 +100,28 @@ def gen(*args, expect_kill=False):
     return pid, sizes
 
 
-def bt(trace, sink, *params, check=True):
+def _bt_run(trace, sink, params):
     cmd = ["babeltrace2", "--plugin-path=" + PLUGIN_DIR, "-c", "sink.sertrace." + sink]
     for p in params:
         cmd += ["-p", p]
     cmd.append(trace)
-    r = subprocess.run(cmd, capture_output=True)
+    return subprocess.run(cmd, capture_output=True)
+
+
+def bt(trace, sink, *params, check=True):
+    """Run a sink on `trace`.  Unless the parameters choose, it runs twice,
+    with the core on a worker thread and inline (analyzers/plugin/feed.h),
+    and both runs must give the same output, byte for byte, and the same
+    exit status: every end-to-end trace checks the two modes against each
+    other."""
+    if any(p.startswith("worker-thread=") for p in params) or any(
+            p.startswith("output=") for p in params):
+        r = _bt_run(trace, sink, params)
+    else:
+        r = _bt_run(trace, sink, params + ("worker-thread=yes",))
+        r2 = _bt_run(trace, sink, params + ("worker-thread=no",))
+        assert r.returncode == r2.returncode, (params, r.stderr, r2.stderr)
+        assert r.stdout == r2.stdout, ("worker and inline outputs differ", sink, params)
     if check:
         assert r.returncode == 0, r.stderr.decode(errors="replace")
     return r
@@ -322,10 +338,21 @@ def test_parameters_signed_unsigned_and_errors():
                               ("tree", "bogus=1", "bogus"),
                               ("summary", "format=\"xml\"", "format"),
                               ("summary", "top=\"ten\"", "top"),
-                              ("tree", "exact=3", "exact")):
+                              ("tree", "exact=3", "exact"),
+                              ("summary", "worker-thread=2", "worker-thread"),
+                              ("tree", "worker-thread=\"on\"", "worker-thread")):
             r = bt(out, sink, p, check=False)
             assert r.returncode != 0, p
             assert ("`%s`" % name) in r.stderr.decode(errors="replace"), r.stderr
+        # a full disk: an error naming the output, in both modes (with a
+        # worker the write fails on the worker thread)
+        if os.path.exists("/dev/full"):
+            for sink in ("tree", "summary"):
+                for w in ("yes", "no"):
+                    r = bt(out, sink, "output=\"/dev/full\"", "worker-thread=" + w,
+                           check=False)
+                    assert r.returncode != 0, (sink, w)
+                    assert b"cannot write the output" in r.stderr, r.stderr
         path = os.path.join(out, "summary.json")
         bt(out, "summary", "format=\"json\"", "output=\"%s\"" % path)
         with open(path) as f:
