@@ -17,9 +17,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define FEED_CHUNKS 4
 #define FEED_CHUNK_BYTES (256u << 10)
+/* A partly filled chunk waits at most this long for more (live mode, or
+ * flush-each-dump on a slow trickle of events). */
+#define FEED_STALE_NS (50 * 1000000LL)
 
 enum op_kind { OP_BEGIN = 1, OP_RECORDS, OP_END, OP_DISCARDED };
 
@@ -58,9 +62,17 @@ struct feed {
     size_t spare_n;
     bool busy; /* the worker holds a chunk */
     bool stop;
+    int64_t handed_ns; /* monotonic time of the last hand-over */
     atomic_int failed;
     chunk chunks[FEED_CHUNKS];
 };
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
 
 static size_t pad8(size_t n)
 {
@@ -129,6 +141,7 @@ static void hand_over_locked(feed *f)
     f->full[(f->full_head + f->full_n) % FEED_CHUNKS] = f->cur;
     f->full_n++;
     f->cur = NULL;
+    f->handed_ns = now_ns();
     pthread_cond_signal(&f->cv_full);
 }
 
@@ -179,6 +192,7 @@ feed *feed_create(sertrace_core *core, bool worker)
     f->core = core;
     if (!worker)
         return f;
+    f->handed_ns = now_ns();
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv_full, NULL);
     pthread_cond_init(&f->cv_spare, NULL);
@@ -318,9 +332,11 @@ int feed_discarded(feed *f, int64_t pid, uint64_t count)
     return 0;
 }
 
-void feed_publish(feed *f)
+void feed_publish(feed *f, bool now)
 {
     if (!f->worker || !f->cur || f->cur->len == 0)
+        return;
+    if (!now && now_ns() - f->handed_ns < FEED_STALE_NS)
         return;
     pthread_mutex_lock(&f->mu);
     hand_over_locked(f);

@@ -42,9 +42,11 @@ int feed_records_end(feed *f);
 int feed_dump_end(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
                   uint64_t bytes, int status);
 int feed_discarded(feed *f, int64_t pid, uint64_t count);
-/* Hand what is queued to the worker now (end of a consume call: live
- * mode sees each batch of messages promptly). */
-void feed_publish(feed *f);
+/* End of a consume call: hand a partly filled chunk to the worker when
+ * `now` (the upstream had nothing more: live mode caught up) or when it
+ * has waited 50 ms, so a live viewer sees each dump promptly while a
+ * trace read at full speed is handed over a whole chunk at a time. */
+void feed_publish(feed *f, bool now);
 /* Everything queued has been run through the core, the worker is joined;
  * returns -1 if the core failed at any point.  Then sertrace_core_finish
  * and the visitor's finish run on the caller's thread. */

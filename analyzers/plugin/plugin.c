@@ -762,6 +762,7 @@ sink_consume(bt_self_component_sink *self_sink)
         BT_MESSAGE_ITERATOR_PUT_REF_AND_RESET(s->it);
         return status;
     case BT_MESSAGE_ITERATOR_NEXT_STATUS_AGAIN:
+        feed_publish(s->feed, true); /* live, caught up: the worker gets it all */
         return BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_AGAIN;
     case BT_MESSAGE_ITERATOR_NEXT_STATUS_MEMORY_ERROR:
         return BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_MEMORY_ERROR;
@@ -779,7 +780,7 @@ sink_consume(bt_self_component_sink *self_sink)
     }
     for (; i < count; i++)
         bt_message_put_ref(msgs[i]);
-    feed_publish(s->feed); /* live: the worker sees this batch now */
+    feed_publish(s->feed, false); /* a partial chunk waits at most 50 ms */
     return status;
 }
 
