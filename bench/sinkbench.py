@@ -77,6 +77,11 @@ def commands(tools, trace):
         "dummy": bt + [trace, "-c", "sink.utils.dummy"],
         "tree": bt + [trace, "-c", "sink.sertrace.tree"],
         "summary": bt + [trace, "-c", "sink.sertrace.summary"],
+        # the core inline on babeltrace2's thread (the default with one CPU)
+        "tree -p worker-thread=no": bt + [trace, "-c", "sink.sertrace.tree",
+                                          "-p", "worker-thread=no"],
+        "summary -p worker-thread=no": bt + [trace, "-c", "sink.sertrace.summary",
+                                             "-p", "worker-thread=no"],
         "report --summary": [tools.sertrace, "report", "--summary", trace],
     }
 

@@ -200,17 +200,23 @@ feed *feed_create(sertrace_core *core, bool worker)
     for (size_t i = 0; i < FEED_CHUNKS; i++) {
         f->chunks[i].data = malloc(FEED_CHUNK_BYTES);
         if (!f->chunks[i].data)
-            goto fail;
+            goto inline_after_all;
         f->chunks[i].cap = FEED_CHUNK_BYTES;
         f->spare[f->spare_n++] = &f->chunks[i];
     }
     if (pthread_create(&f->thread, NULL, worker_main, f) != 0)
-        goto fail;
+        goto inline_after_all;
     f->started = true;
     return f;
-fail:
-    feed_destroy(f);
-    return NULL;
+inline_after_all: /* no memory or no thread for the queue: run inline */
+    for (size_t i = 0; i < FEED_CHUNKS; i++)
+        free(f->chunks[i].data);
+    pthread_cond_destroy(&f->cv_spare);
+    pthread_cond_destroy(&f->cv_full);
+    pthread_mutex_destroy(&f->mu);
+    memset(f, 0, sizeof *f);
+    f->core = core;
+    return f;
 }
 
 bool feed_has_worker(const feed *f)

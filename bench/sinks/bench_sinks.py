@@ -106,6 +106,9 @@ SINKS = [
     ("summary", "sink.sertrace.summary", []),
     ("summary brief", "sink.sertrace.summary", ["per-dump=no"]),
     ("summary json", "sink.sertrace.summary", ['format="json"']),
+    # the core inline on babeltrace2's thread (the default with one CPU)
+    ("tree inline", "sink.sertrace.tree", ["worker-thread=no"]),
+    ("summary inline", "sink.sertrace.summary", ["worker-thread=no"]),
 ]
 
 
