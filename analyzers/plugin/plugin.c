@@ -15,8 +15,10 @@
  * Parameters are declared in one table per component class; unknown
  * parameters and wrong types are errors naming the parameter.
  */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include <babeltrace2/babeltrace.h>
 #include <errno.h>
+#include <sched.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +113,7 @@ static const param_def params_table[] = {
      "write the output after each dump's tree (live viewing; default false)"},
     {"worker-thread", P_BOOL, FOR_BOTH,
      "rebuild and print the trees on a second thread, beside babeltrace2's "
-     "decoding (default: yes when more than one CPU is online)"},
+     "decoding (default: yes when the process may run on more than one CPU)"},
 };
 
 typedef struct parsed_params {
@@ -298,6 +300,16 @@ static int write_out(void *ctx, const char *s, size_t n)
     return sertrace_summary_write_file(ctx, s, n);
 }
 
+/* More than one CPU this process may run on (its affinity mask: `taskset
+ * -c 0 babeltrace2 ...` gets the inline core). */
+static bool several_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        return CPU_COUNT(&set) > 1;
+    return sysconf(_SC_NPROCESSORS_ONLN) > 1;
+}
+
 static void sink_free(sink *s)
 {
     if (!s)
@@ -388,7 +400,7 @@ sink_init(bt_self_component_sink *self_sink, const bt_value *params,
     if (!s->core)
         goto memory;
     /* A second thread only pays when there is a second CPU to run it. */
-    bool worker = p.worker >= 0 ? p.worker != 0 : sysconf(_SC_NPROCESSORS_ONLN) > 1;
+    bool worker = p.worker >= 0 ? p.worker != 0 : several_cpus();
     s->feed = feed_create(s->core, worker);
     if (!s->feed)
         goto memory;

@@ -53,6 +53,18 @@ static int memo_put_at(pickler *p, PyObject *obj, memo_entry *slot)
 
     if (p->fast)
         return 0;
+    /* Defence in depth for the rule above: should a save path ever let
+     * user code run between finding the slot and here (the memo replaced
+     * through pickler.memo, or grown by a nested save), a slot outside the
+     * current table or no longer empty is dropped and the key probed
+     * again, so nothing is written into a freed table.  (A new table
+     * allocated at the same address passes this check; a write there is
+     * in bounds, and the differential tests would show the mis-placed
+     * entry as a wrong GET.) */
+    if (slot != NULL &&
+        ((uintptr_t)slot - (uintptr_t)p->memo.table >= (p->memo.mask + 1) * sizeof *slot ||
+         slot->key != NULL))
+        slot = NULL;
     idx = (Py_ssize_t)p->memo.used;
     if ((slot != NULL ? memo_set_at(&p->memo, slot, obj, idx) : memo_set(&p->memo, obj, idx)) < 0)
         return -1;
