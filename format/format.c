@@ -416,17 +416,6 @@ static char *put_lit(char *p, const char *lit, size_t n)
     return p + n;
 }
 
-static char *put_u64(char *p, uint64_t v)
-{
-    char tmp[24];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    memcpy(p, tmp + i, sizeof tmp - i);
-    return p + (sizeof tmp - i);
-}
 
 static char *put_hex(char *p, uint64_t v)
 {
@@ -520,7 +509,7 @@ static inline char *put_repr_x(char *p, uint8_t tag, const char *name, size_t na
     }
     if (length != 0) {
         p = put_lit(p, " len=", 5);
-        p = put_u64(p, length - 1);
+        p = sertrace_fmt_u64_to(p, length - 1);
     }
     return p;
 }

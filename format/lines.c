@@ -100,23 +100,6 @@ static inline char *put_hex_digits(char *p, uint64_t v)
     return p + n;
 }
 
-static inline char *put_dec(char *p, uint64_t v)
-{
-    char tmp[20];
-    size_t i = sizeof tmp;
-
-    if (v < 10) {
-        *p = (char)('0' + v);
-        return p + 1;
-    }
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    memcpy(p, tmp + i, sizeof tmp - i);
-    return p + (sizeof tmp - i);
-}
-
 /* Render the head of (tag, name) into c->heads_text; NULL when it cannot
  * be cached (no memory, or the heads of this dump passed 4 MiB). */
 static const struct sertrace_line_head *head_render(sertrace_lines *c,
@@ -223,7 +206,7 @@ int sertrace_lines_enter(sertrace_lines *c, sertrace_buf *b, uint32_t depth, uin
     }
     if (length != 0) {
         memcpy(p, " len=", 5);
-        p = put_dec(p + 5, length - 1);
+        p = sertrace_fmt_u64_to(p + 5, length - 1);
     }
     *p++ = '\n';
     line_commit(b, p);
@@ -244,7 +227,7 @@ int sertrace_lines_exit(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t b
     memcpy(p, exit_heads[tag].text, sizeof exit_heads[tag].text);
     p += exit_heads[tag].len;
     if (exact || bytes < 1024) {
-        p = put_dec(p, bytes);
+        p = sertrace_fmt_u64_to(p, bytes);
         memcpy(p, " B]\n", 4);
         p += 4;
     } else {

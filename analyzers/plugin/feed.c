@@ -256,31 +256,40 @@ void feed_destroy(feed *f)
     free(f);
 }
 
+/* An op without record bytes: run now (inline) or queued with its
+ * `payload` copied after it. */
+static int submit(feed *f, op o, const void *payload)
+{
+    if (!f->worker)
+        return run_op(f->core, &o, payload);
+    if (failed(f))
+        return -1;
+    op *q = reserve(f, o.len);
+    if (!q)
+        return -1;
+    *q = o;
+    if (o.len)
+        memcpy(q + 1, payload, o.len);
+    return 0;
+}
+
 int feed_dump_begin(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
                     const char *serializer, size_t serializer_len, int32_t protocol)
 {
-    if (!f->worker)
-        return sertrace_core_dump_begin(f->core, pid, tid, ts, dump_id, serializer,
-                                        serializer_len, protocol);
-    if (failed(f))
-        return -1;
-    if (!serializer)
+    if (!serializer || serializer_len > UINT32_MAX)
         serializer_len = 0;
-    op *o = reserve(f, serializer_len);
-    if (!o)
-        return -1;
-    *o = (op){OP_BEGIN, (uint32_t)serializer_len, pid, tid, ts, dump_id, 0, protocol, 0};
-    if (serializer_len)
-        memcpy((uint8_t *)(o + 1), serializer, serializer_len);
-    return 0;
+    return submit(f, (op){OP_BEGIN, (uint32_t)serializer_len, pid, tid, ts, dump_id, 0, protocol, 0},
+                  serializer);
 }
 
 uint8_t *feed_records_begin(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
                             uint32_t seq, size_t n)
 {
     op p = {OP_RECORDS, (uint32_t)n, pid, tid, ts, dump_id, seq, 0, 0};
-    if (!f->worker) {
-        if (n > f->rec_cap) {
+    if (n > UINT32_MAX)
+        return NULL;
+    if (!f->worker) { /* the bytes go to a buffer of our own, run at _end */
+        if (n > f->rec_cap || !f->rec) {
             size_t cap = f->rec_cap ? f->rec_cap : 4096;
             while (cap < n)
                 cap *= 2;
@@ -291,9 +300,9 @@ uint8_t *feed_records_begin(feed *f, int64_t pid, int64_t tid, int64_t ts, uint6
             f->rec_cap = cap;
         }
         f->pending = p;
-        return f->rec ? f->rec : (uint8_t *)&f->pending; /* n == 0: never written */
+        return f->rec;
     }
-    if (failed(f) || n > UINT32_MAX)
+    if (failed(f))
         return NULL;
     op *o = reserve(f, n);
     if (!o)
@@ -304,38 +313,18 @@ uint8_t *feed_records_begin(feed *f, int64_t pid, int64_t tid, int64_t ts, uint6
 
 int feed_records_end(feed *f)
 {
-    if (f->worker)
-        return failed(f);
-    const op *p = &f->pending;
-    return sertrace_core_records(f->core, p->pid, p->tid, p->ts, p->dump_id, (uint32_t)p->a,
-                                 f->rec, p->len);
+    return f->worker ? failed(f) : run_op(f->core, &f->pending, f->rec);
 }
 
 int feed_dump_end(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
                   uint64_t bytes, int status)
 {
-    if (!f->worker)
-        return sertrace_core_dump_end(f->core, pid, tid, ts, dump_id, bytes, status);
-    if (failed(f))
-        return -1;
-    op *o = reserve(f, 0);
-    if (!o)
-        return -1;
-    *o = (op){OP_END, 0, pid, tid, ts, dump_id, bytes, status, 0};
-    return 0;
+    return submit(f, (op){OP_END, 0, pid, tid, ts, dump_id, bytes, status, 0}, NULL);
 }
 
 int feed_discarded(feed *f, int64_t pid, uint64_t count)
 {
-    if (!f->worker)
-        return sertrace_core_discarded(f->core, pid, count);
-    if (failed(f))
-        return -1;
-    op *o = reserve(f, 0);
-    if (!o)
-        return -1;
-    *o = (op){OP_DISCARDED, 0, pid, -1, 0, 0, count, 0, 0};
-    return 0;
+    return submit(f, (op){OP_DISCARDED, 0, pid, -1, 0, 0, count, 0, 0}, NULL);
 }
 
 void feed_publish(feed *f, bool now)
