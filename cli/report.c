@@ -1016,11 +1016,18 @@ end:
 
 /* ---- sink parameters ------------------------------------------------------ */
 
-static bt_value *sink_params(const struct report_opts *o)
+/* `inline_core`: the sink writes through our tty_out, which shares the
+ * progress line's state with the progress filter on this thread; the
+ * sink's worker thread would write from another one, so the core runs
+ * inline (analyzers/plugin/feed.h). */
+static bt_value *sink_params(const struct report_opts *o, bool inline_core)
 {
     bt_value *p = bt_value_map_create();
     bool ok = p != NULL;
 
+    if (ok && inline_core)
+        ok = bt_value_map_insert_bool_entry(p, "worker-thread", BT_FALSE) ==
+             BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     if (ok && o->has_oversize && o->oversize_is_share)
         ok = bt_value_map_insert_string_entry(p, "oversize", o->oversize) ==
              BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
@@ -1452,7 +1459,7 @@ int sertrace_cli_report(int argc, char **argv)
             goto end;
         }
     }
-    sparams = sink_params(&o);
+    sparams = sink_params(&o, tty.real != NULL);
     if (sparams == NULL)
         goto oom;
     if (bt_graph_add_sink_component(graph, sink_cls, sink_name, sparams, log_level, &sink) !=
