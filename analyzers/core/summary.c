@@ -393,6 +393,11 @@ static int put_ancestry(sertrace_summary *s, sertrace_buf *b,
                 return -1;
             need += len[k] + tag_texts[r->anc_tag[k]].len + 16;
         }
+        /* A later lookup may have grown s->esc (realloc): take every
+         * name's place again now that all are cached (no growth). */
+        for (uint8_t k = 0; k < r->anc_n; k++)
+            if (cached_name(s, d, r->anc_type[k], &esc[k], &len[k]) < 0)
+                return -1;
         if (ensure(b, need) < 0)
             return -1;
         char *p = b->data + b->len;

@@ -954,3 +954,62 @@ Test(sinks, fmt_enter_plain_same_as_enter)
     cr_assert_not(sertrace_fmt_is_plain("\xc3\xa9", 2));
     cr_assert_not(sertrace_fmt_is_plain("a\x7f", 2));
 }
+
+/* A chain of 8 nodes (types T1..T8, long names) with the dump's bytes
+ * mostly in 55 small siblings of 11 other types, so the type table (10
+ * rows by self bytes) names only filler types and the chain's names are
+ * first escaped into the summary's name cache while a top entry's
+ * ancestry is printed: the cache grows (and moves) in the middle of that
+ * line.  Every ancestry must still read the right names (a stale pointer
+ * into the old cache printed freed bytes; the worker/inline comparison of
+ * tests/plugin found it). */
+static char long_names[8][920];
+
+static void feed_long_chain(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 7, 8, 0, 1, "pickle", 6, 5), 0);
+    for (int d = 1; d <= 8; d++) {
+        snprintf(long_names[d - 1], sizeof long_names[d - 1], "T%d.", d);
+        memset(long_names[d - 1] + 3, 'a' + d, sizeof long_names[d - 1] - 4);
+        long_names[d - 1][sizeof long_names[d - 1] - 1] = '\0';
+        enc_type(&E, (uint64_t)d, long_names[d - 1]);
+        enc_enter(&E, SERTRACE_TAG_INSTANCE, (uint64_t)d, (uint64_t)d, 0x1000 + (uint64_t)d, 0,
+                  (uint64_t)d);
+        flush(c, 7, 1, (uint32_t)(d - 1));
+    }
+    uint64_t pos = 28; /* T8: 8..28 (20 B), then each ancestor 2 B more */
+    for (int d = 8; d >= 2; d--) {
+        enc_exit(&E, (uint64_t)d, pos);
+        pos += 2;
+    }
+    for (int t = 0; t < 11; t++) {
+        char name[16];
+        snprintf(name, sizeof name, "filler%d", t);
+        enc_type(&E, (uint64_t)(20 + t), name);
+        for (int k = 0; k < 5; k++) {
+            enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, (uint64_t)(20 + t), 0x9000, 0, pos);
+            pos += 10;
+            enc_exit(&E, 2, pos);
+        }
+    }
+    enc_exit(&E, 1, pos + 2);
+    flush(c, 7, 1, 8);
+    cr_assert_eq(sertrace_core_dump_end(c, 7, 8, 0, 1, pos + 3, 0), 0);
+}
+
+Test(sinks, summary_ancestry_names_survive_cache_growth)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.exact = true;
+    run_summary(&o, feed_long_chain);
+    sertrace_buf want = SERTRACE_BUF_INIT;
+    for (int d = 1; d <= 8; d++) {
+        if (d > 1)
+            sertrace_buf_append(&want, " \xe2\x80\xba ", 5);
+        sertrace_buf_append(&want, "O ", 2);
+        sertrace_buf_append(&want, long_names[d - 1], strlen(long_names[d - 1]));
+    }
+    /* the deepest node's line: the whole chain (8 = ANC_MAX) */
+    cr_assert_not_null(strstr(OUT.data, want.data), "got:\n%.3000s", OUT.data);
+    sertrace_buf_free(&want);
+}
