@@ -28,6 +28,7 @@ No user code runs: values are compared by identity and classes tested with type(
 through `isinstance` on arbitrary objects (a proxy's `__class__` could run code), and dicts
 are read directly.
 """
+import os
 import sys
 import types
 import warnings
@@ -243,6 +244,10 @@ def warn_untraced(what, why):
     if what in _warned:
         return
     _warned.add(what)
+    # Point the warning at the program's call to install(), whatever our own depth.
+    level, f, here = 1, sys._getframe(0), os.path.dirname(__file__)
+    while f is not None and os.path.dirname(f.f_code.co_filename) == here:
+        f, level = f.f_back, level + 1
     warnings.warn("sertrace: %s is not traced: it is %s. Call sertrace.install() before "
                   "importing it, or run the program with `python3 -m sertrace run`."
-                  % (what, why), RuntimeWarning, stacklevel=4)
+                  % (what, why), RuntimeWarning, stacklevel=level)
