@@ -34,8 +34,13 @@ import sys
 import threading
 
 _lock = threading.RLock()
-_patched = None      # (spawn module, original get_preparation_data)
-_finder = None       # waits for the program to import multiprocessing.spawn
+# The modules whose get_preparation_data() starts such children: multiprocessing's, and
+# loky's (joblib.Parallel's default backend, vendored in joblib), which has the same shape
+# (its workers unpickle the preparation data, prepare(), then the process object).
+SPAWN_MODULES = ("multiprocessing.spawn", "joblib.externals.loky.backend.spawn",
+                 "loky.backend.spawn")
+_patched = {}        # module name -> (module, original get_preparation_data)
+_finder = None       # waits for the program to import those modules
 
 PREP_KEY = "sertrace"
 
@@ -76,58 +81,61 @@ def _wrap(original):
     return get_preparation_data
 
 
-def _patch(spawn):
-    global _patched
+def _patch(name, spawn):
     with _lock:
-        if _patched is not None:
+        if name in _patched:
             return
-        current = spawn.get_preparation_data
-        if getattr(current, "__sertrace__", False):
+        current = getattr(spawn, "get_preparation_data", None)
+        if current is None or getattr(current, "__sertrace__", False):
             return
         spawn.get_preparation_data = _wrap(current)
-        _patched = (spawn, current)
+        _patched[name] = (spawn, current)
 
 
 class _SpawnFinder(importlib.abc.MetaPathFinder):
-    """Wraps multiprocessing.spawn.get_preparation_data right after the program imports it."""
+    """Wraps get_preparation_data right after the program imports one of SPAWN_MODULES."""
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != "multiprocessing.spawn":
+        if fullname not in SPAWN_MODULES or fullname in _busy:
             return None
         with _lock:
+            _busy.add(fullname)
             try:
-                sys.meta_path.remove(self)
-            except ValueError:
-                pass
-            spec = importlib.util.find_spec(fullname)
+                spec = importlib.util.find_spec(fullname)
+            finally:
+                _busy.discard(fullname)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         real_exec = spec.loader.exec_module
 
-        def exec_module(module, _real=real_exec):
+        def exec_module(module, _real=real_exec, _name=fullname):
             _real(module)
-            _patch(module)
+            _patch(_name, module)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
+_busy = set()  # names being looked up by the finder itself
+
+
 def install():
-    """Trace spawn/forkserver children from now on (now, or once multiprocessing.spawn is
-    imported).  Idempotent."""
+    """Trace spawn/forkserver (and loky) children from now on: now for the modules already
+    imported, at import for the others.  Idempotent."""
     global _finder
     with _lock:
-        spawn = sys.modules.get("multiprocessing.spawn")
-        if spawn is not None:
-            _patch(spawn)
-        elif _finder is None:
+        for name in SPAWN_MODULES:
+            mod = sys.modules.get(name)
+            if mod is not None:
+                _patch(name, mod)
+        if _finder is None:
             _finder = _SpawnFinder()
             sys.meta_path.insert(0, _finder)
 
 
 def uninstall():
     """Children started from now on run untraced again."""
-    global _patched, _finder
+    global _finder
     with _lock:
         if _finder is not None:
             try:
@@ -135,8 +143,7 @@ def uninstall():
             except ValueError:
                 pass
             _finder = None
-        if _patched is not None:
-            spawn, original = _patched
+        for spawn, original in _patched.values():
             if getattr(spawn.get_preparation_data, "__sertrace__", False):
                 spawn.get_preparation_data = original
-            _patched = None
+        _patched.clear()

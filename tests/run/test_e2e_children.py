@@ -2,7 +2,8 @@
 multiprocessing children under every start method, and joblib's arrays (issue 12, items 2, 3).
 
 Children: a program run with `python3 -m sertrace run` maps a function over a Pool, or a
-ProcessPoolExecutor, started with fork, spawn or forkserver.  The truth comes from the program
+ProcessPoolExecutor, started with fork, spawn or forkserver, or over joblib.Parallel (loky
+workers, started by loky's own spawn).  The truth comes from the program
 itself: it wraps multiprocessing's Connection._send_bytes (in every process: spawn and
 forkserver children import the main module again, fork children inherit it) to log the pid
 and length of every pickle that crosses a pipe.  The trace must hold, under each child's own
@@ -53,20 +54,28 @@ CHILDREN = textwrap.dedent('''
     import concurrent.futures, multiprocessing as mp, multiprocessing.connection as mpc
     import os, sys
 
-    LOG = os.environ["SENT_LOG"]
-    _send = mpc.Connection._send_bytes
+    def log_sends():
+        """Log (pid, length) of every pickle this process sends through a pipe."""
+        if getattr(mpc.Connection._send_bytes, "logged", False):
+            return
+        send = mpc.Connection._send_bytes
+        log = os.environ["SENT_LOG"]
 
-    def _logged_send(self, buf, _send=_send):
-        fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, b"%d %d\\n" % (os.getpid(), len(buf)))
-        finally:
-            os.close(fd)
-        return _send(self, buf)
+        def logged_send(self, buf):
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, b"%d %d\\n" % (os.getpid(), len(buf)))
+            finally:
+                os.close(fd)
+            return send(self, buf)
 
-    mpc.Connection._send_bytes = _logged_send
+        logged_send.logged = True
+        mpc.Connection._send_bytes = logged_send
+
+    log_sends()
 
     def work(x):
+        log_sends()  # loky's workers do not import the main module: the task does it
         return (os.getpid(), x, x * x, "r" * (100 + 37 * x))
 
     if __name__ == "__main__":
@@ -75,6 +84,9 @@ CHILDREN = textwrap.dedent('''
         if kind == "pool":
             with ctx.Pool(2) as pool:
                 results = pool.map(work, range(8), chunksize=1)
+        elif kind == "loky":  # joblib.Parallel's default backend: its own spawn
+            from joblib import Parallel, delayed
+            results = Parallel(n_jobs=2)(delayed(work)(x) for x in range(8))
         else:
             with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as ex:
                 results = list(ex.map(work, range(8)))
@@ -100,6 +112,14 @@ def dumps_by_pid(doc, pids):
     pytest.param("fork", marks=pytest.mark.xfail(reason=FORK_PIDS, strict=False)),
     "spawn", "forkserver"])
 def test_children_pickles_are_traced_under_their_own_pid(tmp_path, method, kind):
+    check_children(tmp_path, method, kind)
+
+
+def test_joblib_parallel_workers_are_traced_under_their_own_pid(tmp_path):
+    check_children(tmp_path, "spawn", "loky")
+
+
+def check_children(tmp_path, method, kind):
     script = tmp_path / "children.py"
     script.write_text(CHILDREN)
     log = tmp_path / "sent.log"
