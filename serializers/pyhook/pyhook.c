@@ -21,7 +21,10 @@
  *   every object gets exactly one node.  All of them are removed at the end.
  * - Byte counts: the writers count every byte the pickler produces on its
  *   own write path: bytes passed to the file plus bytes in the current
- *   protocol-4 frame.  Nothing calls file.tell(), so pipes and sockets work.
+ *   protocol-4 frame, plus the bytes it writes straight to the file around
+ *   that path (joblib's arrays), seen through the file's own `write`, shadowed
+ *   for the dump (watch_file()).  Nothing calls file.tell(), so pipes and
+ *   sockets work.
  *   The saver's enter position is taken after the frame commit that
  *   pickle's save() does first, so a FRAME header committed mid-dump counts
  *   in the enclosing object, exactly as dill's tracer counts it.

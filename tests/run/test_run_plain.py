@@ -7,7 +7,7 @@ __package__, __cached__, __doc__, __builtins__, __annotations__), sys.argv, sys.
 co_filename of its code, whether sys.modules['__main__'] is its own module, and the bytes
 cloudpickle writes for a lambda defined in it (they carry the code's filename and module).
 Scripts are given by relative, ./-prefixed, non-normalised, absolute and symlinked paths; a
-directory with a __main__.py; and -m with a package's module.  A raised exception prints the
+directory with a __main__.py, a zip file, a .pyc; and -m with a package's module.  A raised exception prints the
 same traceback and exits the same way.
 """
 import json
@@ -131,6 +131,19 @@ def test_module_form_sees_itself_as_under_plain_python(tree):
 def test_directory_with_main_runs_as_under_plain_python(tree):
     view = check_same(*both(tree, ["appdir"], ["y"]))
     assert view["path0"] == str(tree / "appdir")
+
+
+def test_zip_and_pyc_run_as_under_plain_python(tree):
+    import py_compile
+    import zipfile
+    with zipfile.ZipFile(tree / "app.zip", "w") as z:
+        z.writestr("__main__.py", SELFVIEW)
+    view = check_same(*both(tree, ["app.zip"], ["z"]))
+    assert view["path0"] == str(tree / "app.zip")
+    py_compile.compile(str(tree / "sub" / "selfview.py"), cfile=str(tree / "compiled.pyc"),
+                       doraise=True)
+    view = check_same(*both(tree, ["compiled.pyc"], ["c"]))
+    assert view["attrs"]["__loader__"]["type"].endswith("SourcelessFileLoader")
 
 
 def test_cloudpickle_bytes_of_a_lambda_are_the_same(tree):
