@@ -55,11 +55,6 @@ class _CannotTwin(Exception):
     pass
 
 
-def _is_class(v):
-    t = type(v)
-    return t is type or issubclass(t, type)
-
-
 def _reclass_function(f, old, new):
     """f itself, or a copy whose zero-argument super() (`__class__` cell) sees `new`."""
     code = f.__code__
@@ -109,18 +104,25 @@ class Binder:
     def __init__(self, orig_dump, orig_dumps, orig_pickler, dump, dumps, pickler):
         self.orig_pickler = orig_pickler
         self.pickler = pickler
-        self.map = {id(orig_dump): dump, id(orig_dumps): dumps, id(orig_pickler): pickler}
-        self.keep = (orig_dump, orig_dumps, orig_pickler)
+        self.direct = {id(orig_dump): dump, id(orig_dumps): dumps, id(orig_pickler): pickler}
+        # Every object a name could be rebound from, by id: the three originals and the
+        # subclasses of the C Pickler that exist now (from the type's own subclass list).
+        # Looking names up by id keeps the scan cheap (no call per value).
+        self.keep = [orig_dump, orig_dumps, orig_pickler]
+        todo = [orig_pickler]
+        while todo:
+            for sub in type.__subclasses__(todo.pop()):
+                if not issubclass(sub, pickler) and sub not in self.keep:
+                    self.keep.append(sub)
+                    todo.append(sub)
+        self.ids = {id(o) for o in self.keep}
 
     def replacement(self, v):
-        """The traced stand-in for v, or None."""
-        new = self.map.get(id(v))
-        if new is not None and any(v is k for k in self.keep):
+        """The traced stand-in for v (one of self.keep), or None."""
+        new = self.direct.get(id(v))
+        if new is not None:
             return new
-        if (_is_class(v) and v is not self.orig_pickler and issubclass(v, self.orig_pickler)
-                and not issubclass(v, self.pickler)):
-            return self.twin(v)
-        return None
+        return self.twin(v)
 
     def twin(self, cls):
         """cls rebuilt on sertrace.Pickler, or None (warned) when it cannot be."""
@@ -171,8 +173,10 @@ class Binder:
 
     def run(self):
         """Rebind every module-level and class-level name found; returns how many."""
+        ids = self.ids
         count = 0
-        seen_classes = set()
+        seen = set()
+        plain_meta = {type: True}
         for name, mod in list(sys.modules.items()):
             if type(mod) is not _MODULE and not issubclass(type(mod), _MODULE):
                 continue
@@ -182,29 +186,42 @@ class Binder:
                 d = _module_dict(mod)
             except Exception:
                 continue
-            for k, v in list(d.items()):
+            # set(map(id, ...)) runs in C: the common case (no hit) costs no Python loop.
+            hits = ids.intersection(map(id, d.values()))
+            for k in ([k for k, v in d.items() if id(v) in hits] if hits else ()):
+                v = d[k]
                 new = self.replacement(v)
                 if new is not None:
                     d[k] = new
                     _rebound.append((d, k, v, new))
                     count += 1
-                    v = new
-                if _is_class(v) and id(v) not in seen_classes:
-                    seen_classes.add(id(v))
-                    count += self._rebind_class(v)
+            # Class-level names (multiprocessing's AbstractReducer.ForkingPickler): the
+            # dicts of the classes these modules hold, each class once.
+            for v in list(d.values()):
+                t = type(v)
+                if t is type:
+                    is_cls = True
+                else:
+                    is_cls = plain_meta.get(t)
+                    if is_cls is None:
+                        is_cls = plain_meta[t] = (issubclass(t, type)
+                                                  and t.__setattr__ is type.__setattr__)
+                if is_cls and id(v) not in seen:
+                    seen.add(id(v))
+                    count += self._rebind_class(v, ids)
         return count
 
-    def _rebind_class(self, cls):
-        if type(cls).__setattr__ is not type.__setattr__:
-            return 0
+    def _rebind_class(self, cls, ids):
         try:
-            items = list(_type_dict(cls).items())
+            cd = _type_dict(cls)
         except Exception:
             return 0
         count = 0
-        for k, v in items:
+        hits = ids.intersection(map(id, cd.values()))
+        for k in ([k for k, v in cd.items() if id(v) in hits] if hits else ()):
             if k.startswith("__") and k.endswith("__"):
                 continue
+            v = cd[k]
             new = self.replacement(v)
             if new is not None:
                 _type_setattr(cls, k, new)
