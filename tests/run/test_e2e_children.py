@@ -200,3 +200,32 @@ def test_joblib_dump_of_arrays_is_sized_by_what_reached_the_file(tmp_path, proto
         assert n["exact"] is True
         assert nbytes < n["bytes"] < nbytes + 512, (n, nbytes)
         assert n["self"] >= nbytes
+
+
+CLOUDPICKLE = textwrap.dedent('''
+    import json, os
+    import cloudpickle
+
+    def make(n):
+        table = {i: str(i) * 3 for i in range(n)}
+        return lambda k: table.get(k)      # a closure pickled by value
+
+    class Local:
+        def __init__(self):
+            self.f = make(50)
+
+    payloads = [cloudpickle.dumps(lambda x: x + 1), cloudpickle.dumps(make(200)),
+                cloudpickle.dumps(Local(), protocol=5)]
+    print(json.dumps({"pid": os.getpid(), "sizes": [len(p) for p in payloads]}))
+''')
+
+
+def test_cloudpickle_dumps_are_recorded_with_their_real_sizes(tmp_path):
+    script = tmp_path / "cp.py"
+    script.write_text(CLOUDPICKLE)
+    out, doc = record_and_report(tmp_path, [PY, "-m", "sertrace", "run", str(script)])
+    info = json.loads(out)
+    mine = [d for d in doc["dumps"] if d["pid"] == info["pid"]]
+    assert [d["payload_bytes"] for d in mine] == info["sizes"]
+    for d in mine:
+        assert d["complete"] and d["status"] == "ok" and d["root_exact"], d
