@@ -21,7 +21,10 @@
  *   every object gets exactly one node.  All of them are removed at the end.
  * - Byte counts: the writers count every byte the pickler produces on its
  *   own write path: bytes passed to the file plus bytes in the current
- *   protocol-4 frame.  Nothing calls file.tell(), so pipes and sockets work.
+ *   protocol-4 frame, plus the bytes it writes straight to the file around
+ *   that path (joblib's arrays), seen through the file's own `write`, shadowed
+ *   for the dump (watch_file()).  Nothing calls file.tell(), so pipes and
+ *   sockets work.
  *   The saver's enter position is taken after the frame commit that
  *   pickle's save() does first, so a FRAME header committed mid-dump counts
  *   in the enclosing object, exactly as dill's tracer counts it.
@@ -124,6 +127,8 @@ typedef struct hook_state {
     writer *w_file;        /* replaces framer.file_write */
     PyObject *saved_write; /* strong: the instance's write (framer.write) */
     PyObject *saved_file_write; /* strong */
+    PyObject *file;        /* strong: the file whose `write` w_around shadows, or NULL */
+    writer *w_around;      /* file.write: bytes written straight to the file */
     node *nodes;
     uint32_t depth; /* entries used in nodes */
     uint32_t cap;
@@ -1645,6 +1650,81 @@ static const char *untraceable_reason(PyObject *pickler, PyObject **write_out)
     return why;
 }
 
+/* Watch the file's own `write` for the dump: some picklers write around
+ * their write path, straight to the file (joblib's NumpyPickler writes each
+ * array's data with `self.file_handle.write(...)`), and those bytes are in
+ * the payload too.  `fw` is the pickler's file write (framer.file_write or
+ * pickler.write), bound to the file when the pickler was made; the file's
+ * `write` attribute is shadowed per instance by a counting writer that
+ * forwards to it, so a later `file.write(b)` lookup is counted, while the
+ * pickler's own path (bound before) is not counted twice.  Only when it is
+ * certainly the plain case: fw is the class's `write` bound to that file,
+ * the file takes attributes the plain way (generic getattr/setattr, a
+ * __dict__) and has no `write` of its own; nothing of the file's own code
+ * runs.  Otherwise the dump gets a note saying such bytes are not seen. */
+static void watch_file(hook_state *s, PyObject *fw)
+{
+    PyObject *file = NULL, *cls_write = NULL, *cur = NULL;
+    PyTypeObject *t;
+    writer *w;
+
+    if (PyMethod_Check(fw))
+        file = PyMethod_GET_SELF(fw);
+    else if (PyCFunction_Check(fw))
+        file = PyCFunction_GET_SELF(fw);
+    if (file == NULL || PyModule_Check(file) || PyType_Check(file))
+        goto unwatched;
+    t = Py_TYPE(file);
+    if (t->tp_setattro != PyObject_GenericSetAttr || t->tp_getattro != PyObject_GenericGetAttr ||
+        (t->tp_dictoffset == 0 && !(t->tp_flags & Py_TPFLAGS_MANAGED_DICT)))
+        goto unwatched;
+    cls_write = _PyType_Lookup(t, str_write);
+    if (cls_write == NULL ||
+        !(PyFunction_Check(cls_write) || Py_IS_TYPE(cls_write, &PyMethodDescr_Type)))
+        goto unwatched;
+    Py_INCREF(cls_write);
+    if (!write_is_class_level(file, cls_write, fw))
+        goto unwatched;
+    cur = PyObject_GetAttr(file, str_write);
+    if (cur == NULL || !same_callable(cur, fw))
+        goto unwatched;
+    w = writer_new(s, fw, WRITER_PLAIN);
+    if (w == NULL)
+        goto unwatched;
+    if (PyObject_SetAttr(file, str_write, (PyObject *)w) < 0) {
+        Py_DECREF(w);
+        goto unwatched;
+    }
+    s->file = Py_NewRef(file);
+    s->w_around = w;
+    Py_DECREF(cur);
+    Py_DECREF(cls_write);
+    return;
+unwatched:
+    PyErr_Clear();
+    Py_XDECREF(cur);
+    Py_XDECREF(cls_write);
+    sertrace_note(s->d, "unwatched",
+                  "the file's write could not be watched: bytes written straight to the "
+                  "file, around the pickler's write path, are not counted");
+}
+
+static void unwatch_file(hook_state *s)
+{
+    PyObject *cur;
+
+    if (s->w_around == NULL)
+        return;
+    s->w_around->st = NULL;
+    cur = PyObject_GetAttr(s->file, str_write);
+    if (cur == (PyObject *)s->w_around && PyObject_DelAttr(s->file, str_write) < 0)
+        PyErr_Clear();
+    Py_XDECREF(cur);
+    PyErr_Clear();
+    Py_CLEAR(s->w_around);
+    Py_CLEAR(s->file);
+}
+
 /* Replace pickler.write / framer.file_write with counting writers.
  * Fails (-1) only if an attribute cannot be set. */
 static int install_writers(hook_state *s)
@@ -1683,6 +1763,7 @@ static int install_writers(hook_state *s)
             }
             s->framed = true;
             s->frame_dirty = true;
+            watch_file(s, s->saved_file_write);
             rc = 0;
             goto end;
         }
@@ -1695,6 +1776,7 @@ static int install_writers(hook_state *s)
         goto end;
     if (PyObject_SetAttr(pickler, str_write, (PyObject *)s->w_write) < 0)
         goto end;
+    watch_file(s, target);
     rc = 0;
 end:
     Py_XDECREF(fw);
@@ -1709,6 +1791,7 @@ static void restore_writers(hook_state *s)
 
     PyErr_Fetch(&saved.type, &saved.value, &saved.tb);
     remove_saver(s);
+    unwatch_file(s);
     if (s->w_write) {
         s->w_write->st = NULL;
         if (s->saved_write && PyObject_SetAttr(s->pickler, str_write, s->saved_write) < 0)

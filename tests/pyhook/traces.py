@@ -148,7 +148,7 @@ def parse_text_tree(text):
         m = ENTER.match(line)
         if m:
             cur["nodes"].append({"tag": m.group(2), "line_tag": m.group(2), "size": None,
-                                 "depth": len(stack) + 1,
+                                 "line": line, "depth": len(stack) + 1,
                                  "parent": stack[-1] if stack else -1})
             stack.append(len(cur["nodes"]) - 1)
             continue
