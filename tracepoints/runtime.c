@@ -40,12 +40,16 @@
  * handle from emitting anything in the child.
  */
 #include <assert.h>
+#include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <lttng/ust-fork.h>
 
 #include "sertrace-tp.h"
 #include "sertrace/sertrace.h"
@@ -216,11 +220,60 @@ static void make_dead(struct sertrace_dump *d)
     sertrace_text_drop(&d->text);
 }
 
+/* Fork, and LTTng-UST.  LTTng-UST caches the vpid (per process) and the
+ * vtid (per thread) that it records as context, and its listener threads,
+ * which register the process with the session daemon, do not survive a
+ * fork.  Its documented remedy is the preloaded liblttng-ust-fork.so, whose
+ * fork() wrapper calls lttng_ust_before_fork(), then
+ * lttng_ust_after_fork_parent() or lttng_ust_after_fork_child() (exported
+ * by liblttng-ust, declared in <lttng/ust-fork.h>).  Without it a forked
+ * child records into the inherited buffers under its parent's pid and tid
+ * (measured: a multiprocessing Pool's workers all showed the parent's pid,
+ * and a parent and child pickling at once interleaved into one corrupt
+ * stream).  libsertrace does not rely on the user preloading anything: it
+ * makes the same three calls from pthread_atfork handlers, registered when
+ * the library is loaded -- unless the helper is loaded too, in which case
+ * the helper already makes them and a second lttng_ust_before_fork() would
+ * wait forever on the lock the first one took.  The signal mask saved by
+ * lttng_ust_before_fork() lives in TLS: two threads may fork at once, and
+ * the child is a copy of the forking thread. */
+static bool lttng_fork_helper_loaded;
+static __thread sigset_t fork_sigset;
+
+static void atfork_prepare(void)
+{
+    if (!lttng_fork_helper_loaded)
+        lttng_ust_before_fork(&fork_sigset);
+}
+
+static void atfork_parent(void)
+{
+    if (!lttng_fork_helper_loaded)
+        lttng_ust_after_fork_parent(&fork_sigset);
+}
+
 static void atfork_child(void)
 {
     atomic_fetch_add(&fork_generation, 1);
     for (struct sertrace_dump *d = tls.current; d != NULL; d = d->outer)
         make_dead(d);
+    /* A new process numbers its own dumps from 1 (dump ids are unique per
+     * pid): the parent's next ids would otherwise be used by both. */
+    atomic_store(&next_dump_id, 0);
+    if (!lttng_fork_helper_loaded)
+        lttng_ust_after_fork_child(&fork_sigset);
+}
+
+/* At load time, before the program can fork: install the fork handlers. */
+__attribute__((constructor)) static void runtime_load(void)
+{
+    void *helper = dlopen("liblttng-ust-fork.so.1", RTLD_LAZY | RTLD_NOLOAD);
+
+    if (helper != NULL) {
+        lttng_fork_helper_loaded = true;
+        dlclose(helper); /* only drops the reference NOLOAD took */
+    }
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 static void config_from_env(void)
@@ -234,7 +287,6 @@ static void config_from_env(void)
     struct sertrace_text_config c;
 
     pthread_key_create(&pool_key, pool_destroy);
-    pthread_atfork(NULL, NULL, atfork_child);
     sertrace_text_configure(&s, STDERR_FILENO);
     sertrace_text_get_config(&c);
     atomic_store(&config_atoms, c.atoms);
