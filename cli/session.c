@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -59,11 +60,17 @@ struct session_opts {
     const char *live_url;
     bool snapshot;
     bool cmd_only;         /* record: trace CMD's process only (VPID tracker) */
+    bool all_processes;    /* record: every process of the user, no scope filter */
     uint64_t buffer_bytes; /* per CPU */
 };
 
 struct session_state {
     char name[LTTNG_NAME_MAX];
+    /* record's default: the LTTng filter that keeps CMD's descendants
+     * (`scope == "*:TOKEN:*"`) and the $SERTRACE_SCOPE value CMD gets;
+     * both empty when every process is recorded. */
+    char filter[64];
+    char scope_env[SERTRACE_SCOPE_MAX + 1];
     char outdir[PATH_MAX]; /* absolute; empty for live sessions */
     bool created_dir;
     bool session_exists;
@@ -391,7 +398,8 @@ static int create_session(const struct session_opts *o, struct session_state *st
     ev->type = LTTNG_EVENT_TRACEPOINT;
     ev->loglevel = -1;
     ev->loglevel_type = LTTNG_EVENT_LOGLEVEL_ALL;
-    ret = lttng_enable_event_with_exclusions(h, ev, CHANNEL_NAME, NULL, 0, NULL);
+    ret = lttng_enable_event_with_exclusions(h, ev, CHANNEL_NAME,
+                                             st->filter[0] != '\0' ? st->filter : NULL, 0, NULL);
     if (ret < 0) {
         lttng_fail("cannot enable the sertrace events", ret);
         goto end;
@@ -725,7 +733,7 @@ static int finish_session(struct session_state *st, bool snapshot)
 
 /* ---- option parsing shared by record and start ------------------------- */
 
-enum { OPT_SNAPSHOT = 256, OPT_BUFFER_SIZE, OPT_NAME, OPT_LIVE, OPT_CMD_ONLY };
+enum { OPT_SNAPSHOT = 256, OPT_BUFFER_SIZE, OPT_NAME, OPT_LIVE, OPT_CMD_ONLY, OPT_ALL_PROCESSES };
 
 static int parse_session_opts(int argc, char **argv, bool allow_live, const char *help,
                               struct session_opts *o)
@@ -738,6 +746,7 @@ static int parse_session_opts(int argc, char **argv, bool allow_live, const char
         {"name", required_argument, NULL, OPT_NAME},
         {"live", required_argument, NULL, OPT_LIVE},
         {"cmd-only", no_argument, NULL, OPT_CMD_ONLY},
+        {"all-processes", no_argument, NULL, OPT_ALL_PROCESSES},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -775,6 +784,11 @@ static int parse_session_opts(int argc, char **argv, bool allow_live, const char
                 goto unknown;
             o->cmd_only = true;
             break;
+        case OPT_ALL_PROCESSES:
+            if (allow_live)
+                goto unknown;
+            o->all_processes = true;
+            break;
         case ':':
             sertrace_cli_err("%s: option %s needs a value", argv[0], argv[optind - 1]);
             return -1;
@@ -784,6 +798,12 @@ static int parse_session_opts(int argc, char **argv, bool allow_live, const char
                              argv[optind - 1], argv[0]);
             return -1;
         }
+    }
+    if (o->cmd_only && o->all_processes) {
+        sertrace_cli_err("%s: --cmd-only and --all-processes contradict each other: give "
+                         "one (without either, CMD and its descendants are recorded)",
+                         argv[0]);
+        return -1;
     }
     if (o->live_url != NULL && (o->snapshot || o->outdir != NULL)) {
         sertrace_cli_err("%s: --live cannot be combined with --snapshot or -o (the relay "
@@ -845,6 +865,33 @@ static const char record_help[] =
     "sertrace event was recorded (it never loaded sertrace) or on a tracing\n"
     "error; 2 on a usage error.\n";
 
+/* record's default scope (CMD and its descendants): a fresh random token,
+ * the filter that keeps only the events whose `scope` field holds it, and
+ * the $SERTRACE_SCOPE value CMD inherits (and passes on to every process it
+ * starts, unless one clears its environment).  A record run inside another
+ * record's CMD appends its token to the outer one's, so both record it. */
+static void make_scope(struct session_state *st)
+{
+    const char *outer = getenv(SERTRACE_SCOPE_ENV);
+    uint64_t r = 0;
+    char token[17];
+    size_t n = outer ? strlen(outer) : 0;
+
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+            ((uint64_t)getpid() << 40);
+    }
+    snprintf(token, sizeof(token), "%016llx", (unsigned long long)r);
+    snprintf(st->filter, sizeof(st->filter), "%s == \"*:%s:*\"", SERTRACE_FIELD_SCOPE, token);
+    if (n >= 2 && outer[0] == ':' && outer[n - 1] == ':' &&
+        n + sizeof(token) <= SERTRACE_SCOPE_MAX)
+        snprintf(st->scope_env, sizeof(st->scope_env), "%s%s:", outer, token);
+    else
+        snprintf(st->scope_env, sizeof(st->scope_env), ":%s:", token);
+}
+
 /* Resolve CMD like execvp would, to fail before creating anything. */
 static int command_exists(const char *cmd)
 {
@@ -878,7 +925,7 @@ static int command_exists(const char *cmd)
  * when the exec failed (the child has then been reaped).  With a `tracker`,
  * the child waits until its pid is in the VPID tracker before exec, so
  * the process is tracked from its first event. */
-static pid_t spawn(char **cmd, const char *session, int *exec_errno,
+static pid_t spawn(char **cmd, const char *session, const char *scope_env, int *exec_errno,
                    const struct lttng_process_attr_tracker_handle *tracker)
 {
     int fds[2], gate[2];
@@ -889,7 +936,8 @@ static pid_t spawn(char **cmd, const char *session, int *exec_errno,
     sigset_t all, old;
 
     *exec_errno = 0;
-    if (setenv("SERTRACE_SESSION", session, 1) != 0) {
+    if (setenv("SERTRACE_SESSION", session, 1) != 0 ||
+        (scope_env[0] != '\0' && setenv(SERTRACE_SCOPE_ENV, scope_env, 1) != 0)) {
         *exec_errno = errno;
         return -1;
     }
@@ -1014,6 +1062,8 @@ int sertrace_cli_record(int argc, char **argv)
     if (prepare_outdir(o.outdir, &st) != 0)
         return SERTRACE_CLI_ERROR;
     session_name(&o, "record", &st);
+    if (!o.cmd_only && !o.all_processes)
+        make_scope(&st);
     if (ensure_sessiond() != 0 || interrupted())
         goto fail;
     if (create_session(&o, &st) != 0 || interrupted())
@@ -1036,7 +1086,7 @@ int sertrace_cli_record(int argc, char **argv)
                 "`sertrace snapshot %s` (or `lttng snapshot record -s %s`)\n",
                 st.name, st.name, st.name);
 
-    pid = spawn(cmd, st.name, &exec_errno, tracker);
+    pid = spawn(cmd, st.name, st.scope_env, &exec_errno, tracker);
     lttng_process_attr_tracker_handle_destroy(tracker);
     tracker = NULL;
     if (pid < 0) {

@@ -151,6 +151,9 @@ static struct sertrace_internal_hooks hooks;
 static atomic_bool hooks_on;
 static atomic_uint max_depth_cap = SERTRACE_MAX_DEPTH;
 static atomic_bool config_atoms;
+/* $SERTRACE_SCOPE, read once with the other knobs; every event carries it
+ * (`sertrace record` filters on it: CMD and its descendants only). */
+static char scope[SERTRACE_SCOPE_MAX + 1];
 
 static __thread struct thread_state tls;
 
@@ -285,7 +288,15 @@ static void config_from_env(void)
         getenv("SERTRACE_EXACT"),
     };
     struct sertrace_text_config c;
+    const char *sc = getenv(SERTRACE_SCOPE_ENV);
 
+    if (sc != NULL) {
+        size_t n = strlen(sc);
+        if (n > SERTRACE_SCOPE_MAX)
+            n = SERTRACE_SCOPE_MAX;
+        memcpy(scope, sc, n);
+        scope[n] = '\0';
+    }
     pthread_key_create(&pool_key, pool_destroy);
     sertrace_text_configure(&s, STDERR_FILENO);
     sertrace_text_get_config(&c);
@@ -356,7 +367,7 @@ static void batch_flush(struct sertrace_dump *d)
         return;
     }
     if (d->lttng_on)
-        lttng_ust_tracepoint(sertrace, records, d->id, d->seq, d->batch, d->batch_len);
+        lttng_ust_tracepoint(sertrace, records, d->id, d->seq, d->batch, d->batch_len, scope);
     if (d->hooks.records != NULL)
         d->hooks.records(d->hooks.ctx, d->id, d->seq, d->batch, d->batch_len);
     d->seq++;
@@ -506,7 +517,7 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     tls.current = d;
 
     if (lttng)
-        lttng_ust_tracepoint(sertrace, dump_begin, d->id, d->serializer, (int32_t)protocol);
+        lttng_ust_tracepoint(sertrace, dump_begin, d->id, d->serializer, (int32_t)protocol, scope);
     if (d->hooks.dump_begin != NULL)
         d->hooks.dump_begin(d->hooks.ctx, d->id, d->serializer, (int32_t)protocol);
     if (text)
@@ -566,7 +577,7 @@ static void dump_finish(struct sertrace_dump *d, uint64_t total_bytes, int statu
     if (d->records_on) {
         batch_flush(d);
         if (d->lttng_on)
-            lttng_ust_tracepoint(sertrace, dump_end, d->id, total_bytes, st);
+            lttng_ust_tracepoint(sertrace, dump_end, d->id, total_bytes, st, d->seq, scope);
         if (d->hooks.dump_end != NULL)
             d->hooks.dump_end(d->hooks.ctx, d->id, total_bytes, st);
     }
