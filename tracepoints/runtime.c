@@ -39,17 +39,14 @@
  * and a fork generation stamped in each handle keeps any other inherited
  * handle from emitting anything in the child.
  */
+#define _GNU_SOURCE /* gettid() */
 #include <assert.h>
-#include <dlfcn.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include <lttng/ust-fork.h>
 
 #include "sertrace-tp.h"
 #include "sertrace/sertrace.h"
@@ -139,6 +136,7 @@ struct thread_state {
     struct sertrace_dump *current;
     struct sertrace_dump *free;
     bool key_set;
+    int32_t tid; /* gettid(), 0 until first needed (and after fork) */
 };
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -223,36 +221,45 @@ static void make_dead(struct sertrace_dump *d)
     sertrace_text_drop(&d->text);
 }
 
-/* Fork, and LTTng-UST.  LTTng-UST caches the vpid (per process) and the
- * vtid (per thread) that it records as context, and its listener threads,
- * which register the process with the session daemon, do not survive a
- * fork.  Its documented remedy is the preloaded liblttng-ust-fork.so, whose
- * fork() wrapper calls lttng_ust_before_fork(), then
- * lttng_ust_after_fork_parent() or lttng_ust_after_fork_child() (exported
- * by liblttng-ust, declared in <lttng/ust-fork.h>).  Without it a forked
- * child records into the inherited buffers under its parent's pid and tid
- * (measured: a multiprocessing Pool's workers all showed the parent's pid,
- * and a parent and child pickling at once interleaved into one corrupt
- * stream).  libsertrace does not rely on the user preloading anything: it
- * makes the same three calls from pthread_atfork handlers, registered when
- * the library is loaded -- unless the helper is loaded too, in which case
- * the helper already makes them and a second lttng_ust_before_fork() would
- * wait forever on the lock the first one took.  The signal mask saved by
- * lttng_ust_before_fork() lives in TLS: two threads may fork at once, and
- * the child is a copy of the forking thread. */
-static bool lttng_fork_helper_loaded;
-static __thread sigset_t fork_sigset;
+/* Fork.  LTTng-UST caches the vpid (per process) and the vtid (per
+ * thread) it records as context, and does not refresh them in a forked
+ * child unless liblttng-ust-fork.so is preloaded: a child forked after its
+ * parent recorded shows the parent's pid and tid (measured: a
+ * multiprocessing Pool's workers all under the parent's pid, a parent and
+ * a child pickling at once interleaved into one corrupt stream).  Its
+ * exported remedy (lttng_ust_before_fork / _after_fork_parent /
+ * _after_fork_child, what the preloaded helper calls around fork()) was
+ * tried from pthread_atfork handlers and rejected: the child re-registers
+ * with the session daemon at once (its start was 2.2 ms later), and a
+ * child that closes its file descriptors before exec -- Python's
+ * subprocess with preexec_fn, Criterion's test runner -- then aborted on
+ * LTTng-UST's own assertions (3 of 5 subprocess children killed by SIGABRT
+ * under a session; the same with the helper preloaded).  So libsertrace
+ * does not touch LTTng-UST's fork handling: every event carries the pid
+ * and tid as libsertrace sees them (schema v2 fields `pid`, `tid`), cached
+ * here and forgotten in the child of a fork, and readers prefer those to
+ * the contexts.  The child writes into the buffers it inherited, which is
+ * how LTTng-UST records a forked child anyway; a session started only
+ * after the fork does not reach a child that never exec'd (LTTng's rule:
+ * preload liblttng-ust-fork.so for that, see tracepoints/README.md). */
+static atomic_int cached_pid; /* 0: not known yet in this process */
 
-static void atfork_prepare(void)
+static inline int32_t current_pid(void)
 {
-    if (!lttng_fork_helper_loaded)
-        lttng_ust_before_fork(&fork_sigset);
+    int pid = atomic_load_explicit(&cached_pid, memory_order_relaxed);
+
+    if (pid == 0) {
+        pid = (int)getpid();
+        atomic_store_explicit(&cached_pid, pid, memory_order_relaxed);
+    }
+    return pid;
 }
 
-static void atfork_parent(void)
+static inline int32_t current_tid(void)
 {
-    if (!lttng_fork_helper_loaded)
-        lttng_ust_after_fork_parent(&fork_sigset);
+    if (tls.tid == 0)
+        tls.tid = (int32_t)gettid();
+    return tls.tid;
 }
 
 static void atfork_child(void)
@@ -260,23 +267,11 @@ static void atfork_child(void)
     atomic_fetch_add(&fork_generation, 1);
     for (struct sertrace_dump *d = tls.current; d != NULL; d = d->outer)
         make_dead(d);
-    /* A new process numbers its own dumps from 1 (dump ids are unique per
-     * pid): the parent's next ids would otherwise be used by both. */
+    /* A new process: its own pid and tid, and its own dump numbers from 1
+     * (dump ids are unique per pid). */
+    atomic_store_explicit(&cached_pid, 0, memory_order_relaxed);
+    tls.tid = 0;
     atomic_store(&next_dump_id, 0);
-    if (!lttng_fork_helper_loaded)
-        lttng_ust_after_fork_child(&fork_sigset);
-}
-
-/* At load time, before the program can fork: install the fork handlers. */
-__attribute__((constructor)) static void runtime_load(void)
-{
-    void *helper = dlopen("liblttng-ust-fork.so.1", RTLD_LAZY | RTLD_NOLOAD);
-
-    if (helper != NULL) {
-        lttng_fork_helper_loaded = true;
-        dlclose(helper); /* only drops the reference NOLOAD took */
-    }
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 static void config_from_env(void)
@@ -298,6 +293,7 @@ static void config_from_env(void)
         scope[n] = '\0';
     }
     pthread_key_create(&pool_key, pool_destroy);
+    pthread_atfork(NULL, NULL, atfork_child);
     sertrace_text_configure(&s, STDERR_FILENO);
     sertrace_text_get_config(&c);
     atomic_store(&config_atoms, c.atoms);
@@ -367,7 +363,8 @@ static void batch_flush(struct sertrace_dump *d)
         return;
     }
     if (d->lttng_on)
-        lttng_ust_tracepoint(sertrace, records, d->id, d->seq, d->batch, d->batch_len, scope);
+        lttng_ust_tracepoint(sertrace, records, d->id, d->seq, d->batch, d->batch_len,
+                             current_pid(), current_tid(), scope);
     if (d->hooks.records != NULL)
         d->hooks.records(d->hooks.ctx, d->id, d->seq, d->batch, d->batch_len);
     d->seq++;
@@ -517,7 +514,8 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     tls.current = d;
 
     if (lttng)
-        lttng_ust_tracepoint(sertrace, dump_begin, d->id, d->serializer, (int32_t)protocol, scope);
+        lttng_ust_tracepoint(sertrace, dump_begin, d->id, d->serializer, (int32_t)protocol,
+                             current_pid(), current_tid(), scope);
     if (d->hooks.dump_begin != NULL)
         d->hooks.dump_begin(d->hooks.ctx, d->id, d->serializer, (int32_t)protocol);
     if (text)
@@ -577,7 +575,8 @@ static void dump_finish(struct sertrace_dump *d, uint64_t total_bytes, int statu
     if (d->records_on) {
         batch_flush(d);
         if (d->lttng_on)
-            lttng_ust_tracepoint(sertrace, dump_end, d->id, total_bytes, st, d->seq, scope);
+            lttng_ust_tracepoint(sertrace, dump_end, d->id, total_bytes, st, d->seq, current_pid(),
+                                 current_tid(), scope);
         if (d->hooks.dump_end != NULL)
             d->hooks.dump_end(d->hooks.ctx, d->id, total_bytes, st);
     }

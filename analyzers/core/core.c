@@ -205,13 +205,24 @@ const sertrace_core_stats *sertrace_core_get_stats(const sertrace_core *c)
     return &c->stats;
 }
 
+/* A dump that ended ok without one records event: the serializer traced
+ * no node at all (a top-level value it folds, e.g. pickle.dumps(None) at
+ * the default granularity), which is complete, not a loss.  Its records
+ * could only have vanished with the tracer's discards, which are charged
+ * to every live dump of the process (d->discarded). */
+static bool zero_node_dump(const sertrace_dump_state *d)
+{
+    return d->records_events == 0 && !(d->flags & SERTRACE_DUMPF_STATUS_ERROR) &&
+           d->errors == 0 && d->depth == 0;
+}
+
 bool sertrace_dump_complete(const sertrace_dump_state *d)
 {
     return (d->flags & SERTRACE_DUMPF_BEGIN) && (d->flags & SERTRACE_DUMPF_END) &&
            !(d->flags & (SERTRACE_DUMPF_UNFINISHED | SERTRACE_DUMPF_RESTARTED)) &&
            d->lost_batches == 0 && d->discarded == 0 && d->malformed == 0 &&
            d->orphan_exits == 0 && d->lost_exits == 0 && d->lost_enters == 0 &&
-           d->nodes > 0;
+           (d->nodes > 0 || zero_node_dump(d));
 }
 
 const char *sertrace_core_type_name(const sertrace_dump_state *d,
