@@ -345,7 +345,34 @@ static struct lttng_domain ust_domain(void)
     return dom;
 }
 
-/* Create the session, its channel, `sertrace:*` and the contexts.  On
+/* Enable `sertrace:*` in the sertrace channel, keeping only the events
+ * that pass `filter` (an LTTng filter expression; NULL: all). */
+static int enable_events(const struct session_state *st, const char *filter)
+{
+    struct lttng_domain dom = ust_domain();
+    struct lttng_handle *h = lttng_create_handle(st->name, &dom);
+    struct lttng_event *ev = lttng_event_create();
+    int ret = -1;
+
+    if (h == NULL || ev == NULL) {
+        sertrace_cli_err("out of memory while configuring session %s", st->name);
+        goto end;
+    }
+    snprintf(ev->name, sizeof(ev->name), "%s:*", SERTRACE_PROVIDER_NAME);
+    ev->type = LTTNG_EVENT_TRACEPOINT;
+    ev->loglevel = -1;
+    ev->loglevel_type = LTTNG_EVENT_LOGLEVEL_ALL;
+    ret = lttng_enable_event_with_exclusions(h, ev, CHANNEL_NAME, (char *)filter, 0, NULL);
+    if (ret < 0)
+        lttng_fail("cannot enable the sertrace events", ret);
+end:
+    lttng_event_destroy(ev);
+    lttng_destroy_handle(h);
+    return ret < 0 ? -1 : 0;
+}
+
+/* Create the session, its channel, `sertrace:*` (unless `o->cmd_only`:
+ * record enables them once CMD's pid is known) and the contexts.  On
  * failure the session (if it was created) is destroyed. */
 static int create_session(const struct session_opts *o, struct session_state *st)
 {
@@ -353,7 +380,6 @@ static int create_session(const struct session_opts *o, struct session_state *st
     struct lttng_domain dom = ust_domain();
     struct lttng_handle *h = NULL;
     struct lttng_channel *ch = NULL;
-    struct lttng_event *ev = NULL;
     struct lttng_event_context ctx;
     enum lttng_error_code code;
     int ret, rc = -1;
@@ -378,8 +404,7 @@ static int create_session(const struct session_opts *o, struct session_state *st
 
     h = lttng_create_handle(st->name, &dom);
     ch = lttng_channel_create(&dom);
-    ev = lttng_event_create();
-    if (h == NULL || ch == NULL || ev == NULL) {
+    if (h == NULL || ch == NULL) {
         sertrace_cli_err("out of memory while configuring session %s", st->name);
         goto end;
     }
@@ -394,16 +419,8 @@ static int create_session(const struct session_opts *o, struct session_state *st
         lttng_fail("cannot create the sertrace channel", ret);
         goto end;
     }
-    snprintf(ev->name, sizeof(ev->name), "%s:*", SERTRACE_PROVIDER_NAME);
-    ev->type = LTTNG_EVENT_TRACEPOINT;
-    ev->loglevel = -1;
-    ev->loglevel_type = LTTNG_EVENT_LOGLEVEL_ALL;
-    ret = lttng_enable_event_with_exclusions(h, ev, CHANNEL_NAME,
-                                             st->filter[0] != '\0' ? st->filter : NULL, 0, NULL);
-    if (ret < 0) {
-        lttng_fail("cannot enable the sertrace events", ret);
+    if (!o->cmd_only && enable_events(st, st->filter[0] != '\0' ? st->filter : NULL) != 0)
         goto end;
-    }
     memset(&ctx, 0, sizeof(ctx));
     ctx.ctx = LTTNG_EVENT_CONTEXT_VTID;
     ret = lttng_add_context(h, &ctx, NULL, CHANNEL_NAME);
@@ -420,7 +437,6 @@ static int create_session(const struct session_opts *o, struct session_state *st
 end:
     if (rc != 0)
         destroy_session(st);
-    lttng_event_destroy(ev);
     lttng_channel_destroy(ch);
     lttng_destroy_handle(h);
     lttng_session_descriptor_destroy(desc);
@@ -918,6 +934,30 @@ static int command_exists(const char *cmd)
     return 0;
 }
 
+/* --cmd-only, once CMD's pid is known (CMD waits at the gate): the VPID
+ * tracker (the session daemon gives the session's buffers to that process
+ * only) and `sertrace:*` with the filter `pid == CMD's pid` -- the
+ * tracker alone let CMD's forked children in, since a child forked
+ * without exec writes into the buffers it inherited (measured: 8 dumps of
+ * a forked child in a --cmd-only trace); the payload pid is the emitter's
+ * own (schema v2). */
+static int cmd_only_events(const char *session,
+                           const struct lttng_process_attr_tracker_handle *tracker, pid_t pid)
+{
+    struct session_state st;
+    char filter[64];
+
+    if (lttng_process_attr_virtual_process_id_tracker_handle_add_pid(tracker, pid) !=
+        LTTNG_PROCESS_ATTR_TRACKER_HANDLE_STATUS_OK) {
+        sertrace_cli_err("cannot add pid %ld to the session's process tracker", (long)pid);
+        return -1;
+    }
+    memset(&st, 0, sizeof(st));
+    snprintf(st.name, sizeof(st.name), "%s", session);
+    snprintf(filter, sizeof(filter), "%s == %ld", SERTRACE_FIELD_PID, (long)pid);
+    return enable_events(&st, filter);
+}
+
 /* Fork and exec CMD with SERTRACE_SESSION=`session` in its environment
  * (so CMD can name its own session: `lttng list "$SERTRACE_SESSION"`,
  * `sertrace snapshot "$SERTRACE_SESSION"`; set before the fork, so the
@@ -983,9 +1023,7 @@ static pid_t spawn(char **cmd, const char *session, const char *scope_env, int *
         close(gate[1]);
         return -1;
     }
-    if (tracker != NULL && lttng_process_attr_virtual_process_id_tracker_handle_add_pid(
-                               tracker, pid) != LTTNG_PROCESS_ATTR_TRACKER_HANDLE_STATUS_OK) {
-        sertrace_cli_err("cannot add pid %ld to the session's process tracker", (long)pid);
+    if (tracker != NULL && cmd_only_events(session, tracker, pid) != 0) {
         go = 0;
         close(gate[1]); /* EOF: the child exits 127 without running CMD */
         close(fds[0]);
