@@ -856,7 +856,7 @@ static const char record_help[] =
     "which its descendants inherit, and the session keeps only the events that\n"
     "carry it.  A descendant that clears its environment is not recorded.\n"
     "\n"
-"  -o, --output DIR     where to write the trace (default:\n"
+    "  -o, --output DIR     where to write the trace (default:\n"
     "                       ./sertrace-trace-YYYYmmdd-HHMMSS).  Must be empty or\n"
     "                       not exist yet; it is created if missing.\n"
     "  --snapshot           flight recorder: keep the last buffers in memory (ring\n"
@@ -901,13 +901,11 @@ static void make_scope(struct session_state *st)
     if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        r = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
-            ((uint64_t)getpid() << 40);
+        r = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 40);
     }
     snprintf(token, sizeof(token), "%016llx", (unsigned long long)r);
     snprintf(st->filter, sizeof(st->filter), "%s == \"*:%s:*\"", SERTRACE_FIELD_SCOPE, token);
-    if (n >= 2 && outer[0] == ':' && outer[n - 1] == ':' &&
-        n + sizeof(token) <= SERTRACE_SCOPE_MAX)
+    if (n >= 2 && outer[0] == ':' && outer[n - 1] == ':' && n + sizeof(token) <= SERTRACE_SCOPE_MAX)
         snprintf(st->scope_env, sizeof(st->scope_env), "%s%s:", outer, token);
     else
         snprintf(st->scope_env, sizeof(st->scope_env), ":%s:", token);

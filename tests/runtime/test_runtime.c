@@ -1922,8 +1922,7 @@ Test(text, fork_mid_dump_child_drops_the_parents_dump)
               out);
     char child_header[96];
     snprintf(child_header, sizeof child_header,
-             "# sertrace dump 1 pid %ld tid %ld childdump protocol 4\n", (long)child,
-             (long)child);
+             "# sertrace dump 1 pid %ld tid %ld childdump protocol 4\n", (long)child, (long)child);
     cr_expect(strstr(out, child_header) != NULL, "%s", out);
     cr_expect(strstr(out, "┬ Se: <? object at 0xddd>\n└ # Se [3 B]\n") != NULL, "%s", out);
     close(fd);
