@@ -11,6 +11,8 @@ Modes (argv[1]):
                 makes 3 different workers take tasks at once, each dumps
   simultaneous  parent and child, after a handshake, each dump big objects
                 (several records batches each) at the same moment
+  thread        a second thread dumps, then forks; the child (whose only
+                thread is a copy of that one) dumps, and so does the parent
   atoms         top-level plain values: None, 5, "x", b"yy", 3.5, True
 """
 
@@ -95,6 +97,26 @@ def mode_simultaneous():
     assert status == 0, status
 
 
+def mode_thread():
+    report(sertrace.dumps(shape(0, 12)))
+
+    def run():
+        report(sertrace.dumps(shape(1, 12)))
+        pid = os.fork()
+        if pid == 0:
+            for i in range(3):
+                report(sertrace.dumps(shape(i, 8 + i)))
+            os._exit(0)
+        report(sertrace.dumps(shape(2, 12)))
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, status
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    report(sertrace.dumps(shape(3, 12)))
+
+
 def mode_atoms():
     for value in (None, 5, "x", b"yy", 3.5, True, 10**30, ()):
         report(sertrace.dumps(value))
@@ -102,4 +124,4 @@ def mode_atoms():
 
 if __name__ == "__main__":
     {"fork": mode_fork, "pool": mode_pool, "simultaneous": mode_simultaneous,
-     "atoms": mode_atoms}[sys.argv[1]]()
+     "thread": mode_thread, "atoms": mode_atoms}[sys.argv[1]]()

@@ -79,6 +79,18 @@ def test_parent_and_child_pickling_at_the_same_moment():
     assert "INCOMPLETE" not in tree and "malformed" not in tree
 
 
+def test_fork_from_a_thread_child_has_its_own_tid():
+    trace, printed = record("fork_prog.py", "thread")
+    pids = {p["pid"] for p in printed}
+    assert len(pids) == 2, printed
+    check_dumps(trace, printed, pids)  # compares (pid, tid, size) triples
+    parent = printed[0]["pid"]
+    child = [p for p in printed if p["pid"] != parent]
+    assert len(child) == 3 and all(p["tid"] == p["pid"] for p in child), child
+    # the parent's second thread: a tid of its own, not the main thread's
+    assert len({p["tid"] for p in printed if p["pid"] == parent}) == 2
+
+
 def test_top_level_plain_values_are_complete_dumps():
     trace, printed = record("fork_prog.py", "atoms")
     assert len(printed) == 8
