@@ -36,8 +36,12 @@
  * chain never points at a handle reused by someone else.  After fork(), the
  * child's handler marks the forking thread's open dumps dead (buffered text
  * and records dropped, every later call a no-op: the parent writes them),
- * and a fork generation stamped in each handle keeps any other inherited
- * handle from emitting anything in the child.
+ * a fork generation stamped in each handle keeps any other inherited
+ * handle from emitting anything in the child, and the child gets its own
+ * pid, tid and dump numbers (from 1) in what it emits: events carry the
+ * emitter's pid and tid themselves (schema v2; why not LTTng's contexts:
+ * "Fork" below) and `scope`, $SERTRACE_SCOPE, which `sertrace record`
+ * filters on.
  */
 #define _GNU_SOURCE /* gettid() */
 #include <assert.h>
