@@ -17,6 +17,7 @@ Also: a dump whose top object is a plain value (pickle.dumps(None)) is a
 complete dump of no node, not "INCOMPLETE: no node recorded".
 """
 
+import os
 from collections import Counter
 
 import pytest
@@ -55,6 +56,19 @@ def test_os_fork_child_dumps_under_its_own_pid():
     assert len(pids) == 2, printed
     check_dumps(trace, printed, pids)
     assert "INCOMPLETE" not in report_tree(trace)
+
+
+HELPER = "/usr/lib/x86_64-linux-gnu/liblttng-ust-fork.so.1"
+
+
+@pytest.mark.skipif(not os.path.exists(HELPER), reason="liblttng-ust-fork not installed")
+def test_os_fork_with_lttng_fork_helper_preloaded_agrees():
+    """A user who preloads LTTng's fork helper gets the same answers (the
+    helper refreshes LTTng's contexts; our pid/tid fields agree)."""
+    trace, printed = record("fork_prog.py", "fork", LD_PRELOAD=HELPER)
+    pids = {p["pid"] for p in printed}
+    assert len(pids) == 2, printed
+    check_dumps(trace, printed, pids)
 
 
 def test_fork_pool_workers_dump_under_their_own_pids():
