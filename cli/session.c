@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -59,11 +60,17 @@ struct session_opts {
     const char *live_url;
     bool snapshot;
     bool cmd_only;         /* record: trace CMD's process only (VPID tracker) */
+    bool all_processes;    /* record: every process of the user, no scope filter */
     uint64_t buffer_bytes; /* per CPU */
 };
 
 struct session_state {
     char name[LTTNG_NAME_MAX];
+    /* record's default: the LTTng filter that keeps CMD's descendants
+     * (`scope == "*:TOKEN:*"`) and the $SERTRACE_SCOPE value CMD gets;
+     * both empty when every process is recorded. */
+    char filter[64];
+    char scope_env[SERTRACE_SCOPE_MAX + 1];
     char outdir[PATH_MAX]; /* absolute; empty for live sessions */
     bool created_dir;
     bool session_exists;
@@ -338,7 +345,34 @@ static struct lttng_domain ust_domain(void)
     return dom;
 }
 
-/* Create the session, its channel, `sertrace:*` and the contexts.  On
+/* Enable `sertrace:*` in the sertrace channel, keeping only the events
+ * that pass `filter` (an LTTng filter expression; NULL: all). */
+static int enable_events(const struct session_state *st, const char *filter)
+{
+    struct lttng_domain dom = ust_domain();
+    struct lttng_handle *h = lttng_create_handle(st->name, &dom);
+    struct lttng_event *ev = lttng_event_create();
+    int ret = -1;
+
+    if (h == NULL || ev == NULL) {
+        sertrace_cli_err("out of memory while configuring session %s", st->name);
+        goto end;
+    }
+    snprintf(ev->name, sizeof(ev->name), "%s:*", SERTRACE_PROVIDER_NAME);
+    ev->type = LTTNG_EVENT_TRACEPOINT;
+    ev->loglevel = -1;
+    ev->loglevel_type = LTTNG_EVENT_LOGLEVEL_ALL;
+    ret = lttng_enable_event_with_exclusions(h, ev, CHANNEL_NAME, (char *)filter, 0, NULL);
+    if (ret < 0)
+        lttng_fail("cannot enable the sertrace events", ret);
+end:
+    lttng_event_destroy(ev);
+    lttng_destroy_handle(h);
+    return ret < 0 ? -1 : 0;
+}
+
+/* Create the session, its channel, `sertrace:*` (unless `o->cmd_only`:
+ * record enables them once CMD's pid is known) and the contexts.  On
  * failure the session (if it was created) is destroyed. */
 static int create_session(const struct session_opts *o, struct session_state *st)
 {
@@ -346,7 +380,6 @@ static int create_session(const struct session_opts *o, struct session_state *st
     struct lttng_domain dom = ust_domain();
     struct lttng_handle *h = NULL;
     struct lttng_channel *ch = NULL;
-    struct lttng_event *ev = NULL;
     struct lttng_event_context ctx;
     enum lttng_error_code code;
     int ret, rc = -1;
@@ -371,8 +404,7 @@ static int create_session(const struct session_opts *o, struct session_state *st
 
     h = lttng_create_handle(st->name, &dom);
     ch = lttng_channel_create(&dom);
-    ev = lttng_event_create();
-    if (h == NULL || ch == NULL || ev == NULL) {
+    if (h == NULL || ch == NULL) {
         sertrace_cli_err("out of memory while configuring session %s", st->name);
         goto end;
     }
@@ -387,15 +419,8 @@ static int create_session(const struct session_opts *o, struct session_state *st
         lttng_fail("cannot create the sertrace channel", ret);
         goto end;
     }
-    snprintf(ev->name, sizeof(ev->name), "%s:*", SERTRACE_PROVIDER_NAME);
-    ev->type = LTTNG_EVENT_TRACEPOINT;
-    ev->loglevel = -1;
-    ev->loglevel_type = LTTNG_EVENT_LOGLEVEL_ALL;
-    ret = lttng_enable_event_with_exclusions(h, ev, CHANNEL_NAME, NULL, 0, NULL);
-    if (ret < 0) {
-        lttng_fail("cannot enable the sertrace events", ret);
+    if (!o->cmd_only && enable_events(st, st->filter[0] != '\0' ? st->filter : NULL) != 0)
         goto end;
-    }
     memset(&ctx, 0, sizeof(ctx));
     ctx.ctx = LTTNG_EVENT_CONTEXT_VTID;
     ret = lttng_add_context(h, &ctx, NULL, CHANNEL_NAME);
@@ -412,7 +437,6 @@ static int create_session(const struct session_opts *o, struct session_state *st
 end:
     if (rc != 0)
         destroy_session(st);
-    lttng_event_destroy(ev);
     lttng_channel_destroy(ch);
     lttng_destroy_handle(h);
     lttng_session_descriptor_destroy(desc);
@@ -725,7 +749,7 @@ static int finish_session(struct session_state *st, bool snapshot)
 
 /* ---- option parsing shared by record and start ------------------------- */
 
-enum { OPT_SNAPSHOT = 256, OPT_BUFFER_SIZE, OPT_NAME, OPT_LIVE, OPT_CMD_ONLY };
+enum { OPT_SNAPSHOT = 256, OPT_BUFFER_SIZE, OPT_NAME, OPT_LIVE, OPT_CMD_ONLY, OPT_ALL_PROCESSES };
 
 static int parse_session_opts(int argc, char **argv, bool allow_live, const char *help,
                               struct session_opts *o)
@@ -738,6 +762,7 @@ static int parse_session_opts(int argc, char **argv, bool allow_live, const char
         {"name", required_argument, NULL, OPT_NAME},
         {"live", required_argument, NULL, OPT_LIVE},
         {"cmd-only", no_argument, NULL, OPT_CMD_ONLY},
+        {"all-processes", no_argument, NULL, OPT_ALL_PROCESSES},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -775,6 +800,11 @@ static int parse_session_opts(int argc, char **argv, bool allow_live, const char
                 goto unknown;
             o->cmd_only = true;
             break;
+        case OPT_ALL_PROCESSES:
+            if (allow_live)
+                goto unknown;
+            o->all_processes = true;
+            break;
         case ':':
             sertrace_cli_err("%s: option %s needs a value", argv[0], argv[optind - 1]);
             return -1;
@@ -784,6 +814,12 @@ static int parse_session_opts(int argc, char **argv, bool allow_live, const char
                              argv[optind - 1], argv[0]);
             return -1;
         }
+    }
+    if (o->cmd_only && o->all_processes) {
+        sertrace_cli_err("%s: --cmd-only and --all-processes contradict each other: give "
+                         "one (without either, CMD and its descendants are recorded)",
+                         argv[0]);
+        return -1;
     }
     if (o->live_url != NULL && (o->snapshot || o->outdir != NULL)) {
         sertrace_cli_err("%s: --live cannot be combined with --snapshot or -o (the relay "
@@ -810,12 +846,15 @@ static void session_name(const struct session_opts *o, const char *kind, struct 
 
 static const char record_help[] =
     "Usage: sertrace record [-o DIR] [--snapshot] [--buffer-size SIZE] [--name NAME]\n"
-    "                       [--cmd-only] [--] CMD [ARG...]\n"
+    "                       [--cmd-only | --all-processes] [--] CMD [ARG...]\n"
     "\n"
-    "Run CMD under a new LTTng session that records the sertrace events of every\n"
-    "process of your user that loaded sertrace (CMD and its children, but also\n"
-    "any other such process running meanwhile; the " SERTRACE_CONTEXT_VPID " context tells them\n"
-    "apart), then stop and destroy the session and tell where the trace is.\n"
+    "Run CMD under a new LTTng session that records the sertrace events of CMD\n"
+    "and its descendants (children it forks, spawns or starts through a\n"
+    "forkserver, and theirs), then stop and destroy the session and tell where\n"
+    "the trace is.  Other processes that loaded sertrace are not recorded, even\n"
+    "though they share the user's buffers: CMD gets a token in $SERTRACE_SCOPE,\n"
+    "which its descendants inherit, and the session keeps only the events that\n"
+    "carry it.  A descendant that clears its environment is not recorded.\n"
     "\n"
     "  -o, --output DIR     where to write the trace (default:\n"
     "                       ./sertrace-trace-YYYYmmdd-HHMMSS).  Must be empty or\n"
@@ -829,8 +868,10 @@ static const char record_help[] =
     "                       sub-buffers; accepts 4096, 64K, 16M, 1.5GiB; at least\n"
     "                       32K).  Rounded down to LTTng's power-of-two geometry.\n"
     "  --name NAME          session name (default sertrace-record-PID-DATE)\n"
-    "  --cmd-only           trace CMD's own process only, not its children nor\n"
-    "                       other processes (an LTTng VPID tracker)\n"
+    "  --cmd-only           record CMD's own process only, not its descendants\n"
+    "                       (an LTTng VPID tracker and a filter on CMD's pid)\n"
+    "  --all-processes      record every process of your user that loaded\n"
+    "                       sertrace while CMD runs (the pid tells them apart)\n"
     "  -h, --help           this help\n"
     "\n"
     "A session daemon is started (`lttng-sessiond --daemonize`, or\n"
@@ -844,6 +885,31 @@ static const char record_help[] =
     "signal N killed it); 127 when CMD was not found; 1 when CMD succeeded but no\n"
     "sertrace event was recorded (it never loaded sertrace) or on a tracing\n"
     "error; 2 on a usage error.\n";
+
+/* record's default scope (CMD and its descendants): a fresh random token,
+ * the filter that keeps only the events whose `scope` field holds it, and
+ * the $SERTRACE_SCOPE value CMD inherits (and passes on to every process it
+ * starts, unless one clears its environment).  A record run inside another
+ * record's CMD appends its token to the outer one's, so both record it. */
+static void make_scope(struct session_state *st)
+{
+    const char *outer = getenv(SERTRACE_SCOPE_ENV);
+    uint64_t r = 0;
+    char token[17];
+    size_t n = outer ? strlen(outer) : 0;
+
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 40);
+    }
+    snprintf(token, sizeof(token), "%016llx", (unsigned long long)r);
+    snprintf(st->filter, sizeof(st->filter), "%s == \"*:%s:*\"", SERTRACE_FIELD_SCOPE, token);
+    if (n >= 2 && outer[0] == ':' && outer[n - 1] == ':' && n + sizeof(token) <= SERTRACE_SCOPE_MAX)
+        snprintf(st->scope_env, sizeof(st->scope_env), "%s%s:", outer, token);
+    else
+        snprintf(st->scope_env, sizeof(st->scope_env), ":%s:", token);
+}
 
 /* Resolve CMD like execvp would, to fail before creating anything. */
 static int command_exists(const char *cmd)
@@ -871,6 +937,30 @@ static int command_exists(const char *cmd)
     return 0;
 }
 
+/* --cmd-only, once CMD's pid is known (CMD waits at the gate): the VPID
+ * tracker (the session daemon gives the session's buffers to that process
+ * only) and `sertrace:*` with the filter `pid == CMD's pid` -- the
+ * tracker alone let CMD's forked children in, since a child forked
+ * without exec writes into the buffers it inherited (measured: 8 dumps of
+ * a forked child in a --cmd-only trace); the payload pid is the emitter's
+ * own (schema v2). */
+static int cmd_only_events(const char *session,
+                           const struct lttng_process_attr_tracker_handle *tracker, pid_t pid)
+{
+    struct session_state st;
+    char filter[64];
+
+    if (lttng_process_attr_virtual_process_id_tracker_handle_add_pid(tracker, pid) !=
+        LTTNG_PROCESS_ATTR_TRACKER_HANDLE_STATUS_OK) {
+        sertrace_cli_err("cannot add pid %ld to the session's process tracker", (long)pid);
+        return -1;
+    }
+    memset(&st, 0, sizeof(st));
+    snprintf(st.name, sizeof(st.name), "%s", session);
+    snprintf(filter, sizeof(filter), "%s == %ld", SERTRACE_FIELD_PID, (long)pid);
+    return enable_events(&st, filter);
+}
+
 /* Fork and exec CMD with SERTRACE_SESSION=`session` in its environment
  * (so CMD can name its own session: `lttng list "$SERTRACE_SESSION"`,
  * `sertrace snapshot "$SERTRACE_SESSION"`; set before the fork, so the
@@ -878,7 +968,7 @@ static int command_exists(const char *cmd)
  * when the exec failed (the child has then been reaped).  With a `tracker`,
  * the child waits until its pid is in the VPID tracker before exec, so
  * the process is tracked from its first event. */
-static pid_t spawn(char **cmd, const char *session, int *exec_errno,
+static pid_t spawn(char **cmd, const char *session, const char *scope_env, int *exec_errno,
                    const struct lttng_process_attr_tracker_handle *tracker)
 {
     int fds[2], gate[2];
@@ -889,7 +979,8 @@ static pid_t spawn(char **cmd, const char *session, int *exec_errno,
     sigset_t all, old;
 
     *exec_errno = 0;
-    if (setenv("SERTRACE_SESSION", session, 1) != 0) {
+    if (setenv("SERTRACE_SESSION", session, 1) != 0 ||
+        (scope_env[0] != '\0' && setenv(SERTRACE_SCOPE_ENV, scope_env, 1) != 0)) {
         *exec_errno = errno;
         return -1;
     }
@@ -935,9 +1026,7 @@ static pid_t spawn(char **cmd, const char *session, int *exec_errno,
         close(gate[1]);
         return -1;
     }
-    if (tracker != NULL && lttng_process_attr_virtual_process_id_tracker_handle_add_pid(
-                               tracker, pid) != LTTNG_PROCESS_ATTR_TRACKER_HANDLE_STATUS_OK) {
-        sertrace_cli_err("cannot add pid %ld to the session's process tracker", (long)pid);
+    if (tracker != NULL && cmd_only_events(session, tracker, pid) != 0) {
         go = 0;
         close(gate[1]); /* EOF: the child exits 127 without running CMD */
         close(fds[0]);
@@ -1014,6 +1103,8 @@ int sertrace_cli_record(int argc, char **argv)
     if (prepare_outdir(o.outdir, &st) != 0)
         return SERTRACE_CLI_ERROR;
     session_name(&o, "record", &st);
+    if (!o.cmd_only && !o.all_processes)
+        make_scope(&st);
     if (ensure_sessiond() != 0 || interrupted())
         goto fail;
     if (create_session(&o, &st) != 0 || interrupted())
@@ -1036,7 +1127,7 @@ int sertrace_cli_record(int argc, char **argv)
                 "`sertrace snapshot %s` (or `lttng snapshot record -s %s`)\n",
                 st.name, st.name, st.name);
 
-    pid = spawn(cmd, st.name, &exec_errno, tracker);
+    pid = spawn(cmd, st.name, st.scope_env, &exec_errno, tracker);
     lttng_process_attr_tracker_handle_destroy(tracker);
     tracker = NULL;
     if (pid < 0) {

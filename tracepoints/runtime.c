@@ -36,9 +36,14 @@
  * chain never points at a handle reused by someone else.  After fork(), the
  * child's handler marks the forking thread's open dumps dead (buffered text
  * and records dropped, every later call a no-op: the parent writes them),
- * and a fork generation stamped in each handle keeps any other inherited
- * handle from emitting anything in the child.
+ * a fork generation stamped in each handle keeps any other inherited
+ * handle from emitting anything in the child, and the child gets its own
+ * pid, tid and dump numbers (from 1) in what it emits: events carry the
+ * emitter's pid and tid themselves (schema v2; why not LTTng's contexts:
+ * "Fork" below) and `scope`, $SERTRACE_SCOPE, which `sertrace record`
+ * filters on.
  */
+#define _GNU_SOURCE /* gettid() */
 #include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -135,6 +140,7 @@ struct thread_state {
     struct sertrace_dump *current;
     struct sertrace_dump *free;
     bool key_set;
+    int32_t tid; /* gettid(), 0 until first needed (and after fork) */
 };
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -147,6 +153,9 @@ static struct sertrace_internal_hooks hooks;
 static atomic_bool hooks_on;
 static atomic_uint max_depth_cap = SERTRACE_MAX_DEPTH;
 static atomic_bool config_atoms;
+/* $SERTRACE_SCOPE, read once with the other knobs; every event carries it
+ * (`sertrace record` filters on it: CMD and its descendants only). */
+static char scope[SERTRACE_SCOPE_MAX + 1];
 
 static __thread struct thread_state tls;
 
@@ -216,11 +225,57 @@ static void make_dead(struct sertrace_dump *d)
     sertrace_text_drop(&d->text);
 }
 
+/* Fork.  LTTng-UST caches the vpid (per process) and the vtid (per
+ * thread) it records as context, and does not refresh them in a forked
+ * child unless liblttng-ust-fork.so is preloaded: a child forked after its
+ * parent recorded shows the parent's pid and tid (measured: a
+ * multiprocessing Pool's workers all under the parent's pid, a parent and
+ * a child pickling at once interleaved into one corrupt stream).  Its
+ * exported remedy (lttng_ust_before_fork / _after_fork_parent /
+ * _after_fork_child, what the preloaded helper calls around fork()) was
+ * tried from pthread_atfork handlers and rejected: the child re-registers
+ * with the session daemon at once (its start was 2.2 ms later), and a
+ * child that closes its file descriptors before exec -- Python's
+ * subprocess with preexec_fn, Criterion's test runner -- then aborted on
+ * LTTng-UST's own assertions (3 of 5 subprocess children killed by SIGABRT
+ * under a session; the same with the helper preloaded).  So libsertrace
+ * does not touch LTTng-UST's fork handling: every event carries the pid
+ * and tid as libsertrace sees them (schema v2 fields `pid`, `tid`), cached
+ * here and forgotten in the child of a fork, and readers prefer those to
+ * the contexts.  The child writes into the buffers it inherited, which is
+ * how LTTng-UST records a forked child anyway; a session started only
+ * after the fork does not reach a child that never exec'd (LTTng's rule:
+ * preload liblttng-ust-fork.so for that, see tracepoints/README.md). */
+static atomic_int cached_pid; /* 0: not known yet in this process */
+
+static inline int32_t current_pid(void)
+{
+    int pid = atomic_load_explicit(&cached_pid, memory_order_relaxed);
+
+    if (pid == 0) {
+        pid = (int)getpid();
+        atomic_store_explicit(&cached_pid, pid, memory_order_relaxed);
+    }
+    return pid;
+}
+
+static inline int32_t current_tid(void)
+{
+    if (tls.tid == 0)
+        tls.tid = (int32_t)gettid();
+    return tls.tid;
+}
+
 static void atfork_child(void)
 {
     atomic_fetch_add(&fork_generation, 1);
     for (struct sertrace_dump *d = tls.current; d != NULL; d = d->outer)
         make_dead(d);
+    /* A new process: its own pid and tid, and its own dump numbers from 1
+     * (dump ids are unique per pid). */
+    atomic_store_explicit(&cached_pid, 0, memory_order_relaxed);
+    tls.tid = 0;
+    atomic_store(&next_dump_id, 0);
 }
 
 static void config_from_env(void)
@@ -232,7 +287,15 @@ static void config_from_env(void)
         getenv("SERTRACE_EXACT"),
     };
     struct sertrace_text_config c;
+    const char *sc = getenv(SERTRACE_SCOPE_ENV);
 
+    if (sc != NULL) {
+        size_t n = strlen(sc);
+        if (n > SERTRACE_SCOPE_MAX)
+            n = SERTRACE_SCOPE_MAX;
+        memcpy(scope, sc, n);
+        scope[n] = '\0';
+    }
     pthread_key_create(&pool_key, pool_destroy);
     pthread_atfork(NULL, NULL, atfork_child);
     sertrace_text_configure(&s, STDERR_FILENO);
@@ -304,7 +367,8 @@ static void batch_flush(struct sertrace_dump *d)
         return;
     }
     if (d->lttng_on)
-        lttng_ust_tracepoint(sertrace, records, d->id, d->seq, d->batch, d->batch_len);
+        lttng_ust_tracepoint(sertrace, records, d->id, d->seq, d->batch, d->batch_len,
+                             current_pid(), current_tid(), scope);
     if (d->hooks.records != NULL)
         d->hooks.records(d->hooks.ctx, d->id, d->seq, d->batch, d->batch_len);
     d->seq++;
@@ -454,7 +518,8 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     tls.current = d;
 
     if (lttng)
-        lttng_ust_tracepoint(sertrace, dump_begin, d->id, d->serializer, (int32_t)protocol);
+        lttng_ust_tracepoint(sertrace, dump_begin, d->id, d->serializer, (int32_t)protocol,
+                             current_pid(), current_tid(), scope);
     if (d->hooks.dump_begin != NULL)
         d->hooks.dump_begin(d->hooks.ctx, d->id, d->serializer, (int32_t)protocol);
     if (text)
@@ -514,7 +579,8 @@ static void dump_finish(struct sertrace_dump *d, uint64_t total_bytes, int statu
     if (d->records_on) {
         batch_flush(d);
         if (d->lttng_on)
-            lttng_ust_tracepoint(sertrace, dump_end, d->id, total_bytes, st);
+            lttng_ust_tracepoint(sertrace, dump_end, d->id, total_bytes, st, d->seq, current_pid(),
+                                 current_tid(), scope);
         if (d->hooks.dump_end != NULL)
             d->hooks.dump_end(d->hooks.ctx, d->id, total_bytes, st);
     }

@@ -1,6 +1,6 @@
 /* sertrace-tp.h -- the LTTng-UST binding of sertrace/schema.h.
  *
- * Declares the three LTTng events of provider "sertrace".  Field meanings,
+ * Declares the three LTTng events of provider "sertrace" (schema version 2).  Field meanings,
  * units and the record layout are documented once, in sertrace/schema.h
  * and tracepoints/README.md.  Included only by the runtime (runtime.c) and
  * the probe provider object (probes/provider.c); serializers never see it.
@@ -25,25 +25,38 @@ LTTNG_UST_TRACEPOINT_ENUM(sertrace, status_enum,
     LTTNG_UST_TP_ENUM_VALUES(SERTRACE_STATUSES(SERTRACE_STATUS_MAPPING_)))
 
 LTTNG_UST_TRACEPOINT_EVENT(sertrace, dump_begin,
-    LTTNG_UST_TP_ARGS(uint64_t, dump_id, const char *, serializer, int32_t, protocol),
+    LTTNG_UST_TP_ARGS(uint64_t, dump_id, const char *, serializer, int32_t, protocol,
+                      int32_t, pid, int32_t, tid, const char *, scope),
     LTTNG_UST_TP_FIELDS(
         lttng_ust_field_integer(uint64_t, dump_id, dump_id)
         lttng_ust_field_string(serializer, serializer)
-        lttng_ust_field_integer(int32_t, protocol, protocol)))
+        lttng_ust_field_integer(int32_t, protocol, protocol)
+        lttng_ust_field_integer(int32_t, pid, pid)
+        lttng_ust_field_integer(int32_t, tid, tid)
+        lttng_ust_field_string(scope, scope)))
 
 LTTNG_UST_TRACEPOINT_EVENT(sertrace, records,
-    LTTNG_UST_TP_ARGS(uint64_t, dump_id, uint32_t, seq, const uint8_t *, buf, uint32_t, len),
+    LTTNG_UST_TP_ARGS(uint64_t, dump_id, uint32_t, seq, const uint8_t *, buf, uint32_t, len,
+                      int32_t, pid, int32_t, tid, const char *, scope),
     LTTNG_UST_TP_FIELDS(
         lttng_ust_field_integer(uint64_t, dump_id, dump_id)
         lttng_ust_field_integer(uint32_t, seq, seq)
-        lttng_ust_field_sequence(uint8_t, records, buf, uint32_t, len)))
+        lttng_ust_field_sequence(uint8_t, records, buf, uint32_t, len)
+        lttng_ust_field_integer(int32_t, pid, pid)
+        lttng_ust_field_integer(int32_t, tid, tid)
+        lttng_ust_field_string(scope, scope)))
 
 LTTNG_UST_TRACEPOINT_EVENT(sertrace, dump_end,
-    LTTNG_UST_TP_ARGS(uint64_t, dump_id, uint64_t, bytes, uint8_t, status),
+    LTTNG_UST_TP_ARGS(uint64_t, dump_id, uint64_t, bytes, uint8_t, status, uint32_t, batches,
+                      int32_t, pid, int32_t, tid, const char *, scope),
     LTTNG_UST_TP_FIELDS(
         lttng_ust_field_integer(uint64_t, dump_id, dump_id)
         lttng_ust_field_integer(uint64_t, bytes, bytes)
-        lttng_ust_field_enum(sertrace, status_enum, uint8_t, status, status)))
+        lttng_ust_field_enum(sertrace, status_enum, uint8_t, status, status)
+        lttng_ust_field_integer(uint32_t, batches, batches)
+        lttng_ust_field_integer(int32_t, pid, pid)
+        lttng_ust_field_integer(int32_t, tid, tid)
+        lttng_ust_field_string(scope, scope)))
 
 #endif /* SERTRACE_TP_H */
 

@@ -205,13 +205,25 @@ const sertrace_core_stats *sertrace_core_get_stats(const sertrace_core *c)
     return &c->stats;
 }
 
+/* A dump that ended ok and, by its dump_end's `batches` (schema v2),
+ * emitted no records event: the serializer traced no node at all (a
+ * top-level value it folds, e.g. pickle.dumps(None) at the default
+ * granularity), which is complete, not a loss.  Without `batches` (v1)
+ * nothing tells it from a dump whose only batch was dropped (LTTng drops
+ * an event larger than a sub-buffer without counting it): incomplete. */
+static bool zero_node_dump(const sertrace_dump_state *d)
+{
+    return (d->flags & SERTRACE_DUMPF_NO_RECORDS) && d->records_events == 0 &&
+           !(d->flags & SERTRACE_DUMPF_STATUS_ERROR) && d->errors == 0 && d->depth == 0;
+}
+
 bool sertrace_dump_complete(const sertrace_dump_state *d)
 {
     return (d->flags & SERTRACE_DUMPF_BEGIN) && (d->flags & SERTRACE_DUMPF_END) &&
            !(d->flags & (SERTRACE_DUMPF_UNFINISHED | SERTRACE_DUMPF_RESTARTED)) &&
            d->lost_batches == 0 && d->discarded == 0 && d->malformed == 0 &&
            d->orphan_exits == 0 && d->lost_exits == 0 && d->lost_enters == 0 &&
-           d->nodes > 0;
+           (d->nodes > 0 || zero_node_dump(d));
 }
 
 const char *sertrace_core_type_name(const sertrace_dump_state *d,
@@ -730,6 +742,13 @@ int sertrace_core_dump_end(sertrace_core *c, int64_t pid, int64_t tid,
                            int64_t ts, uint64_t dump_id, uint64_t bytes,
                            int status)
 {
+    return sertrace_core_dump_end_batches(c, pid, tid, ts, dump_id, bytes, status, -1);
+}
+
+int sertrace_core_dump_end_batches(sertrace_core *c, int64_t pid, int64_t tid,
+                                   int64_t ts, uint64_t dump_id, uint64_t bytes,
+                                   int status, int64_t batches)
+{
     sertrace_dump_state *d = find_dump(c, pid, dump_id);
     if (!d) {
         d = open_dump(c, pid, tid, ts, dump_id);
@@ -765,6 +784,15 @@ int sertrace_core_dump_end(sertrace_core *c, int64_t pid, int64_t tid,
     d->ts_end = ts;
     d->flags |= SERTRACE_DUMPF_END;
     d->payload_bytes = bytes;
+    if (batches == 0 && d->records_events == 0)
+        d->flags |= SERTRACE_DUMPF_NO_RECORDS;
+    else if (batches > 0 && (uint64_t)batches > d->next_seq) {
+        /* its last batches never arrived */
+        uint64_t lost = (uint64_t)batches - d->next_seq;
+        d->lost_batches += lost;
+        c->stats.lost_batches += lost;
+        mark_gap(d);
+    }
     if (status != SERTRACE_STATUS_OK)
         d->flags |= SERTRACE_DUMPF_STATUS_ERROR;
     see_pos(d, bytes);

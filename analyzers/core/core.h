@@ -109,6 +109,10 @@ enum sertrace_core_dump_flag {
      * later dump of the same thread (begun after this one's last event)
      * ended.  Closed then, its open nodes as NO_EXIT; not UNFINISHED. */
     SERTRACE_DUMPF_END_LOST = 1u << 5,
+    /* dump_end said the dump emitted no records event (schema v2
+     * `batches` == 0): with none seen, a dump that traced no node (a
+     * top-level value the serializer folds) is complete, not a loss. */
+    SERTRACE_DUMPF_NO_RECORDS = 1u << 6,
 };
 
 /* One node, while open (on the stack) and when it closes. */
@@ -245,6 +249,14 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
 int sertrace_core_dump_end(sertrace_core *c, int64_t pid, int64_t tid,
                            int64_t ts, uint64_t dump_id, uint64_t bytes,
                            int status);
+
+/* The same, with dump_end's `batches` (schema v2: how many records events
+ * the dump emitted; -1 when the trace does not say).  Records events
+ * missing at the end count as lost batches (a lost LAST batch has no seq
+ * gap to show it); 0 with none seen sets SERTRACE_DUMPF_NO_RECORDS. */
+int sertrace_core_dump_end_batches(sertrace_core *c, int64_t pid, int64_t tid,
+                                   int64_t ts, uint64_t dump_id, uint64_t bytes,
+                                   int status, int64_t batches);
 
 /* The tracer discarded `count` events.  `pid` is the process whose buffer
  * lost them when known (per-PID traces), else -1: every live dump of that

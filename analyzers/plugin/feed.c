@@ -34,7 +34,7 @@ typedef struct op {
     uint64_t dump_id;
     uint64_t a; /* records: seq; end: bytes; discarded: count */
     int32_t b;  /* begin: protocol; end: status */
-    int32_t pad;
+    int32_t pad; /* end: batches (schema v2), -1 unknown */
 } op;
 
 typedef struct chunk {
@@ -91,7 +91,8 @@ static int run_op(sertrace_core *core, const op *o, const uint8_t *payload)
         return sertrace_core_records(core, o->pid, o->tid, o->ts, o->dump_id, (uint32_t)o->a,
                                      payload, o->len);
     case OP_END:
-        return sertrace_core_dump_end(core, o->pid, o->tid, o->ts, o->dump_id, o->a, o->b);
+        return sertrace_core_dump_end_batches(core, o->pid, o->tid, o->ts, o->dump_id, o->a,
+                                              o->b, o->pad);
     case OP_DISCARDED:
         return sertrace_core_discarded(core, o->pid, o->a);
     default:
@@ -317,9 +318,10 @@ int feed_records_end(feed *f)
 }
 
 int feed_dump_end(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
-                  uint64_t bytes, int status)
+                  uint64_t bytes, int status, int64_t batches)
 {
-    return submit(f, (op){OP_END, 0, pid, tid, ts, dump_id, bytes, status, 0}, NULL);
+    int32_t nb = batches < 0 ? -1 : batches > INT32_MAX ? INT32_MAX : (int32_t)batches;
+    return submit(f, (op){OP_END, 0, pid, tid, ts, dump_id, bytes, status, nb}, NULL);
 }
 
 int feed_discarded(feed *f, int64_t pid, uint64_t count)

@@ -53,6 +53,11 @@ typedef struct ec_info {
     bool protocol_signed, status_signed;
     uint64_t i_vpid, i_vtid; /* in the common context */
     bool vpid_signed, vtid_signed;
+    /* schema v2: the emitter's own pid/tid in the payload, right in a
+     * forked child where LTTng's cached contexts are the parent's */
+    uint64_t i_pid, i_tid;
+    bool pid_signed, tid_signed;
+    uint64_t i_batches; /* schema v2, dump_end */
 } ec_info;
 
 typedef struct ec_cache {
@@ -531,6 +536,9 @@ static void fill_info(ec_info *e, const bt_event_class *ec)
     e->i_records = member_index(pfc, SERTRACE_FIELD_RECORDS, 'A', NULL);
     e->i_bytes = member_index(pfc, SERTRACE_FIELD_BYTES, 'u', NULL);
     e->i_status = member_index(pfc, SERTRACE_FIELD_STATUS, 's', &e->status_signed);
+    e->i_pid = member_index(pfc, SERTRACE_FIELD_PID, 's', &e->pid_signed);
+    e->i_batches = member_index(pfc, SERTRACE_FIELD_BATCHES, 'u', NULL);
+    e->i_tid = member_index(pfc, SERTRACE_FIELD_TID, 's', &e->tid_signed);
     const bt_stream_class *sc = bt_event_class_borrow_stream_class_const(ec);
     const bt_field_class *cfc =
         sc ? bt_stream_class_borrow_event_common_context_field_class_const(sc) : NULL;
@@ -634,6 +642,10 @@ static int handle_event(sink *s, const bt_message *msg)
         s->unreadable++;
         return 0;
     }
+    if (e->i_pid != NO_INDEX)
+        pid = field_s(p, e->i_pid, e->pid_signed);
+    if (e->i_tid != NO_INDEX)
+        tid = field_s(p, e->i_tid, e->tid_signed);
     uint64_t id = field_u(p, e->i_dump_id);
     switch (e->kind) {
     case EV_BEGIN: {
@@ -675,7 +687,13 @@ static int handle_event(sink *s, const bt_message *msg)
         int status = SERTRACE_STATUS_OK;
         if (e->i_status != NO_INDEX)
             status = (int)field_s(p, e->i_status, e->status_signed);
-        return feed_dump_end(s->feed, pid, tid, ts, id, field_u(p, e->i_bytes), status);
+        int64_t batches = -1;
+        if (e->i_batches != NO_INDEX) {
+            uint64_t b = field_u(p, e->i_batches);
+            batches = b > INT32_MAX ? INT32_MAX : (int64_t)b;
+        }
+        return feed_dump_end(s->feed, pid, tid, ts, id, field_u(p, e->i_bytes), status,
+                             batches);
     }
     default:
         return 0;

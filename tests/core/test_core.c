@@ -256,6 +256,47 @@ Test(core, lost_batch_marks_incomplete_and_partial)
     cr_assert_not(sertrace_node_self_exact(&probe), "self never exact after a loss");
 }
 
+/* Schema v2 dump_end `batches`: a dump that emitted no records event and
+ * traced no node (pickle.dumps(None) at the default granularity) is
+ * complete; without `batches` (v1) it stays incomplete ("no node"), since a
+ * dropped lone batch looks the same. */
+Test(core, zero_records_dump_complete_only_when_dump_end_says_so)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "pickle", 6, 4), 0);
+    cr_assert_eq(sertrace_core_dump_end_batches(C, 1, 1, 0, 1, 4, 0, 0), 0);
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 2, "pickle", 6, 4), 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 2, 4, 0), 0);
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 3, "pickle", 6, 4), 0);
+    cr_assert_eq(sertrace_core_dump_end_batches(C, 1, 1, 0, 3, 4, 0, 1), 0);
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 4, "pickle", 6, 4), 0);
+    cr_assert_eq(sertrace_core_dump_end_batches(C, 1, 1, 0, 4, 4, SERTRACE_STATUS_ERROR, 0), 0);
+    cr_assert_eq(R->ndumps, 4);
+    cr_assert(R->dumps[0].complete, "batches 0: complete dump of no node");
+    cr_assert_eq(R->dumps[0].st.nodes, 0);
+    cr_assert_eq(R->dumps[0].st.payload_bytes, 4);
+    cr_assert_not(R->dumps[1].complete, "batches unknown (v1)");
+    cr_assert_not(R->dumps[2].complete, "its one batch never arrived");
+    cr_assert_eq(R->dumps[2].st.lost_batches, 1);
+    cr_assert_not(R->dumps[3].complete, "status error");
+}
+
+/* A lost LAST batch has no seq gap: only dump_end's `batches` shows it. */
+Test(core, lost_last_batch_counted_from_dump_end_batches)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "pickle", 6, 4), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 2);
+    enc_enter(&E, SERTRACE_TAG_TUPLE, 2, 0, 2, 0, 3);
+    enc_exit(&E, 2, 10);
+    flush(1, 1, 0);
+    /* seq 1 (the list's exit) lost */
+    cr_assert_eq(sertrace_core_dump_end_batches(C, 1, 1, 0, 1, 21, 0, 2), 0);
+    rdump *d = &R->dumps[0];
+    cr_assert_not(d->complete);
+    cr_assert_eq(d->st.lost_batches, 1);
+    cr_assert_eq(find_node(2, SERTRACE_TAG_TUPLE)->bytes, 7, "closed before the loss: exact");
+    cr_assert(find_node(1, SERTRACE_TAG_LIST)->flags & SERTRACE_NODE_PARTIAL);
+}
+
 static int bound_of(const rnode *n)
 {
     sertrace_node probe = {0};

@@ -305,7 +305,7 @@ def test_lttng_recorded_dumps(tmp_path):
     assert not res["fails"], res["fails"][:10]
     bt = subprocess.run(["babeltrace2", out], capture_output=True, text=True, timeout=300)
     assert bt.returncode == 0, bt.stderr[-2000:]
-    begin = re.compile(r"sertrace:dump_begin: .*\{ vpid = %d \}, \{ dump_id = (\d+), serializer = \"pickle\", protocol = (\d+) \}" % res["pid"])
+    begin = re.compile(r"sertrace:dump_begin: .*\{ vpid = %d \}, \{ dump_id = (\d+), serializer = \"pickle\", protocol = (\d+)[ ,]" % res["pid"])
     end = re.compile(r"sertrace:dump_end: .*\{ vpid = %d \}, \{ dump_id = (\d+), bytes = (\d+), status = \( \"(\w+)\"" % res["pid"])
     begins, ends = [], {}
     for line in bt.stdout.splitlines():

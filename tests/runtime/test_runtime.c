@@ -1914,13 +1914,15 @@ Test(text, fork_mid_dump_child_drops_the_parents_dump)
     cr_expect_eq(count_str(out, "├┬ Tu: <? object at 0xbbb>\n"), 1, "%s", out);
     cr_expect_eq(count_str(out, "0xccc"), 0, "%s", out);
     cr_expect_eq(count_str(out, "child"), 1, "%s", out); /* its own dump's header only */
-    cr_expect_eq(count_str(out, "# sertrace dump 1 pid "), 1, "%s", out);
+    /* dump ids are per process: the child numbers its own from 1 */
+    cr_expect_eq(count_str(out, "# sertrace dump 1 pid "), 2, "%s", out);
+    cr_expect_eq(count_str(out, "# sertrace dump 2 "), 0, "%s", out);
     cr_expect(strstr(out, header) != NULL, "%s", out);
     cr_expect(strstr(out, "│└ # Tu [4 B]\n└ # L [6 B]\n# end dump 1: 6 B, ok\n") != NULL, "%s",
               out);
     char child_header[96];
-    snprintf(child_header, sizeof child_header, "pid %ld tid %ld childdump protocol 4\n",
-             (long)child, (long)child);
+    snprintf(child_header, sizeof child_header,
+             "# sertrace dump 1 pid %ld tid %ld childdump protocol 4\n", (long)child, (long)child);
     cr_expect(strstr(out, child_header) != NULL, "%s", out);
     cr_expect(strstr(out, "┬ Se: <? object at 0xddd>\n└ # Se [3 B]\n") != NULL, "%s", out);
     close(fd);

@@ -15,14 +15,33 @@
  * private 4 KiB buffer (a few ns each) and flushes the buffer as ONE
  * `sertrace:records` event when it is full and at the end of the dump.
  *
- * LTTng events (provider "sertrace"):
- *   sertrace:dump_begin { dump_id u64, serializer string, protocol s32 }
- *   sertrace:records    { dump_id u64, seq u32, records: sequence<u8> }
- *   sertrace:dump_end   { dump_id u64, bytes u64, status enum u8 }
- * dump_id is unique within a process (pid); seq numbers the records events
- * of one dump from 0, so a reader can tell a lost batch (gap) from a dump
- * whose beginning was overwritten (first seq > 0, e.g. in a snapshot).
+ * LTTng events (provider "sertrace"), schema version 2:
+ *   sertrace:dump_begin { dump_id u64, serializer string, protocol s32,
+ *                         pid s32, tid s32, scope string }
+ *   sertrace:records    { dump_id u64, seq u32, records: sequence<u8>,
+ *                         pid s32, tid s32, scope string }
+ *   sertrace:dump_end   { dump_id u64, bytes u64, status enum u8,
+ *                         batches u32, pid s32, tid s32, scope string }
+ * dump_id is unique within a process (pid), from 1 (a forked child numbers
+ * its own from 1 again); seq numbers the records events of one dump from 0,
+ * so a reader can tell a lost batch (gap) from a dump whose beginning was
+ * overwritten (first seq > 0, e.g. in a snapshot).  batches is how many
+ * records events the dump emitted (the last seq + 1; 0 for a dump that
+ * recorded nothing, e.g. a top-level value a serializer folds), so a lost
+ * LAST batch is visible too.  pid and tid are the process and thread that
+ * emitted the event (getpid(), gettid(); in a forked child, the child's):
+ * readers use them rather than the vpid/vtid contexts, which LTTng-UST
+ * caches and, in a child forked without exec, leaves at the parent's
+ * values unless liblttng-ust-fork.so is preloaded.  scope is the value of $SERTRACE_SCOPE in the
+ * process (cut to SERTRACE_SCOPE_MAX bytes, "" when unset): `sertrace
+ * record` puts a token there, inherited by CMD's descendants, and records
+ * only the events whose scope holds its token (an LTTng filter).
  * Records events carry only whole records; a batch never splits a record.
+ *
+ * Versions.  1: the fields above without `batches`, `pid`, `tid` and
+ * `scope`.  2: adds them, at the end of their events.  Readers find fields
+ * by name, so a reader of either version reads both (a v1 trace: batches
+ * unknown, pid and tid from the contexts, scope empty).
  *
  * Record layout (inside `records`).  `varint` is unsigned LEB128 (7 bits per
  * byte, low group first, high bit = more follows, at most 10 bytes);
@@ -55,6 +74,8 @@
 #ifndef SERTRACE_SCHEMA_H
 #define SERTRACE_SCHEMA_H
 
+#define SERTRACE_SCHEMA_VERSION 2
+
 #define SERTRACE_PROVIDER_NAME "sertrace"
 #define SERTRACE_EVENT_DUMP_BEGIN "sertrace:dump_begin"
 #define SERTRACE_EVENT_RECORDS "sertrace:records"
@@ -68,6 +89,18 @@
 #define SERTRACE_FIELD_RECORDS "records"
 #define SERTRACE_FIELD_BYTES "bytes"
 #define SERTRACE_FIELD_STATUS "status"
+#define SERTRACE_FIELD_BATCHES "batches" /* v2 */
+#define SERTRACE_FIELD_PID "pid"         /* v2 */
+#define SERTRACE_FIELD_TID "tid"         /* v2 */
+#define SERTRACE_FIELD_SCOPE "scope"     /* v2 */
+
+/* The environment variable whose value every event carries as `scope`
+ * (v2), and the longest value kept.  `sertrace record` sets it to
+ * ":TOKEN:" for CMD (a nested record appends "TOKEN:"), so CMD and its
+ * descendants -- which inherit the environment -- are told apart from
+ * other processes by an LTTng filter: scope == "*:TOKEN:*". */
+#define SERTRACE_SCOPE_ENV "SERTRACE_SCOPE"
+#define SERTRACE_SCOPE_MAX 255
 
 /* LTTng context fields every sertrace session adds (common context). */
 #define SERTRACE_CONTEXT_VPID "vpid"
