@@ -95,10 +95,6 @@ CHILDREN = textwrap.dedent('''
             print("result", pid, x, sq, len(pad))
 ''')
 
-FORK_PIDS = ("fork children keep the parent's LTTng vpid until libsertrace handles fork "
-             "(issue 12 item 1, another branch): their dumps land under the parent's pid")
-
-
 def dumps_by_pid(doc, pids):
     out = collections.defaultdict(list)
     for d in doc["dumps"]:
@@ -109,8 +105,7 @@ def dumps_by_pid(doc, pids):
 
 @pytest.mark.parametrize("kind", ["pool", "executor"])
 @pytest.mark.parametrize("method", [
-    pytest.param("fork", marks=pytest.mark.xfail(reason=FORK_PIDS, strict=False)),
-    "spawn", "forkserver"])
+    "fork", "spawn", "forkserver"])
 def test_children_pickles_are_traced_under_their_own_pid(tmp_path, method, kind):
     check_children(tmp_path, method, kind)
 
@@ -147,10 +142,10 @@ def check_children(tmp_path, method, kind):
                                                               else "worker")
         for d in mine:
             assert d["status"] == "ok", d
-            # A dump of one atom (Pool's None sentinels) has no node and reads as
-            # incomplete until issue 12 item 6 (the pickler's branch) lands: its payload
-            # is still compared below.
-            assert (d["complete"] and d["root_exact"]) or d["nodes"] == 0, d
+            # A dump of one atom (Pool's None sentinels) has no node: it is complete
+            # (dump_end says no records event was emitted); its payload is compared below.
+            assert d["complete"], d
+            assert d["root_exact"] or d["nodes"] == 0, d
         # Every pickle this process sent (results from a worker, tasks from the parent)
         # is a recorded dump of this pid with that exact payload.
         missing = collections.Counter(sent[pid]) - collections.Counter(
