@@ -70,6 +70,14 @@ struct report_opts {
     bool oversize_is_share;
     bool has_oversize, has_top, has_min_size, has_max_depth, exact;
     uint64_t top, min_size, max_depth;
+    bool no_per_dump;
+    /* Filters: each repeatable (a dump is kept when it matches any value
+     * given for an option, and every option given); sink parameters
+     * `pid`, `dump`, `serializer`.  Sized argc: never more values than
+     * arguments. */
+    uint64_t *pids, *dumps;
+    const char **serializers;
+    size_t npids, ndumps, nserializers;
 };
 
 static const char report_help[] =
@@ -92,6 +100,18 @@ static const char report_help[] =
     "  --min-size SIZE    tree: fold siblings smaller than SIZE into one line\n"
     "  --max-depth N      tree: fold nodes deeper than N (0: show all)\n"
     "  --exact            sizes in bytes instead of KiB/MiB\n"
+    "  --pid PID          only the dumps of process PID\n"
+    "  --dump N           only the dumps numbered N (the `dump N` of the tree\n"
+    "                     header, `dump_id` in JSON; numbered per process)\n"
+    "  --serializer NAME  only the dumps of serializer NAME (pickle, dill, ...);\n"
+    "                     a dump whose dump_begin is not in the trace (cut at a\n"
+    "                     snapshot's edge) has no known serializer and is left out\n"
+    "                     Each of --pid, --dump, --serializer may be repeated: a\n"
+    "                     dump is kept when it matches one of the values given for\n"
+    "                     each option given.  Filtered output ends with a line\n"
+    "                     `── filter: ... · N dumps left out` (JSON: \"filter\")\n"
+    "  --no-per-dump      summary: no per-dump tables (each dump keeps its two\n"
+    "                     header lines and its flags), then the overall tables\n"
     "  --live URL         read a live session from an lttng-relayd instead of a\n"
     "                     trace directory: URL is\n"
     "                     net://HOST[:PORT]/host/HOSTNAME/SESSION, e.g.\n"
@@ -1056,6 +1076,34 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
         if (ok && o->mode == MODE_JSON)
             ok = bt_value_map_insert_string_entry(p, "format", "json") ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+        if (ok && o->no_per_dump)
+            ok = bt_value_map_insert_bool_entry(p, "per-dump", BT_FALSE) ==
+                 BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+    }
+    if (ok && o->npids) {
+        bt_value *a = bt_value_array_create();
+        for (size_t i = 0; a && ok && i < o->npids; i++)
+            ok = bt_value_array_append_unsigned_integer_element(a, o->pids[i]) ==
+                 BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
+        ok = ok && a && bt_value_map_insert_entry(p, "pid", a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+        bt_value_put_ref(a);
+    }
+    if (ok && o->ndumps) {
+        bt_value *a = bt_value_array_create();
+        for (size_t i = 0; a && ok && i < o->ndumps; i++)
+            ok = bt_value_array_append_unsigned_integer_element(a, o->dumps[i]) ==
+                 BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
+        ok = ok && a && bt_value_map_insert_entry(p, "dump", a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+        bt_value_put_ref(a);
+    }
+    if (ok && o->nserializers) {
+        bt_value *a = bt_value_array_create();
+        for (size_t i = 0; a && ok && i < o->nserializers; i++)
+            ok = bt_value_array_append_string_element(a, o->serializers[i]) ==
+                 BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
+        ok = ok && a &&
+             bt_value_map_insert_entry(p, "serializer", a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+        bt_value_put_ref(a);
     }
     if (!ok) {
         bt_value_put_ref(p);
@@ -1076,6 +1124,10 @@ enum {
     OPT_MAX_DEPTH,
     OPT_EXACT,
     OPT_LIVE,
+    OPT_PID,
+    OPT_DUMP,
+    OPT_SERIALIZER,
+    OPT_NO_PER_DUMP,
 };
 
 /* --oversize: a size ("64K", parsed here like every size of sertrace) or a
@@ -1183,6 +1235,15 @@ bad:
     return -1;
 }
 
+static void free_report_opts(struct report_opts *o)
+{
+    free(o->pids);
+    free(o->dumps);
+    free(o->serializers);
+    o->pids = o->dumps = NULL;
+    o->serializers = NULL;
+}
+
 /* 0 ok, 1 help printed, -1 usage error (printed). */
 static int parse_report_opts(int argc, char **argv, struct report_opts *o)
 {
@@ -1197,12 +1258,23 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
         {"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
         {"exact", no_argument, NULL, OPT_EXACT},
         {"live", required_argument, NULL, OPT_LIVE},
+        {"pid", required_argument, NULL, OPT_PID},
+        {"dump", required_argument, NULL, OPT_DUMP},
+        {"serializer", required_argument, NULL, OPT_SERIALIZER},
+        {"no-per-dump", no_argument, NULL, OPT_NO_PER_DUMP},
         {"verbose", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
     };
     int c, modes = 0;
 
     memset(o, 0, sizeof(*o));
+    o->pids = calloc((size_t)argc + 1, sizeof(*o->pids));
+    o->dumps = calloc((size_t)argc + 1, sizeof(*o->dumps));
+    o->serializers = calloc((size_t)argc + 1, sizeof(*o->serializers));
+    if (o->pids == NULL || o->dumps == NULL || o->serializers == NULL) {
+        sertrace_cli_err("out of memory");
+        return -1;
+    }
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
@@ -1244,6 +1316,26 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
         case OPT_EXACT:
             o->exact = true;
             break;
+        case OPT_PID:
+            if (sertrace_cli_parse_uint("--pid", optarg, INT32_MAX, &o->pids[o->npids]) != 0)
+                return -1;
+            o->npids++;
+            break;
+        case OPT_DUMP:
+            if (sertrace_cli_parse_uint("--dump", optarg, UINT64_MAX, &o->dumps[o->ndumps]) != 0)
+                return -1;
+            o->ndumps++;
+            break;
+        case OPT_SERIALIZER:
+            if (*optarg == '\0') {
+                sertrace_cli_err("--serializer: give a serializer name (pickle, dill, ...)");
+                return -1;
+            }
+            o->serializers[o->nserializers++] = optarg;
+            break;
+        case OPT_NO_PER_DUMP:
+            o->no_per_dump = true;
+            break;
         case OPT_LIVE:
             if (check_live_url(optarg) != 0)
                 return -1;
@@ -1270,6 +1362,10 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
     }
     if (o->mode == MODE_TREE && o->has_top) {
         sertrace_cli_err("report: --top applies to --summary and --json");
+        return -1;
+    }
+    if (o->mode != MODE_SUMMARY && o->no_per_dump) {
+        sertrace_cli_err("report: --no-per-dump applies to --summary");
         return -1;
     }
     if (o->mode != MODE_TREE && (o->has_min_size || o->has_max_depth)) {
@@ -1355,8 +1451,10 @@ int sertrace_cli_report(int argc, char **argv)
     memset(&progress, 0, sizeof(progress));
     memset(&tty, 0, sizeof(tty));
     ret = parse_report_opts(argc, argv, &o);
-    if (ret != 0)
+    if (ret != 0) {
+        free_report_opts(&o);
         return ret > 0 ? SERTRACE_CLI_OK : SERTRACE_CLI_USAGE;
+    }
     sink_name = o.mode == MODE_TREE ? "tree" : "summary";
     log_level = verbose ? BT_LOGGING_LEVEL_WARNING : BT_LOGGING_LEVEL_NONE;
 
@@ -1552,5 +1650,6 @@ end:
     bt_plugin_put_ref(ours);
     bt_plugin_put_ref(utils);
     bt_plugin_put_ref(ctf);
+    free_report_opts(&o);
     return rc;
 }
