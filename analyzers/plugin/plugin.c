@@ -57,6 +57,7 @@ enum ev_kind { EV_OTHER = 0, EV_BEGIN, EV_RECORDS, EV_END };
 typedef struct ec_info {
     const bt_event_class *ec; /* key (borrowed; lives as long as the trace) */
     enum ev_kind kind;
+    bool sertrace; /* of the sertrace provider ("sertrace:..."), known or not */
     bool complete; /* every needed field found with the right type */
     uint64_t i_dump_id, i_serializer, i_protocol, i_seq, i_records, i_bytes,
         i_status;
@@ -98,7 +99,11 @@ typedef struct sink {
     char **f_sers;
     size_t n_sers;
     bool filtering;
-    uint64_t dumps_left_out; /* dump_begin events of dumps not kept */
+    uint64_t dumps_left_out;
+    /* Events seen: a trace without sertrace events is an error (another
+     * provider's trace, an emptied stream file), not an empty report. */
+    uint64_t sertrace_events, other_events;
+    char other_name[128]; /* the first other event's name */ /* dump_begin events of dumps not kept */
     /* With a serializer filter: the live dumps whose dump_begin matched. */
     struct kept_dump {
         int64_t pid;
@@ -752,6 +757,7 @@ static void fill_info(ec_info *e, const bt_event_class *ec)
         e->kind = EV_END;
     else
         e->kind = EV_OTHER;
+    e->sertrace = strncmp(name, SERTRACE_PROVIDER_NAME ":", sizeof SERTRACE_PROVIDER_NAME) == 0;
     const bt_field_class *pfc = bt_event_class_borrow_payload_field_class_const(ec);
     e->i_dump_id = member_index(pfc, SERTRACE_FIELD_DUMP_ID, 'u', NULL);
     e->i_serializer = member_index(pfc, SERTRACE_FIELD_SERIALIZER, 'S', NULL);
@@ -837,6 +843,14 @@ static int handle_event(sink *s, const bt_message *msg)
     ec_info *e = lookup_ec(s, ec);
     if (!e)
         return -1;
+    if (!e->sertrace) {
+        if (s->other_events++ == 0) {
+            const char *name = bt_event_class_get_name(ec);
+            snprintf(s->other_name, sizeof s->other_name, "%s", name ? name : "?");
+        }
+        return 0;
+    }
+    s->sertrace_events++;
     if (e->kind == EV_OTHER)
         return 0;
     if (!e->complete) {
@@ -963,12 +977,17 @@ static int handle_message(sink *s, const bt_message *msg)
     }
 }
 
+/* sink_finish: no sertrace event in the whole input. */
+#define FINISH_NO_EVENTS (-2)
+
 static int sink_finish(sink *s)
 {
     if (s->finished)
         return 0;
     s->finished = true;
     int rc = feed_finish(s->feed); /* the worker ran everything queued */
+    if (rc == 0 && s->sertrace_events == 0)
+        return FINISH_NO_EVENTS;
     if (rc == 0)
         rc = sertrace_core_finish(s->core);
     const sertrace_core_stats *st = sertrace_core_get_stats(s->core);
@@ -1011,8 +1030,17 @@ sink_consume(bt_self_component_sink *self_sink)
     switch (bt_message_iterator_next(s->it, &msgs, &count)) {
     case BT_MESSAGE_ITERATOR_NEXT_STATUS_OK:
         break;
-    case BT_MESSAGE_ITERATOR_NEXT_STATUS_END:
-        if (sink_finish(s) < 0) {
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_END: {
+        int rc = sink_finish(s);
+        if (rc == FINISH_NO_EVENTS) {
+            /* report.c recognises this text (SERTRACE_NO_EVENTS_TEXT) */
+            if (s->other_events)
+                ERR(self, "no sertrace events (%" PRIu64 " events of other providers, "
+                          "such as `%s`)", s->other_events, s->other_name);
+            else
+                ERR(self, "no sertrace events (no events at all)");
+            status = BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_ERROR;
+        } else if (rc < 0) {
             ERR(self, "cannot write the output (disk full? out of memory?)");
             status = BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_ERROR;
         } else {
@@ -1020,6 +1048,7 @@ sink_consume(bt_self_component_sink *self_sink)
         }
         BT_MESSAGE_ITERATOR_PUT_REF_AND_RESET(s->it);
         return status;
+    }
     case BT_MESSAGE_ITERATOR_NEXT_STATUS_AGAIN:
         feed_publish(s->feed, true); /* live, caught up: the worker gets it all */
         return BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_AGAIN;
