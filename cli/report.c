@@ -907,8 +907,9 @@ static int readable_part(const bt_component_class_source *fs, const char *dir, c
         for (size_t i = 0; i < n; i++)
             left += v[i].state != STREAM_SET_ASIDE && !(v[i].state == STREAM_CUT && v[i].whole == 0);
         if (left == 0 || check_trace(fs, path, why, sizeof(why)) != 0) {
-            /* keep check_trace's first reason: it names the problem */
-            *damaged += warn_damaged(dir, v, n);
+            /* keep check_trace's first reason: it names the problem; the
+             * files are named, the trace counts once (skipped) */
+            (void)warn_damaged(dir, v, n);
             goto end;
         }
     }
