@@ -125,8 +125,10 @@ static const char report_help[] =
     "  -h, --help         this help\n"
     "\n"
     "Every CTF trace found below TRACE is read; one that cannot be read (corrupt\n"
-    "metadata or index) is skipped with a warning naming it, and the others are\n"
-    "reported.\n"
+    "metadata) is skipped with a warning naming it, and the others are reported.\n"
+    "A stream file that is cut (or emptied) is read up to its last whole packet,\n"
+    "and one babeltrace2 refuses is set aside: the rest of the trace is reported,\n"
+    "and a warning names each such file and what was lost.\n"
     "\n"
     "The sertrace babeltrace2 plugin is searched in $SERTRACE_PLUGIN_PATH, then,\n"
     "when this `sertrace` is the uninstalled binary of a build tree, in that\n"
@@ -138,8 +140,11 @@ static const char report_help[] =
     "terminal, the progress line is erased before report text is written and at\n"
     "the end: it never mixes into the report.\n"
     "\n"
-    "Exit status: 0 ok, 1 runtime error (missing or empty trace, no readable trace,\n"
-    "a trace that fails while being read, plugin not found), 2 usage error.\n";
+    "Exit status: 0 ok; 1 runtime error (missing or empty trace, no readable trace,\n"
+    "no sertrace events in it -- another program's trace, emptied stream files --,\n"
+    "a trace that fails while being read, plugin not found); 2 usage error; 3 the\n"
+    "report was printed but part of TRACE could not be read (a trace skipped, a\n"
+    "stream file cut or set aside: each named on stderr).\n";
 
 /* ---- errors ------------------------------------------------------------ */
 
