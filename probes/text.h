@@ -83,9 +83,6 @@ struct sertrace_text_config {
     bool exact;
     uint64_t oversize;
     size_t flush_bytes; /* SERTRACE_TEXT_FLUSH_BYTES for a regular file, else _STREAM */
-    /* "!! OVERSIZED (>= 1.0 MiB)", built once per configuration so that an
-     * oversized exit line costs no allocation. */
-    char oversize_flag[48];
 };
 
 /* Apply settings (closing a file opened by an earlier call).  Warnings
@@ -103,7 +100,29 @@ struct sertrace_text_dump {
     uint64_t oversize;
     size_t flush_bytes;
     bool exact;
-    char oversize_flag[48];
+    /* The open chain (tag, type index, whether an error was reported at
+     * it) and the dump's type names by index, so that an error line names
+     * the node that failed with its enter line's type, as the report does
+     * (format.h, sertrace_fmt_unserializable); `flags` is the scratch of
+     * flagged exit lines.  All keep their capacity across dumps. */
+    struct sertrace_text_node {
+        uint32_t type;
+        uint8_t tag;
+        bool error;
+    } *stack;
+    uint32_t stack_cap;
+    uint32_t depth;
+    struct sertrace_text_name {
+        uint32_t gen; /* valid when == names_gen */
+        uint32_t off, len;
+    } *names;
+    uint32_t names_cap;
+    uint32_t names_gen;
+    sertrace_buf name_text;
+    sertrace_buf flags;
+    /* "enter without exit" was reported at dump end: the nodes closed
+     * then lost their exit (a misuse), they did not fail. */
+    bool misuse_open;
     /* For the "# continued dump N pid P tid T" line that starts every
      * chunk after the first (probes/README.md). */
     uint64_t dump_id;
