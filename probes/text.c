@@ -86,6 +86,10 @@ static bool text_sigpipe; /* a pipe or FIFO: guard its writes against SIGPIPE */
  * out), and whether the last byte that went out ended a line. */
 static unsigned long long text_dropped;
 static bool text_mid_line;
+/* Stream outputs only, under text_lock: the reader took nothing for
+ * SERTRACE_TEXT_STALL_MS while we waited; until the output is writable
+ * again, chunks are dropped at once (no more waiting). */
+static bool text_stalled;
 static atomic_bool text_on;
 /* This process's pid, refreshed in a forked child: a dump begun under
  * another pid (inherited through fork) is never written. */
@@ -374,6 +378,7 @@ static void close_current_locked(void)
     text_sigpipe = false;
     text_dropped = 0;
     text_mid_line = false;
+    text_stalled = false;
 }
 
 /* fork() while another thread holds text_lock would leave the child's
@@ -586,20 +591,94 @@ static int stream_put_locked(const struct iovec *iov, int cnt, size_t *done)
     return err == EAGAIN ? 0 : err;
 }
 
+static long long monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Write all of `iov` to the stream output, under text_lock, waiting for
+ * a reader that keeps reading: each time the output is full, poll() for
+ * room; every byte it takes restarts the grace (SERTRACE_TEXT_STALL_MS),
+ * so a reader that reads at all -- cat, a file behind a pipe, a terminal
+ * -- gets everything, at its own pace, as from any pipe.  When it takes
+ * nothing for the whole grace, it has stalled: text_stalled is set and
+ * what is left is not written.  *done: the bytes written.  Returns 0
+ * (written, or stalled) or the errno of a write error. */
+static int stream_put_waiting_locked(const struct iovec *iov, int cnt, size_t *done)
+{
+    struct iovec v[4];
+    size_t total = 0, part;
+    long long deadline = 0;
+    int err, i = 0;
+
+    assert(cnt <= 4);
+    memcpy(v, iov, (size_t)cnt * sizeof *v);
+    *done = 0;
+    for (int k = 0; k < cnt; k++)
+        total += v[k].iov_len;
+    for (;;) {
+        err = stream_put_locked(v + i, cnt - i, &part);
+        if (err != 0)
+            return err;
+        *done += part;
+        if (*done == total)
+            return 0;
+        /* the first wait, or the reader took something: the grace
+         * starts (again) now */
+        if (deadline == 0 || part > 0)
+            deadline = monotonic_ms() + SERTRACE_TEXT_STALL_MS;
+        while (i < cnt && part >= v[i].iov_len) {
+            part -= v[i].iov_len;
+            i++;
+        }
+        v[i].iov_base = (char *)v[i].iov_base + part;
+        v[i].iov_len -= part;
+        for (;;) {
+            struct pollfd pfd = {text_fd, POLLOUT, 0};
+            long long left = deadline - monotonic_ms();
+            int r;
+            if (left <= 0) {
+                text_stalled = true;
+                return 0;
+            }
+            r = poll(&pfd, 1, (int)left);
+            if (r > 0)
+                break; /* room, or an error the next write reports */
+            if (r < 0 && errno != EINTR)
+                break;
+        }
+    }
+}
+
 /* Write one chunk (`body`: the continuation line and the dump's text) to
- * a stream output without blocking, under text_lock.  After a drop, a
- * newline (when the last write stopped mid-line) and the drop notice go
- * out first, in a write of their own (under PIPE_BUF: a pipe takes it
- * whole or not at all); the chunk follows only if they went out whole.
- * What the output does not take at once (EAGAIN, or a short write) is
- * dropped and counted for the next notice.  Returns 0, or the errno of a
- * write error (EPIPE, ...). */
+ * a stream output, under text_lock, never blocking on a reader that
+ * stalled.  A reader that keeps reading is waited for
+ * (stream_put_waiting_locked): nothing is dropped for it.  After a stall,
+ * chunks are dropped at once (counted) until the output has room again;
+ * then a newline (when the last write stopped mid-line) and the drop
+ * notice go out first, in a write of their own (under PIPE_BUF: a pipe
+ * takes it whole or not at all), and the chunk follows only if they went
+ * out whole.  Returns 0, or the errno of a write error (EPIPE, ...). */
 static int stream_write_locked(const struct iovec *body, int nbody)
 {
     char notice[112];
     struct iovec pre[2];
     size_t prefix = 0, body_len = 0, done;
     int cnt = 0, err;
+
+    if (text_stalled) {
+        struct pollfd pfd = {text_fd, POLLOUT, 0};
+        for (int i = 0; i < nbody; i++)
+            body_len += body[i].iov_len;
+        if (poll(&pfd, 1, 0) == 0) { /* still full: no waiting after a stall */
+            text_dropped += body_len;
+            return 0;
+        }
+        text_stalled = false; /* the reader is back */
+        body_len = 0;
+    }
 
     for (int i = 0; i < nbody; i++)
         body_len += body[i].iov_len;
@@ -635,7 +714,7 @@ static int stream_write_locked(const struct iovec *body, int nbody)
         }
         text_dropped = 0;
     }
-    err = stream_put_locked(body, nbody, &done);
+    err = stream_put_waiting_locked(body, nbody, &done);
     if (err != 0)
         return err;
     text_dropped += body_len - done;

@@ -49,6 +49,14 @@
 /* The same for a terminal, pipe or socket (stderr mostly): a watcher sees
  * the tree of a long dump every 64 KiB (~1,000 lines), a pipe's capacity. */
 #define SERTRACE_TEXT_FLUSH_BYTES_STREAM (64u * 1024u)
+/* A stream output that is full is waited for as long as its reader takes
+ * something at least every SERTRACE_TEXT_STALL_MS; a reader that takes
+ * nothing for that long has stalled, and text is dropped (counted) until
+ * it reads again.  2 s: a reader that keeps up (cat to a file on a loaded
+ * 2-CPU machine, a terminal) never goes that long without reading, and a
+ * stalled one costs the host at most that once per stall (probes/README.md,
+ * "Never blocking"). */
+#define SERTRACE_TEXT_STALL_MS 2000
 #define SERTRACE_TEXT_DEFAULT_OVERSIZE ((uint64_t)1 << 20)
 
 enum sertrace_text_mode {
