@@ -1580,3 +1580,76 @@ def test_report_sets_aside_a_stream_babeltrace2_refuses(pinned, tmp_path):
     assert [d["dump_id"] for d in got] == ids0
     assert [d["payload_bytes"] for d in got] == [d["payload_bytes"] for d in dumps[:300]]
     assert all(d["complete"] for d in got)
+
+
+# ---- one wording for flags: the live tree and the report -------------------------
+
+FLAGS_SCRIPT = r"""
+import os, sertrace
+def notify_workflow():
+    def render():
+        pass
+    return render
+class Step:
+    def __init__(self, cb):
+        self.cb = cb
+        self.blob = b"x" * 3000
+state = {"big": list(range(2000)), "steps": [Step(1), Step(notify_workflow())]}
+try:
+    sertrace.dumps(state, 4)
+except Exception as e:
+    print("refused", type(e).__name__)
+print("ok", len(sertrace.dumps({"big": b"y" * 5000, "small": 1}, 4)))
+print("pid", os.getpid())
+"""
+
+
+def _flag_lines(text):
+    """The flags of a tree, in order: each flag line's text, and each
+    flagged exit line's tag and flags (sizes left out: a node a failed dump
+    left open is a lower bound in both, from different positions)."""
+    out = []
+    for line in text.splitlines():
+        body = line.lstrip("│")
+        if body.startswith(" !! "):
+            out.append(body[1:])
+        elif body.startswith("└ # ") and "]  " in body:
+            tag = body[4:].split(" ", 1)[0]
+            out.append("%s: %s" % (tag, body.split("]  ", 1)[1]))
+    return out
+
+
+def test_live_and_report_flags_read_the_same(tmp_path):
+    """Issue 12: the live tree said `!! UNSERIALIZABLE F2 'function' ...`
+    where the report said `notify_workflow.<locals>.render`, and `(>= …)`
+    where it said `(≥ …)`.  One program, recorded and with DISPATCH_TRACE
+    at once: a dump refused on a local function, and a dump with an
+    oversized node; the flag lines of each dump are the same live and
+    reported."""
+    pypath = os.environ.get("SERTRACE_TEST_PYTHONPATH", "")
+    if not pypath:
+        pytest.skip("the Python package is not built")
+    live = tmp_path / "live.txt"
+    out = tmp_path / "trace"
+    env = {"PYTHONPATH": pypath, "DISPATCH_TRACE": str(live), "SERTRACE_OVERSIZE": "1K"}
+    r = run("record", "--cmd-only", "-o", str(out), "--", "/usr/bin/python3", "-c",
+            FLAGS_SCRIPT, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "refused PicklingError" in r.stdout or "refused AttributeError" in r.stdout, r.stdout
+    pid = int(re.search(r"^pid (\d+)$", r.stdout, re.M).group(1))
+    rep = run("report", "--tree", "--oversize", "1K", "--pid", str(pid), str(out))
+    assert rep.returncode == 0, rep.stderr
+    live_dumps = re.split(r"^# sertrace dump \d+ .*\n", live.read_text(), flags=re.M)[1:]
+    rep_dumps = re.split(r"^── dump \d+ .*\n", rep.stdout, flags=re.M)[1:]
+    assert len(live_dumps) == len(rep_dumps) == 2
+    failed_live, failed_rep = _flag_lines(live_dumps[0]), _flag_lines(rep_dumps[0])
+    assert failed_live == failed_rep, (failed_live, failed_rep)
+    unser = [f for f in failed_live if f.startswith("!! UNSERIALIZABLE ")]
+    assert len(unser) == 1, failed_live
+    assert unser[0].startswith(
+        "!! UNSERIALIZABLE F2 __main__.notify_workflow.<locals>.render: "), unser
+    assert unser[0].endswith(" at dict['steps'][1].cb"), unser
+    assert any("!! OVERSIZED (\u2265 1.0 KiB)" in f for f in failed_live), failed_live
+    big_live, big_rep = _flag_lines(live_dumps[1]), _flag_lines(rep_dumps[1])
+    assert big_live == big_rep and big_live, (big_live, big_rep)
+    assert all(">=" not in f for f in failed_live + big_live)
