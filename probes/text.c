@@ -39,10 +39,14 @@
  * written with a blocking call: a path is opened O_NONBLOCK (a FIFO with
  * no reader: one warning, off), a non-file stderr through a private
  * non-blocking open file description (/proc/self/fd/2; fd 2's own flags
- * are never touched), a socket with send(MSG_DONTWAIT).  What a stalled
- * reader cannot take at once is dropped (the rest of that chunk), counted,
- * and announced by one "# sertrace: N bytes of trace text dropped" line
- * in front of the next chunk that goes out.  Regular files are written
+ * are never touched), a socket with send(MSG_DONTWAIT).  When the output
+ * is full the probe waits for room (poll) as long as the reader takes
+ * something at least every SERTRACE_TEXT_STALL_MS, so a reader that keeps
+ * reading (cat > file, a terminal) gets everything; a reader that took
+ * nothing for that long has stalled: the rest of that chunk and every
+ * chunk until the output has room again are dropped at once, counted, and
+ * announced by one "# sertrace: N bytes of trace text dropped" line in
+ * front of the next chunk that goes out.  Regular files are written
  * as before (blocking, O_APPEND: they do not block on a reader).
  */
 #include "text.h"
@@ -397,6 +401,7 @@ static void atfork_child(void)
 {
     text_pid = (long)getpid();
     text_dropped = 0; /* the parent's drops: the parent announces them */
+    text_stalled = false; /* the child waits for the reader once itself */
     pthread_mutex_unlock(&text_lock);
 }
 

@@ -13,9 +13,11 @@
  * dumps never interleave inside a line, every line can be attributed to
  * its dump, and there is no system call and no allocation per line in
  * steady state.  A failed write never fails the serializer: it turns the
- * text output off with one warning.  Nor does a slow reader block it: a
- * stream output (FIFO, pipe, terminal, socket) is written without ever
- * blocking, what it cannot take is dropped and counted, and a line
+ * text output off with one warning.  Nor does a stalled reader block it:
+ * a stream output (FIFO, pipe, terminal, socket) is written without
+ * blocking calls; when it is full, the probe waits (poll) while the reader
+ * keeps taking text, and once it took nothing for SERTRACE_TEXT_STALL_MS,
+ * what it cannot take is dropped and counted, and a line
  * "# sertrace: N bytes of trace text dropped: ..." precedes the next chunk
  * that goes out (probes/README.md, "Never blocking").
  *

@@ -15,6 +15,7 @@ Environment (set by tests/plugin/meson.build):
 
 import contextlib
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -340,7 +341,12 @@ def test_parameters_signed_unsigned_and_errors():
                               ("summary", "top=\"ten\"", "top"),
                               ("tree", "exact=3", "exact"),
                               ("summary", "worker-thread=2", "worker-thread"),
-                              ("tree", "worker-thread=\"on\"", "worker-thread")):
+                              ("tree", "worker-thread=\"on\"", "worker-thread"),
+                              ("tree", "pid=-1", "pid"),
+                              ("summary", "pid=\"me\"", "pid"),
+                              ("summary", "dump=[1,\"x\"]", "dump"),
+                              ("tree", "serializer=3", "serializer"),
+                              ("summary", "serializer=[]", "serializer")):
             r = bt(out, sink, p, check=False)
             assert r.returncode != 0, p
             assert ("`%s`" % name) in r.stderr.decode(errors="replace"), r.stderr
@@ -353,6 +359,24 @@ def test_parameters_signed_unsigned_and_errors():
                            check=False)
                     assert r.returncode != 0, (sink, w)
                     assert b"cannot write the output" in r.stderr, r.stderr
+        # filters: one value or an array; every filter given must match;
+        # each output ends with what was left out (worker and inline alike)
+        doc = json.loads(bt(out, "summary", "format=\"json\"", "pid=%d" % pid).stdout)
+        assert [d["pid"] for d in doc["dumps"]] == [pid] * 3
+        assert doc["filter"]["pid"] == [pid]
+        ids = sorted(d["dump_id"] for d in doc["dumps"])
+        doc = json.loads(bt(out, "summary", "format=\"json\"", "pid=[%d,+1]" % pid,
+                            "dump=[%d,%d]" % (ids[0], ids[2]),
+                            "serializer=[\"gen\",\"other\"]").stdout)
+        assert sorted(d["dump_id"] for d in doc["dumps"] if d["pid"] == pid) == [ids[0], ids[2]]
+        assert doc["filter"]["serializer"] == ["gen", "other"]
+        doc = json.loads(bt(out, "summary", "format=\"json\"", "pid=%d" % pid,
+                            "serializer=\"other\"").stdout)
+        assert doc["dumps"] == [] and doc["filter"]["dumps_left_out"] >= 3
+        text = bt(out, "tree", "pid=%d" % pid, "dump=%d" % ids[1]).stdout.decode()
+        assert len(re.findall(r"^\u2500\u2500 dump ", text, re.M)) == 1
+        assert re.search(r"\n\u2500\u2500 filter: pid %d; dump %d \u00b7 \d+ dumps left out\n$"
+                         % (pid, ids[1]), text), text[-300:]
         path = os.path.join(out, "summary.json")
         bt(out, "summary", "format=\"json\"", "output=\"%s\"" % path)
         with open(path) as f:
