@@ -107,7 +107,7 @@ static const char report_help[] =
     "                     header, `dump_id` in JSON; numbered per process)\n"
     "  --serializer NAME  only the dumps of serializer NAME (pickle, dill, ...);\n"
     "                     a dump whose dump_begin is not in the trace (cut at a\n"
-    "                     snapshot's edge) has no known serializer and is left out\n"
+    "                     snapshot's edge) has no known serializer and is left out.\n"
     "                     Each of --pid, --dump, --serializer may be repeated: a\n"
     "                     dump is kept when it matches one of the values given for\n"
     "                     each option given.  Filtered output ends with a line\n"
