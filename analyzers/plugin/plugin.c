@@ -99,11 +99,11 @@ typedef struct sink {
     char **f_sers;
     size_t n_sers;
     bool filtering;
-    uint64_t dumps_left_out;
+    uint64_t dumps_left_out; /* dump_begin events of dumps not kept */
     /* Events seen: a trace without sertrace events is an error (another
      * provider's trace, an emptied stream file), not an empty report. */
     uint64_t sertrace_events, other_events;
-    char other_name[128]; /* the first other event's name */ /* dump_begin events of dumps not kept */
+    char other_name[128]; /* the first other event's name */
     /* With a serializer filter: the live dumps whose dump_begin matched. */
     struct kept_dump {
         int64_t pid;
