@@ -578,11 +578,11 @@ static uint64_t read_be64(const unsigned char *p)
 enum stream_state { STREAM_OK, STREAM_CUT, STREAM_SET_ASIDE };
 
 struct stream_file {
-    char *name;          /* file name in its trace directory */
-    uint64_t size;       /* bytes on disk */
-    uint64_t whole;      /* bytes of whole packets from the start */
-    uint64_t packets;    /* whole packets */
-    uint64_t expected;   /* bytes the index says were written (0: no index) */
+    char *name;        /* file name in its trace directory */
+    uint64_t size;     /* bytes on disk */
+    uint64_t whole;    /* bytes of whole packets from the start */
+    uint64_t packets;  /* whole packets */
+    uint64_t expected; /* bytes the index says were written (0: no index) */
     enum stream_state state;
     char why[384];
 };
@@ -612,8 +612,8 @@ static void walk_packets(const char *path, struct stream_file *f)
             if (off == 0)
                 break; /* too short to be LTTng's: babeltrace2 judges */
             snprintf(f->why, sizeof(f->why),
-                     "ends %" PRIu64 " bytes into a packet header at byte %" PRIu64,
-                     f->size - off, off);
+                     "ends %" PRIu64 " bytes into a packet header at byte %" PRIu64, f->size - off,
+                     off);
             goto cut;
         }
         magic = read_u32(h, false);
@@ -624,12 +624,11 @@ static void walk_packets(const char *path, struct stream_file *f)
         }
         content = read_u64(h + 48, swap);
         packet = read_u64(h + 56, swap);
-        if (read_u32(h, swap) != CTF_PACKET_MAGIC || packet % 8 != 0 ||
-            packet < 8 * sizeof(h) || content > packet || content < 8 * sizeof(h)) {
+        if (read_u32(h, swap) != CTF_PACKET_MAGIC || packet % 8 != 0 || packet < 8 * sizeof(h) ||
+            content > packet || content < 8 * sizeof(h)) {
             if (off == 0)
                 break;
-            snprintf(f->why, sizeof(f->why), "has a damaged packet header at byte %" PRIu64,
-                     off);
+            snprintf(f->why, sizeof(f->why), "has a damaged packet header at byte %" PRIu64, off);
             goto cut;
         }
         if (packet / 8 > f->size - off) {
@@ -717,8 +716,8 @@ static int list_streams(const char *dir, struct stream_file **out, size_t *count
         if (v[n].state == STREAM_OK && v[n].expected > v[n].size) {
             v[n].state = STREAM_CUT;
             snprintf(v[n].why, sizeof(v[n].why),
-                     "is shorter than its index says (%" PRIu64 " of %" PRIu64 " bytes)",
-                     v[n].size, v[n].expected);
+                     "is shorter than its index says (%" PRIu64 " of %" PRIu64 " bytes)", v[n].size,
+                     v[n].expected);
         }
         n++;
     }
@@ -754,8 +753,10 @@ static int copy_prefix(const char *src, const char *dst, uint64_t n)
     if (out < 0)
         goto end;
     while (n > 0) {
-        ssize_t r = copy_file_range(in, NULL, out, NULL, (size_t)(n < (1u << 30) ? n : (1u << 30)), 0);
-        if (r < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+        ssize_t r =
+            copy_file_range(in, NULL, out, NULL, (size_t)(n < (1u << 30) ? n : (1u << 30)), 0);
+        if (r < 0 &&
+            (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
             r = read(in, buf, n < sizeof(buf) ? (size_t)n : sizeof(buf));
             if (r > 0 && write_all(out, buf, (size_t)r) != 0)
                 goto end;
@@ -851,8 +852,8 @@ static int warn_damaged(const char *dir, const struct stream_file *v, size_t n)
             damaged++;
         } else if (v[i].state == STREAM_SET_ASIDE) {
             human_bytes(v[i].size, a);
-            sertrace_cli_err("warning: %s/%s set aside (%s): its %s are not read", dir,
-                             v[i].name, v[i].why, a);
+            sertrace_cli_err("warning: %s/%s set aside (%s): its %s are not read", dir, v[i].name,
+                             v[i].why, a);
             damaged++;
         }
     }
@@ -910,7 +911,8 @@ static int readable_part(const bt_component_class_source *fs, const char *dir, c
             goto end;
         }
         for (size_t i = 0; i < n; i++)
-            left += v[i].state != STREAM_SET_ASIDE && !(v[i].state == STREAM_CUT && v[i].whole == 0);
+            left +=
+                v[i].state != STREAM_SET_ASIDE && !(v[i].state == STREAM_CUT && v[i].whole == 0);
         if (left == 0 || check_trace(fs, path, why, sizeof(why)) != 0) {
             /* keep check_trace's first reason: it names the problem; the
              * files are named, the trace counts once (skipped) */
@@ -1499,7 +1501,8 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
         for (size_t i = 0; a && ok && i < o->npids; i++)
             ok = bt_value_array_append_unsigned_integer_element(a, o->pids[i]) ==
                  BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
-        ok = ok && a && bt_value_map_insert_entry(p, "pid", a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+        ok = ok && a &&
+             bt_value_map_insert_entry(p, "pid", a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
         bt_value_put_ref(a);
     }
     if (ok && o->ndumps) {
@@ -1507,7 +1510,8 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
         for (size_t i = 0; a && ok && i < o->ndumps; i++)
             ok = bt_value_array_append_unsigned_integer_element(a, o->dumps[i]) ==
                  BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
-        ok = ok && a && bt_value_map_insert_entry(p, "dump", a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+        ok = ok && a &&
+             bt_value_map_insert_entry(p, "dump", a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
         bt_value_put_ref(a);
     }
     if (ok && o->nserializers) {
@@ -2087,8 +2091,8 @@ int sertrace_cli_report(int argc, char **argv)
     if (damaged > 0) {
         sertrace_cli_err("the report is incomplete: %d damaged or unreadable part%s of %s "
                          "(named above) %s not read whole; exit status %d",
-                         damaged, damaged == 1 ? "" : "s", o.trace,
-                         damaged == 1 ? "was" : "were", REPORT_INCOMPLETE);
+                         damaged, damaged == 1 ? "" : "s", o.trace, damaged == 1 ? "was" : "were",
+                         REPORT_INCOMPLETE);
         rc = REPORT_INCOMPLETE;
     }
     goto end;

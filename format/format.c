@@ -575,10 +575,14 @@ int sertrace_fmt_enter_plain(sertrace_buf *b, uint32_t depth, uint8_t tag, const
 const char *sertrace_fmt_bound_text(int bound)
 {
     switch (bound) {
-    case SERTRACE_FMT_LOWER: return "\xe2\x89\xa5 "; /* "≥ " */
-    case SERTRACE_FMT_UPPER: return "\xe2\x89\xa4 "; /* "≤ " */
-    case SERTRACE_FMT_UNKNOWN: return "? ";
-    default: return "";
+    case SERTRACE_FMT_LOWER:
+        return "\xe2\x89\xa5 "; /* "≥ " */
+    case SERTRACE_FMT_UPPER:
+        return "\xe2\x89\xa4 "; /* "≤ " */
+    case SERTRACE_FMT_UNKNOWN:
+        return "? ";
+    default:
+        return "";
     }
 }
 

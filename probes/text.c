@@ -73,9 +73,9 @@
 
 static pthread_mutex_t text_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Guarded by text_lock (read without it only through text_on). */
-static struct sertrace_text_config text_config = {
-    SERTRACE_TEXT_MODE_OFF, false, false, SERTRACE_TEXT_DEFAULT_OVERSIZE,
-    SERTRACE_TEXT_FLUSH_BYTES};
+static struct sertrace_text_config text_config = {SERTRACE_TEXT_MODE_OFF, false, false,
+                                                  SERTRACE_TEXT_DEFAULT_OVERSIZE,
+                                                  SERTRACE_TEXT_FLUSH_BYTES};
 static int text_fd = -1;
 static bool text_fd_owned;
 /* How text_fd is written: a regular file with blocking writev() (files do
@@ -414,9 +414,8 @@ static void register_atfork(void)
 int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
 {
     static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-    struct sertrace_text_config c = {
-        SERTRACE_TEXT_MODE_OFF, false, false, SERTRACE_TEXT_DEFAULT_OVERSIZE,
-        SERTRACE_TEXT_FLUSH_BYTES};
+    struct sertrace_text_config c = {SERTRACE_TEXT_MODE_OFF, false, false,
+                                     SERTRACE_TEXT_DEFAULT_OVERSIZE, SERTRACE_TEXT_FLUSH_BYTES};
     char *path = NULL;
     int warnings = 0;
     int fd = -1;
@@ -857,8 +856,8 @@ void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id, const c
 /* Remember the node entered at `depth` (and its type's name, once per
  * type of the dump) for the error line of a failure inside it.  Out of
  * memory: the node is not remembered (an error there shows "?"). */
-static void remember_node(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag,
-                          uint32_t type, const char *name, size_t name_len)
+static void remember_node(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag, uint32_t type,
+                          const char *name, size_t name_len)
 {
     if (depth > t->stack_cap) {
         uint32_t cap = t->stack_cap ? t->stack_cap : 64;
@@ -893,9 +892,8 @@ static void remember_node(struct sertrace_text_dump *t, uint32_t depth, uint8_t 
         return;
     if (sertrace_buf_append(&t->name_text, name, name_len) != 0)
         return;
-    t->names[type] = (struct sertrace_text_name){t->names_gen,
-                                                 (uint32_t)(t->name_text.len - name_len),
-                                                 (uint32_t)name_len};
+    t->names[type] = (struct sertrace_text_name){
+        t->names_gen, (uint32_t)(t->name_text.len - name_len), (uint32_t)name_len};
 }
 
 void sertrace_text_enter(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag, uint32_t type,
@@ -918,8 +916,8 @@ void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t ta
                         bool unfinished)
 {
     size_t start = t->buf.len;
-    bool error = depth >= 1 && depth <= t->stack_cap && depth <= t->depth &&
-                 t->stack[depth - 1].error;
+    bool error =
+        depth >= 1 && depth <= t->stack_cap && depth <= t->depth && t->stack[depth - 1].error;
     unsigned flags = 0;
 
     t->depth = depth >= 1 ? depth - 1 : 0;

@@ -464,8 +464,8 @@ static int put_extras(sertrace_treeprint *t, const dump_buf *db, uint32_t head,
          * type, then the message and the path */
         size_t len = 0;
         const char *name = tn ? sertrace_core_type_name(d, tn->type, &len) : NULL;
-        rc = sertrace_fmt_unserializable(m, tn ? tn->tag : -1, name, len, a, e->a_len, bb,
-                                         e->b_len);
+        rc =
+            sertrace_fmt_unserializable(m, tn ? tn->tag : -1, name, len, a, e->a_len, bb, e->b_len);
         if (rc == 0)
             rc = sertrace_fmt_flag_line(&t->out, nb, m->data, m->len);
         if (rc == 0)
@@ -521,12 +521,11 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
     int bound = sertrace_node_bound(&probe);
     rc = indent(b, tn->depth >= 1 ? tn->depth - 1 : 0, tn->depth);
     if (rc == 0) /* "≥ " lower bound, "≤ " upper bound, "? " neither */
-        rc = sertrace_buf_appendf(b, "\xe2\x94\x94 # %s [%s",
-                                  sertrace_tag_text(tn->tag, tmp),
-                                  sertrace_fmt_bound_text(
-                                      bound == SERTRACE_BOUND_UPPER     ? SERTRACE_FMT_UPPER
-                                      : bound == SERTRACE_BOUND_UNKNOWN ? SERTRACE_FMT_UNKNOWN
-                                                                        : SERTRACE_FMT_LOWER));
+        rc = sertrace_buf_appendf(
+            b, "\xe2\x94\x94 # %s [%s", sertrace_tag_text(tn->tag, tmp),
+            sertrace_fmt_bound_text(bound == SERTRACE_BOUND_UPPER     ? SERTRACE_FMT_UPPER
+                                    : bound == SERTRACE_BOUND_UNKNOWN ? SERTRACE_FMT_UNKNOWN
+                                                                      : SERTRACE_FMT_LOWER));
     if (rc == 0)
         rc = sertrace_fmt_size(b, tn->bytes, t->o.exact);
     if (rc == 0)

@@ -139,8 +139,7 @@ static const param_def params_table[] = {
     {"top", P_UINT, FOR_SUMMARY, "number of largest nodes kept (default 10)"},
     {"format", P_FORMAT, FOR_SUMMARY, "\"text\" (default) or \"json\""},
     {"max-flags", P_UINT, FOR_SUMMARY, "flags kept per dump (default 1000)"},
-    {"per-dump", P_BOOL, FOR_SUMMARY,
-     "text: print each dump's section (default true)"},
+    {"per-dump", P_BOOL, FOR_SUMMARY, "text: print each dump's section (default true)"},
     {"flush-each-dump", P_BOOL, FOR_TREE,
      "write the output after each dump's tree (live viewing; default false)"},
     {"worker-thread", P_BOOL, FOR_BOTH,
@@ -226,11 +225,10 @@ parse_one(const char *key, const bt_value *v, void *data)
             def = &params_table[i];
     if (!def) {
         PERR("unknown parameter `%s` (known: %s)", key,
-            pc->kind == SINK_TREE
-                ? "oversize, max-depth, min-size, exact, output, "
-                  "flush-each-dump, worker-thread, pid, dump, serializer"
-                : "oversize, top, format, exact, output, max-flags, per-dump, "
-                  "worker-thread, pid, dump, serializer");
+             pc->kind == SINK_TREE ? "oversize, max-depth, min-size, exact, output, "
+                                     "flush-each-dump, worker-thread, pid, dump, serializer"
+                                   : "oversize, top, format, exact, output, max-flags, per-dump, "
+                                     "worker-thread, pid, dump, serializer");
         goto bad;
     }
     parsed_params *p = pc->p;
@@ -338,11 +336,9 @@ parse_one(const char *key, const bt_value *v, void *data)
         for (uint64_t i = 0; i < n; i++) {
             const bt_value *e =
                 bt_value_is_array(v) ? bt_value_array_borrow_element_by_index_const(v, i) : v;
-            if (ints ? get_uint(e, &u) < 0
-                     : !bt_value_is_string(e) || !*bt_value_string_get(e)) {
+            if (ints ? get_uint(e, &u) < 0 : !bt_value_is_string(e) || !*bt_value_string_get(e)) {
                 PERR("parameter `%s`: expected %s (or an array of them), got a %s", key,
-                    ints ? "a non-negative integer" : "a non-empty string",
-                    value_type_name(e));
+                     ints ? "a non-negative integer" : "a non-empty string", value_type_name(e));
                 goto bad;
             }
         }
@@ -1035,8 +1031,10 @@ sink_consume(bt_self_component_sink *self_sink)
         if (rc == FINISH_NO_EVENTS) {
             /* report.c recognises this text (SERTRACE_NO_EVENTS_TEXT) */
             if (s->other_events)
-                ERR(self, "no sertrace events (%" PRIu64 " events of other providers, "
-                          "such as `%s`)", s->other_events, s->other_name);
+                ERR(self,
+                    "no sertrace events (%" PRIu64 " events of other providers, "
+                    "such as `%s`)",
+                    s->other_events, s->other_name);
             else
                 ERR(self, "no sertrace events (no events at all)");
             status = BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_ERROR;
@@ -1077,11 +1075,11 @@ sink_consume(bt_self_component_sink *self_sink)
 BT_PLUGIN_SINK_COMPONENT_CLASS(tree, sink_consume);
 BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(tree,
     "Print each serializer dump as a size tree (dill's line grammar)");
-BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(tree,
-    "Parameters: oversize=BYTES|\"64K\"|\"10%\", max-depth=N, "
-    "min-size=BYTES|\"1K\", exact=yes|no, output=PATH, flush-each-dump=yes|no, "
-    "worker-thread=yes|no, pid=N|[N,...], dump=N|[N,...], serializer=NAME|[NAME,...]. "
-    "See analyzers/README.md.");
+BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(
+    tree, "Parameters: oversize=BYTES|\"64K\"|\"10%\", max-depth=N, "
+          "min-size=BYTES|\"1K\", exact=yes|no, output=PATH, flush-each-dump=yes|no, "
+          "worker-thread=yes|no, pid=N|[N,...], dump=N|[N,...], serializer=NAME|[NAME,...]. "
+          "See analyzers/README.md.");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(tree, tree_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(tree, sink_graph_is_configured);
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(tree, sink_finalize);
@@ -1089,11 +1087,11 @@ BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(tree, sink_finalize);
 BT_PLUGIN_SINK_COMPONENT_CLASS(summary, sink_consume);
 BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(summary,
     "Bytes by kind and type, top-N largest nodes and flags, per dump and overall");
-BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(summary,
-    "Parameters: format=\"text\"|\"json\", top=N, oversize=BYTES|\"64K\"|\"10%\", "
-    "exact=yes|no, output=PATH, max-flags=N, per-dump=yes|no, worker-thread=yes|no, "
-    "pid=N|[N,...], dump=N|[N,...], serializer=NAME|[NAME,...]. "
-    "JSON schema: analyzers/README.md.");
+BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(
+    summary, "Parameters: format=\"text\"|\"json\", top=N, oversize=BYTES|\"64K\"|\"10%\", "
+             "exact=yes|no, output=PATH, max-flags=N, per-dump=yes|no, worker-thread=yes|no, "
+             "pid=N|[N,...], dump=N|[N,...], serializer=NAME|[NAME,...]. "
+             "JSON schema: analyzers/README.md.");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(summary, summary_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(summary, sink_graph_is_configured);
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(summary, sink_finalize);

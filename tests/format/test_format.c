@@ -390,8 +390,8 @@ Test(format, exit_flags_one_wording)
     sertrace_buf_clear(&b);
     /* the order is fixed, whatever the bits */
     cr_assert_eq(sertrace_fmt_exit_flags(&b,
-                                         SERTRACE_FMT_FLAG_UNSERIALIZABLE | SERTRACE_FMT_FLAG_FAILED |
-                                             SERTRACE_FMT_FLAG_OVERSIZED,
+                                         SERTRACE_FMT_FLAG_UNSERIALIZABLE |
+                                             SERTRACE_FMT_FLAG_FAILED | SERTRACE_FMT_FLAG_OVERSIZED,
                                          2048, false),
                  0);
     cr_expect_str_eq(b.data,
@@ -423,9 +423,9 @@ Test(format, unserializable_one_wording)
     cr_assert_eq(sertrace_fmt_unserializable(&b, -1, NULL, 0, msg, sizeof msg - 1, NULL, 0), 0);
     cr_expect_str_eq(b.data, "UNSERIALIZABLE: Can't get local object");
     sertrace_buf_clear(&b);
-    cr_assert_eq(sertrace_fmt_unserializable(&b, SERTRACE_TAG_LIST, NULL, 0, NULL, 0, path,
-                                             sizeof path - 1),
-                 0);
+    cr_assert_eq(
+        sertrace_fmt_unserializable(&b, SERTRACE_TAG_LIST, NULL, 0, NULL, 0, path, sizeof path - 1),
+        0);
     cr_expect_str_eq(b.data, "UNSERIALIZABLE L ? at State.cb");
     sertrace_buf_free(&b);
 }
@@ -436,20 +436,20 @@ Test(format, exit_line_with_a_bound)
     cr_assert_eq(sertrace_fmt_exit_bound(&b, 2, SERTRACE_TAG_DICT, 2048, false, SERTRACE_FMT_LOWER,
                                          "!! FAILED inside"),
                  0);
-    cr_expect_str_eq(b.data, "\xe2\x94\x82\xe2\x94\x94 # D2 [\xe2\x89\xa5 2.0 KiB]  !! FAILED inside\n");
+    cr_expect_str_eq(b.data,
+                     "\xe2\x94\x82\xe2\x94\x94 # D2 [\xe2\x89\xa5 2.0 KiB]  !! FAILED inside\n");
     sertrace_buf_clear(&b);
-    cr_assert_eq(sertrace_fmt_exit_bound(&b, 1, SERTRACE_TAG_LIST, 7, true, SERTRACE_FMT_UPPER, NULL),
-                 0);
+    cr_assert_eq(
+        sertrace_fmt_exit_bound(&b, 1, SERTRACE_TAG_LIST, 7, true, SERTRACE_FMT_UPPER, NULL), 0);
     cr_expect_str_eq(b.data, "\xe2\x94\x94 # L [\xe2\x89\xa4 7 B]\n");
     sertrace_buf_clear(&b);
-    cr_assert_eq(sertrace_fmt_exit_bound(&b, 1, SERTRACE_TAG_LIST, 7, true, SERTRACE_FMT_UNKNOWN,
-                                         ""),
-                 0);
+    cr_assert_eq(
+        sertrace_fmt_exit_bound(&b, 1, SERTRACE_TAG_LIST, 7, true, SERTRACE_FMT_UNKNOWN, ""), 0);
     cr_expect_str_eq(b.data, "\xe2\x94\x94 # L [? 7 B]\n");
     sertrace_buf_clear(&b);
     /* exact: the same line as sertrace_fmt_exit */
-    cr_assert_eq(sertrace_fmt_exit_bound(&b, 1, SERTRACE_TAG_LIST, 7, true, SERTRACE_FMT_EXACT, NULL),
-                 0);
+    cr_assert_eq(
+        sertrace_fmt_exit_bound(&b, 1, SERTRACE_TAG_LIST, 7, true, SERTRACE_FMT_EXACT, NULL), 0);
     cr_expect_str_eq(b.data, "\xe2\x94\x94 # L [7 B]\n");
     cr_expect_str_eq(sertrace_fmt_bound_text(SERTRACE_FMT_EXACT), "");
     sertrace_buf_free(&b);

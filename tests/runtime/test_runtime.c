@@ -1005,10 +1005,12 @@ Test(text, error_names_the_node_as_the_report_does)
     normalise_header(out);
     cr_expect(strstr(out, "\n\u2502\u2502 !! UNSERIALIZABLE F2 notify_workflow.<locals>.render: "
                           "Can't get local object 'notify_workflow.<locals>.render' at "
-                          "State.cb\n") != NULL, "%s", out);
+                          "State.cb\n") != NULL,
+              "%s", out);
     cr_expect(strstr(out, "'function'") == NULL, "%s", out);
     cr_expect(strstr(out, "\u2502\u2514 # F2 [\u2265 6 B]  !! FAILED inside !! UNSERIALIZABLE\n") !=
-                  NULL, "%s", out);
+                  NULL,
+              "%s", out);
     cr_expect(strstr(out, "\u2514 # O [\u2265 7 B]  !! FAILED inside\n") != NULL, "%s", out);
     close(fd);
     unlink(path);
@@ -2066,9 +2068,10 @@ static void no_allocation_in_steady_state(const char *exact)
     char *out = read_fd_all(fd);
     cr_expect(strstr(out, exact ? "└ # L [3014000 B]  !! OVERSIZED (≥ 65536 B)\n"
                                 : "└ # L [2.8 MiB]  !! OVERSIZED (≥ 64.0 KiB)\n") != NULL);
-    cr_expect(strstr(out, exact ? "└ # L [≥ 3012000 B]  !! OVERSIZED (≥ 65536 B) !! FAILED inside\n"
-                                : "└ # L [≥ 2.8 MiB]  !! OVERSIZED (≥ 64.0 KiB) !! FAILED inside\n") !=
-              NULL);
+    cr_expect(
+        strstr(out, exact ? "└ # L [≥ 3012000 B]  !! OVERSIZED (≥ 65536 B) !! FAILED inside\n"
+                          : "└ # L [≥ 2.8 MiB]  !! OVERSIZED (≥ 64.0 KiB) !! FAILED inside\n") !=
+        NULL);
     close(fd);
     unlink(path);
 #endif
