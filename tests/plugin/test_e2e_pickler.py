@@ -519,7 +519,7 @@ def test_newer_schema_unknown_event_and_extra_fields_ignored():
     pid, sizes, out = run_gen_schema(GEN_SCHEMA_FUTURE)
     try:
         assert sizes == {1: 41, 2: 21}
-        r = bt(out, "summary", "format=\"json\"")
+        r = bt(out, "summary", "format=\"json\"", pid=pid)
         assert b"missing or unexpected fields" not in r.stderr, r.stderr
         doc = json.loads(r.stdout.decode("utf-8"))
         dumps = sorted((d for d in doc["dumps"] if d["pid"] == pid), key=lambda d: d["dump_id"])
@@ -536,7 +536,7 @@ def test_newer_schema_unknown_event_and_extra_fields_ignored():
         assert d2["lost"]["malformed_batches"] == 1
         assert [f["kind"] for f in d2["flags"]] == ["incomplete"]
         assert "unknown records" in d2["flags"][0]["message"]
-        r = bt(out, "tree", "exact=yes")
+        r = bt(out, "tree", "exact=yes", pid=pid)
         assert b"missing or unexpected fields" not in r.stderr, r.stderr
         sink = split_dumps(tree(out, pid, "exact=yes"))
         assert sink[1] == DUMP1_TREE, sink[1]
@@ -559,7 +559,7 @@ def test_older_schema_missing_fields():
     pid, sizes, out = run_gen_schema(GEN_SCHEMA_MISSING)
     try:
         assert sizes == {1: 41}
-        r = bt(out, "summary", "format=\"json\"")
+        r = bt(out, "summary", "format=\"json\"", pid=pid)
         assert (b"sertrace: 1 sertrace events had missing or unexpected fields "
                 b"(newer schema?) and were skipped") in r.stderr, r.stderr
         doc = json.loads(r.stdout.decode("utf-8"))
@@ -569,7 +569,7 @@ def test_older_schema_missing_fields():
         assert d["complete"] is False and d["status"] == "unknown"
         assert d["root_exact"] and d["root_bytes"] == 38 and d["nodes"] == 3
         assert [f["kind"] for f in d["flags"]] == ["incomplete"]
-        r = bt(out, "tree", "exact=yes")
+        r = bt(out, "tree", "exact=yes", pid=pid)
         assert b"missing or unexpected fields" in r.stderr
         sink = split_dumps(tree(out, pid, "exact=yes"))
         assert sink[1] == DUMP1_TREE, sink[1]
@@ -596,7 +596,7 @@ def report(trace, pid, mode):
     if not SERTRACE:
         if mode == "--json":
             return summary(trace, pid)
-        return tree(trace, pid) if mode == "--tree" else bt(trace, "summary").stdout.decode()
+        return tree(trace, pid) if mode == "--tree" else bt(trace, "summary", pid=pid).stdout.decode()
     env = dict(os.environ, SERTRACE_PLUGIN_PATH=PLUGIN_DIR, SERTRACE_PROGRESS="0")
     r = subprocess.run([SERTRACE, "report", mode, "--pid", str(pid), trace],
                        capture_output=True, text=True, env=env, timeout=120)
