@@ -32,7 +32,8 @@ static const char top_help[] =
     "--version` also prints which babeltrace2 plugin `report` would load.\n"
     "\n"
     "Exit status: 0 success, 1 runtime error, 2 usage error; `record` exits\n"
-    "with the status of the command it ran.\n";
+    "with the status of the command it ran; `report` exits 3 when part of the\n"
+    "trace could not be read (the rest is reported).\n";
 
 int main(int argc, char **argv)
 {

@@ -47,6 +47,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,6 +72,14 @@ struct report_opts {
     bool oversize_is_share;
     bool has_oversize, has_top, has_min_size, has_max_depth, exact;
     uint64_t top, min_size, max_depth;
+    bool no_per_dump;
+    /* Filters: each repeatable (a dump is kept when it matches any value
+     * given for an option, and every option given); sink parameters
+     * `pid`, `dump`, `serializer`.  Sized argc: never more values than
+     * arguments. */
+    uint64_t *pids, *dumps;
+    const char **serializers;
+    size_t npids, ndumps, nserializers;
 };
 
 static const char report_help[] =
@@ -92,6 +102,18 @@ static const char report_help[] =
     "  --min-size SIZE    tree: fold siblings smaller than SIZE into one line\n"
     "  --max-depth N      tree: fold nodes deeper than N (0: show all)\n"
     "  --exact            sizes in bytes instead of KiB/MiB\n"
+    "  --pid PID          only the dumps of process PID\n"
+    "  --dump N           only the dumps numbered N (the `dump N` of the tree\n"
+    "                     header, `dump_id` in JSON; numbered per process)\n"
+    "  --serializer NAME  only the dumps of serializer NAME (pickle, dill, ...);\n"
+    "                     a dump whose dump_begin is not in the trace (cut at a\n"
+    "                     snapshot's edge) has no known serializer and is left out.\n"
+    "                     Each of --pid, --dump, --serializer may be repeated: a\n"
+    "                     dump is kept when it matches one of the values given for\n"
+    "                     each option given.  Filtered output ends with a line\n"
+    "                     `── filter: ... · N dumps left out` (JSON: \"filter\")\n"
+    "  --no-per-dump      summary: no per-dump tables (each dump keeps its two\n"
+    "                     header lines and its flags), then the overall tables\n"
     "  --live URL         read a live session from an lttng-relayd instead of a\n"
     "                     trace directory: URL is\n"
     "                     net://HOST[:PORT]/host/HOSTNAME/SESSION, e.g.\n"
@@ -103,8 +125,10 @@ static const char report_help[] =
     "  -h, --help         this help\n"
     "\n"
     "Every CTF trace found below TRACE is read; one that cannot be read (corrupt\n"
-    "metadata or index) is skipped with a warning naming it, and the others are\n"
-    "reported.\n"
+    "metadata) is skipped with a warning naming it, and the others are reported.\n"
+    "A stream file that is cut (or emptied) is read up to its last whole packet,\n"
+    "and one babeltrace2 refuses is set aside: the rest of the trace is reported,\n"
+    "and a warning names each such file and what was lost.\n"
     "\n"
     "The sertrace babeltrace2 plugin is searched in $SERTRACE_PLUGIN_PATH, then,\n"
     "when this `sertrace` is the uninstalled binary of a build tree, in that\n"
@@ -116,8 +140,11 @@ static const char report_help[] =
     "terminal, the progress line is erased before report text is written and at\n"
     "the end: it never mixes into the report.\n"
     "\n"
-    "Exit status: 0 ok, 1 runtime error (missing or empty trace, no readable trace,\n"
-    "a trace that fails while being read, plugin not found), 2 usage error.\n";
+    "Exit status: 0 ok; 1 runtime error (missing or empty trace, no readable trace,\n"
+    "no sertrace events in it -- another program's trace, emptied stream files --,\n"
+    "a trace that fails while being read, plugin not found); 2 usage error; 3 the\n"
+    "report was printed but part of TRACE could not be read (a trace skipped, a\n"
+    "stream file cut or set aside: each named on stderr).\n";
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -498,12 +525,417 @@ end:
     return rc;
 }
 
+/* ---- damaged stream files ------------------------------------------------ */
+
+/* A stream file that is cut (a copy that stopped, a disk that filled, a
+ * process killed while consumerd wrote) or that babeltrace2 refuses makes
+ * source.ctf.fs refuse the WHOLE trace in 2.0.4, at initialization ("Failed
+ * to index CTF stream file" for a file that ends inside a packet; "No
+ * stream class with ID ..." for packets naming a stream class the metadata
+ * lacks, seen after a SIGKILL), or, cut at a packet boundary, read it
+ * silently as if nothing were missing.  So before the graph exists each
+ * stream file is checked here:
+ *   - its packets are walked (LTTng's packet header: CTF magic at 0,
+ *     content and packet size in bits at 48 and 56, in the trace's byte
+ *     order): the whole packets before a cut or a damaged header are its
+ *     readable part;
+ *   - LTTng's index (index/NAME.idx, big-endian: a 16-byte header, then
+ *     one entry per packet starting with its offset and size in bits)
+ *     says how long the file was written: a file shorter than its last
+ *     indexed packet's end was cut, even at a packet boundary.
+ * A trace with such a file is read from a shadow directory (mkdtemp):
+ * the metadata and the intact stream files as symlinks, each cut file as
+ * a copy of its whole packets.  If source.ctf.fs still refuses it, each
+ * stream file is tried alone and those it refuses are set aside with
+ * babeltrace2's reason.  Every cut or set-aside file is named on stderr
+ * with what was lost, and `report` then exits 3 (REPORT_INCOMPLETE).
+ * A file whose first packet does not look like LTTng's is left to
+ * babeltrace2 (the per-file trial still applies). */
+
+#define REPORT_INCOMPLETE 3
+
+static int write_all(int fd, const char *b, size_t n);
+#define CTF_PACKET_MAGIC 0xC1FC1FC1u
+#define CTF_INDEX_MAGIC 0xC1F1DCC1u
+#define LTTNG_PACKET_HEADER_BYTES 64 /* up to and with packet_size */
+
+static uint64_t read_u64(const unsigned char *p, bool swap)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return swap ? __builtin_bswap64(v) : v;
+}
+
+static uint64_t read_be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+enum stream_state { STREAM_OK, STREAM_CUT, STREAM_SET_ASIDE };
+
+struct stream_file {
+    char *name;        /* file name in its trace directory */
+    uint64_t size;     /* bytes on disk */
+    uint64_t whole;    /* bytes of whole packets from the start */
+    uint64_t packets;  /* whole packets */
+    uint64_t expected; /* bytes the index says were written (0: no index) */
+    enum stream_state state;
+    char why[384];
+};
+
+/* Walk the packets of `path` (`size` bytes).  Sets f->whole/packets; a
+ * cut or damaged header: STREAM_CUT with the reason.  A first packet that
+ * is not LTTng's layout leaves the file alone (STREAM_OK, whole = size). */
+static void walk_packets(const char *path, struct stream_file *f)
+{
+    unsigned char h[LTTNG_PACKET_HEADER_BYTES];
+    uint64_t off = 0;
+    FILE *fp = fopen(path, "rb");
+    bool swap = false;
+
+    f->whole = f->size;
+    f->packets = 0;
+    if (fp == NULL) {
+        f->state = STREAM_SET_ASIDE;
+        snprintf(f->why, sizeof(f->why), "cannot be opened: %s", strerror(errno));
+        return;
+    }
+    while (off < f->size) {
+        uint64_t content, packet;
+        uint32_t magic;
+        if (f->size - off < sizeof(h) || fseeko(fp, (off_t)off, SEEK_SET) != 0 ||
+            fread(h, 1, sizeof(h), fp) != sizeof(h)) {
+            if (off == 0)
+                break; /* too short to be LTTng's: babeltrace2 judges */
+            snprintf(f->why, sizeof(f->why),
+                     "ends %" PRIu64 " bytes into a packet header at byte %" PRIu64, f->size - off,
+                     off);
+            goto cut;
+        }
+        magic = read_u32(h, false);
+        if (off == 0) {
+            if (magic != CTF_PACKET_MAGIC && magic != __builtin_bswap32(CTF_PACKET_MAGIC))
+                break; /* not LTTng's layout (or garbage): babeltrace2 judges */
+            swap = magic != CTF_PACKET_MAGIC;
+        }
+        content = read_u64(h + 48, swap);
+        packet = read_u64(h + 56, swap);
+        if (read_u32(h, swap) != CTF_PACKET_MAGIC || packet % 8 != 0 || packet < 8 * sizeof(h) ||
+            content > packet || content < 8 * sizeof(h)) {
+            if (off == 0)
+                break;
+            snprintf(f->why, sizeof(f->why), "has a damaged packet header at byte %" PRIu64, off);
+            goto cut;
+        }
+        if (packet / 8 > f->size - off) {
+            snprintf(f->why, sizeof(f->why),
+                     "ends at byte %" PRIu64 ", inside packet %" PRIu64 " (bytes %" PRIu64
+                     "-%" PRIu64 ")",
+                     f->size, f->packets + 1, off, off + packet / 8);
+            goto cut;
+        }
+        off += packet / 8;
+        f->packets++;
+    }
+    fclose(fp);
+    return;
+cut:
+    f->state = STREAM_CUT;
+    f->whole = off;
+    fclose(fp);
+}
+
+/* The bytes LTTng's index for `name` says were written, or 0 (no index,
+ * or one that cannot be read). */
+static uint64_t index_expected(const char *dir, const char *name)
+{
+    char path[PATH_MAX];
+    unsigned char hdr[16], e[16];
+    struct stat sb;
+    uint64_t len, count, end = 0;
+    FILE *fp;
+
+    snprintf(path, sizeof(path), "%s/index/%s.idx", dir, name);
+    fp = fopen(path, "rb");
+    if (fp == NULL)
+        return 0;
+    if (fstat(fileno(fp), &sb) != 0 || fread(hdr, 1, sizeof(hdr), fp) != sizeof(hdr) ||
+        read_be64(hdr) >> 32 != CTF_INDEX_MAGIC)
+        goto end;
+    len = read_be64(hdr + 8) & 0xffffffffu;
+    if (len < sizeof(e) || (uint64_t)sb.st_size < sizeof(hdr) + len)
+        goto end;
+    count = ((uint64_t)sb.st_size - sizeof(hdr)) / len;
+    if (fseeko(fp, (off_t)(sizeof(hdr) + (count - 1) * len), SEEK_SET) != 0 ||
+        fread(e, 1, sizeof(e), fp) != sizeof(e) || read_be64(e + 8) % 8 != 0)
+        goto end;
+    end = read_be64(e) + read_be64(e + 8) / 8;
+end:
+    fclose(fp);
+    return end;
+}
+
+/* What source.ctf.fs would read as stream files in `dir`: regular files
+ * (symlinks followed) other than `metadata`, not hidden.  Each checked. */
+static int list_streams(const char *dir, struct stream_file **out, size_t *count)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    struct stream_file *v = NULL;
+    size_t n = 0, cap = 0;
+
+    *out = NULL;
+    *count = 0;
+    if (d == NULL)
+        return -1;
+    while ((de = readdir(d)) != NULL) {
+        char path[PATH_MAX];
+        struct stat sb;
+        if (de->d_name[0] == '.' || strcmp(de->d_name, "metadata") == 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if (n == cap) {
+            struct stream_file *g = realloc(v, (cap = cap ? 2 * cap : 8) * sizeof(*v));
+            if (g == NULL)
+                goto oom;
+            v = g;
+        }
+        memset(&v[n], 0, sizeof(v[n]));
+        v[n].name = strdup(de->d_name);
+        if (v[n].name == NULL)
+            goto oom;
+        v[n].size = (uint64_t)sb.st_size;
+        walk_packets(path, &v[n]);
+        v[n].expected = index_expected(dir, de->d_name);
+        if (v[n].state == STREAM_OK && v[n].expected > v[n].size) {
+            v[n].state = STREAM_CUT;
+            snprintf(v[n].why, sizeof(v[n].why),
+                     "is shorter than its index says (%" PRIu64 " of %" PRIu64 " bytes)", v[n].size,
+                     v[n].expected);
+        }
+        n++;
+    }
+    closedir(d);
+    *out = v;
+    *count = n;
+    return 0;
+oom:
+    closedir(d);
+    for (size_t i = 0; i < n; i++)
+        free(v[i].name);
+    free(v);
+    errno = ENOMEM;
+    return -1;
+}
+
+static void free_streams(struct stream_file *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i].name);
+    free(v);
+}
+
+/* Copy the first `n` bytes of `src` into a new file `dst`. */
+static int copy_prefix(const char *src, const char *dst, uint64_t n)
+{
+    int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, rc = -1;
+    char buf[1 << 16];
+
+    if (in < 0)
+        return -1;
+    out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (out < 0)
+        goto end;
+    while (n > 0) {
+        ssize_t r =
+            copy_file_range(in, NULL, out, NULL, (size_t)(n < (1u << 30) ? n : (1u << 30)), 0);
+        if (r < 0 &&
+            (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+            r = read(in, buf, n < sizeof(buf) ? (size_t)n : sizeof(buf));
+            if (r > 0 && write_all(out, buf, (size_t)r) != 0)
+                goto end;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            goto end;
+        n -= (uint64_t)r;
+    }
+    rc = 0;
+end:
+    if (out >= 0 && close(out) != 0)
+        rc = -1;
+    close(in);
+    return rc;
+}
+
+/* Shadow directories made for damaged traces (removed at the end). */
+static char *shadow_root;
+static int shadow_count;
+
+static void remove_shadows(void)
+{
+    if (shadow_root != NULL) {
+        sertrace_cli_remove_tree(shadow_root);
+        free(shadow_root);
+        shadow_root = NULL;
+    }
+}
+
+/* A directory holding `dir`'s metadata and the streams of `v` that are not
+ * set aside (only `only` when it is not SIZE_MAX): intact files as
+ * symlinks, cut ones as copies of their whole packets (none when they have
+ * none).  Returns a malloc'd path or NULL (errno). */
+static char *make_shadow(const char *dir, struct stream_file *v, size_t n, size_t only)
+{
+    char path[PATH_MAX], abs_dir[PATH_MAX];
+    char src[2 * PATH_MAX + 16], dst[2 * PATH_MAX + 16];
+
+    if (realpath(dir, abs_dir) == NULL)
+        return NULL;
+    if (shadow_root == NULL) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(path, sizeof(path), "%s/sertrace-report-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (mkdtemp(path) == NULL || (shadow_root = strdup(path)) == NULL)
+            return NULL;
+    }
+    snprintf(path, sizeof(path), "%s/%d", shadow_root, shadow_count++);
+    if (mkdir(path, 0700) != 0)
+        return NULL;
+    snprintf(src, sizeof(src), "%s/metadata", abs_dir);
+    snprintf(dst, sizeof(dst), "%s/metadata", path);
+    if (symlink(src, dst) != 0)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].state == STREAM_SET_ASIDE || (only != SIZE_MAX && i != only))
+            continue;
+        snprintf(src, sizeof(src), "%s/%s", abs_dir, v[i].name);
+        snprintf(dst, sizeof(dst), "%s/%s", path, v[i].name);
+        if (v[i].state == STREAM_OK ? symlink(src, dst) != 0
+                                    : v[i].whole > 0 && copy_prefix(src, dst, v[i].whole) != 0)
+            return NULL;
+    }
+    return strdup(path);
+}
+
+static void human_bytes(uint64_t b, char out[32])
+{
+    sertrace_cli_human_size(b, out);
+}
+
+/* Warn about each damaged stream file of `dir`; returns their number. */
+static int warn_damaged(const char *dir, const struct stream_file *v, size_t n)
+{
+    int damaged = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        char a[32], b[32];
+        if (v[i].state == STREAM_CUT) {
+            human_bytes(v[i].whole, a);
+            if (v[i].expected > v[i].size) {
+                human_bytes(v[i].expected - v[i].whole, b);
+                sertrace_cli_err("warning: %s/%s %s: read its first %" PRIu64
+                                 " whole packets (%s); %s written by the tracer are missing",
+                                 dir, v[i].name, v[i].why, v[i].packets, a, b);
+            } else {
+                human_bytes(v[i].size - v[i].whole, b);
+                sertrace_cli_err("warning: %s/%s %s: read its first %" PRIu64
+                                 " whole packets (%s); the rest (%s) is cut off",
+                                 dir, v[i].name, v[i].why, v[i].packets, a, b);
+            }
+            damaged++;
+        } else if (v[i].state == STREAM_SET_ASIDE) {
+            human_bytes(v[i].size, a);
+            sertrace_cli_err("warning: %s/%s set aside (%s): its %s are not read", dir, v[i].name,
+                             v[i].why, a);
+            damaged++;
+        }
+    }
+    return damaged;
+}
+
+/* Make `dir` readable by source.ctf.fs if it can be: check its stream
+ * files, set aside what cannot be read, and put in *use the directory to
+ * read (`dir` itself, or a shadow).  Adds the damaged files to *damaged.
+ * 0 ok, -1 nothing readable (`reason` says why). */
+static int readable_part(const bt_component_class_source *fs, const char *dir, char **use,
+                         int *damaged, char *reason, size_t rn)
+{
+    struct stream_file *v = NULL;
+    size_t n = 0, left = 0;
+    bool shadow = false;
+    char *path = NULL;
+    int rc = -1;
+
+    *use = NULL;
+    if (list_streams(dir, &v, &n) != 0) {
+        snprintf(reason, rn, "cannot list its stream files: %s", strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        shadow = shadow || v[i].state != STREAM_OK;
+    path = shadow ? make_shadow(dir, v, n, SIZE_MAX) : strdup(dir);
+    if (path == NULL) {
+        snprintf(reason, rn, "cannot make a copy of its readable part: %s", strerror(errno));
+        goto end;
+    }
+    if (check_trace(fs, path, reason, rn) != 0) {
+        /* Which stream files does babeltrace2 refuse?  Each alone. */
+        char why[512];
+        for (size_t i = 0; i < n; i++) {
+            char *one;
+            if (v[i].state == STREAM_SET_ASIDE || (v[i].state == STREAM_CUT && v[i].whole == 0))
+                continue;
+            one = make_shadow(dir, v, n, i);
+            if (one == NULL) {
+                snprintf(reason, rn, "cannot make a copy of its readable part: %s",
+                         strerror(errno));
+                goto end;
+            }
+            if (check_trace(fs, one, why, sizeof(why)) != 0) {
+                v[i].state = STREAM_SET_ASIDE;
+                snprintf(v[i].why, sizeof(v[i].why), "babeltrace2 refuses it: %.300s", why);
+            }
+            free(one);
+        }
+        free(path);
+        path = make_shadow(dir, v, n, SIZE_MAX);
+        if (path == NULL) {
+            snprintf(reason, rn, "cannot make a copy of its readable part: %s", strerror(errno));
+            goto end;
+        }
+        for (size_t i = 0; i < n; i++)
+            left +=
+                v[i].state != STREAM_SET_ASIDE && !(v[i].state == STREAM_CUT && v[i].whole == 0);
+        if (left == 0 || check_trace(fs, path, why, sizeof(why)) != 0) {
+            /* keep check_trace's first reason: it names the problem; the
+             * files are named, the trace counts once (skipped) */
+            (void)warn_damaged(dir, v, n);
+            goto end;
+        }
+    }
+    *damaged += warn_damaged(dir, v, n);
+    *use = path;
+    path = NULL;
+    rc = 0;
+end:
+    free(path);
+    free_streams(v, n);
+    return rc;
+}
+
 /* Find the traces under `root` and group them by UUID.  A trace that
  * cannot be read is skipped with one warning (path and reason): a stray
  * broken trace must not hide the good ones next to it.  Prints the error
  * and returns -1 when no readable trace remains. */
 static int discover(const char *root, const bt_component_class_source *fs, struct trace_group **out,
-                    int *count)
+                    int *count, int *damaged)
 {
     struct stat sb;
     char **dirs = NULL;
@@ -536,7 +968,7 @@ static int discover(const char *root, const bt_component_class_source *fs, struc
     if (groups == NULL)
         goto end;
     for (int i = 0; i < n; i++) {
-        char *group = NULL, reason[512];
+        char *group = NULL, *use = NULL, reason[512];
         double w;
         int j;
         if (check_metadata_packets(dirs[i], reason, sizeof(reason)) != 0) {
@@ -555,7 +987,7 @@ static int discover(const char *root, const bt_component_class_source *fs, struc
             skipped++;
             continue;
         }
-        if (check_trace(fs, dirs[i], reason, sizeof(reason)) != 0) {
+        if (readable_part(fs, dirs[i], &use, damaged, reason, sizeof(reason)) != 0) {
             sertrace_cli_err("warning: skipping %s: corrupt or unreadable trace (%s)", dirs[i],
                              reason);
             free(group);
@@ -576,14 +1008,18 @@ static int discover(const char *root, const bt_component_class_source *fs, struc
         } else {
             free(group);
         }
-        if (bt_value_array_append_string_element(groups[j].inputs, dirs[i]) !=
-            BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK)
+        if (bt_value_array_append_string_element(groups[j].inputs, use) !=
+            BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK) {
+            free(use);
             goto end;
+        }
+        free(use);
     }
     if (ngroups == 0) {
         sertrace_cli_err("no readable trace under %s (%d skipped)", root, skipped);
         goto end;
     }
+    *damaged += skipped;
     rc = 0;
 end:
     sertrace_cli_free_dirs(dirs, n);
@@ -1056,6 +1492,36 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
         if (ok && o->mode == MODE_JSON)
             ok = bt_value_map_insert_string_entry(p, "format", "json") ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+        if (ok && o->no_per_dump)
+            ok = bt_value_map_insert_bool_entry(p, "per-dump", BT_FALSE) ==
+                 BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+    }
+    if (ok && o->npids) {
+        bt_value *a = bt_value_array_create();
+        for (size_t i = 0; a && ok && i < o->npids; i++)
+            ok = bt_value_array_append_unsigned_integer_element(a, o->pids[i]) ==
+                 BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
+        ok = ok && a &&
+             bt_value_map_insert_entry(p, "pid", a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+        bt_value_put_ref(a);
+    }
+    if (ok && o->ndumps) {
+        bt_value *a = bt_value_array_create();
+        for (size_t i = 0; a && ok && i < o->ndumps; i++)
+            ok = bt_value_array_append_unsigned_integer_element(a, o->dumps[i]) ==
+                 BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
+        ok = ok && a &&
+             bt_value_map_insert_entry(p, "dump", a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+        bt_value_put_ref(a);
+    }
+    if (ok && o->nserializers) {
+        bt_value *a = bt_value_array_create();
+        for (size_t i = 0; a && ok && i < o->nserializers; i++)
+            ok = bt_value_array_append_string_element(a, o->serializers[i]) ==
+                 BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
+        ok = ok && a &&
+             bt_value_map_insert_entry(p, "serializer", a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+        bt_value_put_ref(a);
     }
     if (!ok) {
         bt_value_put_ref(p);
@@ -1076,6 +1542,10 @@ enum {
     OPT_MAX_DEPTH,
     OPT_EXACT,
     OPT_LIVE,
+    OPT_PID,
+    OPT_DUMP,
+    OPT_SERIALIZER,
+    OPT_NO_PER_DUMP,
 };
 
 /* --oversize: a size ("64K", parsed here like every size of sertrace) or a
@@ -1183,6 +1653,15 @@ bad:
     return -1;
 }
 
+static void free_report_opts(struct report_opts *o)
+{
+    free(o->pids);
+    free(o->dumps);
+    free(o->serializers);
+    o->pids = o->dumps = NULL;
+    o->serializers = NULL;
+}
+
 /* 0 ok, 1 help printed, -1 usage error (printed). */
 static int parse_report_opts(int argc, char **argv, struct report_opts *o)
 {
@@ -1197,12 +1676,23 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
         {"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
         {"exact", no_argument, NULL, OPT_EXACT},
         {"live", required_argument, NULL, OPT_LIVE},
+        {"pid", required_argument, NULL, OPT_PID},
+        {"dump", required_argument, NULL, OPT_DUMP},
+        {"serializer", required_argument, NULL, OPT_SERIALIZER},
+        {"no-per-dump", no_argument, NULL, OPT_NO_PER_DUMP},
         {"verbose", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
     };
     int c, modes = 0;
 
     memset(o, 0, sizeof(*o));
+    o->pids = calloc((size_t)argc + 1, sizeof(*o->pids));
+    o->dumps = calloc((size_t)argc + 1, sizeof(*o->dumps));
+    o->serializers = calloc((size_t)argc + 1, sizeof(*o->serializers));
+    if (o->pids == NULL || o->dumps == NULL || o->serializers == NULL) {
+        sertrace_cli_err("out of memory");
+        return -1;
+    }
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
@@ -1244,6 +1734,26 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
         case OPT_EXACT:
             o->exact = true;
             break;
+        case OPT_PID:
+            if (sertrace_cli_parse_uint("--pid", optarg, INT32_MAX, &o->pids[o->npids]) != 0)
+                return -1;
+            o->npids++;
+            break;
+        case OPT_DUMP:
+            if (sertrace_cli_parse_uint("--dump", optarg, UINT64_MAX, &o->dumps[o->ndumps]) != 0)
+                return -1;
+            o->ndumps++;
+            break;
+        case OPT_SERIALIZER:
+            if (*optarg == '\0') {
+                sertrace_cli_err("--serializer: give a serializer name (pickle, dill, ...)");
+                return -1;
+            }
+            o->serializers[o->nserializers++] = optarg;
+            break;
+        case OPT_NO_PER_DUMP:
+            o->no_per_dump = true;
+            break;
         case OPT_LIVE:
             if (check_live_url(optarg) != 0)
                 return -1;
@@ -1270,6 +1780,10 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
     }
     if (o->mode == MODE_TREE && o->has_top) {
         sertrace_cli_err("report: --top applies to --summary and --json");
+        return -1;
+    }
+    if (o->mode != MODE_SUMMARY && o->no_per_dump) {
+        sertrace_cli_err("report: --no-per-dump applies to --summary");
         return -1;
     }
     if (o->mode != MODE_TREE && (o->has_min_size || o->has_max_depth)) {
@@ -1322,6 +1836,37 @@ static bool want_progress(uint64_t bytes, bool *shared)
     return on;
 }
 
+/* After a failed run: when the sink's error says the input held no
+ * sertrace event at all, print "no sertrace events in WHERE" with the
+ * sink's detail and return true (the error is taken); else false (the
+ * error is left for print_bt_error). */
+static bool no_sertrace_events(const char *where, int damaged)
+{
+    static const char prefix[] = "no sertrace events";
+    const bt_error *err = bt_current_thread_take_error();
+    bool found = false;
+
+    if (err == NULL)
+        return false;
+    for (uint64_t i = 0; i < bt_error_get_cause_count(err) && !found; i++) {
+        const char *msg = bt_error_cause_get_message(bt_error_borrow_cause_by_index(err, i));
+        if (strncmp(msg, prefix, sizeof(prefix) - 1) == 0) {
+            const char *detail = msg + sizeof(prefix) - 1;
+            found = true;
+            sertrace_cli_err("no sertrace events in %s%s%.*s: is this a trace of a program "
+                             "that loaded sertrace?",
+                             damaged ? "what could be read of " : "", where,
+                             (int)strcspn(detail, "\n"), detail);
+        }
+    }
+    if (!found) {
+        bt_current_thread_move_error(err); /* back, for print_bt_error */
+        return false;
+    }
+    bt_error_release(err);
+    return true;
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -1349,14 +1894,16 @@ int sertrace_cli_report(int argc, char **argv)
     /* Components log nothing by default: their errors come back as error
      * causes, printed as one line (the whole chain with --verbose). */
     bt_logging_level log_level;
-    int rc = SERTRACE_CLI_ERROR, ret;
+    int rc = SERTRACE_CLI_ERROR, ret, damaged = 0;
     uint64_t mux_port = 0;
 
     memset(&progress, 0, sizeof(progress));
     memset(&tty, 0, sizeof(tty));
     ret = parse_report_opts(argc, argv, &o);
-    if (ret != 0)
+    if (ret != 0) {
+        free_report_opts(&o);
         return ret > 0 ? SERTRACE_CLI_OK : SERTRACE_CLI_USAGE;
+    }
     sink_name = o.mode == MODE_TREE ? "tree" : "summary";
     log_level = verbose ? BT_LOGGING_LEVEL_WARNING : BT_LOGGING_LEVEL_NONE;
 
@@ -1387,7 +1934,7 @@ int sertrace_cli_report(int argc, char **argv)
                          sink_name);
         goto end;
     }
-    if (o.live_url == NULL && discover(o.trace, fs_cls, &groups, &ngroups) != 0)
+    if (o.live_url == NULL && discover(o.trace, fs_cls, &groups, &ngroups, &damaged) != 0)
         goto end;
 
     graph = bt_graph_create(0); /* bt2 2.0 knows MIP 0 only */
@@ -1522,6 +2069,8 @@ int sertrace_cli_report(int argc, char **argv)
             tty_out_settle(&tty); /* the sink still holds our stdout */
         else if (prog != NULL && progress.printed)
             fputc('\n', stderr);
+        if (no_sertrace_events(o.live_url != NULL ? o.live_url : o.trace, damaged))
+            goto end;
         if (o.live_url != NULL)
             print_bt_error("reading the live session failed (is an lttng-relayd "
                            "listening at that HOST:PORT?)");
@@ -1539,6 +2088,13 @@ int sertrace_cli_report(int argc, char **argv)
     if (prog != NULL)
         progress_done(&progress);
     rc = SERTRACE_CLI_OK;
+    if (damaged > 0) {
+        sertrace_cli_err("the report is incomplete: %d damaged or unreadable part%s of %s "
+                         "(named above) %s not read whole; exit status %d",
+                         damaged, damaged == 1 ? "" : "s", o.trace, damaged == 1 ? "was" : "were",
+                         REPORT_INCOMPLETE);
+        rc = REPORT_INCOMPLETE;
+    }
     goto end;
 oom:
     sertrace_cli_err("out of memory");
@@ -1552,5 +2108,7 @@ end:
     bt_plugin_put_ref(ours);
     bt_plugin_put_ref(utils);
     bt_plugin_put_ref(ctf);
+    free_report_opts(&o);
+    remove_shadows();
     return rc;
 }

@@ -572,10 +572,31 @@ int sertrace_fmt_enter_plain(sertrace_buf *b, uint32_t depth, uint8_t tag, const
     return fmt_enter(b, depth, tag, name, name_len, addr, length, name != NULL);
 }
 
+const char *sertrace_fmt_bound_text(int bound)
+{
+    switch (bound) {
+    case SERTRACE_FMT_LOWER:
+        return "\xe2\x89\xa5 "; /* "≥ " */
+    case SERTRACE_FMT_UPPER:
+        return "\xe2\x89\xa4 "; /* "≤ " */
+    case SERTRACE_FMT_UNKNOWN:
+        return "? ";
+    default:
+        return "";
+    }
+}
+
 int sertrace_fmt_exit(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t bytes, bool exact,
                       const char *flags)
 {
+    return sertrace_fmt_exit_bound(b, depth, tag, bytes, exact, SERTRACE_FMT_EXACT, flags);
+}
+
+int sertrace_fmt_exit_bound(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t bytes,
+                            bool exact, int bound, const char *flags)
+{
     size_t flags_len = flags != NULL ? strlen(flags) : 0;
+    const char *bt = sertrace_fmt_bound_text(bound);
     char *p;
 
     if (buf_reserve(b, (size_t)depth * 3 + 64 + flags_len) != 0)
@@ -585,6 +606,7 @@ int sertrace_fmt_exit(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t byt
     p = put_lit(p, "\xe2\x94\x94 # ", 6); /* "└ # " */
     p = put_tag(p, tag);
     p = put_lit(p, " [", 2);
+    p = put_lit(p, bt, strlen(bt));
     p = sertrace_fmt_size_to(p, bytes, exact); /* room reserved above */
     *p++ = ']';
     if (flags_len > 0) {
@@ -719,4 +741,84 @@ int sertrace_parse_size(const char *text, uint64_t *out)
         return -1;
     *out = (uint64_t)value;
     return 0;
+}
+
+/* ---- flags: one wording for the live tree and the report ---------------- */
+
+int sertrace_fmt_exit_flags(sertrace_buf *b, unsigned flags, uint64_t oversize, bool exact)
+{
+    static const struct {
+        unsigned bit;
+        const char *text;
+    } words[] = {
+        {SERTRACE_FMT_FLAG_NEVER_CLOSED, "?? never closed"},
+        {SERTRACE_FMT_FLAG_OVERSIZED, NULL}, /* with its threshold */
+        {SERTRACE_FMT_FLAG_UNFINISHED, "!! UNFINISHED"},
+        {SERTRACE_FMT_FLAG_FAILED, "!! FAILED inside"},
+        {SERTRACE_FMT_FLAG_UNSERIALIZABLE, "!! UNSERIALIZABLE"},
+        {SERTRACE_FMT_FLAG_EXIT_LOST, "?? exit lost"},
+        {SERTRACE_FMT_FLAG_ENTER_LOST, "?? enter lost"},
+        {SERTRACE_FMT_FLAG_PARTIAL, "?? records lost inside"},
+        {SERTRACE_FMT_FLAG_MALFORMED, "?? malformed positions"},
+        {SERTRACE_FMT_FLAG_EXIT_UNSURE, "?? its exit may be a later node's"},
+    };
+    size_t start = b->len;
+    bool first = true;
+    int rc = 0;
+
+    for (size_t i = 0; i < sizeof words / sizeof *words && rc == 0; i++) {
+        if (!(flags & words[i].bit))
+            continue;
+        if (!first)
+            rc = sertrace_buf_append(b, " ", 1);
+        first = false;
+        if (rc != 0)
+            break;
+        if (words[i].text != NULL) {
+            rc = sertrace_buf_append(b, words[i].text, strlen(words[i].text));
+        } else {
+            static const char head[] = "!! OVERSIZED (\xe2\x89\xa5 ";
+            rc = sertrace_buf_append(b, head, sizeof head - 1);
+            if (rc == 0)
+                rc = sertrace_fmt_size(b, oversize, exact);
+            if (rc == 0)
+                rc = sertrace_buf_append(b, ")", 1);
+        }
+    }
+    if (rc != 0) {
+        b->len = start;
+        if (b->data != NULL)
+            b->data[start] = '\0';
+    }
+    return rc;
+}
+
+int sertrace_fmt_unserializable(sertrace_buf *b, int tag, const char *name, size_t name_len,
+                                const char *message, size_t message_len, const char *path,
+                                size_t path_len)
+{
+    size_t start = b->len;
+    char tmp[8];
+    int rc = sertrace_buf_append(b, "UNSERIALIZABLE", 14);
+
+    if (rc == 0 && tag >= 0)
+        rc = sertrace_buf_appendf(b, " %s ", sertrace_tag_text((uint8_t)tag, tmp));
+    if (rc == 0 && tag >= 0)
+        rc = sertrace_buf_append(b, name ? name : "?", name ? name_len : 1);
+    if (rc == 0 && message != NULL && message_len > 0) {
+        rc = sertrace_buf_append(b, ": ", 2);
+        if (rc == 0)
+            rc = sertrace_buf_append(b, message, message_len);
+    }
+    if (rc == 0 && path != NULL && path_len > 0) {
+        rc = sertrace_buf_append(b, " at ", 4);
+        if (rc == 0)
+            rc = sertrace_buf_append(b, path, path_len);
+    }
+    if (rc != 0) {
+        b->len = start;
+        if (b->data != NULL)
+            b->data[start] = '\0';
+    }
+    return rc;
 }

@@ -92,9 +92,56 @@ bool sertrace_fmt_is_plain(const char *s, size_t n);
 
 /* Whole exit line, with trailing newline.  `flags` (may be NULL or "")
  * is appended after the size, separated by two spaces, e.g.
- * "!! OVERSIZED (>= 1.0 MiB)". */
+ * "!! OVERSIZED (≥ 1.0 MiB)" (built by sertrace_fmt_exit_flags). */
 int sertrace_fmt_exit(sertrace_buf *b, uint32_t depth, uint8_t tag,
                       uint64_t bytes, bool exact, const char *flags);
+
+/* How a size that is not exact is shown: "[≥ 1.2 KiB]" a lower bound,
+ * "[≤ 1.2 KiB]" an upper bound, "[? 1.2 KiB]" neither. */
+enum sertrace_fmt_bound {
+    SERTRACE_FMT_EXACT = 0,
+    SERTRACE_FMT_LOWER,
+    SERTRACE_FMT_UPPER,
+    SERTRACE_FMT_UNKNOWN,
+};
+
+/* The text put before an inexact size inside the brackets ("≥ ", "≤ ",
+ * "? "), "" for SERTRACE_FMT_EXACT. */
+const char *sertrace_fmt_bound_text(int bound);
+
+/* sertrace_fmt_exit with the size's bound. */
+int sertrace_fmt_exit_bound(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t bytes,
+                            bool exact, int bound, const char *flags);
+
+/* The flags of an exit line, ONE wording for the live tree (probes/text.c)
+ * and the report (analyzers/core/treeprint.c): the words of each set bit,
+ * in this order, separated by one space.  `oversize` (the threshold, in
+ * bytes) is shown with SERTRACE_FMT_FLAG_OVERSIZED: "!! OVERSIZED (≥ 1.0
+ * MiB)".  Returns 0 or -1 (out of memory). */
+#define SERTRACE_FMT_FLAG_NEVER_CLOSED 0x001u   /* "?? never closed" */
+#define SERTRACE_FMT_FLAG_OVERSIZED 0x002u      /* "!! OVERSIZED (≥ T)" */
+#define SERTRACE_FMT_FLAG_UNFINISHED 0x004u     /* "!! UNFINISHED": the process died in it */
+#define SERTRACE_FMT_FLAG_FAILED 0x008u         /* "!! FAILED inside": the dump failed in it */
+#define SERTRACE_FMT_FLAG_UNSERIALIZABLE 0x010u /* "!! UNSERIALIZABLE": this node failed */
+#define SERTRACE_FMT_FLAG_EXIT_LOST 0x020u      /* "?? exit lost" */
+#define SERTRACE_FMT_FLAG_ENTER_LOST 0x040u     /* "?? enter lost" */
+#define SERTRACE_FMT_FLAG_PARTIAL 0x080u        /* "?? records lost inside" */
+#define SERTRACE_FMT_FLAG_MALFORMED 0x100u      /* "?? malformed positions" */
+#define SERTRACE_FMT_FLAG_EXIT_UNSURE 0x200u    /* "?? its exit may be a later node's" */
+int sertrace_fmt_exit_flags(sertrace_buf *b, unsigned flags, uint64_t oversize, bool exact);
+
+/* The text of the flag line of an object that could not be serialized, ONE
+ * wording for the live tree and the report (sertrace_fmt_flag_line adds
+ * "!! " and escapes it):
+ *   "UNSERIALIZABLE TAG TYPE: MESSAGE at PATH"
+ * TAG and TYPE are the node's the error belongs to (the node open at the
+ * error's depth: its type name is the one of its enter line); `tag` < 0
+ * when no node is open (then only ": MESSAGE at PATH" follow).  A NULL
+ * `name` shows "?"; an empty message or path is left out with its
+ * separator.  Returns 0 or -1. */
+int sertrace_fmt_unserializable(sertrace_buf *b, int tag, const char *name, size_t name_len,
+                                const char *message, size_t message_len, const char *path,
+                                size_t path_len);
 
 /* A note line for the node open at `depth`, with trailing newline. */
 int sertrace_fmt_note(sertrace_buf *b, uint32_t depth, const char *key,

@@ -22,10 +22,14 @@
  * for a 137-level-deep tree (probes/README.md has the numbers).
  *
  * The repr of a node comes only from its interned type name and address
- * (never user code).  Flags go inline: "!! OVERSIZED (>= 1.0 MiB)" on exit
- * lines at or above the threshold, a flag line "!! UNSERIALIZABLE ..." with
- * the message and path at the failing node, "!! UNFINISHED" on nodes a
- * failed dump left open, "!! MISUSE ..." for a mismatched enter/exit.
+ * (never user code).  Flags go inline, in the words the report uses (one
+ * builder in format/, sertrace_fmt_exit_flags and
+ * sertrace_fmt_unserializable): "!! OVERSIZED (≥ 1.0 MiB)" on exit lines
+ * at or above the threshold, a flag line "!! UNSERIALIZABLE TAG type:
+ * message at path" naming the node that failed with its enter line's type,
+ * "!! UNSERIALIZABLE" on that node's exit line, "!! FAILED inside" (size
+ * "[≥ …]") on nodes a failed dump left open, "!! MISUSE ..." for a
+ * mismatched enter/exit (then "?? exit lost" on the nodes left open).
  *
  * Writing never fails or blocks the host: a write error (closed pipe, full
  * disk) disables the text output for the rest of the process with one
@@ -35,10 +39,14 @@
  * written with a blocking call: a path is opened O_NONBLOCK (a FIFO with
  * no reader: one warning, off), a non-file stderr through a private
  * non-blocking open file description (/proc/self/fd/2; fd 2's own flags
- * are never touched), a socket with send(MSG_DONTWAIT).  What a stalled
- * reader cannot take at once is dropped (the rest of that chunk), counted,
- * and announced by one "# sertrace: N bytes of trace text dropped" line
- * in front of the next chunk that goes out.  Regular files are written
+ * are never touched), a socket with send(MSG_DONTWAIT).  When the output
+ * is full the probe waits for room (poll) as long as the reader takes
+ * something at least every SERTRACE_TEXT_STALL_MS, so a reader that keeps
+ * reading (cat > file, a terminal) gets everything; a reader that took
+ * nothing for that long has stalled: the rest of that chunk and every
+ * chunk until the output has room again are dropped at once, counted, and
+ * announced by one "# sertrace: N bytes of trace text dropped" line in
+ * front of the next chunk that goes out.  Regular files are written
  * as before (blocking, O_APPEND: they do not block on a reader).
  */
 #include "text.h"
@@ -65,9 +73,9 @@
 
 static pthread_mutex_t text_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Guarded by text_lock (read without it only through text_on). */
-static struct sertrace_text_config text_config = {
-    SERTRACE_TEXT_MODE_OFF,    false,         false, SERTRACE_TEXT_DEFAULT_OVERSIZE,
-    SERTRACE_TEXT_FLUSH_BYTES, "!! OVERSIZED"};
+static struct sertrace_text_config text_config = {SERTRACE_TEXT_MODE_OFF, false, false,
+                                                  SERTRACE_TEXT_DEFAULT_OVERSIZE,
+                                                  SERTRACE_TEXT_FLUSH_BYTES};
 static int text_fd = -1;
 static bool text_fd_owned;
 /* How text_fd is written: a regular file with blocking writev() (files do
@@ -82,6 +90,10 @@ static bool text_sigpipe; /* a pipe or FIFO: guard its writes against SIGPIPE */
  * out), and whether the last byte that went out ended a line. */
 static unsigned long long text_dropped;
 static bool text_mid_line;
+/* Stream outputs only, under text_lock: the reader took nothing for
+ * SERTRACE_TEXT_STALL_MS while we waited; until the output is writable
+ * again, chunks are dropped at once (no more waiting). */
+static bool text_stalled;
 static atomic_bool text_on;
 /* This process's pid, refreshed in a forked child: a dump begun under
  * another pid (inherited through fork) is never written. */
@@ -370,6 +382,7 @@ static void close_current_locked(void)
     text_sigpipe = false;
     text_dropped = 0;
     text_mid_line = false;
+    text_stalled = false;
 }
 
 /* fork() while another thread holds text_lock would leave the child's
@@ -388,6 +401,7 @@ static void atfork_child(void)
 {
     text_pid = (long)getpid();
     text_dropped = 0; /* the parent's drops: the parent announces them */
+    text_stalled = false; /* the child waits for the reader once itself */
     pthread_mutex_unlock(&text_lock);
 }
 
@@ -400,10 +414,8 @@ static void register_atfork(void)
 int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
 {
     static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-    struct sertrace_text_config c = {
-        SERTRACE_TEXT_MODE_OFF,    false, false, SERTRACE_TEXT_DEFAULT_OVERSIZE,
-        SERTRACE_TEXT_FLUSH_BYTES, ""};
-    sertrace_buf size = SERTRACE_BUF_INIT;
+    struct sertrace_text_config c = {SERTRACE_TEXT_MODE_OFF, false, false,
+                                     SERTRACE_TEXT_DEFAULT_OVERSIZE, SERTRACE_TEXT_FLUSH_BYTES};
     char *path = NULL;
     int warnings = 0;
     int fd = -1;
@@ -526,11 +538,6 @@ int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
                              s->exact, "");
     }
 
-    if (sertrace_fmt_size(&size, c.oversize, c.exact) == 0)
-        snprintf(c.oversize_flag, sizeof c.oversize_flag, "!! OVERSIZED (>= %s)", size.data);
-    else
-        snprintf(c.oversize_flag, sizeof c.oversize_flag, "!! OVERSIZED");
-    sertrace_buf_free(&size);
     free(path);
 
     pthread_mutex_lock(&text_lock);
@@ -588,20 +595,94 @@ static int stream_put_locked(const struct iovec *iov, int cnt, size_t *done)
     return err == EAGAIN ? 0 : err;
 }
 
+static long long monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Write all of `iov` to the stream output, under text_lock, waiting for
+ * a reader that keeps reading: each time the output is full, poll() for
+ * room; every byte it takes restarts the grace (SERTRACE_TEXT_STALL_MS),
+ * so a reader that reads at all -- cat, a file behind a pipe, a terminal
+ * -- gets everything, at its own pace, as from any pipe.  When it takes
+ * nothing for the whole grace, it has stalled: text_stalled is set and
+ * what is left is not written.  *done: the bytes written.  Returns 0
+ * (written, or stalled) or the errno of a write error. */
+static int stream_put_waiting_locked(const struct iovec *iov, int cnt, size_t *done)
+{
+    struct iovec v[4];
+    size_t total = 0, part;
+    long long deadline = 0;
+    int err, i = 0;
+
+    assert(cnt <= 4);
+    memcpy(v, iov, (size_t)cnt * sizeof *v);
+    *done = 0;
+    for (int k = 0; k < cnt; k++)
+        total += v[k].iov_len;
+    for (;;) {
+        err = stream_put_locked(v + i, cnt - i, &part);
+        if (err != 0)
+            return err;
+        *done += part;
+        if (*done == total)
+            return 0;
+        /* the first wait, or the reader took something: the grace
+         * starts (again) now */
+        if (deadline == 0 || part > 0)
+            deadline = monotonic_ms() + SERTRACE_TEXT_STALL_MS;
+        while (i < cnt && part >= v[i].iov_len) {
+            part -= v[i].iov_len;
+            i++;
+        }
+        v[i].iov_base = (char *)v[i].iov_base + part;
+        v[i].iov_len -= part;
+        for (;;) {
+            struct pollfd pfd = {text_fd, POLLOUT, 0};
+            long long left = deadline - monotonic_ms();
+            int r;
+            if (left <= 0) {
+                text_stalled = true;
+                return 0;
+            }
+            r = poll(&pfd, 1, (int)left);
+            if (r > 0)
+                break; /* room, or an error the next write reports */
+            if (r < 0 && errno != EINTR)
+                break;
+        }
+    }
+}
+
 /* Write one chunk (`body`: the continuation line and the dump's text) to
- * a stream output without blocking, under text_lock.  After a drop, a
- * newline (when the last write stopped mid-line) and the drop notice go
- * out first, in a write of their own (under PIPE_BUF: a pipe takes it
- * whole or not at all); the chunk follows only if they went out whole.
- * What the output does not take at once (EAGAIN, or a short write) is
- * dropped and counted for the next notice.  Returns 0, or the errno of a
- * write error (EPIPE, ...). */
+ * a stream output, under text_lock, never blocking on a reader that
+ * stalled.  A reader that keeps reading is waited for
+ * (stream_put_waiting_locked): nothing is dropped for it.  After a stall,
+ * chunks are dropped at once (counted) until the output has room again;
+ * then a newline (when the last write stopped mid-line) and the drop
+ * notice go out first, in a write of their own (under PIPE_BUF: a pipe
+ * takes it whole or not at all), and the chunk follows only if they went
+ * out whole.  Returns 0, or the errno of a write error (EPIPE, ...). */
 static int stream_write_locked(const struct iovec *body, int nbody)
 {
     char notice[112];
     struct iovec pre[2];
     size_t prefix = 0, body_len = 0, done;
     int cnt = 0, err;
+
+    if (text_stalled) {
+        struct pollfd pfd = {text_fd, POLLOUT, 0};
+        for (int i = 0; i < nbody; i++)
+            body_len += body[i].iov_len;
+        if (poll(&pfd, 1, 0) == 0) { /* still full: no waiting after a stall */
+            text_dropped += body_len;
+            return 0;
+        }
+        text_stalled = false; /* the reader is back */
+        body_len = 0;
+    }
 
     for (int i = 0; i < nbody; i++)
         body_len += body[i].iov_len;
@@ -637,7 +718,7 @@ static int stream_write_locked(const struct iovec *body, int nbody)
         }
         text_dropped = 0;
     }
-    err = stream_put_locked(body, nbody, &done);
+    err = stream_put_waiting_locked(body, nbody, &done);
     if (err != 0)
         return err;
     text_dropped += body_len - done;
@@ -715,6 +796,14 @@ static inline void maybe_flush(struct sertrace_text_dump *t, size_t line_start)
 
 void sertrace_text_free(struct sertrace_text_dump *t)
 {
+    free(t->stack);
+    t->stack = NULL;
+    t->stack_cap = 0;
+    free(t->names);
+    t->names = NULL;
+    t->names_cap = 0;
+    sertrace_buf_free(&t->name_text);
+    sertrace_buf_free(&t->flags);
     sertrace_buf_free(&t->buf);
     sertrace_lines_free(&t->lines);
 }
@@ -738,7 +827,14 @@ void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id, const c
     t->oversize = c.oversize;
     t->exact = c.exact;
     t->flush_bytes = c.flush_bytes;
-    memcpy(t->oversize_flag, c.oversize_flag, sizeof t->oversize_flag);
+    t->depth = 0;
+    t->misuse_open = false;
+    if (++t->names_gen == 0) { /* wrapped: forget every entry */
+        if (t->names != NULL)
+            memset(t->names, 0, t->names_cap * sizeof *t->names);
+        t->names_gen = 1;
+    }
+    sertrace_buf_clear(&t->name_text);
     t->dump_id = dump_id;
     t->pid = (long)getpid();
     t->tid = (long)syscall(SYS_gettid);
@@ -757,43 +853,88 @@ void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id, const c
     sertrace_buf_append(&t->buf, "\n", 1);
 }
 
+/* Remember the node entered at `depth` (and its type's name, once per
+ * type of the dump) for the error line of a failure inside it.  Out of
+ * memory: the node is not remembered (an error there shows "?"). */
+static void remember_node(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag, uint32_t type,
+                          const char *name, size_t name_len)
+{
+    if (depth > t->stack_cap) {
+        uint32_t cap = t->stack_cap ? t->stack_cap : 64;
+        struct sertrace_text_node *g;
+        while (cap < depth && cap < UINT32_MAX / 2)
+            cap *= 2;
+        g = cap >= depth ? realloc(t->stack, (size_t)cap * sizeof *g) : NULL;
+        if (g == NULL) {
+            t->depth = depth;
+            return;
+        }
+        t->stack = g;
+        t->stack_cap = cap;
+    }
+    t->stack[depth - 1] = (struct sertrace_text_node){type, tag, false};
+    t->depth = depth;
+    if (type == 0 || name == NULL)
+        return;
+    if (type >= t->names_cap) {
+        uint32_t cap = t->names_cap ? t->names_cap : 64;
+        struct sertrace_text_name *g;
+        while (cap <= type && cap < UINT32_MAX / 2)
+            cap *= 2;
+        g = cap > type ? realloc(t->names, (size_t)cap * sizeof *g) : NULL;
+        if (g == NULL)
+            return;
+        memset(g + t->names_cap, 0, (size_t)(cap - t->names_cap) * sizeof *g);
+        t->names = g;
+        t->names_cap = cap;
+    }
+    if (t->names[type].gen == t->names_gen)
+        return;
+    if (sertrace_buf_append(&t->name_text, name, name_len) != 0)
+        return;
+    t->names[type] = (struct sertrace_text_name){
+        t->names_gen, (uint32_t)(t->name_text.len - name_len), (uint32_t)name_len};
+}
+
 void sertrace_text_enter(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag, uint32_t type,
                          const char *name, size_t name_len, uint64_t addr, uint64_t length)
 {
     size_t start = t->buf.len;
 
     sertrace_lines_enter(&t->lines, &t->buf, depth, tag, type, name, name_len, addr, length);
+    if (depth >= 1)
+        remember_node(t, depth, tag, type, name, name_len);
     maybe_flush(t, start);
 }
 
+/* `unfinished`: closed at dump end.  The dump failed inside the node
+ * ("!! FAILED inside"), or, after an "enter without exit" misuse, its exit
+ * was lost ("?? exit lost"); either way the bytes written since it began
+ * are a lower bound ("[≥ …]"), as the report shows them.  Flags come from
+ * the one builder both outputs use (sertrace_fmt_exit_flags). */
 void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag, uint64_t bytes,
                         bool unfinished)
 {
-    static const char unfinished_flag[] = "!! UNFINISHED";
-    char flags[sizeof unfinished_flag + 2 + sizeof t->oversize_flag];
     size_t start = t->buf.len;
-    size_t n = 0;
+    bool error =
+        depth >= 1 && depth <= t->stack_cap && depth <= t->depth && t->stack[depth - 1].error;
+    unsigned flags = 0;
 
-    if (unfinished || bytes >= t->oversize) {
-        /* Flagged (rare): the formatter builds the whole line, with flags
-         * copied from text built once (no allocation: every ancestor of a
-         * big node is oversized too). */
-        if (unfinished) {
-            memcpy(flags, unfinished_flag, sizeof unfinished_flag - 1);
-            n = sizeof unfinished_flag - 1;
-        }
-        if (bytes >= t->oversize) {
-            size_t fn = strnlen(t->oversize_flag, sizeof t->oversize_flag - 1);
-            if (n > 0) {
-                memcpy(flags + n, "  ", 2);
-                n += 2;
-            }
-            memcpy(flags + n, t->oversize_flag, fn);
-            n += fn;
-        }
-        assert(n < sizeof flags);
-        flags[n] = '\0';
-        sertrace_fmt_exit(&t->buf, depth, tag, bytes, t->exact, flags);
+    t->depth = depth >= 1 ? depth - 1 : 0;
+    if (bytes >= t->oversize)
+        flags |= SERTRACE_FMT_FLAG_OVERSIZED;
+    if (unfinished)
+        flags |= t->misuse_open ? SERTRACE_FMT_FLAG_EXIT_LOST : SERTRACE_FMT_FLAG_FAILED;
+    if (error)
+        flags |= SERTRACE_FMT_FLAG_UNSERIALIZABLE;
+    if (flags != 0) {
+        /* Flagged (rare): the formatter builds the whole line; the flags'
+         * scratch keeps its capacity (no allocation in steady state). */
+        sertrace_buf_clear(&t->flags);
+        if (sertrace_fmt_exit_flags(&t->flags, flags, t->oversize, t->exact) == 0)
+            sertrace_fmt_exit_bound(&t->buf, depth, tag, bytes, t->exact,
+                                    unfinished ? SERTRACE_FMT_LOWER : SERTRACE_FMT_EXACT,
+                                    t->flags.data);
         maybe_flush(t, start);
         return;
     }
@@ -809,6 +950,11 @@ void sertrace_text_note(struct sertrace_text_dump *t, uint32_t depth, const char
     maybe_flush(t, start);
 }
 
+/* The error line names the node the error belongs to (the one open at
+ * `depth`, else the innermost, as the report's core does), with the type
+ * name of its enter line: the same text as the report
+ * (sertrace_fmt_unserializable).  `tag`, `name`: the failing object's own
+ * (the serializer's error record), used only when no node is open. */
 void sertrace_text_error(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag,
                          const char *name, size_t name_len, const char *message, size_t message_len,
                          const char *path, size_t path_len)
@@ -816,15 +962,25 @@ void sertrace_text_error(struct sertrace_text_dump *t, uint32_t depth, uint8_t t
     /* Error path only: building the text with a temporary buffer is fine. */
     sertrace_buf text = SERTRACE_BUF_INIT;
     size_t start = t->buf.len;
-    char tmp[8];
+    uint32_t at = depth >= 1 && depth <= t->depth ? depth : t->depth;
+    int node_tag = -1;
+    const char *node_name = NULL;
+    size_t node_len = 0;
 
-    if (sertrace_buf_appendf(&text, "UNSERIALIZABLE %s '", sertrace_tag_text(tag, tmp)) == 0 &&
-        sertrace_buf_append(&text, name ? name : "?", name ? name_len : 1) == 0 &&
-        sertrace_buf_append(&text, "' at ", 5) == 0 &&
-        sertrace_buf_append(&text, path && path_len ? path : "?",
-                            path && path_len ? path_len : 1) == 0 &&
-        sertrace_buf_append(&text, ": ", 2) == 0 &&
-        sertrace_buf_append(&text, message ? message : "", message ? message_len : 0) == 0)
+    (void)tag;
+    (void)name;
+    (void)name_len;
+    if (at >= 1 && at <= t->stack_cap) {
+        struct sertrace_text_node *n = &t->stack[at - 1];
+        n->error = true;
+        node_tag = n->tag;
+        if (n->type < t->names_cap && t->names[n->type].gen == t->names_gen) {
+            node_name = t->name_text.data + t->names[n->type].off;
+            node_len = t->names[n->type].len;
+        }
+    }
+    if (sertrace_fmt_unserializable(&text, node_tag, node_name, node_len, message,
+                                    message ? message_len : 0, path, path ? path_len : 0) == 0)
         sertrace_fmt_flag_line(&t->buf, depth, text.data, text.len);
     sertrace_buf_free(&text);
     maybe_flush(t, start);
@@ -835,6 +991,9 @@ void sertrace_text_misuse(struct sertrace_text_dump *t, uint32_t depth, const ch
     sertrace_buf text = SERTRACE_BUF_INIT;
     size_t start = t->buf.len;
 
+    /* dump_finish reports this just before closing what is open */
+    if (strcmp(what, "enter without exit") == 0)
+        t->misuse_open = true;
     if (sertrace_buf_appendf(&text, "MISUSE: %s", what) == 0)
         sertrace_fmt_flag_line(&t->buf, depth, text.data, text.len);
     sertrace_buf_free(&text);

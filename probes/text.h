@@ -13,9 +13,11 @@
  * dumps never interleave inside a line, every line can be attributed to
  * its dump, and there is no system call and no allocation per line in
  * steady state.  A failed write never fails the serializer: it turns the
- * text output off with one warning.  Nor does a slow reader block it: a
- * stream output (FIFO, pipe, terminal, socket) is written without ever
- * blocking, what it cannot take is dropped and counted, and a line
+ * text output off with one warning.  Nor does a stalled reader block it:
+ * a stream output (FIFO, pipe, terminal, socket) is written without
+ * blocking calls; when it is full, the probe waits (poll) while the reader
+ * keeps taking text, and once it took nothing for SERTRACE_TEXT_STALL_MS,
+ * what it cannot take is dropped and counted, and a line
  * "# sertrace: N bytes of trace text dropped: ..." precedes the next chunk
  * that goes out (probes/README.md, "Never blocking").
  *
@@ -49,6 +51,14 @@
 /* The same for a terminal, pipe or socket (stderr mostly): a watcher sees
  * the tree of a long dump every 64 KiB (~1,000 lines), a pipe's capacity. */
 #define SERTRACE_TEXT_FLUSH_BYTES_STREAM (64u * 1024u)
+/* A stream output that is full is waited for as long as its reader takes
+ * something at least every SERTRACE_TEXT_STALL_MS; a reader that takes
+ * nothing for that long has stalled, and text is dropped (counted) until
+ * it reads again.  2 s: a reader that keeps up (cat to a file on a loaded
+ * 2-CPU machine, a terminal) never goes that long without reading, and a
+ * stalled one costs the host at most that once per stall (probes/README.md,
+ * "Never blocking"). */
+#define SERTRACE_TEXT_STALL_MS 2000
 #define SERTRACE_TEXT_DEFAULT_OVERSIZE ((uint64_t)1 << 20)
 
 enum sertrace_text_mode {
@@ -83,9 +93,6 @@ struct sertrace_text_config {
     bool exact;
     uint64_t oversize;
     size_t flush_bytes; /* SERTRACE_TEXT_FLUSH_BYTES for a regular file, else _STREAM */
-    /* "!! OVERSIZED (>= 1.0 MiB)", built once per configuration so that an
-     * oversized exit line costs no allocation. */
-    char oversize_flag[48];
 };
 
 /* Apply settings (closing a file opened by an earlier call).  Warnings
@@ -103,7 +110,29 @@ struct sertrace_text_dump {
     uint64_t oversize;
     size_t flush_bytes;
     bool exact;
-    char oversize_flag[48];
+    /* The open chain (tag, type index, whether an error was reported at
+     * it) and the dump's type names by index, so that an error line names
+     * the node that failed with its enter line's type, as the report does
+     * (format.h, sertrace_fmt_unserializable); `flags` is the scratch of
+     * flagged exit lines.  All keep their capacity across dumps. */
+    struct sertrace_text_node {
+        uint32_t type;
+        uint8_t tag;
+        bool error;
+    } *stack;
+    uint32_t stack_cap;
+    uint32_t depth;
+    struct sertrace_text_name {
+        uint32_t gen; /* valid when == names_gen */
+        uint32_t off, len;
+    } *names;
+    uint32_t names_cap;
+    uint32_t names_gen;
+    sertrace_buf name_text;
+    sertrace_buf flags;
+    /* "enter without exit" was reported at dump end: the nodes closed
+     * then lost their exit (a misuse), they did not fail. */
+    bool misuse_open;
     /* For the "# continued dump N pid P tid T" line that starts every
      * chunk after the first (probes/README.md). */
     uint64_t dump_id;

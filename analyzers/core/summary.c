@@ -97,6 +97,7 @@ struct sertrace_summary {
     sertrace_buf out;
     sertrace_buf tmp;
     sertrace_buf sz;
+    sertrace_buf filter; /* JSON "filter" member (empty: null) */
     bool json_started;
     bool legend_done; /* text: the tables' legend was printed */
     bool any_dump;
@@ -1865,7 +1866,12 @@ int sertrace_summary_finish(sertrace_summary *s,
                 rc = put_str(b, s->top[i].str);
         }
         if (rc == 0)
-            rc = buf_lit(b, "]}}\n");
+            rc = buf_lit(b, "]}, \"filter\": ");
+        if (rc == 0)
+            rc = s->filter.len ? sertrace_buf_append(b, s->filter.data, s->filter.len)
+                               : buf_lit(b, "null");
+        if (rc == 0)
+            rc = buf_lit(b, "}\n");
     } else {
         rc = sertrace_buf_appendf(
             b,
@@ -1951,7 +1957,14 @@ void sertrace_summary_destroy(sertrace_summary *s)
     sertrace_buf_free(&s->out);
     sertrace_buf_free(&s->tmp);
     sertrace_buf_free(&s->sz);
+    sertrace_buf_free(&s->filter);
     free(s);
+}
+
+int sertrace_summary_set_filter(sertrace_summary *s, const char *json, size_t len)
+{
+    sertrace_buf_clear(&s->filter);
+    return sertrace_buf_append(&s->filter, json, len);
 }
 
 int sertrace_parse_oversize(const char *text, uint64_t *bytes, double *percent)

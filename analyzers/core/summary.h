@@ -45,6 +45,11 @@ sertrace_summary *sertrace_summary_create(const sertrace_summary_opts *opts,
                                           void *write_ctx);
 /* The visitor to give sertrace_core_create(). */
 void sertrace_summary_visitor(sertrace_summary *s, sertrace_core_visitor *v);
+/* JSON only: the text of the top-level "filter" member (a JSON value:
+ * an object saying which dumps were kept, or null), copied; written by
+ * sertrace_summary_finish.  Without a call, "filter" is null.  0 or -1
+ * (out of memory). */
+int sertrace_summary_set_filter(sertrace_summary *s, const char *json, size_t len);
 /* After sertrace_core_finish(): prints the totals (and closes the JSON
  * object), flushes.  `stats` may be NULL. */
 int sertrace_summary_finish(sertrace_summary *s,

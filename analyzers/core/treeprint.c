@@ -460,25 +460,12 @@ static int put_extras(sertrace_treeprint *t, const dump_buf *db, uint32_t head,
         }
         sertrace_buf *m = &t->tmp;
         sertrace_buf_clear(m);
-        rc = buf_lit(m, "UNSERIALIZABLE");
-        if (rc == 0 && tn) {
-            char tmp[8];
-            size_t len;
-            const char *name = sertrace_core_type_name(d, tn->type, &len);
-            rc = sertrace_buf_appendf(m, " %s ", sertrace_tag_text(tn->tag, tmp));
-            if (rc == 0)
-                rc = sertrace_buf_append(m, name ? name : "?", name ? len : 1);
-        }
-        if (rc == 0 && e->a_len) {
-            rc = buf_lit(m, ": ");
-            if (rc == 0)
-                rc = sertrace_buf_append(m, a, e->a_len);
-        }
-        if (rc == 0 && e->b_len) {
-            rc = buf_lit(m, " at ");
-            if (rc == 0)
-                rc = sertrace_buf_append(m, bb, e->b_len);
-        }
+        /* one wording with the live tree (format.h): the node's tag and
+         * type, then the message and the path */
+        size_t len = 0;
+        const char *name = tn ? sertrace_core_type_name(d, tn->type, &len) : NULL;
+        rc =
+            sertrace_fmt_unserializable(m, tn ? tn->tag : -1, name, len, a, e->a_len, bb, e->b_len);
         if (rc == 0)
             rc = sertrace_fmt_flag_line(&t->out, nb, m->data, m->len);
         if (rc == 0)
@@ -501,32 +488,29 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
         return put_exit_line(b, tn->depth, tn->tag, tn->bytes, t->o.exact,
                              NULL); /* the common case: no flag */
     sertrace_buf_clear(f);
+    /* one wording with the live tree (format.h) */
+    unsigned ff = 0;
     if (tn->end == UINT32_MAX)
-        rc = buf_lit(f, "?? never closed");
-    if (rc == 0 && oversize && tn->bytes >= oversize) {
-        rc = buf_lit(f, "!! OVERSIZED (\xe2\x89\xa5 ");
-        if (rc == 0)
-            rc = sertrace_fmt_size(f, oversize, t->o.exact);
-        if (rc == 0)
-            rc = buf_lit(f, ")");
-    }
-    if (rc == 0 && (tn->flags & SERTRACE_NODE_UNFINISHED))
-        rc = sertrace_buf_appendf(f, "%s!! UNFINISHED", f->len ? " " : "");
-    if (rc == 0 && (tn->flags & SERTRACE_NODE_FAILED))
-        rc = sertrace_buf_appendf(f, "%s!! FAILED inside", f->len ? " " : "");
-    if (rc == 0 && (tn->flags & SERTRACE_NODE_ERROR))
-        rc = sertrace_buf_appendf(f, "%s!! UNSERIALIZABLE", f->len ? " " : "");
-    if (rc == 0 && (tn->flags & SERTRACE_NODE_NO_EXIT))
-        rc = sertrace_buf_appendf(f, "%s?? exit lost", f->len ? " " : "");
-    if (rc == 0 && (tn->flags & SERTRACE_NODE_NO_ENTER))
-        rc = sertrace_buf_appendf(f, "%s?? enter lost", f->len ? " " : "");
-    if (rc == 0 && (tn->flags & SERTRACE_NODE_PARTIAL))
-        rc = sertrace_buf_appendf(f, "%s?? records lost inside", f->len ? " " : "");
-    if (rc == 0 && (tn->flags & SERTRACE_NODE_MALFORMED))
-        rc = sertrace_buf_appendf(f, "%s?? malformed positions", f->len ? " " : "");
-    if (rc == 0 && (tn->flags & SERTRACE_NODE_EXIT_UNSURE))
-        rc = sertrace_buf_appendf(f, "%s?? its exit may be a later node's",
-                                  f->len ? " " : "");
+        ff |= SERTRACE_FMT_FLAG_NEVER_CLOSED;
+    if (oversize && tn->bytes >= oversize)
+        ff |= SERTRACE_FMT_FLAG_OVERSIZED;
+    if (tn->flags & SERTRACE_NODE_UNFINISHED)
+        ff |= SERTRACE_FMT_FLAG_UNFINISHED;
+    if (tn->flags & SERTRACE_NODE_FAILED)
+        ff |= SERTRACE_FMT_FLAG_FAILED;
+    if (tn->flags & SERTRACE_NODE_ERROR)
+        ff |= SERTRACE_FMT_FLAG_UNSERIALIZABLE;
+    if (tn->flags & SERTRACE_NODE_NO_EXIT)
+        ff |= SERTRACE_FMT_FLAG_EXIT_LOST;
+    if (tn->flags & SERTRACE_NODE_NO_ENTER)
+        ff |= SERTRACE_FMT_FLAG_ENTER_LOST;
+    if (tn->flags & SERTRACE_NODE_PARTIAL)
+        ff |= SERTRACE_FMT_FLAG_PARTIAL;
+    if (tn->flags & SERTRACE_NODE_MALFORMED)
+        ff |= SERTRACE_FMT_FLAG_MALFORMED;
+    if (tn->flags & SERTRACE_NODE_EXIT_UNSURE)
+        ff |= SERTRACE_FMT_FLAG_EXIT_UNSURE;
+    rc = sertrace_fmt_exit_flags(f, ff, oversize, t->o.exact);
     if (rc < 0)
         return -1;
     (void)d;
@@ -537,11 +521,11 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
     int bound = sertrace_node_bound(&probe);
     rc = indent(b, tn->depth >= 1 ? tn->depth - 1 : 0, tn->depth);
     if (rc == 0) /* "≥ " lower bound, "≤ " upper bound, "? " neither */
-        rc = sertrace_buf_appendf(b, "\xe2\x94\x94 # %s [%s",
-                                  sertrace_tag_text(tn->tag, tmp),
-                                  bound == SERTRACE_BOUND_UPPER ? "\xe2\x89\xa4 "
-                                  : bound == SERTRACE_BOUND_UNKNOWN ? "? "
-                                                                    : "\xe2\x89\xa5 ");
+        rc = sertrace_buf_appendf(
+            b, "\xe2\x94\x94 # %s [%s", sertrace_tag_text(tn->tag, tmp),
+            sertrace_fmt_bound_text(bound == SERTRACE_BOUND_UPPER     ? SERTRACE_FMT_UPPER
+                                    : bound == SERTRACE_BOUND_UNKNOWN ? SERTRACE_FMT_UNKNOWN
+                                                                      : SERTRACE_FMT_LOWER));
     if (rc == 0)
         rc = sertrace_fmt_size(b, tn->bytes, t->o.exact);
     if (rc == 0)

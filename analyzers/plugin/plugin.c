@@ -14,6 +14,16 @@
  *
  * Parameters are declared in one table per component class; unknown
  * parameters and wrong types are errors naming the parameter.
+ *
+ * Filters (`pid`, `dump`, `serializer`: which dumps to show) are applied
+ * here, on babeltrace2's thread, before an event's record bytes are copied
+ * out of their one-field-per-byte array (the costly part of a sink's run):
+ * an event of a dump left out costs two integer reads.  The pid and the
+ * dump id are on every sertrace event; the serializer only on dump_begin,
+ * so with a `serializer` filter the dumps whose dump_begin matched are
+ * remembered (pid, dump id) until their dump_end, and records or ends of
+ * any other dump (including one whose dump_begin is not in the trace: its
+ * serializer is unknown) are left out.
  */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include <babeltrace2/babeltrace.h>
@@ -47,6 +57,7 @@ enum ev_kind { EV_OTHER = 0, EV_BEGIN, EV_RECORDS, EV_END };
 typedef struct ec_info {
     const bt_event_class *ec; /* key (borrowed; lives as long as the trace) */
     enum ev_kind kind;
+    bool sertrace; /* of the sertrace provider ("sertrace:..."), known or not */
     bool complete; /* every needed field found with the right type */
     uint64_t i_dump_id, i_serializer, i_protocol, i_seq, i_records, i_bytes,
         i_status;
@@ -81,13 +92,34 @@ typedef struct sink {
     FILE *out;
     bool own_out;
     bool finished;
+    bool json; /* the summary in JSON */
     ec_cache cache;
     uint64_t unreadable;
+    /* Filters (NULL/0: not given).  A dump is kept when it matches any
+     * value given for each filter, and every filter given. */
+    int64_t *f_pids;
+    size_t n_pids;
+    uint64_t *f_dumps;
+    size_t n_dumps;
+    char **f_sers;
+    size_t n_sers;
+    bool filtering;
+    uint64_t dumps_left_out; /* dump_begin events of dumps not kept */
+    /* Events seen: a trace without sertrace events is an error (another
+     * provider's trace, an emptied stream file), not an empty report. */
+    uint64_t sertrace_events, other_events;
+    char other_name[128]; /* the first other event's name */
+    /* With a serializer filter: the live dumps whose dump_begin matched. */
+    struct kept_dump {
+        int64_t pid;
+        uint64_t id;
+    } *kept;
+    size_t nkept, kept_cap;
 } sink;
 
 /* ---- parameters ---------------------------------------------------------- */
 
-enum param_type { P_UINT, P_SIZE, P_OVERSIZE, P_BOOL, P_STRING, P_FORMAT };
+enum param_type { P_UINT, P_SIZE, P_OVERSIZE, P_BOOL, P_STRING, P_FORMAT, P_INTS, P_STRINGS };
 
 typedef struct param_def {
     const char *name;
@@ -112,13 +144,18 @@ static const param_def params_table[] = {
     {"top", P_UINT, FOR_SUMMARY, "number of largest nodes kept (default 10)"},
     {"format", P_FORMAT, FOR_SUMMARY, "\"text\" (default) or \"json\""},
     {"max-flags", P_UINT, FOR_SUMMARY, "flags kept per dump (default 1000)"},
-    {"per-dump", P_BOOL, FOR_SUMMARY,
-     "text: print each dump's section (default true)"},
+    {"per-dump", P_BOOL, FOR_SUMMARY, "text: print each dump's section (default true)"},
     {"flush-each-dump", P_BOOL, FOR_TREE,
      "write the output after each dump's tree (live viewing; default false)"},
     {"worker-thread", P_BOOL, FOR_BOTH,
      "rebuild and print the trees on a second thread, beside babeltrace2's "
      "decoding (default: yes when the process may run on more than one CPU)"},
+    {"pid", P_INTS, FOR_BOTH,
+     "keep only the dumps of this process (an integer, or an array of them)"},
+    {"dump", P_INTS, FOR_BOTH,
+     "keep only the dumps with this dump id (an integer, or an array of them)"},
+    {"serializer", P_STRINGS, FOR_BOTH,
+     "keep only the dumps of this serializer (a string, or an array of them)"},
 };
 
 typedef struct parsed_params {
@@ -128,6 +165,8 @@ typedef struct parsed_params {
     bool exact, json, per_dump, flush_each_dump;
     int worker; /* -1: by the number of CPUs */
     const char *output;
+    /* Filters: borrowed from the parameters map (arrays or single values). */
+    const bt_value *pid, *dump, *serializer;
 } parsed_params;
 
 #define ERR(self, ...)                                                         \
@@ -191,11 +230,10 @@ parse_one(const char *key, const bt_value *v, void *data)
             def = &params_table[i];
     if (!def) {
         PERR("unknown parameter `%s` (known: %s)", key,
-            pc->kind == SINK_TREE
-                ? "oversize, max-depth, min-size, exact, output, "
-                  "flush-each-dump, worker-thread"
-                : "oversize, top, format, exact, output, max-flags, per-dump, "
-                  "worker-thread");
+             pc->kind == SINK_TREE ? "oversize, max-depth, min-size, exact, output, "
+                                     "flush-each-dump, worker-thread, pid, dump, serializer"
+                                   : "oversize, top, format, exact, output, max-flags, per-dump, "
+                                     "worker-thread, pid, dump, serializer");
         goto bad;
     }
     parsed_params *p = pc->p;
@@ -291,6 +329,32 @@ parse_one(const char *key, const bt_value *v, void *data)
         }
         p->json = strcmp(bt_value_string_get(v), "json") == 0;
         break;
+    case P_INTS:
+    case P_STRINGS: {
+        /* One value, or a non-empty array of them. */
+        bool ints = def->type == P_INTS;
+        uint64_t n = bt_value_is_array(v) ? bt_value_array_get_length(v) : 1;
+        if (n == 0) {
+            PERR("parameter `%s`: an empty array keeps no dump", key);
+            goto bad;
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            const bt_value *e =
+                bt_value_is_array(v) ? bt_value_array_borrow_element_by_index_const(v, i) : v;
+            if (ints ? get_uint(e, &u) < 0 : !bt_value_is_string(e) || !*bt_value_string_get(e)) {
+                PERR("parameter `%s`: expected %s (or an array of them), got a %s", key,
+                     ints ? "a non-negative integer" : "a non-empty string", value_type_name(e));
+                goto bad;
+            }
+        }
+        if (strcmp(key, "pid") == 0)
+            p->pid = v;
+        else if (strcmp(key, "dump") == 0)
+            p->dump = v;
+        else
+            p->serializer = v;
+        break;
+    }
     }
     return BT_VALUE_MAP_FOREACH_ENTRY_CONST_FUNC_STATUS_OK;
 bad:
@@ -331,7 +395,167 @@ static void sink_free(sink *s)
             fflush(s->out);
     }
     free(s->cache.slots);
+    free(s->f_pids);
+    free(s->f_dumps);
+    for (size_t i = 0; i < s->n_sers; i++)
+        free(s->f_sers[i]);
+    free(s->f_sers);
+    free(s->kept);
     free(s);
+}
+
+/* ---- filters ------------------------------------------------------------ */
+
+/* The values of a filter parameter (one value or an array, checked by
+ * parse_one) into an array of integers or strings.  0, or -1 out of
+ * memory. */
+static int copy_filter(const bt_value *v, bool ints, uint64_t **nums, char ***strs, size_t *n)
+{
+    uint64_t count = bt_value_is_array(v) ? bt_value_array_get_length(v) : 1;
+
+    if (ints)
+        *nums = calloc(count, sizeof **nums);
+    else
+        *strs = calloc(count, sizeof **strs);
+    if (ints ? *nums == NULL : *strs == NULL)
+        return -1;
+    for (uint64_t i = 0; i < count; i++) {
+        const bt_value *e =
+            bt_value_is_array(v) ? bt_value_array_borrow_element_by_index_const(v, i) : v;
+        if (ints) {
+            (void)get_uint(e, &(*nums)[i]);
+        } else {
+            (*strs)[i] = strdup(bt_value_string_get(e));
+            if ((*strs)[i] == NULL) {
+                *n = (size_t)i;
+                return -1;
+            }
+        }
+        *n = (size_t)i + 1;
+    }
+    return 0;
+}
+
+static ssize_t kept_index(const sink *s, int64_t pid, uint64_t id)
+{
+    for (size_t i = 0; i < s->nkept; i++)
+        if (s->kept[i].pid == pid && s->kept[i].id == id)
+            return (ssize_t)i;
+    return -1;
+}
+
+/* Does the event of `kind` for dump (pid, id) pass the filters?  A
+ * dump_begin of a dump left out is counted.  -1 out of memory. */
+static int filter_keeps(sink *s, const ec_info *e, const bt_field *payload, int64_t pid,
+                        uint64_t id)
+{
+    bool ok = true;
+
+    if (s->n_pids) {
+        ok = false;
+        for (size_t i = 0; i < s->n_pids && !ok; i++)
+            ok = s->f_pids[i] == pid;
+    }
+    if (ok && s->n_dumps) {
+        ok = false;
+        for (size_t i = 0; i < s->n_dumps && !ok; i++)
+            ok = s->f_dumps[i] == id;
+    }
+    if (!ok || !s->n_sers) {
+        if (!ok && e->kind == EV_BEGIN)
+            s->dumps_left_out++;
+        return ok;
+    }
+    ssize_t k = kept_index(s, pid, id);
+    if (e->kind != EV_BEGIN) {
+        if (k >= 0 && e->kind == EV_END)
+            s->kept[k] = s->kept[--s->nkept];
+        return k >= 0;
+    }
+    /* dump_begin: the serializer decides */
+    const char *ser = "";
+    size_t len = 0;
+    if (e->i_serializer != NO_INDEX) {
+        const bt_field *f =
+            bt_field_structure_borrow_member_field_by_index_const(payload, e->i_serializer);
+        ser = bt_field_string_get_value(f);
+        len = bt_field_string_get_length(f);
+    }
+    ok = false;
+    for (size_t i = 0; i < s->n_sers && !ok; i++)
+        ok = strlen(s->f_sers[i]) == len && memcmp(s->f_sers[i], ser, len) == 0;
+    if (!ok) {
+        s->dumps_left_out++;
+        if (k >= 0) /* same (pid, id) again (pid reuse): the new one is out */
+            s->kept[k] = s->kept[--s->nkept];
+        return 0;
+    }
+    if (k >= 0)
+        return 1;
+    if (s->nkept == s->kept_cap) {
+        size_t cap = s->kept_cap ? s->kept_cap * 2 : 16;
+        struct kept_dump *g = realloc(s->kept, cap * sizeof *g);
+        if (!g)
+            return -1;
+        s->kept = g;
+        s->kept_cap = cap;
+    }
+    s->kept[s->nkept].pid = pid;
+    s->kept[s->nkept].id = id;
+    s->nkept++;
+    return 1;
+}
+
+/* The filters as a JSON object (the summary's "filter" member), with the
+ * number of dumps left out; "null" when no filter was given. */
+static int filter_json(const sink *s, sertrace_buf *b)
+{
+    int rc = 0;
+
+    if (!s->filtering)
+        return sertrace_buf_append(b, "null", 4);
+    rc = sertrace_buf_append(b, "{\"pid\": [", 9);
+    for (size_t i = 0; i < s->n_pids && rc == 0; i++)
+        rc = sertrace_buf_appendf(b, "%s%" PRId64, i ? ", " : "", s->f_pids[i]);
+    if (rc == 0)
+        rc = sertrace_buf_appendf(b, "], \"dump\": [");
+    for (size_t i = 0; i < s->n_dumps && rc == 0; i++)
+        rc = sertrace_buf_appendf(b, "%s%" PRIu64, i ? ", " : "", s->f_dumps[i]);
+    if (rc == 0)
+        rc = sertrace_buf_appendf(b, "], \"serializer\": [");
+    for (size_t i = 0; i < s->n_sers && rc == 0; i++) {
+        if (i)
+            rc = sertrace_buf_append(b, ", ", 2);
+        if (rc == 0)
+            rc = sertrace_fmt_json_string(b, s->f_sers[i], strlen(s->f_sers[i]));
+    }
+    if (rc == 0)
+        rc = sertrace_buf_appendf(b, "], \"dumps_left_out\": %" PRIu64 "}", s->dumps_left_out);
+    return rc;
+}
+
+/* The filters in words, for the text outputs' last line. */
+static int filter_text(const sink *s, sertrace_buf *b)
+{
+    int rc = sertrace_buf_appendf(b, "── filter:");
+
+    for (size_t i = 0; i < s->n_pids && rc == 0; i++)
+        rc = sertrace_buf_appendf(b, "%s%" PRId64, i ? ", " : " pid ", s->f_pids[i]);
+    if (rc == 0 && s->n_pids && (s->n_dumps || s->n_sers))
+        rc = sertrace_buf_append(b, ";", 1);
+    for (size_t i = 0; i < s->n_dumps && rc == 0; i++)
+        rc = sertrace_buf_appendf(b, "%s%" PRIu64, i ? ", " : " dump ", s->f_dumps[i]);
+    if (rc == 0 && s->n_dumps && s->n_sers)
+        rc = sertrace_buf_append(b, ";", 1);
+    for (size_t i = 0; i < s->n_sers && rc == 0; i++) {
+        rc = sertrace_buf_appendf(b, "%s", i ? ", " : " serializer ");
+        if (rc == 0)
+            rc = sertrace_fmt_escape(b, s->f_sers[i], strlen(s->f_sers[i]));
+    }
+    if (rc == 0)
+        rc = sertrace_buf_appendf(b, " · %" PRIu64 " dump%s left out\n", s->dumps_left_out,
+                                  s->dumps_left_out == 1 ? "" : "s");
+    return rc;
 }
 
 static bt_component_class_initialize_method_status
@@ -373,10 +597,16 @@ sink_init(bt_self_component_sink *self_sink, const bt_value *params,
     } else {
         s->out = stdout;
     }
+    if ((p.pid && copy_filter(p.pid, true, (uint64_t **)&s->f_pids, NULL, &s->n_pids) < 0) ||
+        (p.dump && copy_filter(p.dump, true, &s->f_dumps, NULL, &s->n_dumps) < 0) ||
+        (p.serializer && copy_filter(p.serializer, false, NULL, &s->f_sers, &s->n_sers) < 0))
+        goto memory;
+    s->filtering = s->n_pids || s->n_dumps || s->n_sers;
     sertrace_core_visitor v;
     if (kind == SINK_SUMMARY) {
         sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
         o.json = p.json;
+        s->json = p.json;
         o.exact = p.exact;
         o.top = (unsigned)p.top;
         o.oversize_bytes = p.oversize_bytes;
@@ -528,6 +758,7 @@ static void fill_info(ec_info *e, const bt_event_class *ec)
         e->kind = EV_END;
     else
         e->kind = EV_OTHER;
+    e->sertrace = strncmp(name, SERTRACE_PROVIDER_NAME ":", sizeof SERTRACE_PROVIDER_NAME) == 0;
     const bt_field_class *pfc = bt_event_class_borrow_payload_field_class_const(ec);
     e->i_dump_id = member_index(pfc, SERTRACE_FIELD_DUMP_ID, 'u', NULL);
     e->i_serializer = member_index(pfc, SERTRACE_FIELD_SERIALIZER, 'S', NULL);
@@ -616,6 +847,14 @@ static int handle_event(sink *s, const bt_message *msg)
     ec_info *e = lookup_ec(s, ec);
     if (!e)
         return -1;
+    if (!e->sertrace) {
+        if (s->other_events++ == 0) {
+            const char *name = bt_event_class_get_name(ec);
+            snprintf(s->other_name, sizeof s->other_name, "%s", name ? name : "?");
+        }
+        return 0;
+    }
+    s->sertrace_events++;
     if (e->kind == EV_OTHER)
         return 0;
     if (!e->complete) {
@@ -647,6 +886,11 @@ static int handle_event(sink *s, const bt_message *msg)
     if (e->i_tid != NO_INDEX)
         tid = field_s(p, e->i_tid, e->tid_signed);
     uint64_t id = field_u(p, e->i_dump_id);
+    if (s->filtering) {
+        int keep = filter_keeps(s, e, p, pid, id);
+        if (keep <= 0)
+            return keep;
+    }
     switch (e->kind) {
     case EV_BEGIN: {
         const char *ser = NULL;
@@ -747,18 +991,36 @@ static int handle_message(sink *s, const bt_message *msg)
     }
 }
 
+/* sink_finish: no sertrace event in the whole input. */
+#define FINISH_NO_EVENTS (-2)
+
 static int sink_finish(sink *s)
 {
     if (s->finished)
         return 0;
     s->finished = true;
     int rc = feed_finish(s->feed); /* the worker ran everything queued */
+    if (rc == 0 && s->sertrace_events == 0)
+        return FINISH_NO_EVENTS;
     if (rc == 0)
         rc = sertrace_core_finish(s->core);
     const sertrace_core_stats *st = sertrace_core_get_stats(s->core);
+    sertrace_buf f = SERTRACE_BUF_INIT;
+    if (rc == 0 && s->summary && s->json) {
+        rc = filter_json(s, &f);
+        if (rc == 0)
+            rc = sertrace_summary_set_filter(s->summary, f.data, f.len);
+    }
     if (rc == 0)
         rc = s->summary ? sertrace_summary_finish(s->summary, st)
                         : sertrace_treeprint_finish(s->tree, st);
+    if (rc == 0 && s->filtering && !s->json) {
+        sertrace_buf_clear(&f);
+        rc = filter_text(s, &f);
+        if (rc == 0 && fwrite(f.data, 1, f.len, s->out) != f.len)
+            rc = -1;
+    }
+    sertrace_buf_free(&f);
     if (rc == 0 && s->unreadable)
         fprintf(stderr,
                 "sertrace: %" PRIu64 " sertrace events had missing or unexpected "
@@ -782,8 +1044,19 @@ sink_consume(bt_self_component_sink *self_sink)
     switch (bt_message_iterator_next(s->it, &msgs, &count)) {
     case BT_MESSAGE_ITERATOR_NEXT_STATUS_OK:
         break;
-    case BT_MESSAGE_ITERATOR_NEXT_STATUS_END:
-        if (sink_finish(s) < 0) {
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_END: {
+        int rc = sink_finish(s);
+        if (rc == FINISH_NO_EVENTS) {
+            /* report.c recognises this text (SERTRACE_NO_EVENTS_TEXT) */
+            if (s->other_events)
+                ERR(self,
+                    "no sertrace events (%" PRIu64 " events of other providers, "
+                    "such as `%s`)",
+                    s->other_events, s->other_name);
+            else
+                ERR(self, "no sertrace events (no events at all)");
+            status = BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_ERROR;
+        } else if (rc < 0) {
             ERR(self, "cannot write the output (disk full? out of memory?)");
             status = BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_ERROR;
         } else {
@@ -791,6 +1064,7 @@ sink_consume(bt_self_component_sink *self_sink)
         }
         BT_MESSAGE_ITERATOR_PUT_REF_AND_RESET(s->it);
         return status;
+    }
     case BT_MESSAGE_ITERATOR_NEXT_STATUS_AGAIN:
         feed_publish(s->feed, true); /* live, caught up: the worker gets it all */
         return BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_AGAIN;
@@ -819,11 +1093,11 @@ sink_consume(bt_self_component_sink *self_sink)
 BT_PLUGIN_SINK_COMPONENT_CLASS(tree, sink_consume);
 BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(tree,
     "Print each serializer dump as a size tree (dill's line grammar)");
-BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(tree,
-    "Parameters: oversize=BYTES|\"64K\"|\"10%\", max-depth=N, "
-    "min-size=BYTES|\"1K\", exact=yes|no, output=PATH, flush-each-dump=yes|no, "
-    "worker-thread=yes|no. "
-    "See analyzers/README.md.");
+BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(
+    tree, "Parameters: oversize=BYTES|\"64K\"|\"10%\", max-depth=N, "
+          "min-size=BYTES|\"1K\", exact=yes|no, output=PATH, flush-each-dump=yes|no, "
+          "worker-thread=yes|no, pid=N|[N,...], dump=N|[N,...], serializer=NAME|[NAME,...]. "
+          "See analyzers/README.md.");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(tree, tree_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(tree, sink_graph_is_configured);
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(tree, sink_finalize);
@@ -831,10 +1105,11 @@ BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(tree, sink_finalize);
 BT_PLUGIN_SINK_COMPONENT_CLASS(summary, sink_consume);
 BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(summary,
     "Bytes by kind and type, top-N largest nodes and flags, per dump and overall");
-BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(summary,
-    "Parameters: format=\"text\"|\"json\", top=N, oversize=BYTES|\"64K\"|\"10%\", "
-    "exact=yes|no, output=PATH, max-flags=N, per-dump=yes|no, worker-thread=yes|no. "
-    "JSON schema: analyzers/README.md.");
+BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(
+    summary, "Parameters: format=\"text\"|\"json\", top=N, oversize=BYTES|\"64K\"|\"10%\", "
+             "exact=yes|no, output=PATH, max-flags=N, per-dump=yes|no, worker-thread=yes|no, "
+             "pid=N|[N,...], dump=N|[N,...], serializer=NAME|[NAME,...]. "
+             "JSON schema: analyzers/README.md.");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(summary, summary_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(summary, sink_graph_is_configured);
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(summary, sink_finalize);

@@ -12,6 +12,7 @@
  *
  * Usage: dumper [--dumps N] [--width W] [--every MS] [--forever]
  *               [--exit CODE] [--kill SIGNAL] [--ready FILE] [--hold FILE]
+ *               [--serializer NAME]
  *   --dumps N     number of dumps (default 3)
  *   --width W     children of the root (default 20)
  *   --every MS    sleep MS milliseconds between dumps
@@ -19,10 +20,16 @@
  *   --exit CODE   exit status at the end
  *   --kill SIG    raise SIG at the end (tests exit status 128+SIG)
  *   --ready FILE  create FILE once the first dump is done
+ *   --serializer NAME  the serializer name of the dumps (default cli-test)
+ *   --cpu1-after N     after N dumps, move to CPU 1 (sched_setaffinity): with
+ *                 per-CPU buffers, the first N dumps and the rest land in
+ *                 different stream files (run it pinned to CPU 0)
  *   --hold FILE   after the last dump, wait until FILE exists (checked
  *                 every 10 ms, at most 120 s: a guard against a hung test)
  *                 before exiting, so a test decides when the process ends
  */
+#define _GNU_SOURCE /* sched_setaffinity */
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +40,7 @@
 #include <sertrace/sertrace.h>
 
 static volatile sig_atomic_t stop_requested;
+static const char *serializer_name = "cli-test";
 
 static void on_stop(int sig)
 {
@@ -43,7 +51,7 @@ static void on_stop(int sig)
 /* One dump; returns its payload length. */
 static uint64_t one_dump(unsigned width, unsigned serial)
 {
-    sertrace_dump *d = sertrace_dump_begin("cli-test", 1);
+    sertrace_dump *d = sertrace_dump_begin(serializer_name, 1);
     static const char map_type[] = "test.Map";
     static const char arr_type[] = "test.Array";
     static const char sc_type[] = "test.Scalar";
@@ -82,7 +90,7 @@ static uint64_t one_dump(unsigned width, unsigned serial)
 int main(int argc, char **argv)
 {
     unsigned dumps = 3, width = 20, every_ms = 0;
-    int forever = 0, exit_code = 0, kill_sig = 0;
+    int forever = 0, exit_code = 0, kill_sig = 0, cpu1_after = -1;
     const char *ready = NULL, *hold = NULL;
 
     for (int i = 1; i < argc; i++) {
@@ -110,6 +118,10 @@ int main(int argc, char **argv)
             ready = v;
         else if (strcmp(a, "--hold") == 0)
             hold = v;
+        else if (strcmp(a, "--serializer") == 0)
+            serializer_name = v;
+        else if (strcmp(a, "--cpu1-after") == 0)
+            cpu1_after = atoi(v);
         else {
             fprintf(stderr, "dumper: unknown option %s\n", a);
             return 2;
@@ -124,6 +136,15 @@ int main(int argc, char **argv)
         uint64_t bytes;
         if (stop_requested)
             break;
+        if (cpu1_after >= 0 && n == (unsigned)cpu1_after) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(1, &one);
+            if (sched_setaffinity(0, sizeof one, &one) != 0) {
+                perror("dumper: sched_setaffinity");
+                return 1;
+            }
+        }
         bytes = one_dump(width + n % 7, n);
         printf("dump %u bytes %llu\n", n, (unsigned long long)bytes);
         fflush(stdout);

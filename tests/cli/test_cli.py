@@ -19,6 +19,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -156,6 +157,13 @@ def test_top_level_help_lists_subcommands():
     ["report", "--live", "net://127.0.0.1/host/h"],
     ["report", "--live", "net://127.0.0.1/host/h/s/extra"],
     ["report", "--live", "tcp://127.0.0.1/host/h/s"],
+    ["report", "--pid", "abc", "x"],
+    ["report", "--pid", "-3", "x"],
+    ["report", "--dump", "1.5", "x"],
+    ["report", "--serializer", "", "x"],
+    ["report", "--no-per-dump", "x"],
+    ["report", "--tree", "--no-per-dump", "x"],
+    ["report", "--json", "--no-per-dump", "x"],
 ])
 def test_usage_errors_exit_2(args):
     r = run(*args)
@@ -901,7 +909,10 @@ def test_report_skips_unreadable_traces_and_reads_the_rest(recorded, tmp_path):
     shutil.copytree(src, tmp_path / "damaged")
     _damage_streams(tmp_path / "damaged")
     r = run("report", "--json", str(tmp_path))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 3, r.stderr  # the report is incomplete: 3 traces skipped
+    assert r.stderr.splitlines()[-1] == (
+        "sertrace: the report is incomplete: 3 damaged or unreadable parts of %s (named "
+        "above) were not read whole; exit status 3" % tmp_path)
     warnings = [l for l in r.stderr.splitlines() if "skipping" in l]
     assert len(warnings) == 3, r.stderr
     for bad in ("garbage", "truncated", "damaged"):
@@ -1267,3 +1278,378 @@ def test_live_tree_is_printed_while_the_session_runs(relay, tmp_path):
                 p.wait()
         if name in sessions():
             run("stop", name)
+
+
+# ---- report filters: --pid, --dump, --serializer, --no-per-dump ----------------
+
+@pytest.fixture(scope="module")
+def two_programs(tmp_path_factory):
+    """One recording of two dumper processes at once, serializers alpha (4
+    dumps) and beta (5 dumps), each printing its pid and sizes to its own
+    file."""
+    base = tmp_path_factory.mktemp("two")
+    out = base / "trace"
+    a, b = base / "a.txt", base / "b.txt"
+    script = ('"$1" --dumps 4 --serializer alpha > "$2" & '
+              '"$1" --dumps 5 --serializer beta > "$3"; wait')
+    r = run("record", "-o", str(out), "--", "sh", "-c", script, "sh", DUMPER, str(a), str(b))
+    assert r.returncode == 0, r.stderr
+    progs = {}
+    for name, f in (("alpha", a), ("beta", b)):
+        pid, sizes = printed_sizes(f.read_text())
+        progs[name] = (pid, sorted(sizes.values()))
+    return str(out), progs
+
+
+def mine(doc, progs):
+    """The dumps of our two programs (other sertrace programs of the
+    machine may be in the trace: no --cmd-only here)."""
+    pids = {p for p, _ in progs.values()}
+    return [d for d in doc["dumps"] if d["pid"] in pids]
+
+
+def tree_headers(text, pids):
+    return sorted((int(p), int(n)) for n, p in
+                  re.findall(r"^── dump (\d+) · pid (\d+) · ", text, re.M) if int(p) in pids)
+
+
+def summary_headers(text, pids):
+    return sorted((int(p), int(n)) for n, p in
+                  re.findall(r"^dump (\d+) · pid (\d+) · ", text, re.M) if int(p) in pids)
+
+
+def test_report_filter_by_pid_dump_serializer(two_programs):
+    trace, progs = two_programs
+    (pa, sa), (pb, sb) = progs["alpha"], progs["beta"]
+    full = json.loads(run("report", "--json", trace).stdout)
+    assert full["filter"] is None
+    everything = mine(full, progs)
+    assert len(everything) == 9
+    left_out_others = len(full["dumps"]) - 9  # other programs' dumps, if any
+
+    def check(args, keep):
+        """The same dumps, whatever the output; JSON says what was filtered."""
+        r = run("report", "--json", *args, trace)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        got = sorted((d["pid"], d["dump_id"]) for d in doc["dumps"])
+        want = sorted((d["pid"], d["dump_id"]) for d in full["dumps"] if keep(d))
+        assert got == want, (args, got, want)
+        assert doc["totals"]["dumps"] == len(want)
+        assert doc["filter"]["dumps_left_out"] == len(full["dumps"]) - len(want)
+        # tree and summary keep the same dumps, and end with the filter line
+        pids = {pa, pb}
+        t = run("report", "--tree", *args, trace)
+        assert t.returncode == 0, t.stderr
+        assert tree_headers(t.stdout, pids) == [x for x in want if x[0] in pids]
+        assert len(re.findall(r"^── dump ", t.stdout, re.M)) == len(want)
+        m = re.search(r"^── filter: (.*) · (\d+) dumps? left out\n\Z", t.stdout, re.M)
+        assert m and int(m.group(2)) == len(full["dumps"]) - len(want), t.stdout[-300:]
+        s = run("report", "--summary", *args, trace)
+        assert s.returncode == 0, s.stderr
+        assert summary_headers(s.stdout, pids) == [x for x in want if x[0] in pids]
+        assert s.stdout.endswith(m.group(0))
+        return doc
+
+    doc = check(["--pid", str(pa)], lambda d: d["pid"] == pa)
+    assert doc["filter"] == {"pid": [pa], "dump": [], "serializer": [],
+                             "dumps_left_out": 5 + left_out_others}
+    assert sorted(d["payload_bytes"] for d in doc["dumps"]) == sa
+    assert all(d["serializer"] == "alpha" and d["complete"] for d in doc["dumps"])
+    check(["--pid", str(pa), "--pid", str(pb)], lambda d: d["pid"] in (pa, pb))
+    doc = check(["--serializer", "beta"], lambda d: d["serializer"] == "beta")
+    assert sorted(d["payload_bytes"] for d in doc["dumps"]) == sb
+    assert doc["filter"]["serializer"] == ["beta"]
+    check(["--serializer", "beta", "--serializer", "alpha"],
+          lambda d: d["serializer"] in ("alpha", "beta"))
+    ids = sorted({d["dump_id"] for d in everything})[:2]
+    doc = check(["--dump", str(ids[0]), "--dump", str(ids[1])],
+                lambda d: d["dump_id"] in ids)
+    assert doc["filter"]["dump"] == ids
+    check(["--pid", str(pb), "--dump", str(ids[0]), "--serializer", "beta"],
+          lambda d: d["pid"] == pb and d["dump_id"] == ids[0] and d["serializer"] == "beta")
+    # every option given must match: beta's pid with alpha's serializer is nothing
+    doc = check(["--pid", str(pb), "--serializer", "alpha"], lambda d: False)
+    assert doc["totals"]["dumps"] == 0
+    # the summary's totals are those of the kept dumps
+    r = run("report", "--summary", "--pid", str(pb), trace)
+    assert "== overall: 5 dumps, 5 complete" in r.stdout
+    assert ("payload %d B" % sum(sb)) in r.stdout
+
+
+def test_report_no_per_dump(two_programs):
+    trace, progs = two_programs
+    pa = progs["alpha"][0]
+    full = run("report", "--summary", "--pid", str(pa), trace)
+    short = run("report", "--summary", "--no-per-dump", "--pid", str(pa), trace)
+    assert full.returncode == 0 and short.returncode == 0, short.stderr
+    # per dump: the two header lines only; the overall part is the same
+    assert summary_headers(short.stdout, {pa}) == summary_headers(full.stdout, {pa})
+    assert len(summary_headers(short.stdout, {pa})) == 4
+    assert full.stdout.count("  by kind ") == 5   # 4 dumps + overall
+    assert short.stdout.count("  by kind ") == 1  # overall only
+    assert "largest nodes" not in short.stdout.split("== overall")[0]
+    legend = "  (incl. = bytes including children; self = own bytes; share = self / payload)\n"
+    assert (short.stdout.split("== overall")[1].replace(legend, "") ==
+            full.stdout.split("== overall")[1])
+    assert len(short.stdout.splitlines()) < len(full.stdout.splitlines()) // 2
+
+
+# ---- traces that are not what the user thinks ------------------------------------
+
+def _lttng(*args):
+    r = subprocess.run(["lttng", *args], capture_output=True, text=True, timeout=HANG_GUARD)
+    assert r.returncode == 0, (args, r.stderr)
+
+
+def test_report_foreign_trace_has_no_sertrace_events(tmp_path):
+    """A real LTTng trace of another provider's events only."""
+    foreign = os.environ.get("SERTRACE_TEST_FOREIGN", "")
+    if not foreign:
+        pytest.skip("SERTRACE_TEST_FOREIGN not set (run through meson)")
+    name, out = unique("foreign"), tmp_path / "trace"
+    _lttng("create", name, "--output=" + str(out))
+    try:
+        _lttng("enable-event", "-u", "-s", name, "sertrace_test_foreign:*")
+        _lttng("start", name)
+        assert subprocess.run([foreign, "25"], capture_output=True, text=True,
+                              timeout=HANG_GUARD).stdout == "ticks 25\n"
+        _lttng("stop", name)
+    finally:
+        _lttng("destroy", name)
+    for mode in ("--tree", "--summary", "--json"):
+        r = run("report", mode, str(out))
+        assert r.returncode == 1, (mode, r.stdout, r.stderr)
+        assert r.stdout == ""
+        assert r.stderr == (
+            "sertrace: no sertrace events in %s (25 events of other providers, such as "
+            "`sertrace_test_foreign:tick`): is this a trace of a program that loaded "
+            "sertrace?\n" % out), r.stderr
+
+
+@pytest.fixture(scope="module")
+def pinned(tmp_path_factory):
+    """One dumper, --cmd-only, pinned to CPU 0 for its first 300 dumps and
+    to CPU 1 for the next 200: with per-CPU buffers the first 300 dumps
+    are in stream file sertrace_0, in order, the rest in sertrace_1.
+    Small sub-buffers (32 KiB), so each file holds many packets; 2 ms
+    between dumps, as 32 KiB sub-buffers filled at full speed lose events
+    (the consumer daemon cannot keep up), which is not what is tested."""
+    if not {0, 1} <= os.sched_getaffinity(0):
+        pytest.skip("needs CPUs 0 and 1")
+    out = tmp_path_factory.mktemp("pinned") / "trace"
+    r = run("record", "--cmd-only", "--buffer-size", "256K", "-o", str(out), "--",
+            "taskset", "-c", "0", DUMPER, "--dumps", "500", "--every", "2",
+            "--cpu1-after", "300")
+    assert r.returncode == 0, r.stderr
+    assert "0 events discarded, 0 packets lost" in r.stderr
+    pid, sizes = printed_sizes(r.stdout)
+    trace_dir = [d for d, _, fs in os.walk(out) if "metadata" in fs]
+    assert len(trace_dir) == 1
+    doc = report_json(str(out))
+    dumps = sorted(dumps_of(doc, pid), key=lambda d: d["dump_id"])
+    assert [d["payload_bytes"] for d in dumps] == [sizes[n] for n in range(500)]
+    ids0 = [d["dump_id"] for d in dumps[:300]]  # in sertrace_0
+    ids1 = [d["dump_id"] for d in dumps[300:]]  # in sertrace_1
+    return out, trace_dir[0], pid, dumps, ids0, ids1
+
+
+def _packets(stream_path):
+    """(offset, size, content size) of each packet in bytes, from LTTng's
+    index of the stream."""
+    d, name = os.path.split(stream_path)
+    raw = open(os.path.join(d, "index", name + ".idx"), "rb").read()
+    magic, major, minor, entry = struct.unpack(">IIII", raw[:16])
+    assert magic == 0xC1F1DCC1
+    return [(o, p // 8, c // 8) for o, p, c in
+            (struct.unpack(">QQQ", raw[i:i + 24]) for i in range(16, len(raw), entry))]
+
+
+def _copy_cut(src, dst, stream, size):
+    import shutil
+    shutil.copytree(src, dst)
+    rel = os.path.relpath(stream, src)
+    os.truncate(os.path.join(dst, rel), size)
+    return os.path.join(dst, rel)
+
+
+def test_report_reads_a_cut_stream_up_to_the_damage(pinned, tmp_path):
+    """sertrace_0 cut at several points: every dump before the cut is
+    reported (exact, complete: a prefix of that file's dumps, in order),
+    the one cut is unfinished, none after it; sertrace_1 is read whole;
+    stderr names the file and what was lost; exit 3.  A cut inside packet
+    k reads the same as a cut at its start."""
+    out, tdir, pid, dumps, ids0, ids1 = pinned
+    stream = os.path.join(tdir, "sertrace_0")
+    packets = _packets(stream)
+    assert len(packets) >= 6, packets
+    k = len(packets) // 2
+    # the last packet with events (the stream may end with packets that
+    # hold none: the flush at the session's stop)
+    last = max(i for i, p in enumerate(packets) if p[2] > 1024)
+    assert last > k + 1, packets
+    cuts = {
+        "inside the first packet": (100, 0),
+        "at a packet boundary": (packets[k][0], k),
+        "inside a middle packet": (packets[k][0] + packets[k][1] // 16, k),
+        "inside the last packet with events": (packets[last][0] + 200, last),
+    }
+    by_id = {d["dump_id"]: d for d in dumps}
+    seen = {}
+    for what, (size, kept) in cuts.items():
+        t = tmp_path / what.replace(" ", "-")
+        cut_file = _copy_cut(out, t, stream, size)
+        r = run("report", "--json", str(t))
+        assert r.returncode == 3, (what, r.stderr)
+        lines = r.stderr.splitlines()
+        assert len(lines) == 2, lines
+        assert lines[0].startswith("sertrace: warning: %s " % cut_file), lines
+        assert ("read its first %d whole packets" % kept) in lines[0], lines[0]
+        assert ("inside packet %d " % (kept + 1) in lines[0]) or (
+            "is shorter than its index says (%d of " % size in lines[0]), lines[0]
+        assert "written by the tracer are missing" in lines[0]
+        assert lines[1] == ("sertrace: the report is incomplete: 1 damaged or unreadable part "
+                            "of %s (named above) was not read whole; exit status 3" % t)
+        doc = json.loads(r.stdout)
+        got = sorted(dumps_of(doc, pid), key=lambda d: d["dump_id"])
+        got0 = [d for d in got if d["dump_id"] in ids0]
+        complete = [d for d in got0 if d["complete"]]
+        # a prefix of sertrace_0's dumps, exact, then at most the one cut
+        assert [d["dump_id"] for d in complete] == ids0[:len(complete)]
+        assert all(d["payload_bytes"] == by_id[d["dump_id"]]["payload_bytes"]
+                   for d in complete)
+        assert len(got0) - len(complete) <= 1
+        if len(got0) > len(complete):
+            assert got0[-1]["dump_id"] == ids0[len(complete)]
+            assert got0[-1]["unfinished"] and got0[-1]["payload_bytes"] is None
+        assert len(complete) < len(ids0)
+        # sertrace_1 is read whole
+        got1 = [d for d in got if d["dump_id"] in ids1]
+        assert [d["payload_bytes"] for d in got1] == [by_id[i]["payload_bytes"] for i in ids1]
+        assert all(d["complete"] for d in got1)
+        seen[what] = [(d["dump_id"], d["complete"]) for d in got0]
+    assert seen["inside the first packet"] == []
+    assert seen["at a packet boundary"] == seen["inside a middle packet"]
+    assert len(seen["at a packet boundary"]) > 0
+    assert len(seen["inside the last packet with events"]) > len(seen["inside a middle packet"])
+
+
+def test_report_emptied_stream_file(pinned, tmp_path):
+    """sertrace_0 emptied: its dumps are gone, sertrace_1's are read, exit 3;
+    both emptied: no sertrace events, exit 1."""
+    out, tdir, pid, dumps, ids0, ids1 = pinned
+    rel = os.path.relpath(tdir, out)
+    first = _copy_cut(out, tmp_path / "one", os.path.join(tdir, "sertrace_0"), 0)
+    r = run("report", "--json", str(tmp_path / "one"))
+    assert r.returncode == 3, r.stderr
+    assert ("%s is shorter than its index says (0 of " % first) in r.stderr
+    got = sorted(dumps_of(json.loads(r.stdout), pid), key=lambda d: d["dump_id"])
+    assert [d["dump_id"] for d in got] == ids1
+    assert [d["payload_bytes"] for d in got] == [d["payload_bytes"] for d in dumps[300:]]
+    os.truncate(os.path.join(tmp_path / "one", rel, "sertrace_1"), 0)
+    for mode in ("--tree", "--json"):
+        r = run("report", mode, str(tmp_path / "one"))
+        assert r.returncode == 1, r.stderr
+        assert r.stdout == ""
+        assert ("sertrace: no sertrace events in what could be read of %s (no events at "
+                "all)" % (tmp_path / "one")) in r.stderr
+        assert r.stderr.count("is shorter than its index says") == 2
+
+
+def test_report_sets_aside_a_stream_babeltrace2_refuses(pinned, tmp_path):
+    """A stream file whose packets name a stream class the metadata does
+    not have (as after a SIGKILL, issue 12): babeltrace2 refuses the whole
+    trace; report sets that file aside, says why, reads the other, exit 3."""
+    import shutil
+    out, tdir, pid, dumps, ids0, ids1 = pinned
+    dst = tmp_path / "t"
+    shutil.copytree(out, dst)
+    bad = os.path.join(dst, os.path.relpath(tdir, out), "sertrace_1")
+    with open(bad, "r+b") as f:  # stream_id (u32 at byte 20) of packet 1
+        f.seek(20)
+        f.write(struct.pack("<I", 5))
+    bare = subprocess.run(["babeltrace2", "--plugin-path=" + PLUGIN_PATH,
+                           "-c", "sink.sertrace.summary", str(dst)],
+                          capture_output=True, text=True, timeout=HANG_GUARD)
+    assert bare.returncode != 0  # what report must not do
+    r = run("report", "--json", str(dst))
+    assert r.returncode == 3, r.stderr
+    assert ("warning: %s set aside (babeltrace2 refuses it: No stream class with ID" % bad
+            in r.stderr), r.stderr
+    got = sorted(dumps_of(json.loads(r.stdout), pid), key=lambda d: d["dump_id"])
+    assert [d["dump_id"] for d in got] == ids0
+    assert [d["payload_bytes"] for d in got] == [d["payload_bytes"] for d in dumps[:300]]
+    assert all(d["complete"] for d in got)
+
+
+# ---- one wording for flags: the live tree and the report -------------------------
+
+FLAGS_SCRIPT = r"""
+import os, sertrace
+def notify_workflow():
+    def render():
+        pass
+    return render
+class Step:
+    def __init__(self, cb):
+        self.cb = cb
+        self.blob = b"x" * 3000
+state = {"big": list(range(2000)), "steps": [Step(1), Step(notify_workflow())]}
+try:
+    sertrace.dumps(state, 4)
+except Exception as e:
+    print("refused", type(e).__name__)
+print("ok", len(sertrace.dumps({"big": b"y" * 5000, "small": 1}, 4)))
+print("pid", os.getpid())
+"""
+
+
+def _flag_lines(text):
+    """The flags of a tree, in order: each flag line's text, and each
+    flagged exit line's tag and flags (sizes left out: a node a failed dump
+    left open is a lower bound in both, from different positions)."""
+    out = []
+    for line in text.splitlines():
+        body = line.lstrip("│")
+        if body.startswith(" !! "):
+            out.append(body[1:])
+        elif body.startswith("└ # ") and "]  " in body:
+            tag = body[4:].split(" ", 1)[0]
+            out.append("%s: %s" % (tag, body.split("]  ", 1)[1]))
+    return out
+
+
+def test_live_and_report_flags_read_the_same(tmp_path):
+    """Issue 12: the live tree said `!! UNSERIALIZABLE F2 'function' ...`
+    where the report said `notify_workflow.<locals>.render`, and `(>= …)`
+    where it said `(≥ …)`.  One program, recorded and with DISPATCH_TRACE
+    at once: a dump refused on a local function, and a dump with an
+    oversized node; the flag lines of each dump are the same live and
+    reported."""
+    pypath = os.environ.get("SERTRACE_TEST_PYTHONPATH", "")
+    if not pypath:
+        pytest.skip("the Python package is not built")
+    live = tmp_path / "live.txt"
+    out = tmp_path / "trace"
+    env = {"PYTHONPATH": pypath, "DISPATCH_TRACE": str(live), "SERTRACE_OVERSIZE": "1K"}
+    r = run("record", "--cmd-only", "-o", str(out), "--", "/usr/bin/python3", "-c",
+            FLAGS_SCRIPT, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "refused PicklingError" in r.stdout or "refused AttributeError" in r.stdout, r.stdout
+    pid = int(re.search(r"^pid (\d+)$", r.stdout, re.M).group(1))
+    rep = run("report", "--tree", "--oversize", "1K", "--pid", str(pid), str(out))
+    assert rep.returncode == 0, rep.stderr
+    live_dumps = re.split(r"^# sertrace dump \d+ .*\n", live.read_text(), flags=re.M)[1:]
+    rep_dumps = re.split(r"^── dump \d+ .*\n", rep.stdout, flags=re.M)[1:]
+    assert len(live_dumps) == len(rep_dumps) == 2
+    failed_live, failed_rep = _flag_lines(live_dumps[0]), _flag_lines(rep_dumps[0])
+    assert failed_live == failed_rep, (failed_live, failed_rep)
+    unser = [f for f in failed_live if f.startswith("!! UNSERIALIZABLE ")]
+    assert len(unser) == 1, failed_live
+    assert unser[0].startswith(
+        "!! UNSERIALIZABLE F2 __main__.notify_workflow.<locals>.render: "), unser
+    assert unser[0].endswith(" at dict['steps'][1].cb"), unser
+    assert any("!! OVERSIZED (\u2265 1.0 KiB)" in f for f in failed_live), failed_live
+    big_live, big_rep = _flag_lines(live_dumps[1]), _flag_lines(rep_dumps[1])
+    assert big_live == big_rep and big_live, (big_live, big_rep)
+    assert all(">=" not in f for f in failed_live + big_live)

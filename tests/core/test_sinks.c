@@ -366,7 +366,28 @@ Test(sinks, summary_json_fields)
     cr_assert_not_null(strstr(s, "\"died_in\": null, \"died_in_as_of_last_record\": false, "), "got:\n%s", s);
     cr_assert_not_null(strstr(s, "\"totals\": {\"dumps\": 2, \"complete\": 1"));
     cr_assert_not_null(strstr(s, "{\"type\": \"list\", \"count\": 1, \"bytes\": 40, \"self\": 32"), "got:\n%s", s);
-    cr_assert(OUT.len > 3 && strcmp(s + OUT.len - 3, "}}\n") == 0);
+    /* no filter given: "filter": null closes the object */
+    cr_assert(OUT.len > 20 && strcmp(s + OUT.len - 20, "]}, \"filter\": null}\n") == 0, "got:\n%s",
+              s + (OUT.len > 200 ? OUT.len - 200 : 0));
+}
+
+/* sertrace_summary_set_filter: the text given is the "filter" member. */
+Test(sinks, summary_json_filter_member)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.json = true;
+    static const char f[] =
+        "{\"pid\": [7], \"dump\": [], \"serializer\": [], \"dumps_left_out\": 3}";
+    sertrace_buf_clear(&OUT);
+    sertrace_summary *sum = sertrace_summary_create(&o, capture, NULL);
+    cr_assert_not_null(sum);
+    cr_assert_eq(sertrace_summary_set_filter(sum, f, strlen(f)), 0);
+    cr_assert_eq(sertrace_summary_finish(sum, NULL), 0);
+    const char *s = OUT.data;
+    cr_assert_not_null(strstr(s, "]}, \"filter\": {\"pid\": [7], \"dump\": [], \"serializer\": [], "
+                                 "\"dumps_left_out\": 3}}\n"),
+                       "got:\n%s", s);
+    sertrace_summary_destroy(sum);
 }
 
 Test(sinks, summary_json_escapes_hostile_names)

@@ -376,3 +376,81 @@ Test(format, buffer_append_and_clear)
     cr_expect_eq(b.cap, cap);
     cr_expect_str_eq(b.data, "");
 }
+
+/* The flags' one wording (issue 12 item 10): the live tree and the report
+ * both build them here. */
+Test(format, exit_flags_one_wording)
+{
+    sertrace_buf b = SERTRACE_BUF_INIT;
+    cr_assert_eq(sertrace_fmt_exit_flags(&b, SERTRACE_FMT_FLAG_OVERSIZED, 1024, false), 0);
+    cr_expect_str_eq(b.data, "!! OVERSIZED (\xe2\x89\xa5 1.0 KiB)");
+    sertrace_buf_clear(&b);
+    cr_assert_eq(sertrace_fmt_exit_flags(&b, SERTRACE_FMT_FLAG_OVERSIZED, 65536, true), 0);
+    cr_expect_str_eq(b.data, "!! OVERSIZED (\xe2\x89\xa5 65536 B)");
+    sertrace_buf_clear(&b);
+    /* the order is fixed, whatever the bits */
+    cr_assert_eq(sertrace_fmt_exit_flags(&b,
+                                         SERTRACE_FMT_FLAG_UNSERIALIZABLE |
+                                             SERTRACE_FMT_FLAG_FAILED | SERTRACE_FMT_FLAG_OVERSIZED,
+                                         2048, false),
+                 0);
+    cr_expect_str_eq(b.data,
+                     "!! OVERSIZED (\xe2\x89\xa5 2.0 KiB) !! FAILED inside !! UNSERIALIZABLE");
+    sertrace_buf_clear(&b);
+    cr_assert_eq(sertrace_fmt_exit_flags(&b, 0x3ffu & ~SERTRACE_FMT_FLAG_OVERSIZED, 0, false), 0);
+    cr_expect_str_eq(b.data, "?? never closed !! UNFINISHED !! FAILED inside !! UNSERIALIZABLE "
+                             "?? exit lost ?? enter lost ?? records lost inside ?? malformed "
+                             "positions ?? its exit may be a later node's");
+    sertrace_buf_clear(&b);
+    cr_assert_eq(sertrace_fmt_exit_flags(&b, 0, 0, false), 0);
+    cr_expect_eq(b.len, 0);
+    sertrace_buf_free(&b);
+}
+
+Test(format, unserializable_one_wording)
+{
+    sertrace_buf b = SERTRACE_BUF_INIT;
+    static const char name[] = "notify_workflow.<locals>.render";
+    static const char msg[] = "Can't get local object";
+    static const char path[] = "State.cb";
+    cr_assert_eq(sertrace_fmt_unserializable(&b, SERTRACE_TAG_FUNCTION, name, sizeof name - 1, msg,
+                                             sizeof msg - 1, path, sizeof path - 1),
+                 0);
+    cr_expect_str_eq(b.data, "UNSERIALIZABLE F2 notify_workflow.<locals>.render: Can't get local "
+                             "object at State.cb");
+    sertrace_buf_clear(&b);
+    /* no node open: no tag or type; no path: no " at " */
+    cr_assert_eq(sertrace_fmt_unserializable(&b, -1, NULL, 0, msg, sizeof msg - 1, NULL, 0), 0);
+    cr_expect_str_eq(b.data, "UNSERIALIZABLE: Can't get local object");
+    sertrace_buf_clear(&b);
+    cr_assert_eq(
+        sertrace_fmt_unserializable(&b, SERTRACE_TAG_LIST, NULL, 0, NULL, 0, path, sizeof path - 1),
+        0);
+    cr_expect_str_eq(b.data, "UNSERIALIZABLE L ? at State.cb");
+    sertrace_buf_free(&b);
+}
+
+Test(format, exit_line_with_a_bound)
+{
+    sertrace_buf b = SERTRACE_BUF_INIT;
+    cr_assert_eq(sertrace_fmt_exit_bound(&b, 2, SERTRACE_TAG_DICT, 2048, false, SERTRACE_FMT_LOWER,
+                                         "!! FAILED inside"),
+                 0);
+    cr_expect_str_eq(b.data,
+                     "\xe2\x94\x82\xe2\x94\x94 # D2 [\xe2\x89\xa5 2.0 KiB]  !! FAILED inside\n");
+    sertrace_buf_clear(&b);
+    cr_assert_eq(
+        sertrace_fmt_exit_bound(&b, 1, SERTRACE_TAG_LIST, 7, true, SERTRACE_FMT_UPPER, NULL), 0);
+    cr_expect_str_eq(b.data, "\xe2\x94\x94 # L [\xe2\x89\xa4 7 B]\n");
+    sertrace_buf_clear(&b);
+    cr_assert_eq(
+        sertrace_fmt_exit_bound(&b, 1, SERTRACE_TAG_LIST, 7, true, SERTRACE_FMT_UNKNOWN, ""), 0);
+    cr_expect_str_eq(b.data, "\xe2\x94\x94 # L [? 7 B]\n");
+    sertrace_buf_clear(&b);
+    /* exact: the same line as sertrace_fmt_exit */
+    cr_assert_eq(
+        sertrace_fmt_exit_bound(&b, 1, SERTRACE_TAG_LIST, 7, true, SERTRACE_FMT_EXACT, NULL), 0);
+    cr_expect_str_eq(b.data, "\xe2\x94\x94 # L [7 B]\n");
+    cr_expect_str_eq(sertrace_fmt_bound_text(SERTRACE_FMT_EXACT), "");
+    sertrace_buf_free(&b);
+}

@@ -26,7 +26,8 @@ HEADER = re.compile(r"^# sertrace dump (\d+) pid (\d+) tid (\d+) (\S+)(?: protoc
 CONTINUED = re.compile(r"^# continued dump (\d+) pid (\d+) tid (\d+)$")
 FOOTER = re.compile(r"^# end dump (\d+): (\d+) B, (ok|error)(, unfinished)?$")
 ENTER = re.compile(r"^(│*)(┬|├┬) (\S+): (.*)$")
-EXIT = re.compile(r"^(│*)└ # (\S+) \[(\d+) B\](?:  (.*))?$")
+# "[≥ N B]": a lower bound (a node a failed dump left open)
+EXIT = re.compile(r"^(│*)└ # (\S+) \[(?:≥ )?(\d+) B\](?:  (.*))?$")
 NOTE = re.compile(r"^(│*) @ (.*)$")
 FLAG = re.compile(r"^(│*) !! (.*)$")
 

@@ -519,7 +519,7 @@ def test_newer_schema_unknown_event_and_extra_fields_ignored():
     pid, sizes, out = run_gen_schema(GEN_SCHEMA_FUTURE)
     try:
         assert sizes == {1: 41, 2: 21}
-        r = bt(out, "summary", "format=\"json\"")
+        r = bt(out, "summary", "format=\"json\"", pid=pid)
         assert b"missing or unexpected fields" not in r.stderr, r.stderr
         doc = json.loads(r.stdout.decode("utf-8"))
         dumps = sorted((d for d in doc["dumps"] if d["pid"] == pid), key=lambda d: d["dump_id"])
@@ -536,7 +536,7 @@ def test_newer_schema_unknown_event_and_extra_fields_ignored():
         assert d2["lost"]["malformed_batches"] == 1
         assert [f["kind"] for f in d2["flags"]] == ["incomplete"]
         assert "unknown records" in d2["flags"][0]["message"]
-        r = bt(out, "tree", "exact=yes")
+        r = bt(out, "tree", "exact=yes", pid=pid)
         assert b"missing or unexpected fields" not in r.stderr, r.stderr
         sink = split_dumps(tree(out, pid, "exact=yes"))
         assert sink[1] == DUMP1_TREE, sink[1]
@@ -559,7 +559,7 @@ def test_older_schema_missing_fields():
     pid, sizes, out = run_gen_schema(GEN_SCHEMA_MISSING)
     try:
         assert sizes == {1: 41}
-        r = bt(out, "summary", "format=\"json\"")
+        r = bt(out, "summary", "format=\"json\"", pid=pid)
         assert (b"sertrace: 1 sertrace events had missing or unexpected fields "
                 b"(newer schema?) and were skipped") in r.stderr, r.stderr
         doc = json.loads(r.stdout.decode("utf-8"))
@@ -569,7 +569,7 @@ def test_older_schema_missing_fields():
         assert d["complete"] is False and d["status"] == "unknown"
         assert d["root_exact"] and d["root_bytes"] == 38 and d["nodes"] == 3
         assert [f["kind"] for f in d["flags"]] == ["incomplete"]
-        r = bt(out, "tree", "exact=yes")
+        r = bt(out, "tree", "exact=yes", pid=pid)
         assert b"missing or unexpected fields" in r.stderr
         sink = split_dumps(tree(out, pid, "exact=yes"))
         assert sink[1] == DUMP1_TREE, sink[1]
@@ -580,6 +580,34 @@ def test_older_schema_missing_fields():
 
 
 KILL_AFTER_CLOSED_CHAIN = ["L list", "L list", "O __main__.Killer"]
+
+
+SERTRACE = os.environ.get("SERTRACE_BIN", "")
+
+
+def report(trace, pid, mode):
+    """`sertrace report MODE --pid PID TRACE`.  The session directory holds
+    one per-PID trace per process the `sertrace:*` rule caught, other
+    programs' too; one of them damaged (a process killed as it started:
+    "No stream class with ID ...") made babeltrace2 refuse the whole
+    directory in one of three runs (issue 12).  `report` sets such a trace
+    part aside and says so (exit 3) and reads the rest.  Without the
+    command, the sink through babeltrace2 as elsewhere."""
+    if not SERTRACE:
+        if mode == "--json":
+            return summary(trace, pid)
+        return tree(trace, pid) if mode == "--tree" else bt(trace, "summary", pid=pid).stdout.decode()
+    env = dict(os.environ, SERTRACE_PLUGIN_PATH=PLUGIN_DIR, SERTRACE_PROGRESS="0")
+    r = subprocess.run([SERTRACE, "report", mode, "--pid", str(pid), trace],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode in (0, 3), r.stderr
+    if r.returncode == 3:
+        assert "sertrace: the report is incomplete: " in r.stderr, r.stderr
+    if mode != "--json":
+        return r.stdout
+    doc = json.loads(r.stdout)
+    doc["dumps"] = sorted(doc["dumps"], key=lambda d: d["dump_id"])
+    return doc
 
 
 def test_pickler_sigkill_died_in_is_as_of_last_record():
@@ -595,7 +623,7 @@ def test_pickler_sigkill_died_in_is_as_of_last_record():
         pid, sizes, lines = run_child("kill-after-closed", expect_kill=True)
     try:
         assert lines == [{"dying": True}]
-        doc = summary(out, pid)
+        doc = report(out, pid, "--json")
         (d,) = doc["dumps"]
         assert d["unfinished"] is True and d["payload_bytes"] is None
         assert d["end_lost"] is False
@@ -607,11 +635,11 @@ def test_pickler_sigkill_died_in_is_as_of_last_record():
         # that had closed (Closed)
         common = os.path.commonprefix([d["died_in"], KILL_AFTER_CLOSED_CHAIN])
         assert common == d["died_in"][:-1] == ["L list"], (common, d["died_in"])
-        text = tree(out, pid)
+        text = report(out, pid, "--tree")
         assert ("!! died in (as of its last recorded event): L list \u203a O __main__.Closed"
                 in text), text[-2000:]
         assert "!! died in: " not in text
-        summ = bt(out, "summary").stdout.decode("utf-8")
+        summ = report(out, pid, "--summary")
         assert ("!! died in (as of its last recorded event): L list \u203a O __main__.Closed"
                 in summ), summ[-2000:]
     finally:

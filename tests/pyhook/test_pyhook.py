@@ -186,7 +186,8 @@ def test_unserializable_object(tmp_path):
     assert len(errors) == 1
     assert "generator" in errors[0]
     # The message is str(exc), as the C pickler records it (no "TypeError: ").
-    assert errors[0].endswith(" at State.suspended[1].frame.stack[4][1]: " + plain["msg"])
+    # The report's wording (format.h): "TAG type: message at path".
+    assert errors[0].endswith(": " + plain["msg"] + " at State.suspended[1].frame.stack[4][1]")
     assert traces.end_bytes(dumps[0]["end"])[1] == "error"
 
 

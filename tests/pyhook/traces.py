@@ -113,7 +113,8 @@ def dill_trace(graph, protocol):
 
 
 ENTER = re.compile(r"^([│]*)(?:┬|├┬) (\S+): ")
-EXIT = re.compile(r"^([│]*)└ # (\S+) \[(\d+) B\]")
+# "[≥ N B]": a lower bound (a node a failed dump left open)
+EXIT = re.compile(r"^([│]*)└ # (\S+) \[(?:≥ )?(\d+) B\]")
 NOTE = re.compile(r"^([│]*) @ (\S+) = (.*)$")
 
 
