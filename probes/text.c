@@ -829,6 +829,7 @@ void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id, const c
     t->flush_bytes = c.flush_bytes;
     t->depth = 0;
     t->misuse_open = false;
+    t->lower = false;
     if (++t->names_gen == 0) { /* wrapped: forget every entry */
         if (t->names != NULL)
             memset(t->names, 0, t->names_cap * sizeof *t->names);
@@ -927,13 +928,14 @@ void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t ta
         flags |= t->misuse_open ? SERTRACE_FMT_FLAG_EXIT_LOST : SERTRACE_FMT_FLAG_FAILED;
     if (error)
         flags |= SERTRACE_FMT_FLAG_UNSERIALIZABLE;
-    if (flags != 0) {
+    if (flags != 0 || t->lower) {
         /* Flagged (rare): the formatter builds the whole line; the flags'
          * scratch keeps its capacity (no allocation in steady state). */
         sertrace_buf_clear(&t->flags);
         if (sertrace_fmt_exit_flags(&t->flags, flags, t->oversize, t->exact) == 0)
             sertrace_fmt_exit_bound(&t->buf, depth, tag, bytes, t->exact,
-                                    unfinished ? SERTRACE_FMT_LOWER : SERTRACE_FMT_EXACT,
+                                    unfinished || t->lower ? SERTRACE_FMT_LOWER
+                                                           : SERTRACE_FMT_EXACT,
                                     t->flags.data);
         maybe_flush(t, start);
         return;
@@ -1000,15 +1002,26 @@ void sertrace_text_misuse(struct sertrace_text_dump *t, uint32_t depth, const ch
     maybe_flush(t, start);
 }
 
+void sertrace_text_lower_bounds(struct sertrace_text_dump *t)
+{
+    t->lower = true;
+}
+
+/* "# end dump N: 1.2 KiB (1234 B), ok"; a dump whose sizes are lower
+ * bounds: "# end dump N: ≥ 1.2 KiB (≥ 1234 B), ok, sizes are lower bounds". */
 void sertrace_text_end(struct sertrace_text_dump *t, uint64_t dump_id, uint64_t bytes, int status,
                        uint32_t unfinished)
 {
-    if (sertrace_buf_appendf(&t->buf, "# end dump %llu: ", (unsigned long long)dump_id) == 0 &&
+    const char *ge = t->lower ? sertrace_fmt_bound_text(SERTRACE_FMT_LOWER) : "";
+
+    if (sertrace_buf_appendf(&t->buf, "# end dump %llu: %s", (unsigned long long)dump_id, ge) ==
+            0 &&
         sertrace_fmt_size(&t->buf, bytes, t->exact) == 0) {
         if (!t->exact && bytes >= 1024)
-            sertrace_buf_appendf(&t->buf, " (%llu B)", (unsigned long long)bytes);
-        sertrace_buf_appendf(&t->buf, ", %s%s\n", status == SERTRACE_STATUS_OK ? "ok" : "error",
-                             unfinished ? ", unfinished" : "");
+            sertrace_buf_appendf(&t->buf, " (%s%llu B)", ge, (unsigned long long)bytes);
+        sertrace_buf_appendf(&t->buf, ", %s%s%s\n", status == SERTRACE_STATUS_OK ? "ok" : "error",
+                             unfinished ? ", unfinished" : "",
+                             t->lower ? ", sizes are lower bounds" : "");
     }
     /* The footer joins the dump's last lines: one chunk. */
     sertrace_text_flush(t);

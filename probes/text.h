@@ -133,6 +133,9 @@ struct sertrace_text_dump {
     /* "enter without exit" was reported at dump end: the nodes closed
      * then lost their exit (a misuse), they did not fail. */
     bool misuse_open;
+    /* sertrace_dump_lower_bounds() was called: every size from then on,
+     * and the footer's, is shown as a lower bound ("[≥ …]"). */
+    bool lower;
     /* For the "# continued dump N pid P tid T" line that starts every
      * chunk after the first (probes/README.md). */
     uint64_t dump_id;
@@ -161,6 +164,8 @@ SERTRACE_TEXT_INTERNAL void sertrace_text_error(struct sertrace_text_dump *t, ui
                                                 const char *path, size_t path_len);
 SERTRACE_TEXT_INTERNAL void sertrace_text_misuse(struct sertrace_text_dump *t, uint32_t depth,
                                                  const char *what);
+/* The dump's sizes are lower bounds (sertrace_dump_lower_bounds). */
+SERTRACE_TEXT_INTERNAL void sertrace_text_lower_bounds(struct sertrace_text_dump *t);
 /* Footer, then write everything out. */
 SERTRACE_TEXT_INTERNAL void sertrace_text_end(struct sertrace_text_dump *t, uint64_t dump_id,
                                               uint64_t bytes, int status, uint32_t unfinished);

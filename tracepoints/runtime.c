@@ -532,6 +532,15 @@ unsigned sertrace_dump_flags(const sertrace_dump *d)
     return d ? d->flags : 0;
 }
 
+void sertrace_dump_lower_bounds(sertrace_dump *d)
+{
+    if (d == NULL || d->dead)
+        return;
+    d->flags |= SERTRACE_DUMP_LOWER_BOUNDS;
+    if (d->text_on)
+        sertrace_text_lower_bounds(&d->text);
+}
+
 static void unlink_current(struct sertrace_dump *d)
 {
     if (tls.current == d) {
@@ -580,7 +589,9 @@ static void dump_finish(struct sertrace_dump *d, uint64_t total_bytes, int statu
         batch_flush(d);
         if (d->lttng_on)
             lttng_ust_tracepoint(sertrace, dump_end, d->id, total_bytes, st, d->seq, current_pid(),
-                                 current_tid(), scope);
+                                 current_tid(), scope,
+                                 (d->flags & SERTRACE_DUMP_LOWER_BOUNDS) ? SERTRACE_END_LOWER_BOUNDS
+                                                                         : 0u);
         if (d->hooks.dump_end != NULL)
             d->hooks.dump_end(d->hooks.ctx, d->id, total_bytes, st);
     }

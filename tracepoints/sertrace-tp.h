@@ -1,6 +1,6 @@
 /* sertrace-tp.h -- the LTTng-UST binding of sertrace/schema.h.
  *
- * Declares the three LTTng events of provider "sertrace" (schema version 2).  Field meanings,
+ * Declares the three LTTng events of provider "sertrace" (schema version 3).  Field meanings,
  * units and the record layout are documented once, in sertrace/schema.h
  * and tracepoints/README.md.  Included only by the runtime (runtime.c) and
  * the probe provider object (probes/provider.c); serializers never see it.
@@ -48,7 +48,7 @@ LTTNG_UST_TRACEPOINT_EVENT(sertrace, records,
 
 LTTNG_UST_TRACEPOINT_EVENT(sertrace, dump_end,
     LTTNG_UST_TP_ARGS(uint64_t, dump_id, uint64_t, bytes, uint8_t, status, uint32_t, batches,
-                      int32_t, pid, int32_t, tid, const char *, scope),
+                      int32_t, pid, int32_t, tid, const char *, scope, uint32_t, flags),
     LTTNG_UST_TP_FIELDS(
         lttng_ust_field_integer(uint64_t, dump_id, dump_id)
         lttng_ust_field_integer(uint64_t, bytes, bytes)
@@ -56,7 +56,8 @@ LTTNG_UST_TRACEPOINT_EVENT(sertrace, dump_end,
         lttng_ust_field_integer(uint32_t, batches, batches)
         lttng_ust_field_integer(int32_t, pid, pid)
         lttng_ust_field_integer(int32_t, tid, tid)
-        lttng_ust_field_string(scope, scope)))
+        lttng_ust_field_string(scope, scope)
+        lttng_ust_field_integer(uint32_t, flags, flags)))
 
 #endif /* SERTRACE_TP_H */
 

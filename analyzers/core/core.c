@@ -749,6 +749,13 @@ int sertrace_core_dump_end_batches(sertrace_core *c, int64_t pid, int64_t tid,
                                    int64_t ts, uint64_t dump_id, uint64_t bytes,
                                    int status, int64_t batches)
 {
+    return sertrace_core_dump_end_flags(c, pid, tid, ts, dump_id, bytes, status, batches, 0);
+}
+
+int sertrace_core_dump_end_flags(sertrace_core *c, int64_t pid, int64_t tid,
+                                 int64_t ts, uint64_t dump_id, uint64_t bytes,
+                                 int status, int64_t batches, uint32_t end_flags)
+{
     sertrace_dump_state *d = find_dump(c, pid, dump_id);
     if (!d) {
         d = open_dump(c, pid, tid, ts, dump_id);
@@ -795,6 +802,8 @@ int sertrace_core_dump_end_batches(sertrace_core *c, int64_t pid, int64_t tid,
     }
     if (status != SERTRACE_STATUS_OK)
         d->flags |= SERTRACE_DUMPF_STATUS_ERROR;
+    if (end_flags & SERTRACE_END_LOWER_BOUNDS)
+        d->flags |= SERTRACE_DUMPF_LOWER_BOUNDS;
     see_pos(d, bytes);
     if (status != SERTRACE_STATUS_OK) {
         /* the serializer failed inside the open nodes: not a loss */

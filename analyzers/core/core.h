@@ -87,6 +87,12 @@ enum sertrace_core_node_flag {
      * Not set on a dump's root (depth 1): the schema gives a dump one
      * root, so an EXIT at depth 1 can only be the root's own. */
     SERTRACE_NODE_EXIT_UNSURE = 1u << 8,
+    /* Its dump's sizes are lower bounds (dump_end flag
+     * SERTRACE_END_LOWER_BOUNDS: the serializer could not see every byte
+     * it wrote).  The core never sets it on a node: a visitor that knows
+     * the dump's flag (SERTRACE_DUMPF_LOWER_BOUNDS, at dump_close) sets it
+     * on what it kept so sertrace_node_bound() says "at least". */
+    SERTRACE_NODE_LOWER_BOUND = 1u << 9,
 };
 
 /* What n->bytes is: exact, or which bound (sertrace_node_bound()). */
@@ -113,6 +119,9 @@ enum sertrace_core_dump_flag {
      * `batches` == 0): with none seen, a dump that traced no node (a
      * top-level value the serializer folds) is complete, not a loss. */
     SERTRACE_DUMPF_NO_RECORDS = 1u << 6,
+    /* dump_end flags had SERTRACE_END_LOWER_BOUNDS (schema v3): the
+     * payload and every node's size are lower bounds. */
+    SERTRACE_DUMPF_LOWER_BOUNDS = 1u << 7,
 };
 
 /* One node, while open (on the stack) and when it closes. */
@@ -258,6 +267,13 @@ int sertrace_core_dump_end_batches(sertrace_core *c, int64_t pid, int64_t tid,
                                    int64_t ts, uint64_t dump_id, uint64_t bytes,
                                    int status, int64_t batches);
 
+/* The same, with dump_end's `flags` (schema v3, SERTRACE_END_* bits; 0
+ * for older traces).  SERTRACE_END_LOWER_BOUNDS sets
+ * SERTRACE_DUMPF_LOWER_BOUNDS before the dump closes. */
+int sertrace_core_dump_end_flags(sertrace_core *c, int64_t pid, int64_t tid,
+                                 int64_t ts, uint64_t dump_id, uint64_t bytes,
+                                 int status, int64_t batches, uint32_t end_flags);
+
 /* The tracer discarded `count` events.  `pid` is the process whose buffer
  * lost them when known (per-PID traces), else -1: every live dump of that
  * process (or every live dump) is marked. */
@@ -278,7 +294,8 @@ static inline bool sertrace_node_bytes_exact(const sertrace_node *n)
 {
     return !(n->flags & (SERTRACE_NODE_NO_ENTER | SERTRACE_NODE_NO_EXIT |
                          SERTRACE_NODE_UNFINISHED | SERTRACE_NODE_MALFORMED |
-                         SERTRACE_NODE_FAILED | SERTRACE_NODE_EXIT_UNSURE));
+                         SERTRACE_NODE_FAILED | SERTRACE_NODE_EXIT_UNSURE |
+                         SERTRACE_NODE_LOWER_BOUND));
 }
 
 /* Exact, lower bound, upper bound or neither (enum
@@ -287,10 +304,12 @@ static inline int sertrace_node_bound(const sertrace_node *n)
 {
     if (sertrace_node_bytes_exact(n))
         return SERTRACE_BOUND_EXACT;
+    /* an upper bound in a dump whose sizes fall short: neither */
     if ((n->flags & SERTRACE_NODE_EXIT_UNSURE) &&
         !(n->flags & SERTRACE_NODE_MALFORMED))
-        return (n->flags & SERTRACE_NODE_NO_ENTER) ? SERTRACE_BOUND_UNKNOWN
-                                                   : SERTRACE_BOUND_UPPER;
+        return (n->flags & (SERTRACE_NODE_NO_ENTER | SERTRACE_NODE_LOWER_BOUND))
+                   ? SERTRACE_BOUND_UNKNOWN
+                   : SERTRACE_BOUND_UPPER;
     return SERTRACE_BOUND_LOWER;
 }
 

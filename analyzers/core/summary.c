@@ -54,6 +54,13 @@ typedef struct rendered {
     uint64_t bytes;
     bool prunable; /* an oversize-percent candidate */
     char *str;
+    /* A node's flag (add_flag): what it was rendered from, so that a dump
+     * whose sizes turn out, at its dump_end, to be lower bounds
+     * (SERTRACE_DUMPF_LOWER_BOUNDS) renders it again with "≥". */
+    const char *kind; /* NULL: nothing to render again */
+    top_raw raw;
+    char *msg, *path;
+    size_t msg_len, path_len;
 } rendered;
 
 typedef struct dump_sum {
@@ -108,6 +115,8 @@ struct sertrace_summary {
     /* overall */
     uint64_t dumps, complete, unfinished, payload_bytes, nodes;
     uint64_t end_lost;
+    uint64_t lower_dumps; /* dumps whose sizes are lower bounds */
+    bool lower;           /* the dump (or totals) being written: sizes are lower bounds */
     stat3 kinds[256];
     type_total **types;
     size_t types_buckets, ntypes;
@@ -633,6 +642,21 @@ static void free_rendered(rendered *r)
 {
     free(r->str);
     r->str = NULL;
+    free(r->msg);
+    free(r->path);
+    r->msg = r->path = NULL;
+    r->kind = NULL;
+}
+
+static char *memdup_z(const char *p, size_t n)
+{
+    char *c = malloc(n + 1);
+    if (c) {
+        if (n)
+            memcpy(c, p, n);
+        c[n] = '\0';
+    }
+    return c;
 }
 
 /* Min-heaps on .bytes, for both entry types. */
@@ -742,10 +766,19 @@ static int add_flag(sertrace_summary *s, sertrace_dump_state *d,
     sertrace_buf_clear(&s->tmp);
     if (render(s, &s->tmp, d, &r, kind, message, message_len, path, path_len) < 0)
         return -1;
-    rendered f = {n->bytes, false, buf_steal(&s->tmp)};
+    rendered f = {.bytes = n->bytes, .str = buf_steal(&s->tmp)};
     if (!f.str)
         return -1;
     f.prunable = s->o.oversize_percent > 0 && strcmp(kind, "oversized") == 0;
+    f.kind = kind;
+    f.raw = r;
+    if ((message && !(f.msg = memdup_z(message, message_len))) ||
+        (path && !(f.path = memdup_z(path, path_len)))) {
+        free_rendered(&f);
+        return -1;
+    }
+    f.msg_len = message ? message_len : 0;
+    f.path_len = path ? path_len : 0;
     ds->flags[ds->nflags++] = f;
     return 0;
 }
@@ -872,7 +905,7 @@ static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n,
                 rc = sertrace_fmt_escape(b, path, path_len);
         }
     }
-    rendered f = {0, false, NULL};
+    rendered f = {.bytes = 0};
     if (rc < 0 || !(f.str = buf_steal(b)))
         return -1;
     ds->flags[ds->nflags++] = f;
@@ -1070,8 +1103,8 @@ static int put_row(sertrace_summary *s, sertrace_buf *b, const char *label,
         p10 /= 10;
     } while (p10);
     sertrace_buf tb = {tot, 0, sizeof tot}, sb = {self, 0, sizeof self};
-    if (sertrace_fmt_size(&tb, st->bytes, s->o.exact) < 0 ||
-        sertrace_fmt_size(&sb, st->self, s->o.exact) < 0)
+    if (put_size(&tb, st->bytes, !s->lower, s->o.exact) < 0 ||
+        put_size(&sb, st->self, !s->lower, s->o.exact) < 0)
         return -1;
     size_t cols = utf8_cols(label, ll);
     if (ensure(b, 4 + ll + width + 1 + 24 + 1 + 2 * 33 + 32 + 2 +
@@ -1361,6 +1394,8 @@ static int dump_text(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
         rc = put_time(b, d->ts_begin, &s->tcache);
     if (rc == 0)
         rc = buf_lit(b, "\n  payload ");
+    if (rc == 0 && s->lower)
+        rc = buf_lit(b, "\xe2\x89\xa5 ");
     if (rc == 0) {
         if (d->flags & SERTRACE_DUMPF_END) {
             rc = put_u64(b, d->payload_bytes);
@@ -1387,9 +1422,14 @@ static int dump_text(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
     if (rc == 0)
         rc = put_str(b, status_text(d));
     if (rc == 0)
-        rc = complete ? buf_lit(b, " \xc2\xb7 complete\n")
+        rc = complete ? buf_lit(b, " \xc2\xb7 complete")
                       : buf_lit(b, " \xc2\xb7 INCOMPLETE (sizes marked \xe2\x89\xa5 are "
-                                   "lower bounds, self sizes not exact)\n");
+                                   "lower bounds, self sizes not exact)");
+    if (rc == 0 && s->lower)
+        rc = buf_lit(b, "\n  sizes are lower bounds (\xe2\x89\xa5): the serializer could not "
+                        "count every byte it wrote (see the dump's notes)");
+    if (rc == 0)
+        rc = buf_lit(b, "\n");
     if (rc == 0 && !complete) {
         rc = buf_lit(b, "  !! incomplete: ");
         if (rc == 0)
@@ -1527,6 +1567,9 @@ static int dump_json(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
     if (rc == 0)
         rc = put_u64_field(b, ", \"seen_bytes\": ", d->max_pos);
     if (rc == 0)
+        rc = s->lower ? buf_lit(b, ", \"sizes_are_lower_bounds\": true")
+                      : buf_lit(b, ", \"sizes_are_lower_bounds\": false");
+    if (rc == 0)
         rc = complete ? buf_lit(b, ", \"complete\": true")
                       : buf_lit(b, ", \"complete\": false");
     if (rc == 0)
@@ -1656,7 +1699,7 @@ static int merge_top(sertrace_summary *s, const sertrace_dump_state *d,
         sertrace_buf_clear(&s->tmp);
         if (render(s, &s->tmp, d, r, NULL, NULL, 0, NULL, 0) < 0)
             return -1;
-        rendered e = {r->bytes, false, buf_steal(&s->tmp)};
+        rendered e = {.bytes = r->bytes, .str = buf_steal(&s->tmp)};
         if (!e.str)
             return -1;
         if (s->ntop < s->o.top) {
@@ -1682,6 +1725,32 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     uint64_t whole = 0; /* sum of self bytes = root bytes when exact */
     for (unsigned i = 0; i < ds->ntouched; i++)
         whole += ds->kinds[ds->touched[i]].self;
+    s->lower = (d->flags & SERTRACE_DUMPF_LOWER_BOUNDS) != 0;
+    if (s->lower) {
+        /* dump_end said its sizes fall short: every kept node says "≥" */
+        s->lower_dumps++;
+        for (unsigned i = 0; i < ds->ntop; i++)
+            ds->top[i].flags |= SERTRACE_NODE_LOWER_BOUND;
+        for (unsigned i = 0; i < ds->nflags; i++) {
+            rendered *f = &ds->flags[i];
+            if (!f->kind)
+                continue;
+            f->raw.flags |= SERTRACE_NODE_LOWER_BOUND;
+            sertrace_buf_clear(&s->tmp);
+            if (render(s, &s->tmp, d, &f->raw, f->kind, f->msg, f->msg_len, f->path,
+                       f->path_len) < 0) {
+                rc = -1;
+                goto end;
+            }
+            char *str = buf_steal(&s->tmp);
+            if (!str) {
+                rc = -1;
+                goto end;
+            }
+            free(f->str);
+            f->str = str;
+        }
+    }
     /* percentage flags: final filter against the whole dump */
     if (s->o.oversize_percent > 0) {
         uint64_t all = d->max_pos;
@@ -1754,6 +1823,7 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
         rc = merge_top(s, d, ds);
     s->cache_on = false;
 end:
+    s->lower = false;
     recycle_dump_sum(s, ds);
     if (rc == 0)
         flush_out(s, false);
@@ -1837,6 +1907,7 @@ int sertrace_summary_finish(sertrace_summary *s,
                 "\"incomplete\": %llu, \"unfinished\": %llu, "
                 "\"end_lost\": %llu, "
                 "\"payload_bytes\": %llu, \"nodes\": %llu, "
+                "\"lower_bound_dumps\": %llu, "
                 "\"discarded_events\": %llu, \"lost_records_events\": %llu, "
                 "\"by_kind\": ",
                 (unsigned long long)s->dumps, (unsigned long long)s->complete,
@@ -1844,8 +1915,8 @@ int sertrace_summary_finish(sertrace_summary *s,
                 (unsigned long long)s->unfinished,
                 (unsigned long long)s->end_lost,
                 (unsigned long long)s->payload_bytes,
-                (unsigned long long)s->nodes, (unsigned long long)discarded,
-                (unsigned long long)lost);
+                (unsigned long long)s->nodes, (unsigned long long)s->lower_dumps,
+                (unsigned long long)discarded, (unsigned long long)lost);
         if (rc == 0)
             rc = put_kinds_json(b, s->kinds, NULL, 0, whole);
         if (rc == 0)
@@ -1876,11 +1947,17 @@ int sertrace_summary_finish(sertrace_summary *s,
         rc = sertrace_buf_appendf(
             b,
             "== overall: %llu dumps, %llu complete, %llu incomplete "
-            "(%llu unfinished); payload %llu B; %llu nodes\n",
+            "(%llu unfinished); payload %s%llu B; %llu nodes\n",
             (unsigned long long)s->dumps, (unsigned long long)s->complete,
             (unsigned long long)(s->dumps - s->complete),
-            (unsigned long long)s->unfinished,
+            (unsigned long long)s->unfinished, s->lower_dumps ? "\xe2\x89\xa5 " : "",
             (unsigned long long)s->payload_bytes, (unsigned long long)s->nodes);
+        if (rc == 0 && s->lower_dumps)
+            rc = sertrace_buf_appendf(
+                b,
+                "  %llu dumps' sizes are lower bounds: the totals below are lower bounds\n",
+                (unsigned long long)s->lower_dumps);
+        s->lower = s->lower_dumps > 0; /* the overall tables */
         if (rc == 0 && (discarded || lost))
             rc = sertrace_buf_appendf(
                 b,
@@ -1922,6 +1999,7 @@ int sertrace_summary_finish(sertrace_summary *s,
         }
     }
     free(rows);
+    s->lower = false;
     if (rc == 0)
         flush_out(s, true);
     return rc < 0 || s->failed ? -1 : 0;

@@ -66,6 +66,7 @@ struct sertrace_treeprint {
     sertrace_buf tmp;
     uint64_t dumps;
     int failed;
+    bool lower; /* the dump being printed: its sizes are lower bounds */
     /* print stack, reused across dumps */
     struct open_entry {
         uint32_t idx;
@@ -370,9 +371,10 @@ static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
                  : 0;
     if (rc == 0) {
         if (d->flags & SERTRACE_DUMPF_END) {
-            rc = sertrace_fmt_size(b, d->payload_bytes, t->o.exact);
+            const char *ge = t->lower ? "\xe2\x89\xa5 " : ""; /* "≥ " */
+            rc = sertrace_buf_append(b, ge, strlen(ge)) || sertrace_fmt_size(b, d->payload_bytes, t->o.exact) ? -1 : 0;
             if (rc == 0 && !t->o.exact && d->payload_bytes >= 1024)
-                rc = buf_lit(b, " (") || put_u64(b, d->payload_bytes) ||
+                rc = buf_lit(b, " (") || sertrace_buf_append(b, ge, strlen(ge)) || put_u64(b, d->payload_bytes) ||
                              buf_lit(b, " B)")
                          ? -1
                          : 0;
@@ -384,6 +386,8 @@ static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
     }
     if (rc == 0 && (d->flags & SERTRACE_DUMPF_STATUS_ERROR))
         rc = buf_lit(b, " \xc2\xb7 status error");
+    if (rc == 0 && t->lower)
+        rc = buf_lit(b, " \xc2\xb7 sizes are lower bounds");
     if (rc == 0 && !sertrace_dump_complete(d)) {
         rc = buf_lit(b, "  !! INCOMPLETE:");
         const char *sep = " ";
@@ -560,8 +564,9 @@ static int put_folds(sertrace_treeprint *t, const struct open_entry *e,
     if (rc == 0 && e->deep_n) {
         rc = indent(b, nbars, child_depth);
         if (rc == 0)
-            rc = sertrace_buf_appendf(b, "\xe2\x94\x9c \xe2\x80\xa6 %llu nodes below max-depth, ",
-                                      (unsigned long long)e->deep_n);
+            rc = sertrace_buf_appendf(b, "\xe2\x94\x9c \xe2\x80\xa6 %llu nodes below max-depth, %s",
+                                      (unsigned long long)e->deep_n,
+                                      t->lower ? "\xe2\x89\xa5 " : "");
         if (rc == 0)
             rc = sertrace_fmt_size(b, e->deep_bytes, t->o.exact);
         if (rc == 0)
@@ -734,7 +739,13 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     d->user = NULL;
     if (!db)
         return 0;
+    /* Sizes that fall short (dump_end said so): every node shows "≥". */
+    t->lower = (d->flags & SERTRACE_DUMPF_LOWER_BOUNDS) != 0;
+    if (t->lower)
+        for (uint32_t i = 0; i < db->n; i++)
+            db->nodes[i].flags |= SERTRACE_NODE_LOWER_BOUND;
     int rc = print_dump(t, d, db);
+    t->lower = false;
     recycle_dump_buf(t, db);
     t->dumps++;
     if (rc == 0) {

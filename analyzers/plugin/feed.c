@@ -35,6 +35,7 @@ typedef struct op {
     uint64_t a; /* records: seq; end: bytes; discarded: count */
     int32_t b;  /* begin: protocol; end: status */
     int32_t pad; /* end: batches (schema v2), -1 unknown */
+    uint32_t c;  /* end: flags (schema v3, SERTRACE_END_*) */
 } op;
 
 typedef struct chunk {
@@ -91,8 +92,8 @@ static int run_op(sertrace_core *core, const op *o, const uint8_t *payload)
         return sertrace_core_records(core, o->pid, o->tid, o->ts, o->dump_id, (uint32_t)o->a,
                                      payload, o->len);
     case OP_END:
-        return sertrace_core_dump_end_batches(core, o->pid, o->tid, o->ts, o->dump_id, o->a,
-                                              o->b, o->pad);
+        return sertrace_core_dump_end_flags(core, o->pid, o->tid, o->ts, o->dump_id, o->a, o->b,
+                                            o->pad, o->c);
     case OP_DISCARDED:
         return sertrace_core_discarded(core, o->pid, o->a);
     default:
@@ -279,14 +280,14 @@ int feed_dump_begin(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump
 {
     if (!serializer || serializer_len > UINT32_MAX)
         serializer_len = 0;
-    return submit(f, (op){OP_BEGIN, (uint32_t)serializer_len, pid, tid, ts, dump_id, 0, protocol, 0},
+    return submit(f, (op){OP_BEGIN, (uint32_t)serializer_len, pid, tid, ts, dump_id, 0, protocol, 0, 0},
                   serializer);
 }
 
 uint8_t *feed_records_begin(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
                             uint32_t seq, size_t n)
 {
-    op p = {OP_RECORDS, (uint32_t)n, pid, tid, ts, dump_id, seq, 0, 0};
+    op p = {OP_RECORDS, (uint32_t)n, pid, tid, ts, dump_id, seq, 0, 0, 0};
     if (n > UINT32_MAX)
         return NULL;
     if (!f->worker) { /* the bytes go to a buffer of our own, run at _end */
@@ -318,15 +319,15 @@ int feed_records_end(feed *f)
 }
 
 int feed_dump_end(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
-                  uint64_t bytes, int status, int64_t batches)
+                  uint64_t bytes, int status, int64_t batches, uint32_t end_flags)
 {
     int32_t nb = batches < 0 ? -1 : batches > INT32_MAX ? INT32_MAX : (int32_t)batches;
-    return submit(f, (op){OP_END, 0, pid, tid, ts, dump_id, bytes, status, nb}, NULL);
+    return submit(f, (op){OP_END, 0, pid, tid, ts, dump_id, bytes, status, nb, end_flags}, NULL);
 }
 
 int feed_discarded(feed *f, int64_t pid, uint64_t count)
 {
-    return submit(f, (op){OP_DISCARDED, 0, pid, -1, 0, 0, count, 0, 0}, NULL);
+    return submit(f, (op){OP_DISCARDED, 0, pid, -1, 0, 0, count, 0, 0, 0}, NULL);
 }
 
 void feed_publish(feed *f, bool now)

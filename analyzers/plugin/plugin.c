@@ -69,6 +69,7 @@ typedef struct ec_info {
     uint64_t i_pid, i_tid;
     bool pid_signed, tid_signed;
     uint64_t i_batches; /* schema v2, dump_end */
+    uint64_t i_flags;   /* schema v3, dump_end */
 } ec_info;
 
 typedef struct ec_cache {
@@ -769,6 +770,7 @@ static void fill_info(ec_info *e, const bt_event_class *ec)
     e->i_status = member_index(pfc, SERTRACE_FIELD_STATUS, 's', &e->status_signed);
     e->i_pid = member_index(pfc, SERTRACE_FIELD_PID, 's', &e->pid_signed);
     e->i_batches = member_index(pfc, SERTRACE_FIELD_BATCHES, 'u', NULL);
+    e->i_flags = member_index(pfc, SERTRACE_FIELD_FLAGS, 'u', NULL);
     e->i_tid = member_index(pfc, SERTRACE_FIELD_TID, 's', &e->tid_signed);
     const bt_stream_class *sc = bt_event_class_borrow_stream_class_const(ec);
     const bt_field_class *cfc =
@@ -936,8 +938,11 @@ static int handle_event(sink *s, const bt_message *msg)
             uint64_t b = field_u(p, e->i_batches);
             batches = b > INT32_MAX ? INT32_MAX : (int64_t)b;
         }
+        uint32_t end_flags = 0; /* v1, v2: none */
+        if (e->i_flags != NO_INDEX)
+            end_flags = (uint32_t)field_u(p, e->i_flags);
         return feed_dump_end(s->feed, pid, tid, ts, id, field_u(p, e->i_bytes), status,
-                             batches);
+                             batches, end_flags);
     }
     default:
         return 0;

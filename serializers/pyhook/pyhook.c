@@ -1707,6 +1707,9 @@ unwatched:
     sertrace_note(s->d, "unwatched",
                   "the file's write could not be watched: bytes written straight to the "
                   "file, around the pickler's write path, are not counted");
+    /* So the dump's sizes may fall short: every output shows them as
+     * lower bounds, never as exact. */
+    sertrace_dump_lower_bounds(s->d);
 }
 
 static void unwatch_file(hook_state *s)

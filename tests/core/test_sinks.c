@@ -33,6 +33,9 @@ static int discard(void *ctx, const char *s, size_t n)
     return 0;
 }
 
+/* dump_end `flags` (schema v3) of the dumps sample() writes. */
+static uint32_t SAMPLE_END_FLAGS;
+
 static void flush(sertrace_core *c, int64_t pid, uint64_t id, uint32_t seq)
 {
     cr_assert_eq(sertrace_core_records(c, pid, pid, 0, id, seq, E.buf, E.n), 0);
@@ -60,11 +63,13 @@ static void sample(sertrace_core *c, int64_t pid, uint64_t id, const char *tname
     enc_exit(&E, 2, 90);
     enc_exit(&E, 1, 102);
     flush(c, pid, id, 0);
-    cr_assert_eq(sertrace_core_dump_end(c, pid, pid + 1, 0, id, 103, 0), 0);
+    cr_assert_eq(sertrace_core_dump_end_flags(c, pid, pid + 1, 0, id, 103, 0, 1, SAMPLE_END_FLAGS),
+                 0);
 }
 
 static void setup(void)
 {
+    SAMPLE_END_FLAGS = 0;
     sertrace_buf_clear(&OUT);
     enc_reset(&E);
 }
@@ -1033,4 +1038,101 @@ Test(sinks, summary_ancestry_names_survive_cache_growth)
     /* the deepest node's line: the whole chain (8 = ANC_MAX) */
     cr_assert_not_null(strstr(OUT.data, want.data), "got:\n%.3000s", OUT.data);
     sertrace_buf_free(&want);
+}
+
+/* A dump whose dump_end says its sizes are lower bounds
+ * (SERTRACE_END_LOWER_BOUNDS: a pickler wrote to a file sertrace could not
+ * watch): the tree, the summary text and JSON show the payload and every
+ * node as "at least", never as exact; a dump without it stays exact. */
+static void feed_lower_then_exact(sertrace_core *c)
+{
+    SAMPLE_END_FLAGS = SERTRACE_END_LOWER_BOUNDS;
+    sample(c, 7, 1, "mod.Thing");
+    SAMPLE_END_FLAGS = 0;
+    sample(c, 7, 2, "mod.Thing");
+}
+
+Test(sinks, tree_lower_bound_dump_shows_every_size_as_a_bound)
+{
+    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    o.exact = true;
+    run_tree(&o, feed_lower_then_exact);
+    const char *second = strstr(OUT.data, "dump 2 \xc2\xb7");
+    cr_assert_not_null(second, "got:\n%s", OUT.data);
+    size_t first_len = (size_t)(second - OUT.data);
+    char *first = strndup(OUT.data, first_len);
+    cr_assert_not_null(strstr(first, "payload \xe2\x89\xa5 103 B \xc2\xb7 sizes are lower bounds"),
+                       "got:\n%s", first);
+    cr_assert_not_null(strstr(first, "\xe2\x94\x82\xe2\x94\x94 # L [\xe2\x89\xa5 40 B]\n"), "got:\n%s", first);
+    cr_assert_not_null(strstr(first, "\xe2\x94\x94 # D2 [\xe2\x89\xa5 100 B]\n"), "got:\n%s", first);
+    cr_assert_not_null(strstr(first, "# I [\xe2\x89\xa5 2 B]\n"), "leaves too, got:\n%s", first);
+    /* no size line of the first dump is printed as exact */
+    for (const char *p = strstr(first, "# "); p; p = strstr(p + 1, "# "))
+        cr_assert(strncmp(strchr(p, '[') + 1, "\xe2\x89\xa5 ", 4) == 0, "exact size in:\n%s", first);
+    cr_assert_null(strstr(first, "INCOMPLETE"), "a bound is not a loss");
+    free(first);
+    cr_assert_not_null(strstr(second, "payload 103 B"), "got:\n%s", second);
+    cr_assert_null(strstr(second, "lower bounds"), "got:\n%s", second);
+    cr_assert_not_null(strstr(second, "\xe2\x94\x94 # D2 [100 B]\n"), "got:\n%s", second);
+}
+
+Test(sinks, tree_lower_bound_dump_folds_say_at_least)
+{
+    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    o.exact = true;
+    o.max_depth = 2;
+    SAMPLE_END_FLAGS = SERTRACE_END_LOWER_BOUNDS;
+    run_tree(&o, feed_sample);
+    cr_assert_not_null(strstr(OUT.data, "4 nodes below max-depth, \xe2\x89\xa5 8 B"), "got:\n%s", OUT.data);
+}
+
+Test(sinks, summary_text_lower_bound_dump)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.exact = true;
+    o.top = 3;
+    o.oversize_bytes = 35;
+    run_summary(&o, feed_lower_then_exact);
+    const char *second = strstr(OUT.data, "dump 2 \xc2\xb7");
+    cr_assert_not_null(second, "got:\n%s", OUT.data);
+    char *first = strndup(OUT.data, (size_t)(second - OUT.data));
+    cr_assert_not_null(strstr(first, "payload \xe2\x89\xa5 103 B"), "got:\n%s", first);
+    cr_assert_not_null(strstr(first, "sizes are lower bounds"), "got:\n%s", first);
+    cr_assert_not_null(strstr(first, "\xe2\x89\xa5 100 B (self \xe2\x89\xa5 30 B)  D2 dict\n"),
+                       "got:\n%s", first);
+    cr_assert_not_null(strstr(first, "!! OVERSIZED \xe2\x89\xa5 40 B"), "flag rendered again, got:\n%s",
+                       first);
+    cr_assert_not_null(strstr(first, "\xe2\x89\xa5 40 B"), "table row, got:\n%s", first);
+    free(first);
+    const char *overall = strstr(OUT.data, "== overall");
+    cr_assert_not_null(overall);
+    cr_assert_not_null(strstr(second, "payload 103 B"), "got:\n%s", second);
+    cr_assert(strstr(second, "!! OVERSIZED 40 B") != NULL, "got:\n%s", second);
+    cr_assert(strstr(second, "lower bounds") > overall || strstr(second, "lower bounds") == NULL,
+              "the exact dump says nothing of bounds, got:\n%s", second);
+    cr_assert_not_null(strstr(overall, "payload \xe2\x89\xa5 206 B"), "got:\n%s", overall);
+    cr_assert_not_null(strstr(overall, "1 dumps' sizes are lower bounds"), "got:\n%s", overall);
+}
+
+Test(sinks, summary_json_lower_bound_dump)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.json = true;
+    o.top = 3;
+    o.oversize_bytes = 35;
+    run_summary(&o, feed_lower_then_exact);
+    const char *s = OUT.data;
+    const char *d1 = strstr(s, "\"dump_id\": 1,");
+    const char *d2 = strstr(s, "\"dump_id\": 2,");
+    cr_assert(d1 && d2 && d1 < d2, "got:\n%s", s);
+    char *first = strndup(d1, (size_t)(d2 - d1));
+    cr_assert_not_null(strstr(first, "\"sizes_are_lower_bounds\": true"), "got:\n%s", first);
+    cr_assert_null(strstr(first, "\"exact\": true"), "no exact size in it, got:\n%s", first);
+    cr_assert_not_null(strstr(first, "{\"bytes\": 100, \"self\": 30, \"exact\": false, \"bound\": \"lower\""),
+                       "got:\n%s", first);
+    cr_assert_not_null(strstr(first, "{\"kind\": \"oversized\""), "got:\n%s", first);
+    free(first);
+    cr_assert_not_null(strstr(d2, "\"sizes_are_lower_bounds\": false"), "got:\n%s", d2);
+    cr_assert_not_null(strstr(d2, "\"exact\": true"), "got:\n%s", d2);
+    cr_assert_not_null(strstr(s, "\"lower_bound_dumps\": 1"), "got:\n%s", s);
 }

@@ -15,13 +15,14 @@
  * private 4 KiB buffer (a few ns each) and flushes the buffer as ONE
  * `sertrace:records` event when it is full and at the end of the dump.
  *
- * LTTng events (provider "sertrace"), schema version 2:
+ * LTTng events (provider "sertrace"), schema version 3:
  *   sertrace:dump_begin { dump_id u64, serializer string, protocol s32,
  *                         pid s32, tid s32, scope string }
  *   sertrace:records    { dump_id u64, seq u32, records: sequence<u8>,
  *                         pid s32, tid s32, scope string }
  *   sertrace:dump_end   { dump_id u64, bytes u64, status enum u8,
- *                         batches u32, pid s32, tid s32, scope string }
+ *                         batches u32, pid s32, tid s32, scope string,
+ *                         flags u32 }
  * dump_id is unique within a process (pid), from 1 (a forked child numbers
  * its own from 1 again); seq numbers the records events of one dump from 0,
  * so a reader can tell a lost batch (gap) from a dump whose beginning was
@@ -36,6 +37,10 @@
  * process (cut to SERTRACE_SCOPE_MAX bytes, "" when unset): `sertrace
  * record` puts a token there, inherited by CMD's descendants, and records
  * only the events whose scope holds its token (an LTTng filter).
+ * flags holds SERTRACE_END_* bits: SERTRACE_END_LOWER_BOUNDS says the
+ * serializer could not see every byte of its payload (a pickler that
+ * writes straight to a file sertrace could not watch), so `bytes` and
+ * every node's size are lower bounds, never to be shown as exact.
  * Records events carry only whole records; a batch never splits a record.
  *
  * Versions.  1: the fields above without `batches`, `pid`, `tid` and
@@ -74,7 +79,7 @@
 #ifndef SERTRACE_SCHEMA_H
 #define SERTRACE_SCHEMA_H
 
-#define SERTRACE_SCHEMA_VERSION 2
+#define SERTRACE_SCHEMA_VERSION 3
 
 #define SERTRACE_PROVIDER_NAME "sertrace"
 #define SERTRACE_EVENT_DUMP_BEGIN "sertrace:dump_begin"
@@ -93,6 +98,10 @@
 #define SERTRACE_FIELD_PID "pid"         /* v2 */
 #define SERTRACE_FIELD_TID "tid"         /* v2 */
 #define SERTRACE_FIELD_SCOPE "scope"     /* v2 */
+#define SERTRACE_FIELD_FLAGS "flags"     /* v3, dump_end */
+
+/* Bits of dump_end's `flags` (v3). */
+#define SERTRACE_END_LOWER_BOUNDS 0x1u /* payload and node sizes are lower bounds */
 
 /* The environment variable whose value every event carries as `scope`
  * (v2), and the longest value kept.  `sertrace record` sets it to

@@ -50,6 +50,9 @@ enum sertrace_dump_flag {
     SERTRACE_DUMP_LTTNG = 1u << 2,
     /* The live text tree (DISPATCH_TRACE) prints this dump. */
     SERTRACE_DUMP_TEXT = 1u << 3,
+    /* Set by sertrace_dump_lower_bounds(): the dump's sizes are lower
+     * bounds. */
+    SERTRACE_DUMP_LOWER_BOUNDS = 1u << 4,
 };
 
 /* Begin a dump.  `serializer` names it ("pickle", "dill", "msgpack"; copied,
@@ -62,6 +65,15 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol);
 
 /* The SERTRACE_DUMP_* bits of a dump. `d` may be NULL (returns 0). */
 unsigned sertrace_dump_flags(const sertrace_dump *d);
+
+/* Say that this dump's sizes are lower bounds: some of its payload is
+ * written where the serializer cannot count it (a pickler that writes
+ * straight to a file sertrace could not watch).  Every output then shows
+ * the payload and every node's size as "at least" (the trace carries
+ * SERTRACE_END_LOWER_BOUNDS in dump_end).  Call it before
+ * sertrace_dump_end(), best before the first node so that the live tree
+ * marks every node.  `d` may be NULL. */
+void sertrace_dump_lower_bounds(sertrace_dump *d);
 
 /* End a dump and release the handle.  `total_bytes` is the length of the
  * payload the serializer produced (all of it, header and trailer
