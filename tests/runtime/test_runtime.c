@@ -979,6 +979,56 @@ Test(text, exact_sizes_and_append)
     unlink(path);
 }
 
+/* sertrace_dump_lower_bounds(): a dump whose serializer could not count
+ * every byte (a file it could not watch).  The live tree shows every size
+ * of it, nodes and footer, as "at least"; the handle carries the flag; a
+ * dump begun after it is exact again. */
+static const char golden_lower[] =
+    "# sertrace dump 1 pickle protocol 5\n"
+    "┬ L: <list object at 0x10> len=1\n"
+    "├┬ By: <bytes object at 0x20> len=4\n"
+    "│└ # By [≥ 5 B]\n"
+    "└ # L [≥ 1.5 KiB]  !! OVERSIZED (≥ 1.0 KiB)\n"
+    "# end dump 1: ≥ 1.5 KiB (≥ 1600 B), ok, sizes are lower bounds\n"
+    "# sertrace dump 2 pickle protocol 5\n"
+    "┬ L: <list object at 0x10> len=1\n"
+    "└ # L [9 B]\n"
+    "# end dump 2: 10 B, ok\n";
+
+Test(text, lower_bound_dump_shows_every_size_as_at_least)
+{
+    static int t_list, t_bytes;
+    char path[64];
+    int fd = temp_fd(path);
+    cr_assert_eq(sertrace_internal_configure(path, "all", "1K", NULL, 2), 0);
+    sertrace_internal_set_hooks(NULL);
+    sertrace_dump *d = sertrace_dump_begin("pickle", 5);
+    cr_assert_not_null(d);
+    cr_expect_not(sertrace_dump_flags(d) & SERTRACE_DUMP_LOWER_BOUNDS);
+    sertrace_dump_lower_bounds(d);
+    cr_expect(sertrace_dump_flags(d) & SERTRACE_DUMP_LOWER_BOUNDS);
+    uint32_t tl = sertrace_type(d, &t_list, "list");
+    uint32_t tb = sertrace_type(d, &t_bytes, "bytes");
+    sertrace_enter(d, SERTRACE_TAG_LIST, tl, 0x10, 2, 2);
+    sertrace_enter(d, SERTRACE_TAG_BYTES, tb, 0x20, 5, 4);
+    sertrace_exit(d, 9);
+    sertrace_exit(d, 1590);
+    sertrace_dump_end(d, 1600, SERTRACE_STATUS_OK);
+    d = sertrace_dump_begin("pickle", 5);
+    cr_assert_not_null(d);
+    cr_expect_not(sertrace_dump_flags(d) & SERTRACE_DUMP_LOWER_BOUNDS, "not carried over");
+    tl = sertrace_type(d, &t_list, "list");
+    sertrace_enter(d, SERTRACE_TAG_LIST, tl, 0x10, 2, 0);
+    sertrace_exit(d, 9);
+    sertrace_dump_end(d, 10, SERTRACE_STATUS_OK);
+    sertrace_dump_lower_bounds(NULL); /* no-op */
+    char *out = read_fd_all(fd);
+    normalise_header(out);
+    cr_expect_str_eq(out, golden_lower);
+    close(fd);
+    unlink(path);
+}
+
 /* Issue 12 item 10: the serializer reports the failing object's own type
  * ("function") while the node it failed in was entered with the
  * function's qualified name; the live tree names the node as the report
