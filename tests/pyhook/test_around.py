@@ -7,9 +7,11 @@ BytesIO and a pipe, at protocols 2 (no frames) and 4 and 5 (frames committed bef
 direct write, as joblib does).  The dump's size must equal the bytes that reached the file,
 each Blob's node must cover its data, and the file object must be left as it was (no
 instance attribute left behind).  A file whose `write` cannot be watched (no __dict__) gets
-an `unwatched` note on its dump instead of sizes silently presented as complete.
+an `unwatched` note on its dump and every size of the dump shown as a lower bound ("≥"),
+never as exact.
 """
 import json
+import re
 
 import pytest
 
@@ -97,32 +99,70 @@ def test_bytes_written_around_the_path_are_counted(tmp_path, target, protocol):
     assert not any("unwatched" in f for f in d["flags"])
 
 
-UNWATCHED = r'''
+UNWATCHED = r"""
 import io, json, pickle
 import sertrace.dill as sd
 sd.install()
 
 class SlotFile:
-    """A file-like object without __dict__: its write cannot be watched."""
+    '''A file-like object without __dict__: its write cannot be watched.'''
     __slots__ = ("buf",)
     def __init__(self):
         self.buf = io.BytesIO()
     def write(self, b):
         return self.buf.write(b)
 
+class Raw(bytes):
+    pass
+
+class AroundPickler(pickle._Pickler):
+    '''Writes the data of each Raw straight to the file, as joblib does with arrays.'''
+    def __init__(self, file, protocol):
+        super().__init__(file, protocol)
+        self.file_handle = file
+    def save(self, obj, save_persistent_id=True):
+        if type(obj) is Raw:
+            pickle._Pickler.save(self, len(obj))
+            self.framer.commit_frame(force=True)
+            self.file_handle.write(bytes(obj))
+            return
+        return pickle._Pickler.save(self, obj, save_persistent_id)
+
+out = {}
 f = SlotFile()
 pickle._Pickler(f, 4).dump({"k": list(range(50))})
-print(json.dumps({"payload": len(f.buf.getvalue())}))
-'''
+out["plain"] = len(f.buf.getvalue())
+f = SlotFile()
+AroundPickler(f, 4).dump({"k": [Raw(b"x" * 5000)]})
+out["around"] = len(f.buf.getvalue())
+print(json.dumps(out))
+"""
+
+GE = "\u2265 "
 
 
-def test_a_file_that_cannot_be_watched_is_said(tmp_path):
+def test_a_file_that_cannot_be_watched_gets_lower_bounds(tmp_path):
+    """Its sizes cannot be known: every size of the dump is shown as "at least"
+    (footer, every node), never as exact, whether or not bytes went around."""
     tree = tmp_path / "tree.txt"
     p = traces.run_script(UNWATCHED, {"DISPATCH_TRACE": str(tree), "SERTRACE_EXACT": "1"})
     assert p.returncode == 0, p.stderr
-    payload = json.loads(p.stdout)["payload"]
+    out = json.loads(p.stdout)
     text = tree.read_text()
     dumps = traces.parse_text_tree(text)
-    assert len(dumps) == 1
-    assert traces.end_bytes(dumps[0]["end"]) == (payload, "ok")
-    assert "@ unwatched = the file's write could not be watched" in text
+    assert len(dumps) == 2
+    assert text.count("@ unwatched = the file's write could not be watched") == 2
+    counted = []
+    for d, payload in zip(dumps, (out["plain"], out["around"])):
+        m = re.match(r"# end dump \d+: " + GE + r"(\d+) B, ok, sizes are lower bounds$",
+                     d["end"])
+        assert m, d["end"]
+        counted.append(int(m.group(1)))
+        assert counted[-1] <= payload
+        assert d["nodes"] and all(n["size"] is not None for n in d["nodes"])
+    exits = [line for line in text.splitlines() if "\u2514 # " in line]
+    assert exits and all("[" + GE in line for line in exits), exits
+    # the plain dump wrote through its own path only: the bound is its size
+    assert counted[0] == out["plain"]
+    # 5000 bytes went around the path: the bound falls short of the file
+    assert counted[1] + 5000 <= out["around"], (counted, out)
