@@ -1729,6 +1729,7 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     if (s->lower) {
         /* dump_end said its sizes fall short: every kept node says "≥" */
         s->lower_dumps++;
+        ds->root_exact = false;
         for (unsigned i = 0; i < ds->ntop; i++)
             ds->top[i].flags |= SERTRACE_NODE_LOWER_BOUND;
         for (unsigned i = 0; i < ds->nflags; i++) {

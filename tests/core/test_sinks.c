@@ -1127,6 +1127,7 @@ Test(sinks, summary_json_lower_bound_dump)
     cr_assert(d1 && d2 && d1 < d2, "got:\n%s", s);
     char *first = strndup(d1, (size_t)(d2 - d1));
     cr_assert_not_null(strstr(first, "\"sizes_are_lower_bounds\": true"), "got:\n%s", first);
+    cr_assert_not_null(strstr(first, "\"root_bytes\": 100, \"root_exact\": false"), "got:\n%s", first);
     cr_assert_null(strstr(first, "\"exact\": true"), "no exact size in it, got:\n%s", first);
     cr_assert_not_null(strstr(first, "{\"bytes\": 100, \"self\": 30, \"exact\": false, \"bound\": \"lower\""),
                        "got:\n%s", first);
