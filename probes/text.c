@@ -933,10 +933,9 @@ void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t ta
          * scratch keeps its capacity (no allocation in steady state). */
         sertrace_buf_clear(&t->flags);
         if (sertrace_fmt_exit_flags(&t->flags, flags, t->oversize, t->exact) == 0)
-            sertrace_fmt_exit_bound(&t->buf, depth, tag, bytes, t->exact,
-                                    unfinished || t->lower ? SERTRACE_FMT_LOWER
-                                                           : SERTRACE_FMT_EXACT,
-                                    t->flags.data);
+            sertrace_fmt_exit_bound(
+                &t->buf, depth, tag, bytes, t->exact,
+                unfinished || t->lower ? SERTRACE_FMT_LOWER : SERTRACE_FMT_EXACT, t->flags.data);
         maybe_flush(t, start);
         return;
     }

@@ -588,10 +588,9 @@ static void dump_finish(struct sertrace_dump *d, uint64_t total_bytes, int statu
     if (d->records_on) {
         batch_flush(d);
         if (d->lttng_on)
-            lttng_ust_tracepoint(sertrace, dump_end, d->id, total_bytes, st, d->seq, current_pid(),
-                                 current_tid(), scope,
-                                 (d->flags & SERTRACE_DUMP_LOWER_BOUNDS) ? SERTRACE_END_LOWER_BOUNDS
-                                                                         : 0u);
+            lttng_ust_tracepoint(
+                sertrace, dump_end, d->id, total_bytes, st, d->seq, current_pid(), current_tid(),
+                scope, (d->flags & SERTRACE_DUMP_LOWER_BOUNDS) ? SERTRACE_END_LOWER_BOUNDS : 0u);
         if (d->hooks.dump_end != NULL)
             d->hooks.dump_end(d->hooks.ctx, d->id, total_bytes, st);
     }

@@ -752,9 +752,9 @@ int sertrace_core_dump_end_batches(sertrace_core *c, int64_t pid, int64_t tid,
     return sertrace_core_dump_end_flags(c, pid, tid, ts, dump_id, bytes, status, batches, 0);
 }
 
-int sertrace_core_dump_end_flags(sertrace_core *c, int64_t pid, int64_t tid,
-                                 int64_t ts, uint64_t dump_id, uint64_t bytes,
-                                 int status, int64_t batches, uint32_t end_flags)
+int sertrace_core_dump_end_flags(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts,
+                                 uint64_t dump_id, uint64_t bytes, int status, int64_t batches,
+                                 uint32_t end_flags)
 {
     sertrace_dump_state *d = find_dump(c, pid, dump_id);
     if (!d) {

@@ -105,12 +105,12 @@ enum sertrace_node_bound_kind {
 
 /* Dump flags. */
 enum sertrace_core_dump_flag {
-    SERTRACE_DUMPF_BEGIN = 1u << 0,      /* dump_begin seen */
-    SERTRACE_DUMPF_END = 1u << 1,        /* dump_end seen */
-    SERTRACE_DUMPF_UNFINISHED = 1u << 2, /* stream ended before dump_end */
+    SERTRACE_DUMPF_BEGIN = 1u << 0,        /* dump_begin seen */
+    SERTRACE_DUMPF_END = 1u << 1,          /* dump_end seen */
+    SERTRACE_DUMPF_UNFINISHED = 1u << 2,   /* stream ended before dump_end */
     SERTRACE_DUMPF_STATUS_ERROR = 1u << 3, /* dump_end status was error */
-    SERTRACE_DUMPF_RESTARTED = 1u << 4,  /* a second dump_begin with the same
-                                          * (pid, dump_id) closed this one */
+    SERTRACE_DUMPF_RESTARTED = 1u << 4,    /* a second dump_begin with the same
+                                            * (pid, dump_id) closed this one */
     /* No dump_end, and it was lost: the dump saw discarded events and a
      * later dump of the same thread (begun after this one's last event)
      * ended.  Closed then, its open nodes as NO_EXIT; not UNFINISHED. */
@@ -270,9 +270,9 @@ int sertrace_core_dump_end_batches(sertrace_core *c, int64_t pid, int64_t tid,
 /* The same, with dump_end's `flags` (schema v3, SERTRACE_END_* bits; 0
  * for older traces).  SERTRACE_END_LOWER_BOUNDS sets
  * SERTRACE_DUMPF_LOWER_BOUNDS before the dump closes. */
-int sertrace_core_dump_end_flags(sertrace_core *c, int64_t pid, int64_t tid,
-                                 int64_t ts, uint64_t dump_id, uint64_t bytes,
-                                 int status, int64_t batches, uint32_t end_flags);
+int sertrace_core_dump_end_flags(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts,
+                                 uint64_t dump_id, uint64_t bytes, int status, int64_t batches,
+                                 uint32_t end_flags);
 
 /* The tracer discarded `count` events.  `pid` is the process whose buffer
  * lost them when known (per-PID traces), else -1: every live dump of that
@@ -292,10 +292,9 @@ const char *sertrace_core_type_name(const sertrace_dump_state *d,
 /* True when n->bytes is exact (enter and exit seen, positions sane). */
 static inline bool sertrace_node_bytes_exact(const sertrace_node *n)
 {
-    return !(n->flags & (SERTRACE_NODE_NO_ENTER | SERTRACE_NODE_NO_EXIT |
-                         SERTRACE_NODE_UNFINISHED | SERTRACE_NODE_MALFORMED |
-                         SERTRACE_NODE_FAILED | SERTRACE_NODE_EXIT_UNSURE |
-                         SERTRACE_NODE_LOWER_BOUND));
+    return !(n->flags & (SERTRACE_NODE_NO_ENTER | SERTRACE_NODE_NO_EXIT | SERTRACE_NODE_UNFINISHED |
+                         SERTRACE_NODE_MALFORMED | SERTRACE_NODE_FAILED |
+                         SERTRACE_NODE_EXIT_UNSURE | SERTRACE_NODE_LOWER_BOUND));
 }
 
 /* Exact, lower bound, upper bound or neither (enum

@@ -1107,8 +1107,8 @@ static int put_row(sertrace_summary *s, sertrace_buf *b, const char *label,
         put_size(&sb, st->self, !s->lower, s->o.exact) < 0)
         return -1;
     size_t cols = utf8_cols(label, ll);
-    if (ensure(b, 4 + ll + width + 1 + 24 + 1 + 2 * 33 + 32 + 2 +
-                      (escape_tail ? 0 : tail_len) + 1) < 0)
+    if (ensure(b, 4 + ll + width + 1 + 24 + 1 + 2 * 35 + 32 + 2 + (escape_tail ? 0 : tail_len) +
+                      1) < 0)
         return -1;
     char *p = b->data + b->len;
     p = pad_left_to(p, "    ", 4, 4);
@@ -1121,9 +1121,11 @@ static int put_row(sertrace_summary *s, sertrace_buf *b, const char *label,
     *p++ = ' ';
     p = pad_left_to(p, cnt + ci, sizeof cnt - ci, 8);
     *p++ = ' ';
-    p = pad_left_to(p, tb.data, tb.len, 12);
+    /* "≥ " is 3 bytes for 1 column: pad by columns */
+    size_t szw = s->lower ? 14 : 12;
+    p = pad_left_to(p, tb.data, tb.len, szw);
     *p++ = ' ';
-    p = pad_left_to(p, sb.data, sb.len, 12);
+    p = pad_left_to(p, sb.data, sb.len, szw);
     *p++ = ' ';
     p = pad_left_to(p, pct + pi, sizeof pct - pi, 7);
     if (tail_len) {
@@ -1738,8 +1740,8 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
                 continue;
             f->raw.flags |= SERTRACE_NODE_LOWER_BOUND;
             sertrace_buf_clear(&s->tmp);
-            if (render(s, &s->tmp, d, &f->raw, f->kind, f->msg, f->msg_len, f->path,
-                       f->path_len) < 0) {
+            if (render(s, &s->tmp, d, &f->raw, f->kind, f->msg, f->msg_len, f->path, f->path_len) <
+                0) {
                 rc = -1;
                 goto end;
             }
@@ -1912,10 +1914,8 @@ int sertrace_summary_finish(sertrace_summary *s,
                 "\"discarded_events\": %llu, \"lost_records_events\": %llu, "
                 "\"by_kind\": ",
                 (unsigned long long)s->dumps, (unsigned long long)s->complete,
-                (unsigned long long)(s->dumps - s->complete),
-                (unsigned long long)s->unfinished,
-                (unsigned long long)s->end_lost,
-                (unsigned long long)s->payload_bytes,
+                (unsigned long long)(s->dumps - s->complete), (unsigned long long)s->unfinished,
+                (unsigned long long)s->end_lost, (unsigned long long)s->payload_bytes,
                 (unsigned long long)s->nodes, (unsigned long long)s->lower_dumps,
                 (unsigned long long)discarded, (unsigned long long)lost);
         if (rc == 0)
@@ -1950,13 +1950,12 @@ int sertrace_summary_finish(sertrace_summary *s,
             "== overall: %llu dumps, %llu complete, %llu incomplete "
             "(%llu unfinished); payload %s%llu B; %llu nodes\n",
             (unsigned long long)s->dumps, (unsigned long long)s->complete,
-            (unsigned long long)(s->dumps - s->complete),
-            (unsigned long long)s->unfinished, s->lower_dumps ? "\xe2\x89\xa5 " : "",
-            (unsigned long long)s->payload_bytes, (unsigned long long)s->nodes);
+            (unsigned long long)(s->dumps - s->complete), (unsigned long long)s->unfinished,
+            s->lower_dumps ? "\xe2\x89\xa5 " : "", (unsigned long long)s->payload_bytes,
+            (unsigned long long)s->nodes);
         if (rc == 0 && s->lower_dumps)
             rc = sertrace_buf_appendf(
-                b,
-                "  %llu dumps' sizes are lower bounds: the totals below are lower bounds\n",
+                b, "  %llu dumps' sizes are lower bounds: the totals below are lower bounds\n",
                 (unsigned long long)s->lower_dumps);
         s->lower = s->lower_dumps > 0; /* the overall tables */
         if (rc == 0 && (discarded || lost))

@@ -372,10 +372,13 @@ static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
     if (rc == 0) {
         if (d->flags & SERTRACE_DUMPF_END) {
             const char *ge = t->lower ? "\xe2\x89\xa5 " : ""; /* "≥ " */
-            rc = sertrace_buf_append(b, ge, strlen(ge)) || sertrace_fmt_size(b, d->payload_bytes, t->o.exact) ? -1 : 0;
+            rc = sertrace_buf_append(b, ge, strlen(ge)) ||
+                         sertrace_fmt_size(b, d->payload_bytes, t->o.exact)
+                     ? -1
+                     : 0;
             if (rc == 0 && !t->o.exact && d->payload_bytes >= 1024)
-                rc = buf_lit(b, " (") || sertrace_buf_append(b, ge, strlen(ge)) || put_u64(b, d->payload_bytes) ||
-                             buf_lit(b, " B)")
+                rc = buf_lit(b, " (") || sertrace_buf_append(b, ge, strlen(ge)) ||
+                             put_u64(b, d->payload_bytes) || buf_lit(b, " B)")
                          ? -1
                          : 0;
         } else {

@@ -280,8 +280,9 @@ int feed_dump_begin(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump
 {
     if (!serializer || serializer_len > UINT32_MAX)
         serializer_len = 0;
-    return submit(f, (op){OP_BEGIN, (uint32_t)serializer_len, pid, tid, ts, dump_id, 0, protocol, 0, 0},
-                  serializer);
+    return submit(
+        f, (op){OP_BEGIN, (uint32_t)serializer_len, pid, tid, ts, dump_id, 0, protocol, 0, 0},
+        serializer);
 }
 
 uint8_t *feed_records_begin(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
@@ -318,8 +319,8 @@ int feed_records_end(feed *f)
     return f->worker ? failed(f) : run_op(f->core, &f->pending, f->rec);
 }
 
-int feed_dump_end(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
-                  uint64_t bytes, int status, int64_t batches, uint32_t end_flags)
+int feed_dump_end(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id, uint64_t bytes,
+                  int status, int64_t batches, uint32_t end_flags)
 {
     int32_t nb = batches < 0 ? -1 : batches > INT32_MAX ? INT32_MAX : (int32_t)batches;
     return submit(f, (op){OP_END, 0, pid, tid, ts, dump_id, bytes, status, nb, end_flags}, NULL);

@@ -39,8 +39,8 @@ uint8_t *feed_records_begin(feed *f, int64_t pid, int64_t tid, int64_t ts, uint6
                             uint32_t seq, size_t n);
 /* Inline: runs the core on the bytes just written; queued: 0. */
 int feed_records_end(feed *f);
-int feed_dump_end(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
-                  uint64_t bytes, int status, int64_t batches, uint32_t end_flags);
+int feed_dump_end(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id, uint64_t bytes,
+                  int status, int64_t batches, uint32_t end_flags);
 int feed_discarded(feed *f, int64_t pid, uint64_t count);
 /* End of a consume call: hand a partly filled chunk to the worker when
  * `now` (the upstream had nothing more: live mode caught up) or when it

@@ -941,8 +941,8 @@ static int handle_event(sink *s, const bt_message *msg)
         uint32_t end_flags = 0; /* v1, v2: none */
         if (e->i_flags != NO_INDEX)
             end_flags = (uint32_t)field_u(p, e->i_flags);
-        return feed_dump_end(s->feed, pid, tid, ts, id, field_u(p, e->i_bytes), status,
-                             batches, end_flags);
+        return feed_dump_end(s->feed, pid, tid, ts, id, field_u(p, e->i_bytes), status, batches,
+                             end_flags);
     }
     default:
         return 0;

@@ -1063,12 +1063,15 @@ Test(sinks, tree_lower_bound_dump_shows_every_size_as_a_bound)
     char *first = strndup(OUT.data, first_len);
     cr_assert_not_null(strstr(first, "payload \xe2\x89\xa5 103 B \xc2\xb7 sizes are lower bounds"),
                        "got:\n%s", first);
-    cr_assert_not_null(strstr(first, "\xe2\x94\x82\xe2\x94\x94 # L [\xe2\x89\xa5 40 B]\n"), "got:\n%s", first);
-    cr_assert_not_null(strstr(first, "\xe2\x94\x94 # D2 [\xe2\x89\xa5 100 B]\n"), "got:\n%s", first);
+    cr_assert_not_null(strstr(first, "\xe2\x94\x82\xe2\x94\x94 # L [\xe2\x89\xa5 40 B]\n"),
+                       "got:\n%s", first);
+    cr_assert_not_null(strstr(first, "\xe2\x94\x94 # D2 [\xe2\x89\xa5 100 B]\n"), "got:\n%s",
+                       first);
     cr_assert_not_null(strstr(first, "# I [\xe2\x89\xa5 2 B]\n"), "leaves too, got:\n%s", first);
     /* no size line of the first dump is printed as exact */
     for (const char *p = strstr(first, "# "); p; p = strstr(p + 1, "# "))
-        cr_assert(strncmp(strchr(p, '[') + 1, "\xe2\x89\xa5 ", 4) == 0, "exact size in:\n%s", first);
+        cr_assert(strncmp(strchr(p, '[') + 1, "\xe2\x89\xa5 ", 4) == 0, "exact size in:\n%s",
+                  first);
     cr_assert_null(strstr(first, "INCOMPLETE"), "a bound is not a loss");
     free(first);
     cr_assert_not_null(strstr(second, "payload 103 B"), "got:\n%s", second);
@@ -1083,7 +1086,8 @@ Test(sinks, tree_lower_bound_dump_folds_say_at_least)
     o.max_depth = 2;
     SAMPLE_END_FLAGS = SERTRACE_END_LOWER_BOUNDS;
     run_tree(&o, feed_sample);
-    cr_assert_not_null(strstr(OUT.data, "4 nodes below max-depth, \xe2\x89\xa5 8 B"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "4 nodes below max-depth, \xe2\x89\xa5 8 B"), "got:\n%s",
+                       OUT.data);
 }
 
 Test(sinks, summary_text_lower_bound_dump)
@@ -1100,8 +1104,8 @@ Test(sinks, summary_text_lower_bound_dump)
     cr_assert_not_null(strstr(first, "sizes are lower bounds"), "got:\n%s", first);
     cr_assert_not_null(strstr(first, "\xe2\x89\xa5 100 B (self \xe2\x89\xa5 30 B)  D2 dict\n"),
                        "got:\n%s", first);
-    cr_assert_not_null(strstr(first, "!! OVERSIZED \xe2\x89\xa5 40 B"), "flag rendered again, got:\n%s",
-                       first);
+    cr_assert_not_null(strstr(first, "!! OVERSIZED \xe2\x89\xa5 40 B"),
+                       "flag rendered again, got:\n%s", first);
     cr_assert_not_null(strstr(first, "\xe2\x89\xa5 40 B"), "table row, got:\n%s", first);
     free(first);
     const char *overall = strstr(OUT.data, "== overall");
@@ -1127,10 +1131,12 @@ Test(sinks, summary_json_lower_bound_dump)
     cr_assert(d1 && d2 && d1 < d2, "got:\n%s", s);
     char *first = strndup(d1, (size_t)(d2 - d1));
     cr_assert_not_null(strstr(first, "\"sizes_are_lower_bounds\": true"), "got:\n%s", first);
-    cr_assert_not_null(strstr(first, "\"root_bytes\": 100, \"root_exact\": false"), "got:\n%s", first);
+    cr_assert_not_null(strstr(first, "\"root_bytes\": 100, \"root_exact\": false"), "got:\n%s",
+                       first);
     cr_assert_null(strstr(first, "\"exact\": true"), "no exact size in it, got:\n%s", first);
-    cr_assert_not_null(strstr(first, "{\"bytes\": 100, \"self\": 30, \"exact\": false, \"bound\": \"lower\""),
-                       "got:\n%s", first);
+    cr_assert_not_null(
+        strstr(first, "{\"bytes\": 100, \"self\": 30, \"exact\": false, \"bound\": \"lower\""),
+        "got:\n%s", first);
     cr_assert_not_null(strstr(first, "{\"kind\": \"oversized\""), "got:\n%s", first);
     free(first);
     cr_assert_not_null(strstr(d2, "\"sizes_are_lower_bounds\": false"), "got:\n%s", d2);
