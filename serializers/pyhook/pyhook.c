@@ -24,7 +24,8 @@
  *   protocol-4 frame, plus the bytes it writes straight to the file around
  *   that path (joblib's arrays), seen through the file's own `write`, shadowed
  *   for the dump (watch_file()).  Nothing calls file.tell(), so pipes and
- *   sockets work.
+ *   sockets work.  A file whose `write` cannot be shadowed gets a note and
+ *   sertrace_dump_lower_bounds(): its dump's sizes are shown as "at least".
  *   The saver's enter position is taken after the frame commit that
  *   pickle's save() does first, so a FRAME header committed mid-dump counts
  *   in the enclosing object, exactly as dill's tracer counts it.

@@ -58,6 +58,13 @@ def run_program(tmp_path, remove):
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     env.pop("DISPATCH_TRACE", None)
+    # The copy's extensions find libsertrace through $ORIGIN/../../tracepoints, which the
+    # copy lacks: point them at the build's, not at an older one installed on the machine
+    # (which may lack a newer symbol, e.g. sertrace_dump_lower_bounds).
+    lib = os.path.join(os.path.dirname(os.path.dirname(PKG)), "tracepoints")
+    if os.path.isdir(lib):
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            [lib] + [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
     work = tmp_path / "elsewhere"
     work.mkdir()
     # -S (passed on to the children by multiprocessing): no site-packages, so an installed
