@@ -55,9 +55,11 @@ static inline __attribute__((always_inline)) int source_next(item_source *s, con
                                                              PyObject **a, PyObject **b)
 {
     if (kind == SOURCE_LIST) {
-        if (s->pos >= PyList_GET_SIZE(s->container))
+        /* Py_SIZE / ob_item: PyList_GET_SIZE and _ITEM assert the type at
+         * every step in builds with asserts (debugoptimized). */
+        if (s->pos >= Py_SIZE(s->container))
             return 0;
-        *a = PyList_GET_ITEM(s->container, s->pos);
+        *a = ((PyListObject *)s->container)->ob_item[s->pos];
         s->pos++;
         Py_INCREF(*a);
         return 1;
@@ -198,7 +200,7 @@ static inline __attribute__((always_inline)) int run_batches(pickler *p, item_so
             PyErr_SetString(PyExc_RuntimeError, "set changed size during iteration");
             return -1;
         }
-        if (kind == SOURCE_LIST ? s->pos >= PyList_GET_SIZE(s->container) : n < PICKLE_BATCHSIZE)
+        if (kind == SOURCE_LIST ? s->pos >= Py_SIZE(s->container) : n < PICKLE_BATCHSIZE)
             return 0;
     }
 error:

@@ -446,8 +446,8 @@ typedef struct edge {
  * "when serializing T object" before the edge's note). */
 #define SAVE_FAILED_REDUCED (-2)
 
-int save_child_slow(pickler *p, PyObject *obj, edge e);
-int save_child_failed(pickler *p, PyObject *obj, int status, edge e);
+int save_child_slow(pickler *p, PyObject *obj, int edge_kind);
+int save_child_failed(pickler *p, PyObject *obj, int status, const edge *e);
 /* The object behind the inline path: everything but int / None / float /
  * bool, which are never memoized. */
 int save_memoizable(pickler *p, PyObject *obj);
@@ -545,10 +545,13 @@ static inline __attribute__((always_inline)) int save_child(pickler *p, PyObject
         if (__builtin_expect(status == 0, 1))
             status = save_object(p, obj);
     } else {
-        status = save_child_slow(p, obj, e);
+        status = save_child_slow(p, obj, e.kind);
     }
-    if (__builtin_expect(status < 0, 0))
-        return save_child_failed(p, obj, status, e);
+    if (__builtin_expect(status < 0, 0)) {
+        /* Only here does the edge reach memory. */
+        edge failed = e;
+        return save_child_failed(p, obj, status, &failed);
+    }
     return 0;
 }
 

@@ -469,11 +469,11 @@ static int save_persistent(pickler *p, PyObject *obj, PyObject *pid)
     return 0;
 }
 
-int save_child_slow(pickler *p, PyObject *obj, edge e)
+int save_child_slow(pickler *p, PyObject *obj, int edge_kind)
 {
     if (output_opcode_boundary(p) < 0)
         return -1;
-    if (p->pers_func != NULL && e.kind != EDGE_PERSID) {
+    if (p->pers_func != NULL && edge_kind != EDGE_PERSID) {
         PyObject *pid = persistent_id_of(p, obj);
         if (pid != Py_None) {
             int status = pid != NULL ? save_persistent(p, obj, pid) : -1;
@@ -489,11 +489,12 @@ int save_child_slow(pickler *p, PyObject *obj, edge e)
     return traced_object(p, obj);
 }
 
-__attribute__((noinline, cold)) int save_child_failed(pickler *p, PyObject *obj, int status, edge e)
+__attribute__((noinline, cold)) int save_child_failed(pickler *p, PyObject *obj, int status,
+                                                      const edge *e)
 {
     if (status == SAVE_FAILED_REDUCED)
         trace_note_object(obj);
-    trace_note_edge(p, &e);
+    trace_note_edge(p, e);
     return -1;
 }
 
