@@ -422,37 +422,28 @@ static int write_persistent_id(pickler *p, PyObject *pid)
     return output_write_byte(p, OP_BINPERSID);
 }
 
-static int save_object_outline(pickler *p, PyObject *obj)
-{
-    return save_object(p, obj);
-}
-
 /* A traced dump: obj's node around its savers.  A failure leaves the node
- * open (sertrace_dump_end closes it as failed) and is remembered. */
+ * open (sertrace_dump_end closes it as failed) and is remembered.  An
+ * object that is no node (an atom at this granularity) is one unit of its
+ * parent, even when it pickles through a reduce (bytes below protocol 3):
+ * tracing is suspended while it is written, so its reduce's parts get no
+ * nodes either (plain atoms save no children: nothing to suspend). */
 static int traced_object(pickler *p, PyObject *obj)
 {
-    int key_kind = KEY_TYPE, status;
-    int plain = trace_plain_atom(p, obj);
-    uint8_t tag = plain ? 0 : trace_classify(p, obj, &key_kind);
-    if (tag != 0) {
-        trace_open(p, tag, obj, key_kind);
-        status = save_object_outline(p, obj);
-        if (status < 0)
-            trace_failed(p, obj, tag);
-        else
-            trace_close(p);
-        return status;
-    }
-    /* No node: an atom is one unit of its parent, even when it pickles
-     * through a reduce (bytes below protocol 3), so what it writes gets no
-     * nodes either.  (Plain atoms save no children: nothing to suspend.) */
     sertrace_dump *trace = p->trace;
-    if (!plain)
+    int key_kind = KEY_TYPE, plain = trace_plain_atom(p, obj);
+    uint8_t tag = plain ? 0 : trace_classify(p, obj, &key_kind);
+
+    if (tag != 0)
+        trace_open(p, tag, obj, key_kind);
+    else if (!plain)
         p->trace = NULL;
-    status = save_object(p, obj);
+    int status = save_object(p, obj);
     p->trace = trace;
     if (status < 0)
-        trace_failed(p, obj, 0);
+        trace_failed(p, obj, tag);
+    else if (tag != 0)
+        trace_close(p);
     return status;
 }
 
