@@ -207,18 +207,20 @@ static int emit_sized(pickler *p, const sized_opcodes *ops, const char *data, Py
         return -1;
     if (ops->op_len1 != 0 && n <= 0xff && p->proto >= ops->min_proto_len1) {
         head[0] = (char)ops->op_len1;
+        head[1] = (char)n;
         width = 1;
     } else if (ops->op_len4 != 0 && (uint64_t)n <= 0xffffffffULL) {
         head[0] = (char)ops->op_len4;
+        put_le(head + 1, (uint64_t)n, 4);
         width = 4;
     } else if (p->proto >= 4) {
         head[0] = (char)ops->op_len8;
+        put_le(head + 1, (uint64_t)n, 8);
         width = 8;
     } else {
         PyErr_SetString(PyExc_OverflowError, ops->too_large);
         return -1;
     }
-    put_le(head + 1, (uint64_t)n, width);
     return output_payload(p, head, 1 + width, data, n, owner);
 }
 
@@ -328,18 +330,13 @@ static int emit_memo_index(pickler *p, Py_ssize_t idx, char text_op, char op_len
     return 0;
 }
 
-int emit_memo_get(pickler *p, Py_ssize_t idx)
+int emit_memo_slow(pickler *p, Py_ssize_t idx, int put)
 {
+    if (put)
+        return emit_memo_index(p, idx, OP_PUT, OP_BINPUT, OP_LONG_BINPUT,
+                               "memo id too large for LONG_BINPUT");
     return emit_memo_index(p, idx, OP_GET, OP_BINGET, OP_LONG_BINGET,
                            "memo id too large for LONG_BINGET");
-}
-
-int emit_memo_put(pickler *p, Py_ssize_t idx)
-{
-    if (p->proto >= 4)
-        return output_write_byte(p, (char)OP_MEMOIZE); /* the index is implicit */
-    return emit_memo_index(p, idx, OP_PUT, OP_BINPUT, OP_LONG_BINPUT,
-                           "memo id too large for LONG_BINPUT");
 }
 
 int emit_ext(pickler *p, long code)

@@ -403,9 +403,33 @@ int emit_str(pickler *p, PyObject *obj);
 int emit_bytes(pickler *p, const char *data, Py_ssize_t n, PyObject *owner);
 int emit_bytearray(pickler *p, const char *data, Py_ssize_t n, PyObject *owner);
 /* The memo opcodes for index idx: GET/BINGET/LONG_BINGET and
- * PUT/BINPUT/LONG_BINPUT/MEMOIZE by protocol. */
-int emit_memo_get(pickler *p, Py_ssize_t idx);
-int emit_memo_put(pickler *p, Py_ssize_t idx);
+ * PUT/BINPUT/LONG_BINPUT/MEMOIZE by protocol.  The one-byte forms inline
+ * (a memo hit or a memoized str is a few instructions). */
+int emit_memo_slow(pickler *p, Py_ssize_t idx, int put);
+static inline __attribute__((always_inline)) int emit_memo_short(pickler *p, char op,
+                                                                 Py_ssize_t idx)
+{
+    char *at = output_claim(p, 2);
+    if (at == NULL)
+        return -1;
+    at[0] = op;
+    at[1] = (char)idx;
+    return 0;
+}
+static inline int emit_memo_get(pickler *p, Py_ssize_t idx)
+{
+    if (p->bin && idx < 256)
+        return emit_memo_short(p, OP_BINGET, idx);
+    return emit_memo_slow(p, idx, 0);
+}
+static inline int emit_memo_put(pickler *p, Py_ssize_t idx)
+{
+    if (p->proto >= 4)
+        return output_write_byte(p, (char)OP_MEMOIZE); /* the index is implicit */
+    if (p->bin && idx < 256)
+        return emit_memo_short(p, OP_BINPUT, idx);
+    return emit_memo_slow(p, idx, 1);
+}
 /* EXT1 / EXT2 / EXT4 (code already checked to be in 1 .. 2**31-1). */
 int emit_ext(pickler *p, long code);
 /* A name line of GLOBAL: UTF-8 at protocol 3, ASCII below; `what` names it
