@@ -129,23 +129,13 @@ static int pickler_tp_init(pickler *p, PyObject *args, PyObject *kwds)
                         "Pickler.__init__() called while this Pickler is dumping");
         return -1;
     }
+    /* A pickler used before starts from nothing: what was set on it
+     * before this second __init__ is dropped (as with pickle's). */
     if (p->write != NULL)
         (void)pickler_tp_clear(p);
-    if (pickler_set_protocol(p, protocol, fix_imports) < 0)
+    if (pickler_configure(p, protocol, fix_imports, file, buffer_callback) < 0 ||
+        output_start(p) < 0)
         return -1;
-    if (pickler_set_output(p, file) < 0)
-        return -1;
-    if (pickler_set_buffer_callback(p, buffer_callback) < 0)
-        return -1;
-    p->output_len = 0;
-    p->frame_start = -1;
-    if (p->output_buffer == NULL) {
-        p->max_output_len = PICKLE_WRITE_BUF_SIZE;
-        p->output_buffer = PyBytes_FromStringAndSize(NULL, p->max_output_len);
-        if (p->output_buffer == NULL)
-            return -1;
-    }
-    output_sync(p);
     p->fast = 0;
     p->fast_nesting = 0;
     Py_CLEAR(p->fast_memo);
@@ -468,8 +458,7 @@ static PyObject *module_dump(PyObject *module, PyObject *const *args, Py_ssize_t
     p = pickler_alloc(&pickler_type);
     if (p == NULL)
         return NULL;
-    if (pickler_set_protocol(p, a[2], fix_imports) < 0 || pickler_set_output(p, a[1]) < 0 ||
-        pickler_set_buffer_callback(p, a[4]) < 0 || pickler_dump(p, a[0]) < 0) {
+    if (pickler_configure(p, a[2], fix_imports, a[1], a[4]) < 0 || pickler_dump(p, a[0]) < 0) {
         Py_DECREF(p);
         return NULL;
     }
@@ -493,8 +482,7 @@ static PyObject *module_dumps(PyObject *module, PyObject *const *args, Py_ssize_
     p = pickler_alloc(&pickler_type);
     if (p == NULL)
         return NULL;
-    if (pickler_set_protocol(p, a[1], fix_imports) == 0 &&
-        pickler_set_buffer_callback(p, a[3]) == 0 && pickler_dump(p, a[0]) == 0)
+    if (pickler_configure(p, a[1], fix_imports, NULL, a[3]) == 0 && pickler_dump(p, a[0]) == 0)
         result = output_take_bytes(p);
     Py_DECREF(p);
     return result;

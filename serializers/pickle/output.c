@@ -41,6 +41,18 @@ int output_reset(pickler *p)
     return 0;
 }
 
+int output_start(pickler *p)
+{
+    if (p->output_buffer == NULL) {
+        p->max_output_len = PICKLE_WRITE_BUF_SIZE;
+        return output_reset(p);
+    }
+    p->output_len = 0;
+    p->frame_start = -1;
+    output_sync(p);
+    return 0;
+}
+
 /* Make room for `more` bytes after the current end. */
 static int grow_for(pickler *p, Py_ssize_t more)
 {

@@ -271,6 +271,9 @@ extern PyTypeObject pickler_type;
 /* A fresh empty buffer of max_output_len bytes (start of a dump, and after
  * each flush to the file). */
 int output_reset(pickler *p);
+/* An empty output for a new configuration: keeps a buffer the pickler
+ * still has, else allocates one of PICKLE_WRITE_BUF_SIZE. */
+int output_start(pickler *p);
 /* Recompute write_limit and boundary_limit; called by every function that
  * changes framing, frame_start, max_output_len or output_buffer. */
 static inline void output_sync(pickler *p)
@@ -591,9 +594,11 @@ int memo_put(pickler *p, PyObject *obj, memo_entry *slot);
 /* Write the GET of a memoized obj (KeyError when it is not). */
 int memo_get(pickler *p, PyObject *obj);
 
-int pickler_set_protocol(pickler *p, PyObject *protocol, int fix_imports);
-int pickler_set_buffer_callback(pickler *p, PyObject *buffer_callback);
-int pickler_set_output(pickler *p, PyObject *file);
+/* The arguments of Pickler(), dump() and dumps(), checked in the order in
+ * which pickle reports a bad one: protocol, file (NULL for dumps), then
+ * buffer_callback (NULL or None: none). */
+int pickler_configure(pickler *p, PyObject *protocol, int fix_imports, PyObject *file,
+                      PyObject *buffer_callback);
 /* One whole dump: PROTO, the object, STOP, the frame ended and, when the
  * pickler has a file, the final flush to it (so a failing last write()
  * ends the trace's dump as an error); traced when a listener exists. */

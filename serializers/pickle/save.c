@@ -505,7 +505,7 @@ int save_part(pickler *p, int part, PyObject *obj, int (*write)(pickler *, void 
 
 /* ---- configuration and the dump ---------------------------------------------- */
 
-int pickler_set_protocol(pickler *p, PyObject *protocol, int fix_imports)
+static int set_protocol(pickler *p, PyObject *protocol, int fix_imports)
 {
     long proto = PICKLE_DEFAULT_PROTOCOL;
     if (protocol != NULL && protocol != Py_None) {
@@ -526,9 +526,9 @@ int pickler_set_protocol(pickler *p, PyObject *protocol, int fix_imports)
     return 0;
 }
 
-int pickler_set_buffer_callback(pickler *p, PyObject *buffer_callback)
+static int set_buffer_callback(pickler *p, PyObject *buffer_callback)
 {
-    PyObject *callback = buffer_callback == Py_None ? NULL : buffer_callback;
+    PyObject *callback = buffer_callback == Py_None ? NULL : buffer_callback; /* or NULL */
     if (callback != NULL && p->proto < 5) {
         PyErr_SetString(PyExc_ValueError, "buffer_callback needs protocol >= 5");
         return -1;
@@ -537,7 +537,7 @@ int pickler_set_buffer_callback(pickler *p, PyObject *buffer_callback)
     return 0;
 }
 
-int pickler_set_output(pickler *p, PyObject *file)
+static int set_output(pickler *p, PyObject *file)
 {
     PyObject *write;
     int found = lookup_attr(file, G.s_write, &write);
@@ -547,6 +547,14 @@ int pickler_set_output(pickler *p, PyObject *file)
         return -1;
     Py_XSETREF(p->write, write);
     return 0;
+}
+
+int pickler_configure(pickler *p, PyObject *protocol, int fix_imports, PyObject *file,
+                      PyObject *buffer_callback)
+{
+    if (set_protocol(p, protocol, fix_imports) < 0 || (file != NULL && set_output(p, file) < 0))
+        return -1;
+    return set_buffer_callback(p, buffer_callback);
 }
 
 /* PROTO, the object, STOP; the last frame ended and, with a file, flushed:
