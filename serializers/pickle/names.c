@@ -197,48 +197,65 @@ static int save_extension(pickler *p, PyObject *obj, const global_ref *g)
     return save_part(p, PART_EXT, obj, write_ext_code, &code) < 0 ? -1 : 1;
 }
 
-/* The (module, name) of a protocol 0-2 GLOBAL, mapped back to Python 2's
- * names (new references replace *module and *name). */
+/* fix_imports: _compat_pickle's two reverse tables, and what their values
+ * must be (a RuntimeError names the table otherwise). */
+typedef struct compat_table {
+    PyObject **table;
+    const char *name;
+    int holds_pairs; /* (module, name) pairs; else module names */
+} compat_table;
+
+static const compat_table RENAMED_GLOBALS = {&G.name_mapping_3to2, "REVERSE_NAME_MAPPING", 1};
+static const compat_table RENAMED_MODULES = {&G.import_mapping_3to2, "REVERSE_IMPORT_MAPPING", 0};
+
+/* table[key] once checked: a new reference, or NULL (absent, or an
+ * exception is set). */
+static PyObject *compat_lookup(const compat_table *t, PyObject *key)
+{
+    PyObject *value = PyDict_GetItemWithError(*t->table, key);
+    if (value == NULL)
+        return NULL;
+    if (!t->holds_pairs) {
+        if (PyUnicode_Check(value))
+            return Py_NewRef(value);
+        PyErr_Format(PyExc_RuntimeError, "_compat_pickle.%s values should be strings, not %.200s",
+                     t->name, Py_TYPE(value)->tp_name);
+    } else if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 2) {
+        PyErr_Format(PyExc_RuntimeError, "_compat_pickle.%s values should be 2-tuples, not %.200s",
+                     t->name, Py_TYPE(value)->tp_name);
+    } else {
+        PyTypeObject *first = Py_TYPE(PyTuple_GET_ITEM(value, 0));
+        PyTypeObject *second = Py_TYPE(PyTuple_GET_ITEM(value, 1));
+        if (PyType_FastSubclass(first, Py_TPFLAGS_UNICODE_SUBCLASS) &&
+            PyType_FastSubclass(second, Py_TPFLAGS_UNICODE_SUBCLASS))
+            return Py_NewRef(value);
+        PyErr_Format(PyExc_RuntimeError,
+                     "_compat_pickle.%s values should be pairs of str, not (%.200s, %.200s)",
+                     t->name, first->tp_name, second->tp_name);
+    }
+    return NULL;
+}
+
+/* The (module, name) of a protocol 0-2 GLOBAL, as Python 2 spells it: a
+ * renamed global first, else a renamed module (new references replace
+ * *module and *name). */
 static int map_to_python2(PyObject **module, PyObject **name)
 {
     PyObject *key = PyTuple_Pack(2, *module, *name);
     if (key == NULL)
         return -1;
-    PyObject *pair = PyDict_GetItemWithError(G.name_mapping_3to2, key);
+    PyObject *pair = compat_lookup(&RENAMED_GLOBALS, key);
     Py_DECREF(key);
     if (pair != NULL) {
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_Format(PyExc_RuntimeError,
-                         "_compat_pickle.REVERSE_NAME_MAPPING values should be 2-tuples, "
-                         "not %.200s",
-                         Py_TYPE(pair)->tp_name);
-            return -1;
-        }
-        PyObject *new_module = PyTuple_GET_ITEM(pair, 0), *new_name = PyTuple_GET_ITEM(pair, 1);
-        if (!PyUnicode_Check(new_module) || !PyUnicode_Check(new_name)) {
-            PyErr_Format(PyExc_RuntimeError,
-                         "_compat_pickle.REVERSE_NAME_MAPPING values should be pairs of str, "
-                         "not (%.200s, %.200s)",
-                         Py_TYPE(new_module)->tp_name, Py_TYPE(new_name)->tp_name);
-            return -1;
-        }
-        Py_SETREF(*module, Py_NewRef(new_module));
-        Py_SETREF(*name, Py_NewRef(new_name));
+        Py_SETREF(*module, Py_NewRef(PyTuple_GET_ITEM(pair, 0)));
+        Py_SETREF(*name, Py_NewRef(PyTuple_GET_ITEM(pair, 1)));
+        Py_DECREF(pair);
         return 0;
     }
-    if (PyErr_Occurred())
-        return -1;
-    PyObject *renamed = PyDict_GetItemWithError(G.import_mapping_3to2, *module);
-    if (renamed == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    if (!PyUnicode_Check(renamed)) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "_compat_pickle.REVERSE_IMPORT_MAPPING values should be strings, not %.200s",
-                     Py_TYPE(renamed)->tp_name);
-        return -1;
-    }
-    Py_SETREF(*module, Py_NewRef(renamed));
-    return 0;
+    PyObject *renamed = PyErr_Occurred() ? NULL : compat_lookup(&RENAMED_MODULES, *module);
+    if (renamed != NULL)
+        Py_SETREF(*module, renamed);
+    return PyErr_Occurred() ? -1 : 0;
 }
 
 /* GLOBAL module\nname\n, protocols 0-3. */
