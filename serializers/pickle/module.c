@@ -41,18 +41,18 @@ static PyObject *pickler_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
     return (PyObject *)pickler_alloc(type);
 }
 
+/* Drop every reference the pickler holds (the GC breaks cycles through
+ * here; __init__ on a used pickler starts from here too, so attributes set
+ * before a second __init__ are gone, as with pickle's C Pickler). */
 static int pickler_tp_clear(pickler *p)
 {
-    Py_CLEAR(p->output_buffer);
+    PyObject **held[] = {
+        &p->output_buffer,    &p->write,           &p->pers_func, &p->dispatch_table,
+        &p->reducer_override, &p->buffer_callback, &p->fast_memo, &p->err_type};
+    p->pers_func_self = NULL; /* borrowed: p itself */
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
+        Py_CLEAR(*held[i]);
     output_sync(p);
-    Py_CLEAR(p->write);
-    Py_CLEAR(p->pers_func);
-    p->pers_func_self = NULL;
-    Py_CLEAR(p->dispatch_table);
-    Py_CLEAR(p->fast_memo);
-    Py_CLEAR(p->reducer_override);
-    Py_CLEAR(p->buffer_callback);
-    Py_CLEAR(p->err_type);
     memo_clear(&p->memo);
     return 0;
 }
@@ -83,30 +83,35 @@ static int pickler_tp_traverse(pickler *p, visitproc visit, void *arg)
     return 0;
 }
 
-/* persistent_id: a bound method of self is stored as (function, self) so
- * the pickler does not hold a reference cycle to itself (as _pickle.c). */
-static int init_method_ref(pickler *p, PyObject *name)
+/* The persistent_id in effect: whatever getattr(self, "persistent_id")
+ * gives at __init__ (the attribute set on the instance, or a subclass's
+ * method).  A method bound to self is kept as (function, self) with self
+ * borrowed, so that the pickler does not keep itself alive. */
+static int find_persistent_id(pickler *p)
 {
-    PyObject *func = PyObject_GetAttr((PyObject *)p, name);
-    if (func == NULL) {
-        p->pers_func_self = NULL;
-        Py_CLEAR(p->pers_func);
-        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
-            PyErr_Clear();
-            return 0;
-        }
+    PyObject *found;
+    if (lookup_attr((PyObject *)p, G.s_persistent_id, &found) < 0)
         return -1;
+    PyObject *self = NULL;
+    if (found != NULL && PyMethod_Check(found) && PyMethod_GET_SELF(found) == (PyObject *)p) {
+        PyObject *function = Py_NewRef(PyMethod_GET_FUNCTION(found));
+        Py_SETREF(found, function);
+        self = (PyObject *)p;
     }
-    if (PyMethod_Check(func) && PyMethod_GET_SELF(func) == (PyObject *)p) {
-        PyObject *f = PyMethod_GET_FUNCTION(func);
-        Py_INCREF(f);
-        p->pers_func_self = (PyObject *)p;
-        Py_XSETREF(p->pers_func, f);
-        Py_DECREF(func);
-        return 0;
-    }
-    p->pers_func_self = NULL;
-    Py_XSETREF(p->pers_func, func);
+    Py_XSETREF(p->pers_func, found);
+    p->pers_func_self = self;
+    return 0;
+}
+
+/* dispatch_table as set on the instance (before or after __init__) or on
+ * the class; looked up before anything is dropped, so an attribute set
+ * before Pickler.__init__ is kept. */
+static int find_dispatch_table(pickler *p)
+{
+    PyObject *found;
+    if (lookup_attr((PyObject *)p, G.s_dispatch_table, &found) < 0)
+        return -1;
+    Py_XSETREF(p->dispatch_table, found);
     return 0;
 }
 
@@ -124,35 +129,18 @@ static int pickler_tp_init(pickler *p, PyObject *args, PyObject *kwds)
                         "Pickler.__init__() called while this Pickler is dumping");
         return -1;
     }
+    /* A pickler used before starts from nothing: what was set on it
+     * before this second __init__ is dropped (as with pickle's). */
     if (p->write != NULL)
         (void)pickler_tp_clear(p);
-    if (pickler_set_protocol(p, protocol, fix_imports) < 0)
+    if (pickler_configure(p, protocol, fix_imports, file, buffer_callback) < 0 ||
+        output_start(p) < 0)
         return -1;
-    if (pickler_set_output(p, file) < 0)
-        return -1;
-    if (pickler_set_buffer_callback(p, buffer_callback) < 0)
-        return -1;
-    p->output_len = 0;
-    p->frame_start = -1;
-    if (p->output_buffer == NULL) {
-        p->max_output_len = PICKLE_WRITE_BUF_SIZE;
-        p->output_buffer = PyBytes_FromStringAndSize(NULL, p->max_output_len);
-        if (p->output_buffer == NULL)
-            return -1;
-    }
-    output_sync(p);
     p->fast = 0;
     p->fast_nesting = 0;
     Py_CLEAR(p->fast_memo);
-    if (init_method_ref(p, G.s_persistent_id) < 0)
+    if (find_persistent_id(p) < 0 || find_dispatch_table(p) < 0)
         return -1;
-    Py_CLEAR(p->dispatch_table);
-    p->dispatch_table = PyObject_GetAttr((PyObject *)p, G.s_dispatch_table);
-    if (p->dispatch_table == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return -1;
-        PyErr_Clear();
-    }
     return 0;
 }
 
@@ -342,17 +330,16 @@ static PyObject *pickler_get_persid(pickler *p, void *closure)
 static int pickler_set_persid(pickler *p, PyObject *value, void *closure)
 {
     (void)closure;
-    if (value == NULL) {
-        PyErr_SetString(PyExc_TypeError, "attribute deletion is not supported");
+    const char *refusal = value == NULL ? "attribute deletion is not supported"
+                          : !PyCallable_Check(value)
+                              ? "persistent_id must be a callable taking one argument"
+                              : NULL;
+    if (refusal != NULL) {
+        PyErr_SetString(PyExc_TypeError, refusal);
         return -1;
     }
-    if (!PyCallable_Check(value)) {
-        PyErr_SetString(PyExc_TypeError, "persistent_id must be a callable taking one argument");
-        return -1;
-    }
-    p->pers_func_self = NULL;
-    Py_INCREF(value);
-    Py_XSETREF(p->pers_func, value);
+    Py_XSETREF(p->pers_func, Py_NewRef(value));
+    p->pers_func_self = NULL; /* an explicit callable is called as given */
     return 0;
 }
 
@@ -471,8 +458,7 @@ static PyObject *module_dump(PyObject *module, PyObject *const *args, Py_ssize_t
     p = pickler_alloc(&pickler_type);
     if (p == NULL)
         return NULL;
-    if (pickler_set_protocol(p, a[2], fix_imports) < 0 || pickler_set_output(p, a[1]) < 0 ||
-        pickler_set_buffer_callback(p, a[4]) < 0 || pickler_dump(p, a[0]) < 0) {
+    if (pickler_configure(p, a[2], fix_imports, a[1], a[4]) < 0 || pickler_dump(p, a[0]) < 0) {
         Py_DECREF(p);
         return NULL;
     }
@@ -496,8 +482,7 @@ static PyObject *module_dumps(PyObject *module, PyObject *const *args, Py_ssize_
     p = pickler_alloc(&pickler_type);
     if (p == NULL)
         return NULL;
-    if (pickler_set_protocol(p, a[1], fix_imports) == 0 &&
-        pickler_set_buffer_callback(p, a[3]) == 0 && pickler_dump(p, a[0]) == 0)
+    if (pickler_configure(p, a[1], fix_imports, NULL, a[3]) == 0 && pickler_dump(p, a[0]) == 0)
         result = output_take_bytes(p);
     Py_DECREF(p);
     return result;

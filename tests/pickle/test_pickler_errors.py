@@ -305,3 +305,40 @@ def test_notes_never_call_an_overridden_add_note():
     assert NoisyError.calls == 0
     assert info.value.__notes__ == ["when serializing list item 0",
                                     "when serializing dict item 'k'"]
+
+
+class _StrSub(str):
+    pass
+
+
+@pytest.mark.parametrize("table,key,value", [
+    ("REVERSE_NAME_MAPPING", ("builtins", "set"), 5),
+    ("REVERSE_NAME_MAPPING", ("builtins", "set"), ("a",)),
+    ("REVERSE_NAME_MAPPING", ("builtins", "set"), ("a", 3)),
+    ("REVERSE_NAME_MAPPING", ("builtins", "set"), (_StrSub("a"), _StrSub("b"))),
+    ("REVERSE_NAME_MAPPING", ("builtins", "set"), ("__builtin__", "sett")),
+    ("REVERSE_IMPORT_MAPPING", "builtins", 7),
+    ("REVERSE_IMPORT_MAPPING", "builtins", _StrSub("__b__")),
+    ("REVERSE_IMPORT_MAPPING", "collections", "colls"),
+])
+def test_fix_imports_tables(table, key, value):
+    """fix_imports reads _compat_pickle's reverse tables at every GLOBAL:
+    altered entries give the same GLOBAL lines, or the same RuntimeError,
+    as C pickle (protocols 0-2)."""
+    import collections
+    import _compat_pickle
+    mapping = getattr(_compat_pickle, table)
+    missing = object()
+    old = mapping.get(key, missing)
+    mapping[key] = value
+    try:
+        for proto in (0, 1, 2):
+            obj = [set, collections.OrderedDict]
+            ours = outcome(lambda: sertrace.dumps(obj, proto))
+            theirs = outcome(lambda: pickle.dumps(obj, proto))
+            assert ours == theirs, (proto, ours, theirs)
+    finally:
+        if old is missing:
+            del mapping[key]
+        else:
+            mapping[key] = old
