@@ -276,33 +276,32 @@ static PyObject *raw_unicode_escape(PyObject *obj)
     return out;
 }
 
+/* The bytes a str is pickled as: protocol 0's escaped line text, else its
+ * UTF-8 (lone surrogates, which have none, as the "surrogatepass" error
+ * handler encodes them, which is what pickle writes).  Points into the
+ * str's own UTF-8 cache or into *holder, a new bytes object. */
+static const char *str_encoded(pickler *p, PyObject *obj, Py_ssize_t *n, PyObject **holder)
+{
+    if (p->bin) {
+        const char *cached = PyUnicode_AsUTF8AndSize(obj, n);
+        if (cached != NULL)
+            return cached;
+        PyErr_Clear();
+    }
+    *holder = p->bin ? PyUnicode_AsEncodedString(obj, "utf-8", "surrogatepass")
+                     : raw_unicode_escape(obj);
+    *n = *holder != NULL ? PyBytes_GET_SIZE(*holder) : 0;
+    return *holder != NULL ? PyBytes_AS_STRING(*holder) : NULL;
+}
+
 int emit_str(pickler *p, PyObject *obj)
 {
     PyObject *holder = NULL;
-    const char *data;
     Py_ssize_t n;
-    int status;
-
-    if (!p->bin) {
-        holder = raw_unicode_escape(obj);
-        if (holder == NULL)
-            return -1;
-        status = emit_line(p, OP_UNICODE, PyBytes_AS_STRING(holder), PyBytes_GET_SIZE(holder));
-        Py_DECREF(holder);
-        return status;
-    }
-    data = PyUnicode_AsUTF8AndSize(obj, &n);
-    if (data == NULL) {
-        /* Lone surrogates have no UTF-8: pickle writes them as
-         * "surrogatepass" encodes them. */
-        PyErr_Clear();
-        holder = PyUnicode_AsEncodedString(obj, "utf-8", "surrogatepass");
-        if (holder == NULL)
-            return -1;
-        data = PyBytes_AS_STRING(holder);
-        n = PyBytes_GET_SIZE(holder);
-    }
-    status = emit_sized(p, &STR_OPCODES, data, n, holder);
+    const char *data = str_encoded(p, obj, &n, &holder);
+    int status = data == NULL ? -1
+                 : p->bin     ? emit_sized(p, &STR_OPCODES, data, n, holder)
+                              : emit_line(p, OP_UNICODE, data, n);
     Py_XDECREF(holder);
     return status;
 }

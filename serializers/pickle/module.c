@@ -258,60 +258,76 @@ static PyTypeObject memo_proxy_type = {
 static PyObject *pickler_get_memo(pickler *p, void *closure)
 {
     (void)closure;
-    memo_proxy *m = PyObject_GC_New(memo_proxy, &memo_proxy_type);
-    if (m == NULL)
-        return NULL;
-    Py_INCREF(p);
-    m->owner = p;
-    PyObject_GC_Track(m);
+    /* GC types are tracked by the generic allocator. */
+    memo_proxy *m = (memo_proxy *)PyType_GenericAlloc(&memo_proxy_type, 0);
+    if (m != NULL)
+        m->owner = (pickler *)Py_NewRef(p);
     return (PyObject *)m;
 }
 
-static int pickler_set_memo(pickler *p, PyObject *obj, void *closure)
+/* memo_each's visitor (and the dict walk's): one entry into a new table. */
+static int load_entry(void *table, PyObject *obj, Py_ssize_t index)
+{
+    return memo_set((memo_table *)table, obj, index);
+}
+
+/* One value of a dict given as a memo: an (index, obj) pair.  Returns obj
+ * (borrowed) and sets *index, or NULL with TypeError / the int's error. */
+static PyObject *memo_pair(PyObject *pair, Py_ssize_t *index)
+{
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_SetString(PyExc_TypeError, "'memo' values must be 2-item tuples");
+        return NULL;
+    }
+    *index = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
+    return *index == -1 && PyErr_Occurred() ? NULL : PyTuple_GET_ITEM(pair, 1);
+}
+
+/* The entries of a dict given as a memo ({any: (index, obj)}: only the
+ * values matter), taken from a snapshot of its values, to visit. */
+static int dict_entries(PyObject *d, memo_visit visit, void *arg)
+{
+    PyObject *pairs = PyDict_Values(d);
+    int status = pairs != NULL ? 0 : -1;
+    for (Py_ssize_t i = 0; status == 0 && i < PyList_GET_SIZE(pairs); i++) {
+        Py_ssize_t index;
+        PyObject *obj = memo_pair(PyList_GET_ITEM(pairs, i), &index);
+        status = obj != NULL ? visit(arg, obj, index) : -1;
+    }
+    Py_XDECREF(pairs);
+    return status;
+}
+
+/* `pickler.memo = source`: a new table is loaded from the source (another
+ * pickler's memo through its proxy, or a dict as memo.copy() gives) and
+ * replaces the current one only when every entry was valid. */
+static int pickler_set_memo(pickler *p, PyObject *source, void *closure)
 {
     (void)closure;
-    memo_table fresh;
-    if (obj == NULL) {
-        PyErr_SetString(PyExc_TypeError, "attribute deletion is not supported");
+    const char *refusal = NULL;
+    if (source == NULL)
+        refusal = "attribute deletion is not supported";
+    else if (!Py_IS_TYPE(source, &memo_proxy_type) && !PyDict_Check(source))
+        refusal = "'memo' attribute must be a PicklerMemoProxy object or dict, not %.200s";
+    if (refusal != NULL) {
+        PyErr_Format(PyExc_TypeError, refusal, source != NULL ? Py_TYPE(source)->tp_name : "");
         return -1;
     }
-    if (Py_IS_TYPE(obj, &memo_proxy_type)) {
-        PyObject *d = memo_as_dict(&((memo_proxy *)obj)->owner->memo);
-        int r;
-        if (d == NULL)
-            return -1;
-        r = pickler_set_memo(p, d, NULL);
-        Py_DECREF(d);
-        return r;
-    }
-    if (!PyDict_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "'memo' attribute must be a PicklerMemoProxy object or "
-                                      "dict, not %.200s",
-                     Py_TYPE(obj)->tp_name);
+    memo_table loaded;
+    if (memo_init(&loaded) < 0)
         return -1;
+    int status = PyDict_Check(source)
+                     ? dict_entries(source, load_entry, &loaded)
+                     : memo_each(&((memo_proxy *)source)->owner->memo, load_entry, &loaded);
+    if (status == 0) {
+        /* Swapped before the old table is freed: a __del__ run by the
+         * frees sees the new memo. */
+        memo_table old = p->memo;
+        p->memo = loaded;
+        loaded = old;
     }
-    if (memo_init(&fresh) < 0)
-        return -1;
-    Py_ssize_t i = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(obj, &i, &key, &value)) {
-        Py_ssize_t memo_id;
-        if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 2) {
-            PyErr_SetString(PyExc_TypeError, "'memo' values must be 2-item tuples");
-            goto error;
-        }
-        memo_id = PyLong_AsSsize_t(PyTuple_GET_ITEM(value, 0));
-        if (memo_id == -1 && PyErr_Occurred())
-            goto error;
-        if (memo_set(&fresh, PyTuple_GET_ITEM(value, 1), memo_id) < 0)
-            goto error;
-    }
-    memo_free(&p->memo);
-    p->memo = fresh;
-    return 0;
-error:
-    memo_free(&fresh);
-    return -1;
+    memo_free(&loaded);
+    return status;
 }
 
 static PyObject *pickler_get_persid(pickler *p, void *closure)

@@ -112,15 +112,14 @@ void output_end_frame(pickler *p)
 PyObject *output_take_bytes(pickler *p)
 {
     output_end_frame(p);
-    PyObject *result = p->output_buffer;
+    /* Shrunk to the pickle's length in place; the pickler keeps no
+     * reference either way (_PyBytes_Resize frees the buffer on failure). */
+    int ready = p->output_buffer != NULL && _PyBytes_Resize(&p->output_buffer, p->output_len) == 0;
+    PyObject *result = ready ? p->output_buffer : NULL;
+    if (p->output_buffer == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_SystemError, "pickler output used after it was given away");
     p->output_buffer = NULL;
     output_sync(p);
-    if (result == NULL) {
-        PyErr_SetString(PyExc_SystemError, "pickler output used after it was given away");
-        return NULL;
-    }
-    if (_PyBytes_Resize(&result, p->output_len) < 0)
-        return NULL;
     return result;
 }
 

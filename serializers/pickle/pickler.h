@@ -171,6 +171,10 @@ int memo_set(memo_table *m, PyObject *key, Py_ssize_t value);
 int memo_set_at(memo_table *m, memo_entry *e, PyObject *key, Py_ssize_t value);
 /* A dict {id(obj): (index, obj)} like PicklerMemoProxy.copy(). */
 PyObject *memo_as_dict(const memo_table *m);
+/* Calls visit(arg, obj, index) for every entry, in table order; stops at
+ * the first negative return (and returns -1). */
+typedef int (*memo_visit)(void *arg, PyObject *obj, Py_ssize_t index);
+int memo_each(const memo_table *m, memo_visit visit, void *arg);
 
 /* ---- the pickler object ---------------------------------------------- */
 

@@ -381,35 +381,72 @@ static int save_reduce_result(pickler *p, PyObject *obj, PyObject *value)
     return save_reduce_value(p, value, obj) < 0 ? SAVE_FAILED_REDUCED : 0;
 }
 
+/* Where an object's reduce value comes from: a chain of rules, asked in
+ * the reference pickler's order (pickle documentation: reducer_override
+ * first, then the dispatch table, then __reduce_ex__ / __reduce__; classes
+ * and functions are globals).  Each rule answers -1 (error set), 0 (not
+ * mine: ask the next), or how to save obj, with *value set for
+ * SAVE_BY_VALUE. */
+enum { SAVE_BY_VALUE = 1, SAVE_AS_CLASS, SAVE_AS_GLOBAL };
+
+typedef int (*reduce_rule)(pickler *, PyObject *, PyObject **);
+
+static int rule_override(pickler *p, PyObject *obj, PyObject **value)
+{
+    if (p->reducer_override == NULL)
+        return 0;
+    *value = PyObject_CallOneArg(p->reducer_override, obj);
+    if (*value != Py_NotImplemented)
+        return *value == NULL ? -1 : SAVE_BY_VALUE;
+    Py_CLEAR(*value);
+    return 0;
+}
+
+static int rule_builtin_global(pickler *p, PyObject *obj, PyObject **value)
+{
+    (void)p, (void)value;
+    return Py_IS_TYPE(obj, &PyType_Type)       ? SAVE_AS_CLASS
+           : Py_IS_TYPE(obj, &PyFunction_Type) ? SAVE_AS_GLOBAL
+                                                : 0;
+}
+
+static int rule_table(pickler *p, PyObject *obj, PyObject **value)
+{
+    int found = reduce_by_table(p, obj, value);
+    return found <= 0 ? found : *value == NULL ? -1 : SAVE_BY_VALUE;
+}
+
+static int rule_metaclass(pickler *p, PyObject *obj, PyObject **value)
+{
+    (void)p, (void)value;
+    return PyType_IsSubtype(Py_TYPE(obj), &PyType_Type) ? SAVE_AS_GLOBAL : 0;
+}
+
+static int rule_method(pickler *p, PyObject *obj, PyObject **value)
+{
+    *value = reduce_by_method(p, obj);
+    return *value == NULL ? -1 : SAVE_BY_VALUE;
+}
+
+static const reduce_rule REDUCE_RULES[] = {rule_override, rule_builtin_global, rule_table,
+                                           rule_metaclass, rule_method};
+
 int save_reduced(pickler *p, PyObject *obj)
 {
-    PyTypeObject *type = Py_TYPE(obj);
     PyObject *value = NULL;
-
-    if (p->reducer_override != NULL) {
-        value = PyObject_CallOneArg(p->reducer_override, obj);
-        if (value == NULL)
-            return -1;
-        if (value == Py_NotImplemented)
-            Py_CLEAR(value);
+    int how = 0;
+    for (size_t i = 0; how == 0; i++)
+        how = REDUCE_RULES[i](p, obj, &value);
+    switch (how) {
+    case SAVE_AS_CLASS:
+        return save_class(p, obj);
+    case SAVE_AS_GLOBAL:
+        return save_global(p, obj, NULL);
+    case SAVE_BY_VALUE:
+        how = save_reduce_result(p, obj, value);
+        Py_DECREF(value);
+        return how;
+    default:
+        return -1;
     }
-    if (value == NULL) {
-        if (type == &PyType_Type)
-            return save_class(p, obj);
-        if (type == &PyFunction_Type)
-            return save_global(p, obj, NULL);
-        int registered = reduce_by_table(p, obj, &value);
-        if (registered < 0)
-            return -1;
-        if (!registered) {
-            if (PyType_IsSubtype(type, &PyType_Type))
-                return save_global(p, obj, NULL);
-            value = reduce_by_method(p, obj);
-        }
-        if (value == NULL)
-            return -1;
-    }
-    int status = save_reduce_result(p, obj, value);
-    Py_DECREF(value);
-    return status;
 }

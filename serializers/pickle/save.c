@@ -179,41 +179,50 @@ static int save_bytearray(pickler *p, PyObject *obj)
     return save_built_reduce(p, value, obj);
 }
 
+/* A PickleBuffer (PEP 574) goes one of three ways, decided before anything
+ * is written: refused (protocol < 5, a released or non-contiguous buffer),
+ * out of band (buffer_callback(obj) returned a false value: NEXT_BUFFER,
+ * then READONLY_BUFFER for a read-only view; never memoized), or in band
+ * (bytes for a read-only view, bytearray otherwise; memoized). */
+enum { PB_IN_BAND, PB_OUT_OF_BAND };
+
+static int picklebuffer_route(pickler *p, PyObject *obj, const Py_buffer **view)
+{
+    const char *refusal = "PickleBuffer can only pickled with protocol >= 5";
+    if (p->proto >= 5) {
+        if ((*view = PyPickleBuffer_GetBuffer(obj)) == NULL)
+            return -1;
+        int gapless = (*view)->suboffsets == NULL && PyBuffer_IsContiguous(*view, 'A');
+        refusal = gapless ? NULL
+                          : "PickleBuffer can not be pickled when pointing to a "
+                            "non-contiguous buffer";
+    }
+    if (refusal != NULL) {
+        PyErr_SetString(G.PicklingError, refusal);
+        return -1;
+    }
+    if (p->buffer_callback == NULL)
+        return PB_IN_BAND;
+    PyObject *answer = PyObject_CallOneArg(p->buffer_callback, obj);
+    int truth = answer != NULL ? PyObject_IsTrue(answer) : -1;
+    Py_XDECREF(answer);
+    return truth < 0 ? -1 : truth ? PB_IN_BAND : PB_OUT_OF_BAND;
+}
+
 static int save_picklebuffer(pickler *p, PyObject *obj)
 {
-    if (p->proto < 5) {
-        PyErr_SetString(G.PicklingError, "PickleBuffer can only pickled with protocol >= 5");
+    static const char out_of_band[2] = {(char)OP_NEXT_BUFFER, (char)OP_READONLY_BUFFER};
+    const Py_buffer *view = NULL;
+    switch (picklebuffer_route(p, obj, &view)) {
+    case PB_OUT_OF_BAND:
+        return output_write(p, out_of_band, view->readonly ? 2 : 1);
+    case PB_IN_BAND:
+        if ((view->readonly ? emit_bytes : emit_bytearray)(p, view->buf, view->len, obj) == 0)
+            return memo_put(p, obj, NULL);
+        /* fall through */
+    default:
         return -1;
     }
-    const Py_buffer *view = PyPickleBuffer_GetBuffer(obj);
-    if (view == NULL)
-        return -1;
-    if (view->suboffsets != NULL || !PyBuffer_IsContiguous(view, 'A')) {
-        PyErr_SetString(G.PicklingError,
-                        "PickleBuffer can not be pickled when pointing to a non-contiguous buffer");
-        return -1;
-    }
-    /* PEP 574: buffer_callback(obj) false means "in band". */
-    int out_of_band = 0;
-    if (p->buffer_callback != NULL) {
-        PyObject *answer = PyObject_CallOneArg(p->buffer_callback, obj);
-        if (answer == NULL)
-            return -1;
-        int in_band = PyObject_IsTrue(answer);
-        Py_DECREF(answer);
-        if (in_band < 0)
-            return -1;
-        out_of_band = !in_band;
-    }
-    if (out_of_band) {
-        if (output_write_byte(p, (char)OP_NEXT_BUFFER) < 0)
-            return -1;
-        return view->readonly ? output_write_byte(p, (char)OP_READONLY_BUFFER) : 0;
-    }
-    const char *data = (const char *)view->buf;
-    int status = view->readonly ? emit_bytes(p, data, view->len, obj)
-                                : emit_bytearray(p, data, view->len, obj);
-    return status < 0 ? -1 : memo_put(p, obj, NULL);
 }
 
 /* ---- containers ------------------------------------------------------------ */
@@ -366,40 +375,68 @@ static int save_frozenset(pickler *p, PyObject *obj)
 
 /* ---- dispatch --------------------------------------------------------------- */
 
+/* The savers of objects that contain others, in one shape: (pickler, obj,
+ * the memo slot the lookup found for obj; only lists and dicts use it:
+ * they memoize before anything else can touch the memo).  Each costs one
+ * interpreter recursion level while it runs; the level is taken inside
+ * the saver so that save_memoizable() ends in a tail call (one stack
+ * frame per nested object, not two). */
+typedef int (*nested_saver)(pickler *, PyObject *, memo_entry *);
+
+#define NESTED_SAVER(name, call)                                                                   \
+    static int name(pickler *p, PyObject *obj, memo_entry *slot)                                  \
+    {                                                                                              \
+        (void)slot;                                                                                \
+        if (enter_recursive(p))                                                                    \
+            return -1;                                                                             \
+        int status = call;                                                                         \
+        leave_recursive(p);                                                                        \
+        return status;                                                                             \
+    }
+NESTED_SAVER(nested_dict, save_mutable(p, obj, slot, dict_body))
+NESTED_SAVER(nested_list, save_mutable(p, obj, slot, list_body))
+NESTED_SAVER(nested_tuple, save_tuple(p, obj))
+NESTED_SAVER(nested_set, save_set(p, obj))
+NESTED_SAVER(nested_frozenset, save_frozenset(p, obj))
+NESTED_SAVER(nested_bytearray, save_bytearray(p, obj))
+NESTED_SAVER(nested_picklebuffer, save_picklebuffer(p, obj))
+NESTED_SAVER(nested_reduced, save_reduced(p, obj))
+#undef NESTED_SAVER
+
+/* EXACT type -> saver (subclasses go through the reduce protocol, as with
+ * the reference pickler); the commonest first. */
+static const struct {
+    PyTypeObject *type;
+    nested_saver save;
+} NESTED_SAVERS[] = {
+    {&PyDict_Type, nested_dict},           {&PyList_Type, nested_list},
+    {&PyTuple_Type, nested_tuple},         {&PySet_Type, nested_set},
+    {&PyFrozenSet_Type, nested_frozenset}, {&PyByteArray_Type, nested_bytearray},
+    {&PyPickleBuffer_Type, nested_picklebuffer},
+};
+
+static inline __attribute__((always_inline)) nested_saver nested_saver_of(PyTypeObject *type)
+{
+    /* Unrolled: a chain of compares against constant addresses. */
+#pragma GCC unroll 8
+    for (size_t i = 0; i < sizeof NESTED_SAVERS / sizeof NESTED_SAVERS[0]; i++)
+        if (NESTED_SAVERS[i].type == type)
+            return NESTED_SAVERS[i].save;
+    return nested_reduced;
+}
+
+/* Everything but the atoms: a memo hit is a GET; str and bytes contain
+ * nothing and take no recursion level; the rest go to their nested saver. */
 int save_memoizable(pickler *p, PyObject *obj)
 {
-    PyTypeObject *type = Py_TYPE(obj);
-    /* The slot is handed to the savers that memoize obj before anything
-     * else can change the memo (str, list, dict). */
     memo_entry *slot = memo_slot_(&p->memo, obj);
     if (slot->key != NULL)
         return emit_memo_get(p, slot->value);
-    if (type == &PyUnicode_Type)
+    if (Py_IS_TYPE(obj, &PyUnicode_Type))
         return save_str(p, obj, slot);
-    if (type == &PyBytes_Type)
+    if (Py_IS_TYPE(obj, &PyBytes_Type))
         return save_bytes(p, obj);
-
-    if (enter_recursive(p))
-        return -1;
-    int status;
-    if (type == &PyDict_Type)
-        status = save_mutable(p, obj, slot, dict_body);
-    else if (type == &PyList_Type)
-        status = save_mutable(p, obj, slot, list_body);
-    else if (type == &PyTuple_Type)
-        status = save_tuple(p, obj);
-    else if (type == &PySet_Type)
-        status = save_set(p, obj);
-    else if (type == &PyFrozenSet_Type)
-        status = save_frozenset(p, obj);
-    else if (type == &PyByteArray_Type)
-        status = save_bytearray(p, obj);
-    else if (type == &PyPickleBuffer_Type)
-        status = save_picklebuffer(p, obj);
-    else
-        status = save_reduced(p, obj);
-    leave_recursive(p);
-    return status;
+    return nested_saver_of(Py_TYPE(obj))(p, obj, slot);
 }
 
 /* ---- the step -------------------------------------------------------------- */
@@ -428,11 +465,19 @@ static int write_persistent_id(pickler *p, PyObject *pid)
  * parent, even when it pickles through a reduce (bytes below protocol 3):
  * tracing is suspended while it is written, so its reduce's parts get no
  * nodes either (plain atoms save no children: nothing to suspend). */
-static int traced_object(pickler *p, PyObject *obj)
+static int traced_object(pickler *p, PyObject *obj, int root)
 {
     sertrace_dump *trace = p->trace;
+    /* The dumped object itself is a node at every granularity (issue 12
+     * item 6): `dumps(None)` reads as one complete node, tagged as atoms
+     * are with SERTRACE_GRANULARITY=all.  Only its classification sees
+     * the atoms flag; its children are traced at the dump's granularity. */
+    int flags = p->trace_flags;
+    if (root)
+        p->trace_flags |= SERTRACE_DUMP_ATOMS;
     int key_kind = KEY_TYPE, plain = trace_plain_atom(p, obj);
     uint8_t tag = plain ? 0 : trace_classify(p, obj, &key_kind);
+    p->trace_flags = flags;
 
     if (tag != 0)
         trace_open(p, tag, obj, key_kind);
@@ -477,7 +522,7 @@ int save_child_slow(pickler *p, PyObject *obj, int edge_kind)
     }
     if (p->trace == NULL)
         return save_object(p, obj);
-    return traced_object(p, obj);
+    return traced_object(p, obj, edge_kind == EDGE_ROOT);
 }
 
 __attribute__((noinline, cold)) int save_child_failed(pickler *p, PyObject *obj, int status,
@@ -505,56 +550,52 @@ int save_part(pickler *p, int part, PyObject *obj, int (*write)(pickler *, void 
 
 /* ---- configuration and the dump ---------------------------------------------- */
 
-static int set_protocol(pickler *p, PyObject *protocol, int fix_imports)
+/* The protocol argument as a number: None (or absent) is the default, a
+ * negative number the highest (documented), anything above the highest a
+ * ValueError.  Returns -1 with an exception set, else 0. */
+static int protocol_from(PyObject *arg, int *proto)
 {
-    long proto = PICKLE_DEFAULT_PROTOCOL;
-    if (protocol != NULL && protocol != Py_None) {
-        proto = PyLong_AsLong(protocol);
-        if (proto == -1 && PyErr_Occurred())
-            return -1;
-        if (proto > PICKLE_HIGHEST_PROTOCOL) {
-            PyErr_Format(PyExc_ValueError, "pickle protocol must be <= %d",
-                         PICKLE_HIGHEST_PROTOCOL);
-            return -1;
-        }
-        if (proto < 0) /* documented: a negative protocol selects the highest */
-            proto = PICKLE_HIGHEST_PROTOCOL;
-    }
-    p->proto = (int)proto;
-    p->bin = proto >= 1;
-    p->fix_imports = fix_imports && proto <= 2;
-    return 0;
-}
-
-static int set_buffer_callback(pickler *p, PyObject *buffer_callback)
-{
-    PyObject *callback = buffer_callback == Py_None ? NULL : buffer_callback; /* or NULL */
-    if (callback != NULL && p->proto < 5) {
-        PyErr_SetString(PyExc_ValueError, "buffer_callback needs protocol >= 5");
+    long asked = arg == NULL || arg == Py_None ? PICKLE_DEFAULT_PROTOCOL : PyLong_AsLong(arg);
+    if (asked == -1 && PyErr_Occurred())
         return -1;
+    if (asked <= PICKLE_HIGHEST_PROTOCOL) {
+        *proto = asked < 0 ? PICKLE_HIGHEST_PROTOCOL : (int)asked;
+        return 0;
     }
-    Py_XSETREF(p->buffer_callback, Py_XNewRef(callback));
-    return 0;
+    PyErr_Format(PyExc_ValueError, "pickle protocol must be <= %d", PICKLE_HIGHEST_PROTOCOL);
+    return -1;
 }
 
-static int set_output(pickler *p, PyObject *file)
-{
-    PyObject *write;
-    int found = lookup_attr(file, G.s_write, &write);
-    if (found == 0)
-        PyErr_SetString(PyExc_TypeError, "file must have a 'write' attribute");
-    if (found <= 0)
-        return -1;
-    Py_XSETREF(p->write, write);
-    return 0;
-}
-
+/* Everything the arguments of Pickler(), dump() and dumps() decide, checked
+ * in pickle's order (protocol, file, buffer_callback) into locals first and
+ * applied to the pickler only when all of them are valid. */
 int pickler_configure(pickler *p, PyObject *protocol, int fix_imports, PyObject *file,
                       PyObject *buffer_callback)
 {
-    if (set_protocol(p, protocol, fix_imports) < 0 || (file != NULL && set_output(p, file) < 0))
+    int proto;
+    PyObject *write = NULL;
+    PyObject *callback = buffer_callback == Py_None ? NULL : buffer_callback;
+    int found = 1;
+
+    if (protocol_from(protocol, &proto) < 0)
         return -1;
-    return set_buffer_callback(p, buffer_callback);
+    if (file != NULL && (found = lookup_attr(file, G.s_write, &write)) == 0)
+        PyErr_SetString(PyExc_TypeError, "file must have a 'write' attribute");
+    if (found <= 0)
+        return -1;
+    /* PEP 574: out-of-band buffers exist from protocol 5 on. */
+    if (callback != NULL && proto < 5) {
+        Py_XDECREF(write);
+        PyErr_SetString(PyExc_ValueError, "buffer_callback needs protocol >= 5");
+        return -1;
+    }
+    p->proto = proto;
+    p->bin = proto > 0;
+    p->fix_imports = fix_imports && proto < 3; /* _compat_pickle: protocols 0-2 */
+    if (write != NULL)
+        Py_XSETREF(p->write, write);
+    Py_XSETREF(p->buffer_callback, Py_XNewRef(callback));
+    return 0;
 }
 
 /* PROTO, the object, STOP; the last frame ended and, with a file, flushed:
