@@ -83,11 +83,28 @@ static int pickler_tp_traverse(pickler *p, visitproc visit, void *arg)
     return 0;
 }
 
+#if PY_VERSION_HEX >= 0x030D0000
+static PyObject *pickler_persistent_id(pickler *p, PyObject *obj);
+#endif
+
 /* persistent_id: a bound method of self is stored as (function, self) so
  * the pickler does not hold a reference cycle to itself (as _pickle.c). */
 static int init_method_ref(pickler *p, PyObject *name)
 {
     PyObject *func = PyObject_GetAttr((PyObject *)p, name);
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13: Pickler has a persistent_id method returning None (so that
+     * super().persistent_id(obj) works); found un-overridden, it means "no
+     * persistent ids", and is not kept (it would be a cycle to self). */
+    if (func != NULL && PyCFunction_Check(func) &&
+        PyCFunction_GET_SELF(func) == (PyObject *)p &&
+        PyCFunction_GET_FUNCTION(func) == (PyCFunction)pickler_persistent_id) {
+        Py_DECREF(func);
+        p->pers_func_self = NULL;
+        Py_CLEAR(p->pers_func);
+        return 0;
+    }
+#endif
     if (func == NULL) {
         p->pers_func_self = NULL;
         Py_CLEAR(p->pers_func);
@@ -173,6 +190,13 @@ static PyObject *pickler_dump_method(pickler *p, PyObject *obj)
         return NULL;
     }
     int status = -1;
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13 reads persistent_id at each dump(), not only in __init__: a
+     * method changed or deleted on the class, or set on a subclass
+     * instance, after __init__ takes effect. */
+    if (init_method_ref(p, G.s_persistent_id) < 0)
+        return NULL;
+#endif
     p->dumping = 1;
     if (output_reset(p) == 0 && pickler_dump(p, obj) == 0)
         status = 0;
@@ -189,7 +213,21 @@ static PyObject *pickler_clear_memo(pickler *p, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+#if PY_VERSION_HEX >= 0x030D0000
+/* 3.13's Pickler.persistent_id(obj): the default, no persistent id. */
+static PyObject *pickler_persistent_id(pickler *p, PyObject *obj)
+{
+    (void)p;
+    (void)obj;
+    Py_RETURN_NONE;
+}
+#endif
+
 static PyMethodDef pickler_methods[] = {
+#if PY_VERSION_HEX >= 0x030D0000
+    {"persistent_id", (PyCFunction)pickler_persistent_id, METH_O,
+     PyDoc_STR("persistent_id($self, obj, /)\n--\n\n")},
+#endif
     {"dump", (PyCFunction)pickler_dump_method, METH_O,
      PyDoc_STR("dump($self, obj, /)\n--\n\n"
                "Write a pickled representation of the given object to the open file.")},
@@ -326,6 +364,9 @@ error:
     return -1;
 }
 
+#if PY_VERSION_HEX < 0x030D0000
+/* Up to 3.12 persistent_id is a data attribute of every Pickler (3.13 made
+ * it a method, above). */
 static PyObject *pickler_get_persid(pickler *p, void *closure)
 {
     (void)closure;
@@ -355,10 +396,13 @@ static int pickler_set_persid(pickler *p, PyObject *value, void *closure)
     Py_XSETREF(p->pers_func, value);
     return 0;
 }
+#endif
 
 static PyGetSetDef pickler_getsets[] = {
     {"memo", (getter)pickler_get_memo, (setter)pickler_set_memo, NULL, NULL},
+#if PY_VERSION_HEX < 0x030D0000
     {"persistent_id", (getter)pickler_get_persid, (setter)pickler_set_persid, NULL, NULL},
+#endif
     {NULL, NULL, NULL, NULL, NULL},
 };
 

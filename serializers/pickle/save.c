@@ -572,7 +572,11 @@ static int save_bytearray(pickler *p, PyObject *obj)
 static int save_picklebuffer(pickler *p, PyObject *obj)
 {
     if (p->proto < 5) {
+#if PY_VERSION_HEX >= 0x030D0000
+        PyErr_SetString(G.PicklingError, "PickleBuffer can only be pickled with protocol >= 5");
+#else
         PyErr_SetString(G.PicklingError, "PickleBuffer can only pickled with protocol >= 5");
+#endif
         return -1;
     }
     const Py_buffer *view = PyPickleBuffer_GetBuffer(obj);
@@ -1459,6 +1463,17 @@ static int save_ext(pickler *p, PyObject *obj, PyObject *code_obj)
     Py_ssize_t n;
     long code;
 
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13: a code that is not an int raises what int conversion raises
+     * (TypeError), one out of range RuntimeError, without the object. */
+    code = PyLong_AsLong(code_obj);
+    if (code == -1 && PyErr_Occurred())
+        return -1;
+    if (code <= 0 || code > 0x7fffffffL) {
+        PyErr_Format(PyExc_RuntimeError, "extension code %ld is out of range", code);
+        return -1;
+    }
+#else
     if (!PyLong_Check(code_obj)) {
         PyErr_Format(G.PicklingError, "Can't pickle %R: extension code %R isn't an integer",
                      obj, code_obj);
@@ -1471,6 +1486,7 @@ static int save_ext(pickler *p, PyObject *obj, PyObject *code_obj)
                          obj, code);
         return -1;
     }
+#endif
     if (code <= 0xff) {
         pdata[0] = (char)OP_EXT1;
         pdata[1] = (char)code;
@@ -1496,6 +1512,47 @@ static int save_ext(pickler *p, PyObject *obj, PyObject *code_obj)
     trace_close(p);
     return 0;
 }
+
+#if PY_VERSION_HEX >= 0x030D0000
+/* CPython 3.13, protocols 0-3, a global whose qualified name is dotted
+ * (module.A.B.C): the reference pickler writes getattr(getattr(A, 'B'), 'C')
+ * where `getattr` is saved as any object (memoized), A is a GLOBAL opcode
+ * written afresh (neither memoized nor looked up in the memo, so a class
+ * reachable from itself, Recursive.ref, does not recurse), each name is
+ * saved as any str, and neither the argument tuples nor the intermediate
+ * results are memoized (the caller memoizes the final object).  Learned
+ * from the bytes 3.13's pickle writes (tests/cpython, test_pickle's
+ * test_recursive_nested_names2; tests/pickle's differential corpus). */
+static int save_nested_name(pickler *p, PyObject *module_name, PyObject *dotted_path,
+                            Py_ssize_t depth)
+{
+    if (depth == 1) {
+        PyObject *mod = module_name, *first = PyList_GET_ITEM(dotted_path, 0);
+        const char op = OP_GLOBAL;
+        int status = -1;
+        Py_INCREF(mod);
+        Py_INCREF(first);
+        if (output_write(p, &op, 1) == 0 &&
+            (p->proto >= 3 || !p->fix_imports || fix_imports(&mod, &first) == 0) &&
+            write_identifier(p, mod, "module") == 0 && write_identifier(p, first, "global") == 0)
+            status = 0;
+        Py_DECREF(mod);
+        Py_DECREF(first);
+        return status;
+    }
+    const char mark = OP_MARK;
+    const char tail[2] = {p->proto >= 2 ? (char)OP_TUPLE2 : (char)OP_TUPLE, (char)OP_REDUCE};
+    if (save(p, G.getattr, 0) < 0)
+        return -1;
+    if (p->proto < 2 && output_write(p, &mark, 1) < 0)
+        return -1;
+    if (save_nested_name(p, module_name, dotted_path, depth - 1) < 0)
+        return -1;
+    if (save(p, PyList_GET_ITEM(dotted_path, depth - 1), 0) < 0)
+        return -1;
+    return output_write(p, tail, 2);
+}
+#endif
 
 int save_global(pickler *p, PyObject *obj, PyObject *name)
 {
@@ -1570,6 +1627,12 @@ int save_global(pickler *p, PyObject *obj, PyObject *name)
             output_write(p, &op, 1) < 0)
             goto error;
     }
+#if PY_VERSION_HEX >= 0x030D0000
+    else if (parent != module) {
+        if (save_nested_name(p, module_name, dotted_path, PyList_GET_SIZE(dotted_path)) < 0)
+            goto error;
+    }
+#else
     else if (parent != module) {
         PyObject *reduce_value = Py_BuildValue("(O(OO))", G.getattr, parent, lastname);
         if (reduce_value == NULL)
@@ -1579,6 +1642,7 @@ int save_global(pickler *p, PyObject *obj, PyObject *name)
         if (status < 0)
             goto error;
     }
+#endif
     else {
         const char op = OP_GLOBAL;
         if (output_write(p, &op, 1) < 0)
