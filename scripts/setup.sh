@@ -13,6 +13,7 @@ PACKAGES=(
   babeltrace2 libbabeltrace2-dev python3-bt2
   libcriterion-dev
   python3 python3-dev python3-pytest python3-dill python3-cloudpickle
+  libpython3.11-testsuite
   time procps util-linux
 )
 

@@ -223,12 +223,38 @@ static PyObject *pickler_persistent_id(pickler *p, PyObject *obj)
 }
 #endif
 
+#if PY_VERSION_HEX >= 0x030C0000
+/* 3.12+: Pickler.dump(obj, /) takes its argument as a vectorcall, and a bad
+ * call reads as the reference's (observed on 3.12 and 3.13):
+ * "dump() takes at most 1 argument (2 given)" (positional and keyword
+ * arguments counted together; "1 keyword argument" when none is
+ * positional), else "dump() takes exactly 1 positional argument (0 given)". */
+static PyObject *pickler_dump_vectorcall(pickler *p, PyObject *const *args, Py_ssize_t nargs,
+                                         PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs == 1 && nkw == 0)
+        return pickler_dump_method(p, args[0]);
+    if (nargs + nkw > 1)
+        PyErr_Format(PyExc_TypeError, "dump() takes at most 1 %sargument (%zd given)",
+                     nargs == 0 ? "keyword " : "", nargs + nkw);
+    else
+        PyErr_Format(PyExc_TypeError,
+                     "dump() takes exactly 1 positional argument (%zd given)", nargs);
+    return NULL;
+}
+#endif
+
 static PyMethodDef pickler_methods[] = {
 #if PY_VERSION_HEX >= 0x030D0000
     {"persistent_id", (PyCFunction)pickler_persistent_id, METH_O,
      PyDoc_STR("persistent_id($self, obj, /)\n--\n\n")},
 #endif
+#if PY_VERSION_HEX >= 0x030C0000
+    {"dump", (PyCFunction)(void (*)(void))pickler_dump_vectorcall, METH_FASTCALL | METH_KEYWORDS,
+#else
     {"dump", (PyCFunction)pickler_dump_method, METH_O,
+#endif
      PyDoc_STR("dump($self, obj, /)\n--\n\n"
                "Write a pickled representation of the given object to the open file.")},
     {"clear_memo", (PyCFunction)pickler_clear_memo, METH_NOARGS,

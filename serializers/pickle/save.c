@@ -1282,7 +1282,12 @@ static int save_frozenset(pickler *p, PyObject *obj)
  * getattr is the generic one (e.g. reducer_override on every dump). */
 static int lookup_attr(PyObject *obj, PyObject *name, PyObject **out)
 {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13's public name for it.  Not PyObject_GetAttr + clear: since 3.10
+     * that records name and obj on the AttributeError a user __getattr__
+     * raises, an object the graph may hold (3.12 pickles them). */
+    return PyObject_GetOptionalAttr(obj, name, out);
+#elif PY_VERSION_HEX >= 0x030B0000
     return _PyObject_LookupAttr(obj, name, out);
 #else
     *out = PyObject_GetAttr(obj, name);

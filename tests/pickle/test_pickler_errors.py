@@ -174,7 +174,12 @@ def test_recursion_error_message_parity(kind):
                     assert got == expected, "protocol %d, depth +%d" % (protocol, d)
                     seen.add(expected)
     assert all(m.startswith("maximum recursion depth exceeded") for m in seen)
-    if kind == "instance":  # the pickler's check and the call's are both reached
+    # CPython 3.11: the pickler's check and the __reduce_ex__ call's are both
+    # reached.  On 3.12+ (recursion accounting changed: C calls and Python
+    # frames are counted apart) only the call's message is reached at these
+    # depths, by pickle as by sertrace: the parity above is what holds on
+    # every version.
+    if kind == "instance" and sys.version_info < (3, 12):
         assert {"maximum recursion depth exceeded while pickling an object",
                 "maximum recursion depth exceeded while calling a Python object"} <= seen
 
