@@ -492,8 +492,13 @@ static int parse_fastcall(const arg_spec *spec, PyObject *const *args, Py_ssize_
                 found = i;
         }
         if (found < 0) {
+#if PY_VERSION_HEX >= 0x030D0000
+            PyErr_Format(PyExc_TypeError, "%.200s() got an unexpected keyword argument '%U'",
+                         spec->fname, key);
+#else
             PyErr_Format(PyExc_TypeError, "'%U' is an invalid keyword argument for %.200s()", key,
                          spec->fname);
+#endif
             return -1;
         }
         if (found < nargs) {

@@ -1310,7 +1310,11 @@ static PyObject *get_dotted_path(PyObject *name)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *subpath = PyList_GET_ITEM(dotted_path, i);
         if (PyUnicode_Compare(subpath, G.s_locals) == 0) {
+#if PY_VERSION_HEX >= 0x030D0000
+            PyErr_Format(PyExc_AttributeError, "Can't get local object %R", name);
+#else
             PyErr_Format(PyExc_AttributeError, "Can't pickle local object %R", name);
+#endif
             Py_DECREF(dotted_path);
             return NULL;
         }
