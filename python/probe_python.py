@@ -44,13 +44,13 @@ def main():
         sys.stderr.write("usage: probe_python.py PREFIX\n")
         return 2
     if sys.implementation.name != "cpython":
-        sys.stderr.write("%s is %s, not CPython: sertrace's extension needs CPython 3.11-3.13\n"
-                         % (sys.executable, sys.implementation.name))
+        sys.stderr.write("it is %s, not CPython: sertrace's extension needs CPython 3.11-3.13\n"
+                         % sys.implementation.name)
         return 1
     if sys.version_info < (3, 11):
-        sys.stderr.write("%s is Python %d.%d: sertrace needs CPython 3.11 or later "
+        sys.stderr.write("it is Python %d.%d: sertrace needs CPython 3.11 or later "
                          "(pass -Dpython=/usr/bin/python3 for Debian's)\n"
-                         % ((sys.executable,) + sys.version_info[:2]))
+                         % sys.version_info[:2])
         return 1
     includes = []
     for d in (sysconfig.get_path("include"), sysconfig.get_path("platinclude"),
@@ -59,8 +59,8 @@ def main():
             includes.append(d)
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     if not suffix or not suffix.startswith(".") or suffix.count(".") < 2:
-        sys.stderr.write("%s reports extension suffix %r: cannot name the extension module\n"
-                         % (sys.executable, suffix))
+        sys.stderr.write("it reports extension suffix %r: cannot name the extension module\n"
+                         % (suffix,))
         return 1
     where, why = install_dir(sys.argv[1])
     facts = {

@@ -6,8 +6,10 @@
 # are about the pickler and the pure-Python pickler hook:
 #   cpython-pickle  CPython's own pickle tests (that version's test.pickletester) on sertrace
 #   pickle-pytest   tests/pickle: API, differential against that version's pickle, hostile
-#                   input, byte accounting (corpora of PT_GRAPHS graphs per protocol,
-#                   default here 2000, not the primary build's 10000: CI time)
+#                   input, byte accounting, on smaller corpora than the primary build's
+#                   (CI time): per protocol PT_GRAPHS=500 random graphs (primary 10,000),
+#                   PT_ACCOUNTING_GRAPHS=500 streamed (10,000), PT_TRACED_GRAPHS=150
+#                   traced (600), PT_ACCOUNTING_DUMPS=100 parsed (300); set them to change
 #   pyhook          tests/pyhook: pickle._Pickler traced (dill's tests skip: no dill there)
 # It says which versions it ran and which it did not find.  Usage:
 #   bash scripts/test-pyversions.sh                 # every 3.12/3.13 found
@@ -18,7 +20,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 TESTS=(cpython-pickle pickle-pytest pyhook)
-export PT_GRAPHS="${PT_GRAPHS:-2000}" PT_ACCOUNTING_GRAPHS="${PT_ACCOUNTING_GRAPHS:-2000}"
+export PT_GRAPHS="${PT_GRAPHS:-500}" PT_ACCOUNTING_GRAPHS="${PT_ACCOUNTING_GRAPHS:-500}"
+export PT_TRACED_GRAPHS="${PT_TRACED_GRAPHS:-150}" PT_ACCOUNTING_DUMPS="${PT_ACCOUNTING_DUMPS:-100}"
 
 pythons=()
 if [ "$#" -gt 0 ]; then
@@ -51,7 +54,9 @@ for python in "${pythons[@]}"; do
   fi
   minor=${version%.*}
   dir="build-py$minor"
-  echo "== CPython $version ($python): $dir, tests ${TESTS[*]} (PT_GRAPHS=$PT_GRAPHS) =="
+  echo "== CPython $version ($python): $dir, tests ${TESTS[*]} (corpora: PT_GRAPHS=$PT_GRAPHS" \
+       "PT_ACCOUNTING_GRAPHS=$PT_ACCOUNTING_GRAPHS PT_TRACED_GRAPHS=$PT_TRACED_GRAPHS" \
+       "PT_ACCOUNTING_DUMPS=$PT_ACCOUNTING_DUMPS) =="
   if [ ! -f "$dir/build.ninja" ]; then
     if ! meson setup "$dir" -Dpython="$python" >"/tmp/sertrace-setup-$minor.log" 2>&1; then
       tail -n 20 "/tmp/sertrace-setup-$minor.log"
