@@ -26,8 +26,10 @@ CompatPickleTests (`_compat_pickle`'s tables).  Nothing is marked as an
 expected failure: a failure here is a difference from `_pickle`.
 
 The test package: Debian's CPython needs `libpython3.11-testsuite`; pyenv and
-source builds carry their own.  Without it every test here is skipped with
-that reason.
+source builds carry their own.  Without it this module is skipped with that
+reason, and pytest, having run nothing, exits with status 5: meson reports
+the test as failed (the suite is meant to run CPython's tests), the reason
+in its output.
 """
 
 import collections
