@@ -32,6 +32,14 @@
  */
 #include "pickler.h"
 
+#if PY_VERSION_HEX >= 0x030D0000
+/* CPython 3.13 moved this prototype to its internal headers
+ * (pycore_setobject.h, Py_BUILD_CORE only); libpython still exports the
+ * function (for _abc), with the same signature and borrowed references. */
+PyAPI_FUNC(int) _PySet_NextEntry(PyObject *set, Py_ssize_t *pos, PyObject **key,
+                                 Py_hash_t *hash);
+#endif
+
 enum source_kind {
     SOURCE_LIST,       /* exact list, by index */
     SOURCE_DICT,       /* exact dict, PyDict_Next */

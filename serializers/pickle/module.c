@@ -87,11 +87,23 @@ static int pickler_tp_traverse(pickler *p, visitproc visit, void *arg)
  * gives at __init__ (the attribute set on the instance, or a subclass's
  * method).  A method bound to self is kept as (function, self) with self
  * borrowed, so that the pickler does not keep itself alive. */
+#if PY_VERSION_HEX >= 0x030D0000
+static PyObject *pickler_persistent_id(pickler *p, PyObject *obj);
+#endif
+
 static int find_persistent_id(pickler *p)
 {
     PyObject *found;
     if (lookup_attr((PyObject *)p, G.s_persistent_id, &found) < 0)
         return -1;
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13: Pickler has a persistent_id method returning None (so that
+     * super().persistent_id(obj) works); found un-overridden, it means "no
+     * persistent ids", and is not kept (it would be a cycle to self). */
+    if (found != NULL && PyCFunction_Check(found) && PyCFunction_GET_SELF(found) == (PyObject *)p &&
+        PyCFunction_GET_FUNCTION(found) == (PyCFunction)pickler_persistent_id)
+        Py_CLEAR(found);
+#endif
     PyObject *self = NULL;
     if (found != NULL && PyMethod_Check(found) && PyMethod_GET_SELF(found) == (PyObject *)p) {
         PyObject *function = Py_NewRef(PyMethod_GET_FUNCTION(found));
@@ -161,6 +173,13 @@ static PyObject *pickler_dump_method(pickler *p, PyObject *obj)
         return NULL;
     }
     int status = -1;
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13 reads persistent_id at each dump(), not only in __init__: a
+     * method changed or deleted on the class, or set on a subclass
+     * instance, after __init__ takes effect. */
+    if (find_persistent_id(p) < 0)
+        return NULL;
+#endif
     p->dumping = 1;
     if (output_reset(p) == 0 && pickler_dump(p, obj) == 0)
         status = 0;
@@ -177,8 +196,48 @@ static PyObject *pickler_clear_memo(pickler *p, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+#if PY_VERSION_HEX >= 0x030D0000
+/* 3.13's Pickler.persistent_id(obj): the default, no persistent id. */
+static PyObject *pickler_persistent_id(pickler *p, PyObject *obj)
+{
+    (void)p;
+    (void)obj;
+    Py_RETURN_NONE;
+}
+#endif
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* 3.12+: Pickler.dump(obj, /) takes its argument as a vectorcall, and a bad
+ * call reads as the reference's (observed on 3.12 and 3.13):
+ * "dump() takes at most 1 argument (2 given)" (positional and keyword
+ * arguments counted together; "1 keyword argument" when none is
+ * positional), else "dump() takes exactly 1 positional argument (0 given)". */
+static PyObject *pickler_dump_vectorcall(pickler *p, PyObject *const *args, Py_ssize_t nargs,
+                                         PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs == 1 && nkw == 0)
+        return pickler_dump_method(p, args[0]);
+    if (nargs + nkw > 1)
+        PyErr_Format(PyExc_TypeError, "dump() takes at most 1 %sargument (%zd given)",
+                     nargs == 0 ? "keyword " : "", nargs + nkw);
+    else
+        PyErr_Format(PyExc_TypeError,
+                     "dump() takes exactly 1 positional argument (%zd given)", nargs);
+    return NULL;
+}
+#endif
+
 static PyMethodDef pickler_methods[] = {
+#if PY_VERSION_HEX >= 0x030D0000
+    {"persistent_id", (PyCFunction)pickler_persistent_id, METH_O,
+     PyDoc_STR("persistent_id($self, obj, /)\n--\n\n")},
+#endif
+#if PY_VERSION_HEX >= 0x030C0000
+    {"dump", (PyCFunction)(void (*)(void))pickler_dump_vectorcall, METH_FASTCALL | METH_KEYWORDS,
+#else
     {"dump", (PyCFunction)pickler_dump_method, METH_O,
+#endif
      PyDoc_STR("dump($self, obj, /)\n--\n\n"
                "Write a pickled representation of the given object to the open file.")},
     {"clear_memo", (PyCFunction)pickler_clear_memo, METH_NOARGS,
@@ -330,6 +389,9 @@ static int pickler_set_memo(pickler *p, PyObject *source, void *closure)
     return status;
 }
 
+#if PY_VERSION_HEX < 0x030D0000
+/* Up to 3.12 persistent_id is a data attribute of every Pickler (3.13 made
+ * it a method, above). */
 static PyObject *pickler_get_persid(pickler *p, void *closure)
 {
     (void)closure;
@@ -358,10 +420,13 @@ static int pickler_set_persid(pickler *p, PyObject *value, void *closure)
     p->pers_func_self = NULL; /* an explicit callable is called as given */
     return 0;
 }
+#endif
 
 static PyGetSetDef pickler_getsets[] = {
     {"memo", (getter)pickler_get_memo, (setter)pickler_set_memo, NULL, NULL},
+#if PY_VERSION_HEX < 0x030D0000
     {"persistent_id", (getter)pickler_get_persid, (setter)pickler_set_persid, NULL, NULL},
+#endif
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -425,8 +490,13 @@ static int parse_fastcall(const arg_spec *spec, PyObject *const *args, Py_ssize_
                 found = i;
         }
         if (found < 0) {
+#if PY_VERSION_HEX >= 0x030D0000
+            PyErr_Format(PyExc_TypeError, "%.200s() got an unexpected keyword argument '%U'",
+                         spec->fname, key);
+#else
             PyErr_Format(PyExc_TypeError, "'%U' is an invalid keyword argument for %.200s()", key,
                          spec->fname);
+#endif
             return -1;
         }
         if (found < nargs) {

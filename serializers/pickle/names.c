@@ -26,7 +26,12 @@
 
 int lookup_attr(PyObject *obj, PyObject *name, PyObject **out)
 {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13's public name for it.  Not PyObject_GetAttr + clear: since 3.10
+     * that records name and obj on the AttributeError a user __getattr__
+     * raises, an object the graph may hold (3.12 pickles them). */
+    return PyObject_GetOptionalAttr(obj, name, out);
+#elif PY_VERSION_HEX >= 0x030B0000
     /* No AttributeError created and cleared when the type's getattr is
      * the generic one (reducer_override is looked up on every dump). */
     return _PyObject_LookupAttr(obj, name, out);
@@ -138,7 +143,11 @@ static int resolve_global(PyObject *obj, PyObject *given_name, global_ref *g)
         return -1;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(g->parts); i++) {
         if (PyUnicode_Compare(PyList_GET_ITEM(g->parts, i), G.s_locals) == 0) {
+#if PY_VERSION_HEX >= 0x030D0000
+            PyErr_Format(PyExc_AttributeError, "Can't get local object %R", g->name);
+#else
             PyErr_Format(PyExc_AttributeError, "Can't pickle local object %R", g->name);
+#endif
             return -1;
         }
     }
@@ -181,6 +190,17 @@ static int save_extension(pickler *p, PyObject *obj, const global_ref *g)
     Py_DECREF(key);
     if (code_obj == NULL)
         return PyErr_Occurred() ? -1 : 0;
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13: a code that is not an int raises what int conversion raises
+     * (TypeError), one out of range RuntimeError, without the object. */
+    long code = PyLong_AsLong(code_obj);
+    if (code == -1 && PyErr_Occurred())
+        return -1;
+    if (code <= 0 || code > 0x7fffffffL) {
+        PyErr_Format(PyExc_RuntimeError, "extension code %ld is out of range", code);
+        return -1;
+    }
+#else
     if (!PyLong_Check(code_obj)) {
         PyErr_Format(G.PicklingError, "Can't pickle %R: extension code %R isn't an integer", obj,
                      code_obj);
@@ -194,6 +214,7 @@ static int save_extension(pickler *p, PyObject *obj, const global_ref *g)
                      code);
         return -1;
     }
+#endif
     return save_part(p, PART_EXT, obj, write_ext_code, &code) < 0 ? -1 : 1;
 }
 
@@ -274,6 +295,38 @@ static int write_global_lines(pickler *p, PyObject *module_name, PyObject *name)
     return status;
 }
 
+#if PY_VERSION_HEX >= 0x030D0000
+/* CPython 3.13, protocols 0-3, a nested name module.A.B.C: the reference
+ * pickler writes getattr(getattr(A, 'B'), 'C'), where `getattr` is saved as
+ * any object (memoized), A is a GLOBAL written afresh (neither memoized nor
+ * looked up in the memo, so a class reachable from itself does not
+ * recurse), each further part is saved as any str, and neither the
+ * argument tuples nor the intermediate results are memoized (the caller
+ * memoizes the final object).  Learned from the bytes 3.13's pickle writes
+ * (tests/cpython: test_pickle's test_recursive_nested_names2; the
+ * differential corpus of tests/pickle).  Written outside in: every
+ * `getattr (` first, then A, then each part closing one call. */
+static int write_getattr_chain(pickler *p, const global_ref *g)
+{
+    Py_ssize_t parts = PyList_GET_SIZE(g->parts);
+    /* Protocols 0-1 have no TUPLE2: MARK ... TUPLE. */
+    const char close[2] = {p->proto >= 2 ? (char)OP_TUPLE2 : (char)OP_TUPLE, (char)OP_REDUCE};
+    for (Py_ssize_t i = 1; i < parts; i++) {
+        if (save_child(p, G.getattr, EDGE(EDGE_PLAIN, NULL)) < 0 ||
+            (p->proto < 2 && output_write_byte(p, OP_MARK) < 0))
+            return -1;
+    }
+    if (write_global_lines(p, g->module_name, PyList_GET_ITEM(g->parts, 0)) < 0)
+        return -1;
+    for (Py_ssize_t i = 1; i < parts; i++) {
+        if (save_child(p, PyList_GET_ITEM(g->parts, i), EDGE(EDGE_PLAIN, NULL)) < 0 ||
+            output_write(p, close, 2) < 0)
+            return -1;
+    }
+    return 0;
+}
+#endif
+
 /* Step 5, without the memo. */
 static int write_global(pickler *p, const global_ref *g)
 {
@@ -289,12 +342,16 @@ static int write_global(pickler *p, const global_ref *g)
     if (top_level)
         return write_global_lines(p, g->module_name, name);
     /* A nested name has no GLOBAL form below protocol 4. */
+#if PY_VERSION_HEX >= 0x030D0000
+    return write_getattr_chain(p, g);
+#else
     PyObject *value = Py_BuildValue("(O(OO))", G.getattr, g->parent, last_part(g));
     if (value == NULL)
         return -1;
     int status = save_reduce_value(p, value, NULL);
     Py_DECREF(value);
     return status;
+#endif
 }
 
 int save_global(pickler *p, PyObject *obj, PyObject *name)

@@ -188,7 +188,11 @@ enum { PB_IN_BAND, PB_OUT_OF_BAND };
 
 static int picklebuffer_route(pickler *p, PyObject *obj, const Py_buffer **view)
 {
+#if PY_VERSION_HEX >= 0x030D0000
+    const char *refusal = "PickleBuffer can only be pickled with protocol >= 5";
+#else
     const char *refusal = "PickleBuffer can only pickled with protocol >= 5";
+#endif
     if (p->proto >= 5) {
         if ((*view = PyPickleBuffer_GetBuffer(obj)) == NULL)
             return -1;
