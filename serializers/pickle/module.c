@@ -57,19 +57,30 @@ static int pickler_tp_clear(pickler *p)
     return 0;
 }
 
-static void pickler_tp_dealloc(pickler *p)
+/* Everything a pickler owns, for its deallocation, once the GC no longer
+ * sees it: the error path of a traced dump, the memo (freed in one pass,
+ * before tp_clear, which would empty it slot by slot) and every reference. */
+static void pickler_release(pickler *p)
 {
     PyObject_GC_UnTrack(p);
     trace_reset_error(p);
     PyMem_Free(p->path);
     p->path = NULL;
-    memo_free(&p->memo); /* before tp_clear, which would empty it slot by slot */
+    memo_free(&p->memo);
     pickler_tp_clear(p);
-    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+static void pickler_tp_dealloc(pickler *p)
+{
+    PyTypeObject *type = Py_TYPE(p); /* a heap type: each instance holds a reference */
+    pickler_release(p);
+    type->tp_free((PyObject *)p);
+    Py_DECREF(type);
 }
 
 static int pickler_tp_traverse(pickler *p, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE(p));
     Py_VISIT(p->write);
     Py_VISIT(p->pers_func);
     Py_VISIT(p->dispatch_table);
@@ -259,17 +270,25 @@ typedef struct {
     pickler *owner;
 } memo_proxy;
 
-static PyTypeObject memo_proxy_type;
+/* Both types are heap types (PyType_FromSpec, immutable), as _pickle's are
+ * since 3.10: test_pickle's HeapTypesTests (3.12+) checks that the GC
+ * tracks them and that they cannot be changed.  Created by the module's
+ * init; the module is single-phase, so the types live as long as the
+ * process. */
+static PyTypeObject *memo_proxy_type;
 
 static void memo_proxy_dealloc(memo_proxy *m)
 {
+    PyTypeObject *type = Py_TYPE(m);
     PyObject_GC_UnTrack(m);
     Py_CLEAR(m->owner);
     PyObject_GC_Del(m);
+    Py_DECREF(type);
 }
 
 static int memo_proxy_traverse(memo_proxy *m, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE(m));
     Py_VISIT(m->owner);
     return 0;
 }
@@ -304,21 +323,27 @@ static PyMethodDef memo_proxy_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject memo_proxy_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sertrace._native.PicklerMemoProxy",
-    .tp_basicsize = sizeof(memo_proxy),
-    .tp_dealloc = (destructor)memo_proxy_dealloc,
-    .tp_hash = PyObject_HashNotImplemented,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_traverse = (traverseproc)memo_proxy_traverse,
-    .tp_methods = memo_proxy_methods,
+static PyType_Slot memo_proxy_slots[] = {
+    {Py_tp_dealloc, (void *)memo_proxy_dealloc},
+    {Py_tp_hash, (void *)PyObject_HashNotImplemented},
+    {Py_tp_traverse, (void *)memo_proxy_traverse},
+    {Py_tp_methods, memo_proxy_methods},
+    {0, NULL},
+};
+
+static PyType_Spec memo_proxy_spec = {
+    .name = "sertrace._native.PicklerMemoProxy",
+    .basicsize = sizeof(memo_proxy),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = memo_proxy_slots,
 };
 
 static PyObject *pickler_get_memo(pickler *p, void *closure)
 {
     (void)closure;
     /* GC types are tracked by the generic allocator. */
-    memo_proxy *m = (memo_proxy *)PyType_GenericAlloc(&memo_proxy_type, 0);
+    memo_proxy *m = (memo_proxy *)PyType_GenericAlloc(memo_proxy_type, 0);
     if (m != NULL)
         m->owner = (pickler *)Py_NewRef(p);
     return (PyObject *)m;
@@ -366,7 +391,7 @@ static int pickler_set_memo(pickler *p, PyObject *source, void *closure)
     const char *refusal = NULL;
     if (source == NULL)
         refusal = "attribute deletion is not supported";
-    else if (!Py_IS_TYPE(source, &memo_proxy_type) && !PyDict_Check(source))
+    else if (!Py_IS_TYPE(source, memo_proxy_type) && !PyDict_Check(source))
         refusal = "'memo' attribute must be a PicklerMemoProxy object or dict, not %.200s";
     if (refusal != NULL) {
         PyErr_Format(PyExc_TypeError, refusal, source != NULL ? Py_TYPE(source)->tp_name : "");
@@ -434,20 +459,28 @@ PyDoc_STRVAR(pickler_doc,
              "Pickler(file, protocol=None, fix_imports=True, buffer_callback=None)\n--\n\n"
              "A byte-identical, traced drop-in for pickle.Pickler (see pickle.Pickler).");
 
-PyTypeObject pickler_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sertrace.Pickler",
-    .tp_basicsize = sizeof(pickler),
-    .tp_dealloc = (destructor)pickler_tp_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = pickler_doc,
-    .tp_traverse = (traverseproc)pickler_tp_traverse,
-    .tp_clear = (inquiry)pickler_tp_clear,
-    .tp_methods = pickler_methods,
-    .tp_members = pickler_members,
-    .tp_getset = pickler_getsets,
-    .tp_init = (initproc)pickler_tp_init,
-    .tp_new = pickler_tp_new,
+static PyType_Slot pickler_slots[] = {
+    {Py_tp_dealloc, (void *)pickler_tp_dealloc},
+    {Py_tp_doc, (void *)pickler_doc},
+    {Py_tp_traverse, (void *)pickler_tp_traverse},
+    {Py_tp_clear, (void *)pickler_tp_clear},
+    {Py_tp_methods, pickler_methods},
+    {Py_tp_members, pickler_members},
+    {Py_tp_getset, pickler_getsets},
+    {Py_tp_init, (void *)pickler_tp_init},
+    {Py_tp_new, (void *)pickler_tp_new},
+    {0, NULL},
 };
+
+static PyType_Spec pickler_spec = {
+    .name = "sertrace.Pickler",
+    .basicsize = sizeof(pickler),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = pickler_slots,
+};
+
+static PyTypeObject *pickler_type;
 
 /* ---- module functions ------------------------------------------------ */
 
@@ -541,7 +574,7 @@ static PyObject *module_dump(PyObject *module, PyObject *const *args, Py_ssize_t
 
     if (parse_fastcall(&spec, args, nargs, kwnames, a) < 0 || bool_arg(a[3], &fix_imports) < 0)
         return NULL;
-    p = pickler_alloc(&pickler_type);
+    p = pickler_alloc(pickler_type);
     if (p == NULL)
         return NULL;
     if (pickler_configure(p, a[2], fix_imports, a[1], a[4]) < 0 || pickler_dump(p, a[0]) < 0) {
@@ -565,7 +598,7 @@ static PyObject *module_dumps(PyObject *module, PyObject *const *args, Py_ssize_
 
     if (parse_fastcall(&spec, args, nargs, kwnames, a) < 0 || bool_arg(a[2], &fix_imports) < 0)
         return NULL;
-    p = pickler_alloc(&pickler_type);
+    p = pickler_alloc(pickler_type);
     if (p == NULL)
         return NULL;
     if (pickler_configure(p, a[1], fix_imports, NULL, a[3]) == 0 && pickler_dump(p, a[0]) == 0)
@@ -704,13 +737,16 @@ PyMODINIT_FUNC PyInit__native(void)
     PyObject *m;
     if (init_globals() < 0)
         return NULL;
-    if (PyType_Ready(&pickler_type) < 0 || PyType_Ready(&memo_proxy_type) < 0)
+    if (pickler_type == NULL &&
+        (pickler_type = (PyTypeObject *)PyType_FromSpec(&pickler_spec)) == NULL)
+        return NULL;
+    if (memo_proxy_type == NULL &&
+        (memo_proxy_type = (PyTypeObject *)PyType_FromSpec(&memo_proxy_spec)) == NULL)
         return NULL;
     m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;
-    Py_INCREF(&pickler_type);
-    if (PyModule_AddObject(m, "Pickler", (PyObject *)&pickler_type) < 0 ||
+    if (PyModule_AddObjectRef(m, "Pickler", (PyObject *)pickler_type) < 0 ||
         PyModule_AddObjectRef(m, "PickleError", G.PickleError) < 0 ||
         PyModule_AddObjectRef(m, "PicklingError", G.PicklingError) < 0 ||
         PyModule_AddIntConstant(m, "HIGHEST_PROTOCOL", PICKLE_HIGHEST_PROTOCOL) < 0 ||

@@ -268,7 +268,6 @@ typedef struct pickle_globals {
 } pickle_globals;
 
 extern pickle_globals G;
-extern PyTypeObject pickler_type;
 
 /* ---- output.c: the single write path --------------------------------- */
 
