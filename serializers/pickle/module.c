@@ -70,12 +70,19 @@ static void pickler_release(pickler *p)
     pickler_tp_clear(p);
 }
 
+/* The end of an instance of one of this module's heap types: its memory,
+ * then the reference to its type that every instance holds. */
+static void heap_instance_free(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
 static void pickler_tp_dealloc(pickler *p)
 {
-    PyTypeObject *type = Py_TYPE(p); /* a heap type: each instance holds a reference */
     pickler_release(p);
-    type->tp_free((PyObject *)p);
-    Py_DECREF(type);
+    heap_instance_free((PyObject *)p);
 }
 
 static int pickler_tp_traverse(pickler *p, visitproc visit, void *arg)
@@ -279,11 +286,9 @@ static PyTypeObject *memo_proxy_type;
 
 static void memo_proxy_dealloc(memo_proxy *m)
 {
-    PyTypeObject *type = Py_TYPE(m);
     PyObject_GC_UnTrack(m);
     Py_CLEAR(m->owner);
-    PyObject_GC_Del(m);
-    Py_DECREF(type);
+    heap_instance_free((PyObject *)m);
 }
 
 static int memo_proxy_traverse(memo_proxy *m, visitproc visit, void *arg)
