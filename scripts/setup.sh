@@ -14,6 +14,7 @@ PACKAGES=(
   libcriterion-dev
   python3 python3-dev python3-pytest python3-dill python3-cloudpickle
   python3-numpy python3-joblib
+  libpython3.11-testsuite
   time procps util-linux
 )
 

@@ -6,7 +6,9 @@
 #      memory and reference handling);
 #   3. the C unit tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build
 #      (./build-asan);
-# and print a closing line "tests: N passed, N failed" (meson tests, both builds).
+#   4. the pickler's Python tests on the other CPythons found (pyenv's 3.12, 3.13), a
+#      build each (./build-py3.X): scripts/test-pyversions.sh, which says which ran;
+# and print a closing line "tests: N passed, N failed" (meson tests, every build).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
@@ -29,12 +31,20 @@ ninja -C build-asan >/dev/null || status=1
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   meson test -C build-asan --suite unit --print-errorlogs || status=1
 
+echo "== other CPython versions: the pickler's Python tests (build-py3.X) =="
+# Only the logs this run writes are counted: an old build-py3.X log is removed first.
+rm -f build-py3.*/meson-logs/testlog.json
+bash scripts/test-pyversions.sh || status=1
+
 # What the runners said (Criterion synthesis, pytest summaries), then one closing line.
 /usr/bin/python3 - <<'PY' || status=1
-import json, os, re
+import glob, json, os, re
 passed = failed = 0
-for log in ("build/meson-logs/testlog.json", "build/meson-logs/pydebug.json",
-            "build-asan/meson-logs/testlog.json"):
+logs = [("", "build/meson-logs/testlog.json"), ("", "build/meson-logs/pydebug.json"),
+        ("", "build-asan/meson-logs/testlog.json")]
+logs += [(os.path.dirname(os.path.dirname(l))[len("build-"):] + ":", l)
+         for l in sorted(glob.glob("build-py3.*/meson-logs/testlog.json"))]
+for prefix, log in logs:
     if not os.path.exists(log):
         continue
     for line in open(log):
@@ -45,7 +55,7 @@ for log in ("build/meson-logs/testlog.json", "build/meson-logs/pydebug.json",
         out = (t.get("stdout") or "") + (t.get("stderr") or "")
         said = [l.strip() for l in out.splitlines()
                 if re.search(r"Synthesis: Tested|^(=+ )?\d+ (passed|failed|error)", l.strip())]
-        print("%-5s %-28s %s" % (t["result"], t["name"], said[-1] if said else ""))
+        print("%-5s %-28s %s" % (t["result"], prefix + t["name"], said[-1] if said else ""))
 if passed + failed == 0:
     print("no tests ran")
     raise SystemExit(1)

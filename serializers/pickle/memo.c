@@ -136,25 +136,30 @@ int memo_set_at(memo_table *m, memo_entry *e, PyObject *key, Py_ssize_t value)
     return 0;
 }
 
+int memo_each(const memo_table *m, memo_visit visit, void *arg)
+{
+    const memo_entry *end = m->table == NULL ? NULL : m->table + m->mask + 1;
+    for (const memo_entry *e = m->table; e != end; e++)
+        if (e->key != NULL && visit(arg, e->key, e->value) < 0)
+            return -1;
+    return 0;
+}
+
+/* memo_each's visitor for memo_as_dict: {id(obj): (index, obj)}. */
+static int add_to_dict(void *dict, PyObject *obj, Py_ssize_t index)
+{
+    PyObject *id = PyLong_FromVoidPtr(obj);
+    PyObject *pair = id != NULL ? Py_BuildValue("nO", index, obj) : NULL;
+    int status = pair != NULL ? PyDict_SetItem((PyObject *)dict, id, pair) : -1;
+    Py_XDECREF(id);
+    Py_XDECREF(pair);
+    return status;
+}
+
 PyObject *memo_as_dict(const memo_table *m)
 {
     PyObject *d = PyDict_New();
-    if (d == NULL || m->table == NULL)
-        return d;
-    for (size_t i = 0; i <= m->mask; i++) {
-        memo_entry *e = &m->table[i];
-        if (e->key == NULL)
-            continue;
-        PyObject *k = PyLong_FromVoidPtr(e->key);
-        PyObject *v = Py_BuildValue("nO", e->value, e->key);
-        if (k == NULL || v == NULL || PyDict_SetItem(d, k, v) < 0) {
-            Py_XDECREF(k);
-            Py_XDECREF(v);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(k);
-        Py_DECREF(v);
-    }
+    if (d != NULL && memo_each(m, add_to_dict, d) < 0)
+        Py_CLEAR(d);
     return d;
 }

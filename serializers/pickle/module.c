@@ -41,35 +41,53 @@ static PyObject *pickler_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
     return (PyObject *)pickler_alloc(type);
 }
 
+/* Drop every reference the pickler holds (the GC breaks cycles through
+ * here; __init__ on a used pickler starts from here too, so attributes set
+ * before a second __init__ are gone, as with pickle's C Pickler). */
 static int pickler_tp_clear(pickler *p)
 {
-    Py_CLEAR(p->output_buffer);
+    PyObject **held[] = {
+        &p->output_buffer,    &p->write,           &p->pers_func, &p->dispatch_table,
+        &p->reducer_override, &p->buffer_callback, &p->fast_memo, &p->err_type};
+    p->pers_func_self = NULL; /* borrowed: p itself */
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
+        Py_CLEAR(*held[i]);
     output_sync(p);
-    Py_CLEAR(p->write);
-    Py_CLEAR(p->pers_func);
-    p->pers_func_self = NULL;
-    Py_CLEAR(p->dispatch_table);
-    Py_CLEAR(p->fast_memo);
-    Py_CLEAR(p->reducer_override);
-    Py_CLEAR(p->buffer_callback);
-    Py_CLEAR(p->err_type);
     memo_clear(&p->memo);
     return 0;
 }
 
-static void pickler_tp_dealloc(pickler *p)
+/* Everything a pickler owns, for its deallocation, once the GC no longer
+ * sees it: the error path of a traced dump, the memo (freed in one pass,
+ * before tp_clear, which would empty it slot by slot) and every reference. */
+static void pickler_release(pickler *p)
 {
     PyObject_GC_UnTrack(p);
     trace_reset_error(p);
     PyMem_Free(p->path);
     p->path = NULL;
-    memo_free(&p->memo); /* before tp_clear, which would empty it slot by slot */
+    memo_free(&p->memo);
     pickler_tp_clear(p);
-    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+/* The end of an instance of one of this module's heap types: its memory,
+ * then the reference to its type that every instance holds. */
+static void heap_instance_free(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static void pickler_tp_dealloc(pickler *p)
+{
+    pickler_release(p);
+    heap_instance_free((PyObject *)p);
 }
 
 static int pickler_tp_traverse(pickler *p, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE(p));
     Py_VISIT(p->write);
     Py_VISIT(p->pers_func);
     Py_VISIT(p->dispatch_table);
@@ -83,30 +101,47 @@ static int pickler_tp_traverse(pickler *p, visitproc visit, void *arg)
     return 0;
 }
 
-/* persistent_id: a bound method of self is stored as (function, self) so
- * the pickler does not hold a reference cycle to itself (as _pickle.c). */
-static int init_method_ref(pickler *p, PyObject *name)
+/* The persistent_id in effect: whatever getattr(self, "persistent_id")
+ * gives at __init__ (the attribute set on the instance, or a subclass's
+ * method).  A method bound to self is kept as (function, self) with self
+ * borrowed, so that the pickler does not keep itself alive. */
+#if PY_VERSION_HEX >= 0x030D0000
+static PyObject *pickler_persistent_id(pickler *p, PyObject *obj);
+#endif
+
+static int find_persistent_id(pickler *p)
 {
-    PyObject *func = PyObject_GetAttr((PyObject *)p, name);
-    if (func == NULL) {
-        p->pers_func_self = NULL;
-        Py_CLEAR(p->pers_func);
-        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
-            PyErr_Clear();
-            return 0;
-        }
+    PyObject *found;
+    if (lookup_attr((PyObject *)p, G.s_persistent_id, &found) < 0)
         return -1;
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13: Pickler has a persistent_id method returning None (so that
+     * super().persistent_id(obj) works); found un-overridden, it means "no
+     * persistent ids", and is not kept (it would be a cycle to self). */
+    if (found != NULL && PyCFunction_Check(found) && PyCFunction_GET_SELF(found) == (PyObject *)p &&
+        PyCFunction_GET_FUNCTION(found) == (PyCFunction)pickler_persistent_id)
+        Py_CLEAR(found);
+#endif
+    PyObject *self = NULL;
+    if (found != NULL && PyMethod_Check(found) && PyMethod_GET_SELF(found) == (PyObject *)p) {
+        PyObject *function = Py_NewRef(PyMethod_GET_FUNCTION(found));
+        Py_SETREF(found, function);
+        self = (PyObject *)p;
     }
-    if (PyMethod_Check(func) && PyMethod_GET_SELF(func) == (PyObject *)p) {
-        PyObject *f = PyMethod_GET_FUNCTION(func);
-        Py_INCREF(f);
-        p->pers_func_self = (PyObject *)p;
-        Py_XSETREF(p->pers_func, f);
-        Py_DECREF(func);
-        return 0;
-    }
-    p->pers_func_self = NULL;
-    Py_XSETREF(p->pers_func, func);
+    Py_XSETREF(p->pers_func, found);
+    p->pers_func_self = self;
+    return 0;
+}
+
+/* dispatch_table as set on the instance (before or after __init__) or on
+ * the class; looked up before anything is dropped, so an attribute set
+ * before Pickler.__init__ is kept. */
+static int find_dispatch_table(pickler *p)
+{
+    PyObject *found;
+    if (lookup_attr((PyObject *)p, G.s_dispatch_table, &found) < 0)
+        return -1;
+    Py_XSETREF(p->dispatch_table, found);
     return 0;
 }
 
@@ -124,35 +159,18 @@ static int pickler_tp_init(pickler *p, PyObject *args, PyObject *kwds)
                         "Pickler.__init__() called while this Pickler is dumping");
         return -1;
     }
+    /* A pickler used before starts from nothing: what was set on it
+     * before this second __init__ is dropped (as with pickle's). */
     if (p->write != NULL)
         (void)pickler_tp_clear(p);
-    if (pickler_set_protocol(p, protocol, fix_imports) < 0)
+    if (pickler_configure(p, protocol, fix_imports, file, buffer_callback) < 0 ||
+        output_start(p) < 0)
         return -1;
-    if (pickler_set_output(p, file) < 0)
-        return -1;
-    if (pickler_set_buffer_callback(p, buffer_callback) < 0)
-        return -1;
-    p->output_len = 0;
-    p->frame_start = -1;
-    if (p->output_buffer == NULL) {
-        p->max_output_len = PICKLE_WRITE_BUF_SIZE;
-        p->output_buffer = PyBytes_FromStringAndSize(NULL, p->max_output_len);
-        if (p->output_buffer == NULL)
-            return -1;
-    }
-    output_sync(p);
     p->fast = 0;
     p->fast_nesting = 0;
     Py_CLEAR(p->fast_memo);
-    if (init_method_ref(p, G.s_persistent_id) < 0)
+    if (find_persistent_id(p) < 0 || find_dispatch_table(p) < 0)
         return -1;
-    Py_CLEAR(p->dispatch_table);
-    p->dispatch_table = PyObject_GetAttr((PyObject *)p, G.s_dispatch_table);
-    if (p->dispatch_table == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return -1;
-        PyErr_Clear();
-    }
     return 0;
 }
 
@@ -173,6 +191,13 @@ static PyObject *pickler_dump_method(pickler *p, PyObject *obj)
         return NULL;
     }
     int status = -1;
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13 reads persistent_id at each dump(), not only in __init__: a
+     * method changed or deleted on the class, or set on a subclass
+     * instance, after __init__ takes effect. */
+    if (find_persistent_id(p) < 0)
+        return NULL;
+#endif
     p->dumping = 1;
     if (output_reset(p) == 0 && pickler_dump(p, obj) == 0)
         status = 0;
@@ -189,8 +214,48 @@ static PyObject *pickler_clear_memo(pickler *p, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+#if PY_VERSION_HEX >= 0x030D0000
+/* 3.13's Pickler.persistent_id(obj): the default, no persistent id. */
+static PyObject *pickler_persistent_id(pickler *p, PyObject *obj)
+{
+    (void)p;
+    (void)obj;
+    Py_RETURN_NONE;
+}
+#endif
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* 3.12+: Pickler.dump(obj, /) takes its argument as a vectorcall, and a bad
+ * call reads as the reference's (observed on 3.12 and 3.13):
+ * "dump() takes at most 1 argument (2 given)" (positional and keyword
+ * arguments counted together; "1 keyword argument" when none is
+ * positional), else "dump() takes exactly 1 positional argument (0 given)". */
+static PyObject *pickler_dump_vectorcall(pickler *p, PyObject *const *args, Py_ssize_t nargs,
+                                         PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs == 1 && nkw == 0)
+        return pickler_dump_method(p, args[0]);
+    if (nargs + nkw > 1)
+        PyErr_Format(PyExc_TypeError, "dump() takes at most 1 %sargument (%zd given)",
+                     nargs == 0 ? "keyword " : "", nargs + nkw);
+    else
+        PyErr_Format(PyExc_TypeError,
+                     "dump() takes exactly 1 positional argument (%zd given)", nargs);
+    return NULL;
+}
+#endif
+
 static PyMethodDef pickler_methods[] = {
+#if PY_VERSION_HEX >= 0x030D0000
+    {"persistent_id", (PyCFunction)pickler_persistent_id, METH_O,
+     PyDoc_STR("persistent_id($self, obj, /)\n--\n\n")},
+#endif
+#if PY_VERSION_HEX >= 0x030C0000
+    {"dump", (PyCFunction)(void (*)(void))pickler_dump_vectorcall, METH_FASTCALL | METH_KEYWORDS,
+#else
     {"dump", (PyCFunction)pickler_dump_method, METH_O,
+#endif
      PyDoc_STR("dump($self, obj, /)\n--\n\n"
                "Write a pickled representation of the given object to the open file.")},
     {"clear_memo", (PyCFunction)pickler_clear_memo, METH_NOARGS,
@@ -212,17 +277,23 @@ typedef struct {
     pickler *owner;
 } memo_proxy;
 
-static PyTypeObject memo_proxy_type;
+/* Both types are heap types (PyType_FromSpec, immutable), as _pickle's are
+ * since 3.10: test_pickle's HeapTypesTests (3.12+) checks that the GC
+ * tracks them and that they cannot be changed.  Created by the module's
+ * init; the module is single-phase, so the types live as long as the
+ * process. */
+static PyTypeObject *memo_proxy_type;
 
 static void memo_proxy_dealloc(memo_proxy *m)
 {
     PyObject_GC_UnTrack(m);
     Py_CLEAR(m->owner);
-    PyObject_GC_Del(m);
+    heap_instance_free((PyObject *)m);
 }
 
 static int memo_proxy_traverse(memo_proxy *m, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE(m));
     Py_VISIT(m->owner);
     return 0;
 }
@@ -257,75 +328,100 @@ static PyMethodDef memo_proxy_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject memo_proxy_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sertrace._native.PicklerMemoProxy",
-    .tp_basicsize = sizeof(memo_proxy),
-    .tp_dealloc = (destructor)memo_proxy_dealloc,
-    .tp_hash = PyObject_HashNotImplemented,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_traverse = (traverseproc)memo_proxy_traverse,
-    .tp_methods = memo_proxy_methods,
+static PyType_Slot memo_proxy_slots[] = {
+    {Py_tp_dealloc, (void *)memo_proxy_dealloc},
+    {Py_tp_hash, (void *)PyObject_HashNotImplemented},
+    {Py_tp_traverse, (void *)memo_proxy_traverse},
+    {Py_tp_methods, memo_proxy_methods},
+    {0, NULL},
+};
+
+static PyType_Spec memo_proxy_spec = {
+    .name = "sertrace._native.PicklerMemoProxy",
+    .basicsize = sizeof(memo_proxy),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = memo_proxy_slots,
 };
 
 static PyObject *pickler_get_memo(pickler *p, void *closure)
 {
     (void)closure;
-    memo_proxy *m = PyObject_GC_New(memo_proxy, &memo_proxy_type);
-    if (m == NULL)
-        return NULL;
-    Py_INCREF(p);
-    m->owner = p;
-    PyObject_GC_Track(m);
+    /* GC types are tracked by the generic allocator. */
+    memo_proxy *m = (memo_proxy *)PyType_GenericAlloc(memo_proxy_type, 0);
+    if (m != NULL)
+        m->owner = (pickler *)Py_NewRef(p);
     return (PyObject *)m;
 }
 
-static int pickler_set_memo(pickler *p, PyObject *obj, void *closure)
+/* memo_each's visitor (and the dict walk's): one entry into a new table. */
+static int load_entry(void *table, PyObject *obj, Py_ssize_t index)
 {
-    (void)closure;
-    memo_table fresh;
-    if (obj == NULL) {
-        PyErr_SetString(PyExc_TypeError, "attribute deletion is not supported");
-        return -1;
-    }
-    if (Py_IS_TYPE(obj, &memo_proxy_type)) {
-        PyObject *d = memo_as_dict(&((memo_proxy *)obj)->owner->memo);
-        int r;
-        if (d == NULL)
-            return -1;
-        r = pickler_set_memo(p, d, NULL);
-        Py_DECREF(d);
-        return r;
-    }
-    if (!PyDict_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "'memo' attribute must be a PicklerMemoProxy object or "
-                                      "dict, not %.200s",
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    if (memo_init(&fresh) < 0)
-        return -1;
-    Py_ssize_t i = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(obj, &i, &key, &value)) {
-        Py_ssize_t memo_id;
-        if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 2) {
-            PyErr_SetString(PyExc_TypeError, "'memo' values must be 2-item tuples");
-            goto error;
-        }
-        memo_id = PyLong_AsSsize_t(PyTuple_GET_ITEM(value, 0));
-        if (memo_id == -1 && PyErr_Occurred())
-            goto error;
-        if (memo_set(&fresh, PyTuple_GET_ITEM(value, 1), memo_id) < 0)
-            goto error;
-    }
-    memo_free(&p->memo);
-    p->memo = fresh;
-    return 0;
-error:
-    memo_free(&fresh);
-    return -1;
+    return memo_set((memo_table *)table, obj, index);
 }
 
+/* One value of a dict given as a memo: an (index, obj) pair.  Returns obj
+ * (borrowed) and sets *index, or NULL with TypeError / the int's error. */
+static PyObject *memo_pair(PyObject *pair, Py_ssize_t *index)
+{
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_SetString(PyExc_TypeError, "'memo' values must be 2-item tuples");
+        return NULL;
+    }
+    *index = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
+    return *index == -1 && PyErr_Occurred() ? NULL : PyTuple_GET_ITEM(pair, 1);
+}
+
+/* The entries of a dict given as a memo ({any: (index, obj)}: only the
+ * values matter), taken from a snapshot of its values, to visit. */
+static int dict_entries(PyObject *d, memo_visit visit, void *arg)
+{
+    PyObject *pairs = PyDict_Values(d);
+    int status = pairs != NULL ? 0 : -1;
+    for (Py_ssize_t i = 0; status == 0 && i < PyList_GET_SIZE(pairs); i++) {
+        Py_ssize_t index;
+        PyObject *obj = memo_pair(PyList_GET_ITEM(pairs, i), &index);
+        status = obj != NULL ? visit(arg, obj, index) : -1;
+    }
+    Py_XDECREF(pairs);
+    return status;
+}
+
+/* `pickler.memo = source`: a new table is loaded from the source (another
+ * pickler's memo through its proxy, or a dict as memo.copy() gives) and
+ * replaces the current one only when every entry was valid. */
+static int pickler_set_memo(pickler *p, PyObject *source, void *closure)
+{
+    (void)closure;
+    const char *refusal = NULL;
+    if (source == NULL)
+        refusal = "attribute deletion is not supported";
+    else if (!Py_IS_TYPE(source, memo_proxy_type) && !PyDict_Check(source))
+        refusal = "'memo' attribute must be a PicklerMemoProxy object or dict, not %.200s";
+    if (refusal != NULL) {
+        PyErr_Format(PyExc_TypeError, refusal, source != NULL ? Py_TYPE(source)->tp_name : "");
+        return -1;
+    }
+    memo_table loaded;
+    if (memo_init(&loaded) < 0)
+        return -1;
+    int status = PyDict_Check(source)
+                     ? dict_entries(source, load_entry, &loaded)
+                     : memo_each(&((memo_proxy *)source)->owner->memo, load_entry, &loaded);
+    if (status == 0) {
+        /* Swapped before the old table is freed: a __del__ run by the
+         * frees sees the new memo. */
+        memo_table old = p->memo;
+        p->memo = loaded;
+        loaded = old;
+    }
+    memo_free(&loaded);
+    return status;
+}
+
+#if PY_VERSION_HEX < 0x030D0000
+/* Up to 3.12 persistent_id is a data attribute of every Pickler (3.13 made
+ * it a method, above). */
 static PyObject *pickler_get_persid(pickler *p, void *closure)
 {
     (void)closure;
@@ -342,23 +438,25 @@ static PyObject *pickler_get_persid(pickler *p, void *closure)
 static int pickler_set_persid(pickler *p, PyObject *value, void *closure)
 {
     (void)closure;
-    if (value == NULL) {
-        PyErr_SetString(PyExc_TypeError, "attribute deletion is not supported");
+    const char *refusal = value == NULL ? "attribute deletion is not supported"
+                          : !PyCallable_Check(value)
+                              ? "persistent_id must be a callable taking one argument"
+                              : NULL;
+    if (refusal != NULL) {
+        PyErr_SetString(PyExc_TypeError, refusal);
         return -1;
     }
-    if (!PyCallable_Check(value)) {
-        PyErr_SetString(PyExc_TypeError, "persistent_id must be a callable taking one argument");
-        return -1;
-    }
-    p->pers_func_self = NULL;
-    Py_INCREF(value);
-    Py_XSETREF(p->pers_func, value);
+    Py_XSETREF(p->pers_func, Py_NewRef(value));
+    p->pers_func_self = NULL; /* an explicit callable is called as given */
     return 0;
 }
+#endif
 
 static PyGetSetDef pickler_getsets[] = {
     {"memo", (getter)pickler_get_memo, (setter)pickler_set_memo, NULL, NULL},
+#if PY_VERSION_HEX < 0x030D0000
     {"persistent_id", (getter)pickler_get_persid, (setter)pickler_set_persid, NULL, NULL},
+#endif
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -366,20 +464,28 @@ PyDoc_STRVAR(pickler_doc,
              "Pickler(file, protocol=None, fix_imports=True, buffer_callback=None)\n--\n\n"
              "A byte-identical, traced drop-in for pickle.Pickler (see pickle.Pickler).");
 
-PyTypeObject pickler_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sertrace.Pickler",
-    .tp_basicsize = sizeof(pickler),
-    .tp_dealloc = (destructor)pickler_tp_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = pickler_doc,
-    .tp_traverse = (traverseproc)pickler_tp_traverse,
-    .tp_clear = (inquiry)pickler_tp_clear,
-    .tp_methods = pickler_methods,
-    .tp_members = pickler_members,
-    .tp_getset = pickler_getsets,
-    .tp_init = (initproc)pickler_tp_init,
-    .tp_new = pickler_tp_new,
+static PyType_Slot pickler_slots[] = {
+    {Py_tp_dealloc, (void *)pickler_tp_dealloc},
+    {Py_tp_doc, (void *)pickler_doc},
+    {Py_tp_traverse, (void *)pickler_tp_traverse},
+    {Py_tp_clear, (void *)pickler_tp_clear},
+    {Py_tp_methods, pickler_methods},
+    {Py_tp_members, pickler_members},
+    {Py_tp_getset, pickler_getsets},
+    {Py_tp_init, (void *)pickler_tp_init},
+    {Py_tp_new, (void *)pickler_tp_new},
+    {0, NULL},
 };
+
+static PyType_Spec pickler_spec = {
+    .name = "sertrace.Pickler",
+    .basicsize = sizeof(pickler),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = pickler_slots,
+};
+
+static PyTypeObject *pickler_type;
 
 /* ---- module functions ------------------------------------------------ */
 
@@ -422,8 +528,13 @@ static int parse_fastcall(const arg_spec *spec, PyObject *const *args, Py_ssize_
                 found = i;
         }
         if (found < 0) {
+#if PY_VERSION_HEX >= 0x030D0000
+            PyErr_Format(PyExc_TypeError, "%.200s() got an unexpected keyword argument '%U'",
+                         spec->fname, key);
+#else
             PyErr_Format(PyExc_TypeError, "'%U' is an invalid keyword argument for %.200s()", key,
                          spec->fname);
+#endif
             return -1;
         }
         if (found < nargs) {
@@ -468,11 +579,10 @@ static PyObject *module_dump(PyObject *module, PyObject *const *args, Py_ssize_t
 
     if (parse_fastcall(&spec, args, nargs, kwnames, a) < 0 || bool_arg(a[3], &fix_imports) < 0)
         return NULL;
-    p = pickler_alloc(&pickler_type);
+    p = pickler_alloc(pickler_type);
     if (p == NULL)
         return NULL;
-    if (pickler_set_protocol(p, a[2], fix_imports) < 0 || pickler_set_output(p, a[1]) < 0 ||
-        pickler_set_buffer_callback(p, a[4]) < 0 || pickler_dump(p, a[0]) < 0) {
+    if (pickler_configure(p, a[2], fix_imports, a[1], a[4]) < 0 || pickler_dump(p, a[0]) < 0) {
         Py_DECREF(p);
         return NULL;
     }
@@ -493,11 +603,10 @@ static PyObject *module_dumps(PyObject *module, PyObject *const *args, Py_ssize_
 
     if (parse_fastcall(&spec, args, nargs, kwnames, a) < 0 || bool_arg(a[2], &fix_imports) < 0)
         return NULL;
-    p = pickler_alloc(&pickler_type);
+    p = pickler_alloc(pickler_type);
     if (p == NULL)
         return NULL;
-    if (pickler_set_protocol(p, a[1], fix_imports) == 0 &&
-        pickler_set_buffer_callback(p, a[3]) == 0 && pickler_dump(p, a[0]) == 0)
+    if (pickler_configure(p, a[1], fix_imports, NULL, a[3]) == 0 && pickler_dump(p, a[0]) == 0)
         result = output_take_bytes(p);
     Py_DECREF(p);
     return result;
@@ -633,13 +742,16 @@ PyMODINIT_FUNC PyInit__native(void)
     PyObject *m;
     if (init_globals() < 0)
         return NULL;
-    if (PyType_Ready(&pickler_type) < 0 || PyType_Ready(&memo_proxy_type) < 0)
+    if (pickler_type == NULL &&
+        (pickler_type = (PyTypeObject *)PyType_FromSpec(&pickler_spec)) == NULL)
+        return NULL;
+    if (memo_proxy_type == NULL &&
+        (memo_proxy_type = (PyTypeObject *)PyType_FromSpec(&memo_proxy_spec)) == NULL)
         return NULL;
     m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;
-    Py_INCREF(&pickler_type);
-    if (PyModule_AddObject(m, "Pickler", (PyObject *)&pickler_type) < 0 ||
+    if (PyModule_AddObjectRef(m, "Pickler", (PyObject *)pickler_type) < 0 ||
         PyModule_AddObjectRef(m, "PickleError", G.PickleError) < 0 ||
         PyModule_AddObjectRef(m, "PicklingError", G.PicklingError) < 0 ||
         PyModule_AddIntConstant(m, "HIGHEST_PROTOCOL", PICKLE_HIGHEST_PROTOCOL) < 0 ||

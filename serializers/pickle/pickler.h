@@ -1,20 +1,31 @@
 /* pickler.h -- internal declarations of sertrace's C pickler.
  *
- * The pickler is split by concern, like CPython's Modules/_pickle.c is split
- * by section:
- *   memo.c    the memo: a purpose-built open-addressing table keyed by the
- *             object's address, value = memo index (PUT/GET number);
- *   output.c  the single write path (buffer, protocol-4 frames, flushing to
- *             a file) and the output position used for byte accounting;
- *   save.c    one save() dispatching by exact type to save_<kind>();
- *   trace.c   the traced variant of save() and the error path (notes,
- *             path string, sertrace_error());
+ * One file per concern:
+ *   output.c  the single write path: buffer, protocol-4 frames, flushing to
+ *             a file, large payloads; output_pos() for byte accounting;
+ *   emit.c    the opcodes with operands (ints, floats' text, length-prefixed
+ *             str/bytes, memo GET/PUT, EXT, GLOBAL / PERSID lines);
+ *   save.c    the step every object goes through (save_child: persistent
+ *             id, trace node, error note from the child's edge) and the
+ *             savers of str, bytes, tuple, list, dict, set ... by exact type;
+ *   batch.c   one batching routine (APPENDS / SETITEMS / ADDITEMS) over
+ *             item sources: exact list, exact dict, set, iterators;
+ *   names.c   globals: name lookup, whichmodule, fix_imports, the
+ *             extension registry;
+ *   reduce.c  the reduce protocol: where the value comes from, NEWOBJ /
+ *             NEWOBJ_EX / REDUCE, listitems / dictitems, state;
+ *   memo.c    the memo: an open-addressing table keyed by the object's
+ *             address, value = memo index;
+ *   trace.c   node classification and type names, error notes and the
+ *             error path (sertrace_error());
  *   module.c  the Python surface: Pickler type, dump(s), note(), init.
+ * The savers know nothing of tracing: save.c's step does it around them.
  * Nothing here is exported from the extension module except PyInit__native.
  *
- * Contract shared by every save function: return 0 on success, -1 with a
- * Python exception set on failure.  Nothing is ever written after a
- * failure: the caller unwinds to dump() which discards the output.
+ * Contract shared by every save function: return 0 on success, a negative
+ * value with a Python exception set on failure (-1, or SAVE_FAILED_REDUCED
+ * from the reduce path).  Nothing is ever written after a failure: the
+ * caller unwinds to dump() which discards the output.
  */
 #ifndef SERTRACE_PICKLER_H
 #define SERTRACE_PICKLER_H
@@ -160,6 +171,10 @@ int memo_set(memo_table *m, PyObject *key, Py_ssize_t value);
 int memo_set_at(memo_table *m, memo_entry *e, PyObject *key, Py_ssize_t value);
 /* A dict {id(obj): (index, obj)} like PicklerMemoProxy.copy(). */
 PyObject *memo_as_dict(const memo_table *m);
+/* Calls visit(arg, obj, index) for every entry, in table order; stops at
+ * the first negative return (and returns -1). */
+typedef int (*memo_visit)(void *arg, PyObject *obj, Py_ssize_t index);
+int memo_each(const memo_table *m, memo_visit visit, void *arg);
 
 /* ---- the pickler object ---------------------------------------------- */
 
@@ -253,28 +268,32 @@ typedef struct pickle_globals {
 } pickle_globals;
 
 extern pickle_globals G;
-extern PyTypeObject pickler_type;
 
-/* ---- output.c -------------------------------------------------------- */
+/* ---- output.c: the single write path --------------------------------- */
 
+/* A fresh empty buffer of max_output_len bytes (start of a dump, and after
+ * each flush to the file). */
 int output_reset(pickler *p);
+/* An empty output for a new configuration: keeps a buffer the pickler
+ * still has, else allocates one of PICKLE_WRITE_BUF_SIZE. */
+int output_start(pickler *p);
 /* Recompute write_limit and boundary_limit; called by every function that
  * changes framing, frame_start, max_output_len or output_buffer. */
 static inline void output_sync(pickler *p)
 {
-    p->write_limit = (p->framing && p->frame_start == -1) || p->output_buffer == NULL
-                         ? -1
-                         : p->max_output_len;
-    p->boundary_limit = p->framing && p->frame_start != -1
+    int frame_open = p->frame_start >= 0;
+    p->write_limit =
+        p->output_buffer == NULL || (p->framing && !frame_open) ? -1 : p->max_output_len;
+    p->boundary_limit = frame_open && p->framing
                             ? p->frame_start + PICKLE_FRAME_HEADER_SIZE + PICKLE_FRAME_SIZE_TARGET
                             : PY_SSIZE_T_MAX;
 }
 /* The buffer's bytes, without PyBytes_AS_STRING's assert (which debug-
  * optimised builds keep: a type check per write). */
 #define OUTPUT_DATA(p) (((PyBytesObject *)(p)->output_buffer)->ob_sval)
-/* The single write path: room for n bytes at the end of the output, which
- * the caller fills at once (before any other output call); opens a frame
- * first when framing and none is open.  NULL + exception on failure. */
+/* Room for n bytes at the end of the output, which the caller fills at
+ * once, before any other output call.  The slow part grows the buffer and
+ * opens a frame when framing and none is open.  NULL + exception. */
 char *output_claim_slow(pickler *p, Py_ssize_t n);
 static inline __attribute__((always_inline)) char *output_claim(pickler *p, Py_ssize_t n)
 {
@@ -306,23 +325,28 @@ static inline __attribute__((always_inline)) int output_write_byte(pickler *p, c
     buffer[0] = c;
     return 0;
 }
-/* Header + payload; payloads >= FRAME_SIZE_TARGET bypass the frame (and,
- * with a file, the buffer: they are handed to write() directly). */
-int output_write_bytes(pickler *p, const char *header, Py_ssize_t header_size,
-                       const char *data, Py_ssize_t data_size, PyObject *payload);
-int output_commit_frame(pickler *p);
-/* Called at the start of every save(): commits a frame >= 64 KiB and, with a
- * file, flushes it. */
-int output_opcode_boundary_slow(pickler *p);
+/* A length-prefixed payload: `head` (the opcode and its length field), then
+ * `data`.  A payload of >= 64 KiB is written outside any frame and, with a
+ * file, handed to file.write() on its own: `owner` itself when given (the
+ * bytes, bytearray or PickleBuffer the data belongs to), else a copy. */
+int output_payload(pickler *p, const char *head, Py_ssize_t head_len, const char *data,
+                   Py_ssize_t data_len, PyObject *owner);
+/* Close the open frame, if any: write its header, or drop the header of a
+ * frame shorter than PICKLE_FRAME_SIZE_MIN.  Never fails. */
+void output_end_frame(pickler *p);
+/* Called at the start of every object: ends a frame that reached 64 KiB
+ * and, with a file, flushes it. */
+int output_boundary_slow(pickler *p);
 static inline int output_opcode_boundary(pickler *p)
 {
     if (__builtin_expect(p->output_len < p->boundary_limit, 1))
         return 0;
-    return output_opcode_boundary_slow(p);
+    return output_boundary_slow(p);
 }
-int output_flush_to_file(pickler *p);
-/* The buffer as a bytes object (frame committed); the pickler's buffer is
- * given away. */
+/* Hand everything buffered to file.write() (the open frame ended first).
+ * The buffer is given away: output_reset() before writing again. */
+int output_flush(pickler *p);
+/* The pickle as a bytes object (frame ended); the buffer is given away. */
 PyObject *output_take_bytes(pickler *p);
 /* Bytes of this dump so far, as they appear in the payload: frame headers
  * count once their frame is committed (a frame shorter than 4 bytes loses
@@ -335,50 +359,312 @@ static inline uint64_t output_pos(const pickler *p)
     return pos;
 }
 
-/* ---- save.c ---------------------------------------------------------- */
+/* ---- emit.c: opcodes with operands ------------------------------------ */
 
-int pickler_set_protocol(pickler *p, PyObject *protocol, int fix_imports);
-int pickler_set_buffer_callback(pickler *p, PyObject *buffer_callback);
-int pickler_set_output(pickler *p, PyObject *file);
-/* One whole dump: PROTO, the object, STOP, frame commit and, when the
+/* n little-endian bytes of v. */
+static inline void put_le(char *out, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = (char)(v >> (8 * i));
+}
+
+/* An int of 32 bits, protocol >= 1: BININT1 / BININT2 / BININT, written
+ * straight into the output buffer (bytes stored one by one into a stack
+ * array and copied as one word stall on store forwarding: that copy was a
+ * quarter of the time of a list of ints). */
+static inline __attribute__((always_inline)) int emit_int32(pickler *p, long long val)
+{
+    uint32_t u = (uint32_t)val;
+    char *out;
+    if (val >= 0 && val <= 0xff) {
+        if ((out = output_claim(p, 2)) == NULL)
+            return -1;
+        out[0] = OP_BININT1;
+        out[1] = (char)u;
+    } else if (val >= 0 && val <= 0xffff) {
+        if ((out = output_claim(p, 3)) == NULL)
+            return -1;
+        out[0] = OP_BININT2;
+        out[1] = (char)u;
+        out[2] = (char)(u >> 8);
+    } else {
+        if ((out = output_claim(p, 5)) == NULL)
+            return -1;
+        out[0] = OP_BININT;
+        out[1] = (char)u;
+        out[2] = (char)(u >> 8);
+        out[3] = (char)(u >> 16);
+        out[4] = (char)(u >> 24);
+    }
+    return 0;
+}
+/* Any int the inline path did not take (text protocols, > 32 bits). */
+int emit_long(pickler *p, PyObject *obj);
+int emit_float_text(pickler *p, double x);
+/* str: SHORT_BINUNICODE / BINUNICODE / BINUNICODE8 (UTF-8, lone surrogates
+ * passed through), or protocol 0's UNICODE line. */
+int emit_str(pickler *p, PyObject *obj);
+/* bytes-like data as SHORT_BINBYTES / BINBYTES / BINBYTES8, or as
+ * BYTEARRAY8; `owner` as for output_payload(). */
+int emit_bytes(pickler *p, const char *data, Py_ssize_t n, PyObject *owner);
+int emit_bytearray(pickler *p, const char *data, Py_ssize_t n, PyObject *owner);
+/* The memo opcodes for index idx: GET/BINGET/LONG_BINGET and
+ * PUT/BINPUT/LONG_BINPUT/MEMOIZE by protocol.  The one-byte forms inline
+ * (a memo hit or a memoized str is a few instructions). */
+int emit_memo_slow(pickler *p, Py_ssize_t idx, int put);
+static inline __attribute__((always_inline)) int emit_memo_short(pickler *p, char op,
+                                                                 Py_ssize_t idx)
+{
+    char *at = output_claim(p, 2);
+    if (at == NULL)
+        return -1;
+    at[0] = op;
+    at[1] = (char)idx;
+    return 0;
+}
+static inline int emit_memo_get(pickler *p, Py_ssize_t idx)
+{
+    if (p->bin && idx < 256)
+        return emit_memo_short(p, OP_BINGET, idx);
+    return emit_memo_slow(p, idx, 0);
+}
+static inline int emit_memo_put(pickler *p, Py_ssize_t idx)
+{
+    if (p->proto >= 4)
+        return output_write_byte(p, (char)OP_MEMOIZE); /* the index is implicit */
+    if (p->bin && idx < 256)
+        return emit_memo_short(p, OP_BINPUT, idx);
+    return emit_memo_slow(p, idx, 1);
+}
+/* EXT1 / EXT2 / EXT4 (code already checked to be in 1 .. 2**31-1). */
+int emit_ext(pickler *p, long code);
+/* A name line of GLOBAL: UTF-8 at protocol 3, ASCII below; `what` names it
+ * in the PicklingError ("module", "global"). */
+int emit_name_line(pickler *p, PyObject *name, const char *what);
+/* PERSID's line (protocol 0): str(pid), which must be ASCII. */
+int emit_persid_text(pickler *p, PyObject *pid);
+
+/* ---- save.c: the dispatch and the one traced step --------------------- */
+
+/* What a child is to the object being written: the step uses it to name
+ * the child in the 3.14-style error note and the trace's error path when
+ * the child fails.  Passed by value: nothing is built on the happy path. */
+enum edge_kind {
+    EDGE_ROOT,         /* the dumped object */
+    EDGE_PLAIN,        /* no note (dict key, STACK_GLOBAL names, pid, ...) */
+    EDGE_PERSID,       /* a persistent id's value: no persistent_id call */
+    EDGE_ITEM,         /* list / tuple / listitems item `index` */
+    EDGE_VALUE,        /* the value under dict key `key` */
+    EDGE_ELEMENT,      /* set / frozenset element */
+    EDGE_STATE,        /* reduce state */
+    EDGE_STATE_SETTER, /* reduce state setter */
+    EDGE_RECONSTRUCTOR,
+    EDGE_RECONSTRUCTOR_ARGS,
+    EDGE_CLASS,    /* NEWOBJ / NEWOBJ_EX class */
+    EDGE_NEW_ARGS, /* NEWOBJ / NEWOBJ_EX arguments */
+};
+typedef struct edge {
+    int kind;
+    PyObject *parent; /* borrowed; NULL for a reduce with no object */
+    PyObject *key;    /* EDGE_VALUE: borrowed */
+    Py_ssize_t index; /* EDGE_ITEM */
+} edge;
+#define EDGE(kind_, parent_) ((edge){.kind = (kind_), .parent = (parent_)})
+
+/* A saver's failure: -1, or SAVE_FAILED_REDUCED when the object's own
+ * reduce value was unusable or could not be written (the step then notes
+ * "when serializing T object" before the edge's note). */
+#define SAVE_FAILED_REDUCED (-2)
+
+int save_child_slow(pickler *p, PyObject *obj, int edge_kind);
+int save_child_failed(pickler *p, PyObject *obj, int status, const edge *e);
+/* The object behind the inline path: everything but int / None / float /
+ * bool, which are never memoized. */
+int save_memoizable(pickler *p, PyObject *obj);
+
+/* Py_EnterRecursiveCall(" while pickling an object") / Py_LeaveRecursiveCall()
+ * without the calls into libpython (_pickle, built into the interpreter,
+ * has them inline).  3.11 (cpython/pystate.h): entering is
+ * `recursion_remaining-- <= 0 && _Py_CheckRecursiveCall()`, leaving is
+ * `recursion_remaining++`; when the check is due the real function runs,
+ * so limits and messages are the interpreter's own. */
+static inline int enter_recursive(pickler *p)
+{
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && !defined(USE_STACKCHECK)
+    PyThreadState *ts = p->tstate;
+    if (__builtin_expect(ts->recursion_remaining > 0, 1)) {
+        ts->recursion_remaining--;
+        return 0;
+    }
+#else
+    (void)p;
+#endif
+    return Py_EnterRecursiveCall(" while pickling an object");
+}
+
+static inline void leave_recursive(pickler *p)
+{
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && !defined(USE_STACKCHECK)
+    p->tstate->recursion_remaining++;
+#else
+    (void)p;
+    Py_LeaveRecursiveCall();
+#endif
+}
+
+/* The atoms, inline in every item loop (an atom costs no call). */
+static inline __attribute__((always_inline)) int save_int(pickler *p, PyObject *obj)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    /* At most two 30-bit digits (3.11's cpython/longintrepr.h layout). */
+    Py_ssize_t ndigits = Py_SIZE(obj);
+    if (p->bin && ndigits >= -2 && ndigits <= 2) {
+        const digit *d = ((PyLongObject *)obj)->ob_digit;
+        long long mag = ndigits == 0 ? 0 : (long long)d[0];
+        if (ndigits == 2 || ndigits == -2)
+            mag |= (long long)d[1] << PyLong_SHIFT;
+        long long val = ndigits < 0 ? -mag : mag;
+        if (val <= 0x7fffffffLL && val >= -0x7fffffffLL - 1)
+            return emit_int32(p, val);
+    }
+#endif
+    return emit_long(p, obj);
+}
+
+static inline __attribute__((always_inline)) int save_float(pickler *p, PyObject *obj)
+{
+    double x = PyFloat_AS_DOUBLE(obj);
+    if (p->bin) {
+        /* Packed in place (nothing is written after a failure). */
+        char *out = output_claim(p, 9);
+        if (out == NULL)
+            return -1;
+        out[0] = OP_BINFLOAT;
+        return PyFloat_Pack8(x, out + 1, 0) < 0 ? -1 : 0;
+    }
+    return emit_float_text(p, x);
+}
+
+static inline __attribute__((always_inline)) int save_object(pickler *p, PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    if (type == &PyLong_Type)
+        return save_int(p, obj);
+    if (obj == Py_None)
+        return output_write_byte(p, OP_NONE);
+    if (type == &PyFloat_Type)
+        return save_float(p, obj);
+    if (type == &PyBool_Type) {
+        if (p->proto >= 2)
+            return output_write_byte(p, (char)(obj == Py_True ? OP_NEWTRUE : OP_NEWFALSE));
+        return output_write(p, obj == Py_True ? "I01\n" : "I00\n", 4);
+    }
+    return save_memoizable(p, obj);
+}
+
+/* Save `obj` as the child `e` of the object being written.  The dormant
+ * case without persistent_id is inline (one branch); everything else (a
+ * traced dump, persistent ids) goes through the one step of
+ * save_child_slow().  On failure the edge names the child in the error
+ * note and the path. */
+static inline __attribute__((always_inline)) int save_child(pickler *p, PyObject *obj, edge e)
+{
+    int status;
+    if (__builtin_expect(p->trace == NULL && p->pers_func == NULL, 1)) {
+        status = output_opcode_boundary(p);
+        if (__builtin_expect(status == 0, 1))
+            status = save_object(p, obj);
+    } else {
+        status = save_child_slow(p, obj, e.kind);
+    }
+    if (__builtin_expect(status < 0, 0)) {
+        /* Only here does the edge reach memory. */
+        edge failed = e;
+        return save_child_failed(p, obj, status, &failed);
+    }
+    return 0;
+}
+
+/* A part of an object that is no object of its own but a node in the
+ * trace (a reduce's listitems / dictitems, an extension code): `write`
+ * writes it; traced dumps wrap it in a node of kind `part` for `obj`. */
+enum part_kind { PART_ITEMS, PART_EXT };
+int save_part(pickler *p, int part, PyObject *obj, int (*write)(pickler *, void *), void *arg);
+
+/* Memoize obj (nothing in fast mode).  `slot`: NULL, or the empty slot a
+ * lookup of obj returned while nothing can have changed the memo since. */
+int memo_put(pickler *p, PyObject *obj, memo_entry *slot);
+/* Write the GET of a memoized obj (KeyError when it is not). */
+int memo_get(pickler *p, PyObject *obj);
+
+/* The arguments of Pickler(), dump() and dumps(), checked in the order in
+ * which pickle reports a bad one: protocol, file (NULL for dumps), then
+ * buffer_callback (NULL or None: none). */
+int pickler_configure(pickler *p, PyObject *protocol, int fix_imports, PyObject *file,
+                      PyObject *buffer_callback);
+/* One whole dump: PROTO, the object, STOP, the frame ended and, when the
  * pickler has a file, the final flush to it (so a failing last write()
  * ends the trace's dump as an error); traced when a listener exists. */
 int pickler_dump(pickler *p, PyObject *obj);
-/* The untraced body of save() after the persistent-id check. */
-int save(pickler *p, PyObject *obj, int pers_save);
-int save_dispatch(pickler *p, PyObject *obj);
-int save_pers(pickler *p, PyObject *obj);
+
+/* ---- batch.c: the items of containers --------------------------------- */
+
+/* MARK ... APPENDS / SETITEMS / ADDITEMS in batches of PICKLE_BATCHSIZE,
+ * from one routine over the item sources below.  `origin` names the
+ * container in error notes. */
+int batch_list(pickler *p, PyObject *list);                       /* exact list, proto >= 1 */
+int batch_dict(pickler *p, PyObject *dict);                       /* exact dict, proto >= 1 */
+int batch_set(pickler *p, PyObject *set);                         /* set, proto >= 4 */
+int batch_appends(pickler *p, PyObject *iter, PyObject *origin);  /* any iterator */
+int batch_setitems(pickler *p, PyObject *iter, PyObject *origin); /* (k, v) iterator */
+/* frozenset, proto >= 4: MARK, every element, FROZENSET (no batches). */
+int save_frozenset_items(pickler *p, PyObject *obj);
+
+/* ---- names.c: globals ------------------------------------------------- */
+
+/* getattr(obj, name) where AttributeError means absent (*out = NULL):
+ * 1 found, 0 absent, -1 error. */
+int lookup_attr(PyObject *obj, PyObject *name, PyObject **out);
+/* A class, function or any object reduced to a name: GLOBAL /
+ * STACK_GLOBAL / EXT / getattr reduce.  `name`: the str a __reduce__
+ * returned, or NULL for obj's own __qualname__. */
 int save_global(pickler *p, PyObject *obj, PyObject *name);
-int memo_get(pickler *p, PyObject *obj);
 
-/* ---- trace.c --------------------------------------------------------- */
+/* ---- reduce.c: the reduce protocol ------------------------------------ */
 
-int save_traced(pickler *p, PyObject *obj, int pers_save);
-/* Whether save() may write `obj` on its short traced path: a plain atom
- * (None, bool, int, float, str) that is no node at this granularity and
- * goes through no persistent_id.  Three objects in four are such atoms;
- * they never save() anything themselves, so nothing can be traced while
- * they are written. */
+/* Everything that is no built-in container: reducer_override, classes,
+ * functions, dispatch tables, __reduce_ex__ / __reduce__.  Returns 0, -1,
+ * or SAVE_FAILED_REDUCED. */
+int save_reduced(pickler *p, PyObject *obj);
+/* Write a reduce tuple (callable, args[, state[, listitems[, dictitems[,
+ * state_setter]]]]) for obj (NULL: nothing is memoized). */
+int save_reduce_value(pickler *p, PyObject *value, PyObject *obj);
+
+/* ---- trace.c ---------------------------------------------------------- */
+
+enum { KEY_TYPE, KEY_SELF };
+/* The node tag of obj (0: no node at this granularity) and whether it is
+ * named by its type (KEY_TYPE) or by itself (KEY_SELF: globals). */
+uint8_t trace_classify(pickler *p, PyObject *obj, int *key_kind);
+/* Whether obj is a plain atom (None, bool, int, float, str) that is no node
+ * at this granularity: the step writes it without classification. */
 static inline int trace_plain_atom(const pickler *p, PyObject *obj)
 {
     PyTypeObject *type = Py_TYPE(obj);
-    if (p->pers_func != NULL || (p->trace_flags & SERTRACE_DUMP_ATOMS))
+    if (p->trace_flags & SERTRACE_DUMP_ATOMS)
         return 0;
     return type == &PyUnicode_Type || type == &PyLong_Type || type == &PyFloat_Type ||
            obj == Py_None || type == &PyBool_Type;
 }
-/* The short path's failure: remember the atom as the innermost failure. */
-void trace_atom_failed(pickler *p, PyObject *obj);
-/* Open/close a node around something the caller writes (PERSID, EXT). */
-void trace_open(pickler *p, uint8_t tag, PyObject *obj, PyObject *type_key);
+void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind);
 void trace_close(pickler *p);
-/* Error path: add a 3.14-style note "when serializing <T> <what>" to the
- * current exception and, when tracing, remember a path segment. */
-void error_note_index(pickler *p, PyObject *container, Py_ssize_t i);
-void error_note_key(pickler *p, PyObject *container, PyObject *key);
-void error_note_element(pickler *p, PyObject *container);
-void error_note_reduce(pickler *p, PyObject *obj, const char *what, int kind);
-void error_note_object(pickler *p, PyObject *obj);
+/* Remember obj as the innermost failure (the first call of a dump wins);
+ * tag 0: the atom's own tag. */
+void trace_failed(pickler *p, PyObject *obj, uint8_t tag);
+/* The error note of a failed child (and, when tracing, its path segment). */
+void trace_note_edge(pickler *p, const edge *e);
+/* "when serializing T object". */
+void trace_note_object(PyObject *obj);
 /* Emit the error event of a failed traced dump (path of `root`). */
 void trace_report_error(pickler *p, PyObject *root);
 void trace_reset_error(pickler *p);

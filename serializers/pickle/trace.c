@@ -1,14 +1,14 @@
-/* trace.c -- the traced save() and the error path of the pickler.
+/* trace.c -- what the trace says about each object, and the error path.
  *
- * save() (save.c) hands every object to save_traced() when the dump has a
- * listener, except the plain atoms (None, bool, int, float, str) that are
- * no nodes at the default granularity: those it writes itself.
- * save_traced() classifies the object (kind tag, type key), opens a node
- * at the current output position, runs the ordinary save_dispatch() and
- * closes the node at the new position.  Positions come
- * from output_pos() (output.c), so node bytes are exact by construction:
- * a node's bytes are everything the write path appended while it was open,
- * frame headers and memo opcodes included, and children nest inside.
+ * save.c's step (save_child_slow) asks trace_classify() whether an object
+ * is a node at this granularity, opens it with trace_open() at the
+ * current output position, runs the ordinary savers and closes it with
+ * trace_close() at the new position.  Positions come from output_pos()
+ * (output.c), so node bytes are exact by construction: a node's bytes are
+ * everything the write path appended while it was open, frame headers and
+ * memo opcodes included, and children nest inside.  The plain atoms
+ * (None, bool, int, float, str), three objects in four, are no nodes at
+ * the default granularity and skip classification.
  *
  * Granularity: containers, reduce-based objects (INSTANCE for instances of
  * heap types, REDUCE otherwise), globals (CLASS / FUNCTION / GLOBAL, named
@@ -22,16 +22,18 @@
  * own dict, a static type's tp_name, a function's func_qualname and
  * func_module, a builtin's ml_name.
  *
- * Error path: every save_<kind>() that sees a child fail adds a note to the
- * exception as CPython 3.14 does ("when serializing dict item 'b'") and, in
- * a traced dump, records a path segment.  The innermost failing object is
- * remembered by the first save_traced() that sees the failure; at dump end
- * pickler_dump() calls trace_report_error(), which builds the whole path
- * ("State.suspended[3].frame.stack[2]") and emits ONE sertrace_error().
- * No value lands in the trace: dict keys in the path follow the key rule
- * (key_text), the message is str(exc) only for built-in exception types
- * whose str runs no user code (exception_message).  The notes, which stay
- * in the process, keep CPython 3.14's wording.
+ * Error path: when a child fails, the step calls trace_note_edge() with the
+ * child's edge (what it is to its parent), which adds a note to the
+ * exception as CPython 3.14 does ("when serializing dict item 'b'") and,
+ * in a traced dump, records a path segment.  The innermost failing object
+ * is remembered by trace_failed() (the first call of a dump wins); at dump
+ * end pickler_dump() calls trace_report_error(), which builds the whole
+ * path ("State.suspended[3].frame.stack[2]") and emits ONE
+ * sertrace_error().  No value lands in the trace: dict keys in the path
+ * follow the key rule (key_text), the message is str(exc) only for
+ * built-in exception types whose str runs no user code
+ * (py_exception_message).  The notes, which stay in the process, keep
+ * CPython 3.14's wording (learned from its documentation and output).
  * None of this runs unless something failed.
  */
 #include <stdio.h>
@@ -193,11 +195,9 @@ static uint32_t trace_type(pickler *p, PyObject *key)
 
 /* ---- classification --------------------------------------------------- */
 
-enum { KEY_TYPE, KEY_SELF };
-
 /* The tag of `obj` at the default granularity (0 = not traced), and
  * whether it is named by its type or by itself (globals). */
-static uint8_t classify(pickler *p, PyObject *obj, int *key_kind)
+uint8_t trace_classify(pickler *p, PyObject *obj, int *key_kind)
 {
     PyTypeObject *type = Py_TYPE(obj);
     int atoms = (p->trace_flags & SERTRACE_DUMP_ATOMS) != 0;
@@ -267,7 +267,7 @@ static uint64_t length_of(PyObject *obj)
     return 0;
 }
 
-static void open_node(pickler *p, uint8_t tag, PyObject *obj, int key_kind)
+void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind)
 {
     PyObject *key = key_kind == KEY_SELF ? obj : (PyObject *)Py_TYPE(obj);
     uint32_t type = trace_type(p, key);
@@ -275,18 +275,12 @@ static void open_node(pickler *p, uint8_t tag, PyObject *obj, int key_kind)
     sertrace_enter(p->trace, tag, type, (uintptr_t)obj, length, output_pos(p));
 }
 
-void trace_open(pickler *p, uint8_t tag, PyObject *obj, PyObject *type_key)
-{
-    (void)type_key;
-    open_node(p, tag, obj, tag == SERTRACE_TAG_EXT ? KEY_SELF : KEY_TYPE);
-}
-
 void trace_close(pickler *p)
 {
     sertrace_exit(p->trace, output_pos(p));
 }
 
-static void record_failure(pickler *p, PyObject *obj, uint8_t tag)
+void trace_failed(pickler *p, PyObject *obj, uint8_t tag)
 {
     if (p->err_recorded)
         return;
@@ -302,54 +296,6 @@ static void record_failure(pickler *p, PyObject *obj, uint8_t tag)
     p->err_tag = tag;
     Py_INCREF(Py_TYPE(obj));
     Py_XSETREF(p->err_type, (PyObject *)Py_TYPE(obj));
-}
-
-int save_traced(pickler *p, PyObject *obj, int pers_save)
-{
-    int key_kind;
-    uint8_t tag;
-
-    if (output_opcode_boundary(p) < 0)
-        return -1;
-    if (!pers_save && p->pers_func != NULL) {
-        int status = save_pers(p, obj);
-        if (status < 0) {
-            record_failure(p, obj, SERTRACE_TAG_PERSID);
-            return -1;
-        }
-        if (status > 0)
-            return 0;
-    }
-    tag = classify(p, obj, &key_kind);
-    if (tag == 0) {
-        /* An untraced atom is one node-less unit, even when it pickles
-         * through a reduce (bytes below protocol 3): what it writes is
-         * folded into its parent, so its reduce's global and argument tuple
-         * get no nodes either. */
-        sertrace_dump *d = p->trace;
-        int status;
-        p->trace = NULL;
-        status = save_dispatch(p, obj);
-        p->trace = d;
-        if (status < 0) {
-            record_failure(p, obj, 0);
-            return -1;
-        }
-        return 0;
-    }
-    open_node(p, tag, obj, key_kind);
-    if (save_dispatch(p, obj) < 0) {
-        record_failure(p, obj, tag);
-        return -1; /* left open: sertrace_dump_end closes it as failed */
-    }
-    sertrace_exit(p->trace, output_pos(p));
-    return 0;
-}
-
-/* An atom that save() wrote on its short path (save_traced_atom) failed. */
-void trace_atom_failed(pickler *p, PyObject *obj)
-{
-    record_failure(p, obj, 0);
 }
 
 /* ---- error notes and path -------------------------------------------- */
@@ -423,34 +369,42 @@ static PyObject *note_text(const char *fmt_kind, PyObject *container, PyObject *
     return text;
 }
 
-void error_note_index(pickler *p, PyObject *container, Py_ssize_t i)
+/* What each edge of save_child() says about a failed child: the note's
+ * wording after "when serializing <T> " and the path segment.  Edges with
+ * no text add nothing (the dumped object itself, a dict key, the names of
+ * STACK_GLOBAL, a persistent id). */
+static const struct {
+    const char *what; /* NULL: no note, no segment */
+    int segment;
+} edge_text[] = {
+    [EDGE_ROOT] = {NULL, 0},
+    [EDGE_PLAIN] = {NULL, 0},
+    [EDGE_PERSID] = {NULL, 0},
+    [EDGE_ITEM] = {"index", PATH_INDEX},
+    [EDGE_VALUE] = {"key", PATH_KEY},
+    [EDGE_ELEMENT] = {"element", PATH_ELEMENT},
+    [EDGE_STATE] = {"state", PATH_STATE},
+    [EDGE_STATE_SETTER] = {"state setter", PATH_CALLABLE},
+    [EDGE_RECONSTRUCTOR] = {"reconstructor", PATH_CALLABLE},
+    [EDGE_RECONSTRUCTOR_ARGS] = {"reconstructor arguments", PATH_ARGS},
+    [EDGE_CLASS] = {"class", PATH_CALLABLE},
+    [EDGE_NEW_ARGS] = {"__new__ arguments", PATH_ARGS},
+};
+
+void trace_note_edge(pickler *p, const edge *e)
 {
-    add_note(note_text("index", container, NULL, i));
-    push_segment(p, PATH_INDEX, i, NULL);
+    const char *what = edge_text[e->kind].what;
+    if (what == NULL)
+        return;
+    /* A reduce written for no object (a nested global's getattr) has no
+     * name for the note, but its segment still counts in the path. */
+    if (e->parent != NULL)
+        add_note(note_text(what, e->parent, e->key, e->index));
+    push_segment(p, edge_text[e->kind].segment, e->index, e->key);
 }
 
-void error_note_key(pickler *p, PyObject *container, PyObject *key)
+void trace_note_object(PyObject *obj)
 {
-    add_note(note_text("key", container, key, 0));
-    push_segment(p, PATH_KEY, 0, key);
-}
-
-void error_note_element(pickler *p, PyObject *container)
-{
-    add_note(note_text("element", container, NULL, 0));
-    push_segment(p, PATH_ELEMENT, 0, NULL);
-}
-
-void error_note_reduce(pickler *p, PyObject *obj, const char *what, int kind)
-{
-    if (obj != NULL)
-        add_note(note_text(what, obj, NULL, 0));
-    push_segment(p, kind, 0, NULL);
-}
-
-void error_note_object(pickler *p, PyObject *obj)
-{
-    (void)p;
     add_note(note_text("object", obj, NULL, 0));
 }
 

@@ -112,9 +112,14 @@ def parse(text):
 
 
 def walk(node):
-    yield node
-    for c in node["children"]:
-        yield from walk(c)
+    """The nodes of a tree in pre-order.  Iterative: a corpus tree can be
+    thousands of levels deep, and on CPython 3.12+ nested generators
+    (`yield from` per level) hit the recursion limit long before that."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n["children"]))
 
 
 def check_stream(lines):

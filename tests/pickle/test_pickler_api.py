@@ -2,6 +2,7 @@
 import inspect
 import io
 import pickle
+import sys
 
 import pytest
 
@@ -47,8 +48,13 @@ def test_pickler_attributes():
     assert p.fast == 1
     with pytest.raises(AttributeError):
         p.dispatch_table
-    with pytest.raises(AttributeError):
-        p.persistent_id
+    if sys.version_info >= (3, 13):
+        # 3.13: persistent_id is a method of Pickler, the default returns None.
+        assert p.persistent_id("x") is None
+        assert pickle.Pickler(io.BytesIO()).persistent_id("x") is None
+    else:
+        with pytest.raises(AttributeError):
+            p.persistent_id
     assert sertrace.Pickler(io.BytesIO(), 0).bin == 0
 
 
@@ -142,3 +148,61 @@ def test_reentrant_dump_is_refused_not_a_crash():
     R.pk = p = sertrace.Pickler(io.BytesIO(), 2)
     with pytest.raises(RuntimeError):
         p.dump([1, R(), "after"])
+
+
+def _attributes_set_before_init(module):
+    """What a Pickler subclass sees of attributes it sets before calling
+    Pickler.__init__ (issue 11 item 4; CPython's test_pickle has the
+    dispatch_table case as test_custom_pickler_dispatch_table_memleak)."""
+    table = {complex: lambda c: (complex, (9.0, 9.0))}
+
+    def pid(obj):
+        return "P" if obj == "persist me" else None
+
+    def override(obj):
+        return (int, (7,)) if isinstance(obj, range) else NotImplemented
+
+    class Early(module.Pickler):
+        def __init__(self, f):
+            self.dispatch_table = table
+            self.persistent_id = pid
+            self.reducer_override = override
+            super().__init__(f, 2)
+
+    f = io.BytesIO()
+    p = Early(f)
+    kept = (p.dispatch_table is table, p.persistent_id is pid,
+            p.reducer_override is override)
+    p.dump([1j, "persist me", range(3)])
+    # A second __init__ on a used pickler starts from scratch: the
+    # attributes set by Early.__init__ before it are dropped again.
+    p.__init__(io.BytesIO())
+    after_reinit = []
+    for name in ("dispatch_table", "persistent_id"):
+        try:
+            after_reinit.append(getattr(p, name) is not None)
+        except AttributeError as e:
+            after_reinit.append(type(e).__name__)
+    return kept, f.getvalue(), after_reinit
+
+
+def test_attributes_set_before_init_are_kept():
+    ours = _attributes_set_before_init(sertrace)
+    theirs = _attributes_set_before_init(pickle)
+    assert ours[0] == (True, True, True)
+    assert ours == theirs
+    # The table, the persistent id and the override were all used.
+    # (A subclass method: 3.13's Unpickler.persistent_load is a method, not
+    # settable on the instance.)
+    class Loader(pickle.Unpickler):
+        def persistent_load(self, pid):
+            return ("loaded", pid)
+    assert Loader(io.BytesIO(ours[1])).load() == [9 + 9j, ("loaded", "P"), 7]
+
+
+def test_dispatch_table_set_on_bare_instance_before_init():
+    table = {}
+    p = sertrace.Pickler.__new__(sertrace.Pickler)
+    p.dispatch_table = table
+    p.__init__(io.BytesIO())
+    assert p.dispatch_table is table

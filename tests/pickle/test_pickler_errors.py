@@ -92,7 +92,9 @@ def test_local_object():
         pass
     a = outcome(lambda: sertrace.dumps(local))
     assert a == outcome(lambda: pickle.dumps(local))
-    assert a[1] is AttributeError and "Can't pickle local object" in a[2]
+    # 3.13 words it "Can't get local object".
+    word = "get" if sys.version_info >= (3, 13) else "pickle"
+    assert a[1] is AttributeError and "Can't %s local object" % word in a[2]
 
 
 def test_deep_nesting_is_recursion_error():
@@ -149,7 +151,9 @@ def test_recursion_error_message_parity(kind):
     object" (the pickler's own check), "while calling a Python object" (the
     __reduce_ex__ call of an instance) or no suffix (entering Python code:
     copyreg._reduce_ex at protocols 0-1)."""
-    n = 3000
+    # Past the recursion limit at every starting depth: CPython 3.13 pickles
+    # about 10,000 levels where 3.11 and 3.12 stop before 3,000.
+    n = 3000 if sys.version_info < (3, 13) else 12000
     if kind == "instance":
         obj = _linked(n)
     else:
@@ -174,7 +178,12 @@ def test_recursion_error_message_parity(kind):
                     assert got == expected, "protocol %d, depth +%d" % (protocol, d)
                     seen.add(expected)
     assert all(m.startswith("maximum recursion depth exceeded") for m in seen)
-    if kind == "instance":  # the pickler's check and the call's are both reached
+    # CPython 3.11: the pickler's check and the __reduce_ex__ call's are both
+    # reached.  On 3.12+ (recursion accounting changed: C calls and Python
+    # frames are counted apart) only the call's message is reached at these
+    # depths, by pickle as by sertrace: the parity above is what holds on
+    # every version.
+    if kind == "instance" and sys.version_info < (3, 12):
         assert {"maximum recursion depth exceeded while pickling an object",
                 "maximum recursion depth exceeded while calling a Python object"} <= seen
 
@@ -305,3 +314,40 @@ def test_notes_never_call_an_overridden_add_note():
     assert NoisyError.calls == 0
     assert info.value.__notes__ == ["when serializing list item 0",
                                     "when serializing dict item 'k'"]
+
+
+class _StrSub(str):
+    pass
+
+
+@pytest.mark.parametrize("table,key,value", [
+    ("REVERSE_NAME_MAPPING", ("builtins", "set"), 5),
+    ("REVERSE_NAME_MAPPING", ("builtins", "set"), ("a",)),
+    ("REVERSE_NAME_MAPPING", ("builtins", "set"), ("a", 3)),
+    ("REVERSE_NAME_MAPPING", ("builtins", "set"), (_StrSub("a"), _StrSub("b"))),
+    ("REVERSE_NAME_MAPPING", ("builtins", "set"), ("__builtin__", "sett")),
+    ("REVERSE_IMPORT_MAPPING", "builtins", 7),
+    ("REVERSE_IMPORT_MAPPING", "builtins", _StrSub("__b__")),
+    ("REVERSE_IMPORT_MAPPING", "collections", "colls"),
+])
+def test_fix_imports_tables(table, key, value):
+    """fix_imports reads _compat_pickle's reverse tables at every GLOBAL:
+    altered entries give the same GLOBAL lines, or the same RuntimeError,
+    as C pickle (protocols 0-2)."""
+    import collections
+    import _compat_pickle
+    mapping = getattr(_compat_pickle, table)
+    missing = object()
+    old = mapping.get(key, missing)
+    mapping[key] = value
+    try:
+        for proto in (0, 1, 2):
+            obj = [set, collections.OrderedDict]
+            ours = outcome(lambda: sertrace.dumps(obj, proto))
+            theirs = outcome(lambda: pickle.dumps(obj, proto))
+            assert ours == theirs, (proto, ours, theirs)
+    finally:
+        if old is missing:
+            del mapping[key]
+        else:
+            mapping[key] = old

@@ -230,15 +230,18 @@ def test_error_event_with_path(traced):
 
 # ---- review fixes: the final write, user code, values in the trace -------
 
-def run_script(tmp_path, script, traced=True):
-    """Run `script` in a child (traced: DISPATCH_TRACE=<file>, SERTRACE_EXACT=1);
-    returns (its stdout parsed as JSON, the tree text or None)."""
+def run_script(tmp_path, script, traced=True, granularity=None):
+    """Run `script` in a child (traced: DISPATCH_TRACE=<file>, SERTRACE_EXACT=1,
+    SERTRACE_GRANULARITY=granularity if given); returns (its stdout parsed as
+    JSON, the tree text or None)."""
     tree = tmp_path / "tree.txt"
     env = dict(os.environ)
     for name in ("DISPATCH_TRACE", "SERTRACE_EXACT", "SERTRACE_GRANULARITY"):
         env.pop(name, None)
     if traced:
         env.update(DISPATCH_TRACE=str(tree), SERTRACE_EXACT="1")
+    if granularity:
+        env["SERTRACE_GRANULARITY"] = granularity
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -496,3 +499,59 @@ def test_path_keys_show_no_values(tmp_path):
     for value in ("password", "hunter2", "token", "not an id", "1.5", "secret-in-frozenset",
                   "x" * 65, "1180591620717411303424"):
         assert value not in text, value
+
+
+# ---- issue 12 item 6: a dump of one atom is one complete node ------------
+
+ATOM_ROOT_CHILD = r'''
+    import json, pickle
+    import sertrace
+
+    cases = [("none", None), ("true", True), ("int", 5), ("bigint", 2 ** 70),
+             ("float", 1.5), ("str", "x"), ("longstr", "y" * 70000),
+             ("bytes", b"ab"), ("list", [None])]
+    out = []
+    for label, obj in cases:
+        for proto in range(6):
+            data = sertrace.dumps(obj, proto)
+            assert data == pickle.dumps(obj, proto), (label, proto)
+            out.append({"label": label, "proto": proto, "hex": data.hex()})
+    print(json.dumps(out))
+'''
+
+ATOM_TAGS = {"none": "A", "true": "A", "int": "I", "bigint": "I", "float": "Fl",
+             "str": "Str", "longstr": "Str", "bytes": "By", "list": "L"}
+
+
+@pytest.mark.parametrize("granularity", [None, "all"], ids=["default", "atoms"])
+def test_atom_root_is_one_complete_node(tmp_path, granularity):
+    results, text = run_script(tmp_path, ATOM_ROOT_CHILD, granularity=granularity)
+    dumps = parse(text)
+    assert len(dumps) == len(results)
+    for res, d in zip(results, dumps):
+        where = (res["label"], res["proto"])
+        data = bytes.fromhex(res["hex"])
+        assert len(d["roots"]) == 1, where
+        root = d["roots"][0]
+        assert root["tag"] == ATOM_TAGS[res["label"]], where
+        assert root["bytes"] is not None and not root["exit_flags"].strip(), where
+        assert root["bytes"] + header_trailer(data) == len(data), where
+        assert re.search(r": %d B, ok" % len(data), d["end"]), (where, d["end"])
+        if res["label"] == "list":
+            # The root rule is for the root only: the None inside the list is
+            # a node only when atoms are.
+            kids = [c["tag"] for c in root["children"]]
+            assert kids == (["A"] if granularity else []), where
+        elif res["label"] != "bytes":
+            assert root["children"] == [], where
+
+
+def test_atom_root_text(tmp_path):
+    _, text = run_script(tmp_path, '''
+        import json, sertrace
+        sertrace.dumps(None, 2)
+        print("[]")
+    ''')
+    lines = [l for l in text.splitlines() if not l.startswith("#")]
+    assert lines[0].startswith("┬ A: "), text
+    assert lines[-1] == "└ # A [1 B]", text
