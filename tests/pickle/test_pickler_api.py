@@ -206,3 +206,37 @@ def test_dispatch_table_set_on_bare_instance_before_init():
     p.dispatch_table = table
     p.__init__(io.BytesIO())
     assert p.dispatch_table is table
+
+
+def test_types_are_gc_tracked_immutable_heap_types():
+    """As _pickle's from 3.12 on: heap types, tracked by the GC, immutable; the
+    memo proxy cannot be made from Python; instances (of subclasses too) give
+    back the reference they hold on their type."""
+    import gc
+    import sys
+    proxy_type = type(sertrace.Pickler(io.BytesIO()).memo)
+    for tp in (sertrace.Pickler, proxy_type):
+        assert gc.is_tracked(tp), tp
+        assert tp.__flags__ & (1 << 9), tp  # Py_TPFLAGS_HEAPTYPE
+        with pytest.raises(TypeError, match="immutable"):
+            tp.foo = "bar"
+    with pytest.raises(TypeError, match="cannot create"):
+        proxy_type()
+
+    class Sub(sertrace.Pickler):
+        pass
+
+    before = (sys.getrefcount(Sub), sys.getrefcount(sertrace.Pickler),
+              sys.getrefcount(proxy_type))
+    for i in range(200):
+        s = Sub(io.BytesIO())
+        s.dump([i])
+        memo = s.memo
+        del s, memo
+        p = sertrace.Pickler(io.BytesIO())
+        p.memo.copy()
+        del p
+        sertrace.dumps([i, "x"])
+    after = (sys.getrefcount(Sub), sys.getrefcount(sertrace.Pickler),
+             sys.getrefcount(proxy_type))
+    assert after == before
