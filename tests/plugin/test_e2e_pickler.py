@@ -282,21 +282,29 @@ def test_pickler_small_per_pid_channel_flagged_never_wrong(subbuf):
     incomplete dump is a node of its real tree (same depth, tag, bytes).
     With 4 KiB sub-buffers a full 4 KiB batch never fits a sub-buffer: LTTng
     drops it without counting it as discarded; the seq gap still marks the
-    dump incomplete."""
-    truth_path = tempfile.mktemp(prefix="sertrace-truth-", suffix=".txt")
+    dump incomplete.
+    Whether the consumer falls behind depends on the machine's load: a run in
+    which nothing was lost tests nothing here, so it is recorded again (at most
+    three runs; the assertion below still fails when none lost anything)."""
     chan = ["--buffers-pid", "--subbuf-size=%d" % subbuf, "--num-subbuf=2"]
-    try:
-        with session(channel=chan) as (_, out):
-            pid, sizes, _ = run_child("flood", 300, DISPATCH_TRACE=truth_path, SERTRACE_EXACT="1")
-        with open(truth_path, encoding="utf-8") as f:
-            truth = split_dumps(f.read())
-    finally:
-        if os.path.exists(truth_path):
-            os.unlink(truth_path)
+    for attempt in range(3):
+        truth_path = tempfile.mktemp(prefix="sertrace-truth-", suffix=".txt")
+        try:
+            with session(channel=chan) as (_, out):
+                pid, sizes, _ = run_child("flood", 300, DISPATCH_TRACE=truth_path,
+                                          SERTRACE_EXACT="1")
+            with open(truth_path, encoding="utf-8") as f:
+                truth = split_dumps(f.read())
+        finally:
+            if os.path.exists(truth_path):
+                os.unlink(truth_path)
+        doc = summary(out, pid)
+        if doc["totals"]["discarded_events"] > 0 or attempt == 2:
+            break
+        cleanup(out)
     try:
         assert len(sizes) == 300 and len(truth) == 300
         want = {i + 1: s for i, s in enumerate(sizes)}
-        doc = summary(out, pid)
         t = doc["totals"]
         assert t["discarded_events"] > 0, t
         dumps = doc["dumps"]
