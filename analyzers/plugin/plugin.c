@@ -41,6 +41,7 @@
 #include "sertrace/schema.h"
 #include "summary.h"
 #include "treeprint.h"
+#include "export.h"
 
 BT_PLUGIN_MODULE();
 BT_PLUGIN(sertrace);
@@ -80,7 +81,7 @@ typedef struct ec_cache {
 
 /* ---- component state --------------------------------------------------- */
 
-enum sink_kind { SINK_TREE, SINK_SUMMARY };
+enum sink_kind { SINK_TREE, SINK_SUMMARY, SINK_EXPORT };
 
 typedef struct sink {
     enum sink_kind kind;
@@ -90,6 +91,8 @@ typedef struct sink {
     feed *feed; /* inline, or a worker thread running the core */
     sertrace_summary *summary;
     sertrace_treeprint *tree;
+    sertrace_export *export; /* sink.sertrace.export */
+    FILE *xout[SERTRACE_EXPORT_NFORMATS]; /* its files (NULL: not asked) */
     FILE *out;
     bool own_out;
     bool finished;
@@ -120,7 +123,8 @@ typedef struct sink {
 
 /* ---- parameters ---------------------------------------------------------- */
 
-enum param_type { P_UINT, P_SIZE, P_OVERSIZE, P_BOOL, P_STRING, P_FORMAT, P_INTS, P_STRINGS };
+enum param_type { P_UINT, P_SIZE, P_OVERSIZE, P_BOOL, P_STRING, P_FORMAT, P_INTS, P_STRINGS,
+                  P_EXPORT };
 
 typedef struct param_def {
     const char *name;
@@ -132,9 +136,11 @@ typedef struct param_def {
 #define FOR_TREE (1u << SINK_TREE)
 #define FOR_SUMMARY (1u << SINK_SUMMARY)
 #define FOR_BOTH (FOR_TREE | FOR_SUMMARY)
+#define FOR_EXPORT (1u << SINK_EXPORT)
+#define FOR_ALL (FOR_BOTH | FOR_EXPORT)
 
 static const param_def params_table[] = {
-    {"oversize", P_OVERSIZE, FOR_BOTH,
+    {"oversize", P_OVERSIZE, FOR_ALL,
      "flag nodes at least this big: bytes (integer), a size (\"64K\"), or "
      "a share of the dump (\"10%\")"},
     {"max-depth", P_UINT, FOR_TREE, "fold nodes deeper than this (0: all)"},
@@ -148,15 +154,21 @@ static const param_def params_table[] = {
     {"per-dump", P_BOOL, FOR_SUMMARY, "text: print each dump's section (default true)"},
     {"flush-each-dump", P_BOOL, FOR_TREE,
      "write the output after each dump's tree (live viewing; default false)"},
-    {"worker-thread", P_BOOL, FOR_BOTH,
+    {"worker-thread", P_BOOL, FOR_ALL,
      "rebuild and print the trees on a second thread, beside babeltrace2's "
      "decoding (default: yes when the process may run on more than one CPU)"},
-    {"pid", P_INTS, FOR_BOTH,
+    {"pid", P_INTS, FOR_ALL,
      "keep only the dumps of this process (an integer, or an array of them)"},
-    {"dump", P_INTS, FOR_BOTH,
+    {"dump", P_INTS, FOR_ALL,
      "keep only the dumps with this dump id (an integer, or an array of them)"},
-    {"serializer", P_STRINGS, FOR_BOTH,
+    {"serializer", P_STRINGS, FOR_ALL,
      "keep only the dumps of this serializer (a string, or an array of them)"},
+    /* sink.sertrace.export: one path per format ("-": stdout) */
+    {"folded", P_EXPORT, FOR_EXPORT, "folded stacks weighted by self bytes, to this path"},
+    {"speedscope", P_EXPORT, FOR_EXPORT, "speedscope JSON (one profile per dump), to this path"},
+    {"perfetto", P_EXPORT, FOR_EXPORT, "Chrome trace-event JSON (one event per dump), to this path"},
+    {"html", P_EXPORT, FOR_EXPORT, "the self-contained HTML viewer, to this path"},
+    {"title", P_EXPORT, FOR_EXPORT, "title of the HTML page and speedscope file"},
 };
 
 typedef struct parsed_params {
@@ -166,6 +178,8 @@ typedef struct parsed_params {
     bool exact, json, per_dump, flush_each_dump;
     int worker; /* -1: by the number of CPUs */
     const char *output;
+    const char *exports[SERTRACE_EXPORT_NFORMATS]; /* export paths, NULL: not asked */
+    const char *title;
     /* Filters: borrowed from the parameters map (arrays or single values). */
     const bt_value *pid, *dump, *serializer;
 } parsed_params;
@@ -231,10 +245,12 @@ parse_one(const char *key, const bt_value *v, void *data)
             def = &params_table[i];
     if (!def) {
         PERR("unknown parameter `%s` (known: %s)", key,
-             pc->kind == SINK_TREE ? "oversize, max-depth, min-size, exact, output, "
-                                     "flush-each-dump, worker-thread, pid, dump, serializer"
-                                   : "oversize, top, format, exact, output, max-flags, per-dump, "
-                                     "worker-thread, pid, dump, serializer");
+             pc->kind == SINK_TREE      ? "oversize, max-depth, min-size, exact, output, "
+                                          "flush-each-dump, worker-thread, pid, dump, serializer"
+             : pc->kind == SINK_SUMMARY ? "oversize, top, format, exact, output, max-flags, "
+                                          "per-dump, worker-thread, pid, dump, serializer"
+                                        : "folded, speedscope, perfetto, html, title, oversize, "
+                                          "worker-thread, pid, dump, serializer");
         goto bad;
     }
     parsed_params *p = pc->p;
@@ -322,6 +338,18 @@ parse_one(const char *key, const bt_value *v, void *data)
         }
         p->output = bt_value_string_get(v);
         break;
+    case P_EXPORT:
+        if (!bt_value_is_string(v) || !*bt_value_string_get(v)) {
+            PERR("parameter `%s`: expected a non-empty string, got a %s", key,
+                 value_type_name(v));
+            goto bad;
+        }
+        if (strcmp(key, "title") == 0)
+            p->title = bt_value_string_get(v);
+        for (int f = 0; f < SERTRACE_EXPORT_NFORMATS; f++)
+            if (strcmp(key, sertrace_export_format_name(f)) == 0)
+                p->exports[f] = bt_value_string_get(v);
+        break;
     case P_FORMAT:
         if (!bt_value_is_string(v) || (strcmp(bt_value_string_get(v), "text") &&
                                         strcmp(bt_value_string_get(v), "json"))) {
@@ -389,6 +417,10 @@ static void sink_free(sink *s)
     sertrace_core_destroy(s->core);
     sertrace_summary_destroy(s->summary);
     sertrace_treeprint_destroy(s->tree);
+    sertrace_export_destroy(s->export);
+    for (int f = 0; f < SERTRACE_EXPORT_NFORMATS; f++)
+        if (s->xout[f] && s->xout[f] != stdout)
+            fclose(s->xout[f]);
     if (s->out) {
         if (s->own_out)
             fclose(s->out);
@@ -559,6 +591,42 @@ static int filter_text(const sink *s, sertrace_buf *b)
     return rc;
 }
 
+/* sink.sertrace.export: open the file of each format asked for ("-":
+ * stdout, for one of them).  0, or -1 with the error appended. */
+static int open_exports(sink *s, const parsed_params *p)
+{
+    int asked = 0, to_stdout = 0;
+    for (int f = 0; f < SERTRACE_EXPORT_NFORMATS; f++) {
+        const char *path = p->exports[f];
+        if (!path)
+            continue;
+        asked++;
+        if (strcmp(path, "-") == 0) {
+            if (to_stdout++) {
+                ERR(s->self, "parameters `%s` and another format both write to stdout (`-`): "
+                             "give all but one of them a file",
+                    sertrace_export_format_name(f));
+                return -1;
+            }
+            s->xout[f] = stdout;
+            continue;
+        }
+        s->xout[f] = fopen(path, "w");
+        if (!s->xout[f]) {
+            ERR(s->self, "parameter `%s`: cannot open `%s`: %s", sertrace_export_format_name(f),
+                path, strerror(errno));
+            return -1;
+        }
+        setvbuf(s->xout[f], NULL, _IOFBF, 1 << 16);
+    }
+    if (!asked) {
+        ERR(s->self, "no output: give at least one of the parameters folded, speedscope, "
+                     "perfetto, html (a path, or \"-\" for stdout)");
+        return -1;
+    }
+    return 0;
+}
+
 static bt_component_class_initialize_method_status
 sink_init(bt_self_component_sink *self_sink, const bt_value *params,
           enum sink_kind kind)
@@ -586,7 +654,10 @@ sink_init(bt_self_component_sink *self_sink, const bt_value *params,
             goto error;
         }
     }
-    if (p.output) {
+    if (kind == SINK_EXPORT) {
+        if (open_exports(s, &p) < 0)
+            goto error;
+    } else if (p.output) {
         s->out = fopen(p.output, "w");
         if (!s->out) {
             ERR(self, "parameter `output`: cannot open `%s`: %s", p.output,
@@ -604,7 +675,19 @@ sink_init(bt_self_component_sink *self_sink, const bt_value *params,
         goto memory;
     s->filtering = s->n_pids || s->n_dumps || s->n_sers;
     sertrace_core_visitor v;
-    if (kind == SINK_SUMMARY) {
+    if (kind == SINK_EXPORT) {
+        sertrace_export_opts o = SERTRACE_EXPORT_OPTS_DEFAULT;
+        o.oversize_bytes = p.oversize_bytes;
+        o.oversize_percent = p.oversize_percent;
+        o.title = p.title;
+        s->export = sertrace_export_create(&o);
+        if (!s->export)
+            goto memory;
+        for (int f = 0; f < SERTRACE_EXPORT_NFORMATS; f++)
+            if (s->xout[f] && sertrace_export_add_output(s->export, f, write_out, s->xout[f]) < 0)
+                goto memory;
+        sertrace_export_visitor(s->export, &v);
+    } else if (kind == SINK_SUMMARY) {
         sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
         o.json = p.json;
         s->json = p.json;
@@ -651,6 +734,15 @@ memory:
 error:
     sink_free(s);
     return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_ERROR;
+}
+
+static bt_component_class_initialize_method_status
+export_init(bt_self_component_sink *self, bt_self_component_sink_configuration *cfg,
+            const bt_value *params, void *init_data)
+{
+    (void)cfg;
+    (void)init_data;
+    return sink_init(self, params, SINK_EXPORT);
 }
 
 static bt_component_class_initialize_method_status
@@ -1017,9 +1109,10 @@ static int sink_finish(sink *s)
             rc = sertrace_summary_set_filter(s->summary, f.data, f.len);
     }
     if (rc == 0)
-        rc = s->summary ? sertrace_summary_finish(s->summary, st)
-                        : sertrace_treeprint_finish(s->tree, st);
-    if (rc == 0 && s->filtering && !s->json) {
+        rc = s->export    ? sertrace_export_finish(s->export, st)
+             : s->summary ? sertrace_summary_finish(s->summary, st)
+                          : sertrace_treeprint_finish(s->tree, st);
+    if (rc == 0 && s->filtering && !s->json && s->out) {
         sertrace_buf_clear(&f);
         rc = filter_text(s, &f);
         if (rc == 0 && fwrite(f.data, 1, f.len, s->out) != f.len)
@@ -1031,8 +1124,11 @@ static int sink_finish(sink *s)
                 "sertrace: %" PRIu64 " sertrace events had missing or unexpected "
                 "fields (newer schema?) and were skipped\n",
                 s->unreadable);
-    if (fflush(s->out) != 0)
+    if (s->out && fflush(s->out) != 0)
         rc = -1;
+    for (int f = 0; f < SERTRACE_EXPORT_NFORMATS; f++)
+        if (s->xout[f] && fflush(s->xout[f]) != 0)
+            rc = -1;
     return rc;
 }
 
@@ -1118,3 +1214,15 @@ BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(summary, summary_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(summary, sink_graph_is_configured);
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(summary, sink_finalize);
+
+BT_PLUGIN_SINK_COMPONENT_CLASS(export, sink_consume);
+BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(export,
+    "Pictures of the size trees: folded stacks, speedscope, Perfetto JSON, an HTML viewer");
+BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(
+    export, "Parameters (at least one output): folded=PATH, speedscope=PATH, perfetto=PATH, "
+            "html=PATH (\"-\": stdout), title=TEXT, oversize=BYTES|\"64K\"|\"10%\", "
+            "worker-thread=yes|no, pid=N|[N,...], dump=N|[N,...], serializer=NAME|[NAME,...]. "
+            "See analyzers/README.md.");
+BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(export, export_init);
+BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(export, sink_graph_is_configured);
+BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(export, sink_finalize);
