@@ -61,7 +61,12 @@
 #define PROGRESS_INTERVAL_NS 250000000ll
 #define LIVE_RETRY_MS 100
 
-enum report_mode { MODE_TREE, MODE_SUMMARY, MODE_JSON };
+enum report_mode { MODE_TREE, MODE_SUMMARY, MODE_JSON, MODE_EXPORT };
+
+/* --folded, --speedscope, --perfetto, --html: sink.sertrace.export's
+ * parameters of the same names (analyzers/core/export.h), in that order. */
+static const char *const export_names[] = {"folded", "speedscope", "perfetto", "html"};
+#define NEXPORTS 4
 
 struct report_opts {
     enum report_mode mode;
@@ -73,6 +78,7 @@ struct report_opts {
     bool has_oversize, has_top, has_min_size, has_max_depth, exact;
     uint64_t top, min_size, max_depth;
     bool no_per_dump;
+    const char *exports[NEXPORTS]; /* MODE_EXPORT: path per format, or NULL */
     /* Filters: each repeatable (a dump is kept when it matches any value
      * given for an option, and every option given); sink parameters
      * `pid`, `dump`, `serializer`.  Sized argc: never more values than
@@ -83,8 +89,8 @@ struct report_opts {
 };
 
 static const char report_help[] =
-    "Usage: sertrace report [--tree | --summary | --json] [OPTIONS] TRACE\n"
-    "       sertrace report [--tree | --summary | --json] [OPTIONS] --live URL\n"
+    "Usage: sertrace report [--tree | --summary | --json | EXPORT...] [OPTIONS] TRACE\n"
+    "       sertrace report [--tree | --summary | --json | EXPORT...] [OPTIONS] --live URL\n"
     "\n"
     "Rebuild the object trees of every dump in TRACE (a directory written by\n"
     "`sertrace record`, `sertrace stop`, `sertrace snapshot` or lttng; every\n"
@@ -94,6 +100,16 @@ static const char report_help[] =
     "  --summary          per-dump and overall totals: bytes by kind and type,\n"
     "                     largest nodes, flagged nodes\n"
     "  --json             the summary as one JSON object (format \"sertrace-summary\")\n"
+    "  --html OUT.html    a self-contained page: per dump a zoomable icicle of the\n"
+    "                     size tree (hover, search, dump selector); opens offline\n"
+    "  --folded OUT       folded stacks weighted by self bytes (flamegraph.pl,\n"
+    "                     inferno); first frame: the dump\n"
+    "  --speedscope OUT   speedscope JSON: one profile per dump, unit bytes\n"
+    "  --perfetto OUT     Chrome trace-event JSON (ui.perfetto.dev): one event per\n"
+    "                     dump on its pid/tid track, args serializer, payload, status\n"
+    "                     The four may be combined (one pass over TRACE); OUT `-`\n"
+    "                     is stdout (for one of them).  In every format a dump's\n"
+    "                     bytes add up to its payload\n"
     "  --oversize SIZE    flag nodes of at least SIZE bytes (64K, 1.5MiB) or of at\n"
     "                     least this share of their dump (10%); must be more than\n"
     "                     0 (without --oversize nothing is flagged)\n"
@@ -1496,6 +1512,13 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
             ok = bt_value_map_insert_bool_entry(p, "per-dump", BT_FALSE) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     }
+    for (int i = 0; ok && o->mode == MODE_EXPORT && i < NEXPORTS; i++)
+        if (o->exports[i])
+            ok = bt_value_map_insert_string_entry(p, export_names[i], o->exports[i]) ==
+                 BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+    if (ok && o->mode == MODE_EXPORT)
+        ok = bt_value_map_insert_string_entry(p, "title", o->live_url ? o->live_url : o->trace) ==
+             BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     if (ok && o->npids) {
         bt_value *a = bt_value_array_create();
         for (size_t i = 0; a && ok && i < o->npids; i++)
@@ -1546,6 +1569,7 @@ enum {
     OPT_DUMP,
     OPT_SERIALIZER,
     OPT_NO_PER_DUMP,
+    OPT_EXPORT, /* OPT_EXPORT + i: export_names[i] */
 };
 
 /* --oversize: a size ("64K", parsed here like every size of sertrace) or a
@@ -1680,10 +1704,14 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
         {"dump", required_argument, NULL, OPT_DUMP},
         {"serializer", required_argument, NULL, OPT_SERIALIZER},
         {"no-per-dump", no_argument, NULL, OPT_NO_PER_DUMP},
+        {"folded", required_argument, NULL, OPT_EXPORT + 0},
+        {"speedscope", required_argument, NULL, OPT_EXPORT + 1},
+        {"perfetto", required_argument, NULL, OPT_EXPORT + 2},
+        {"html", required_argument, NULL, OPT_EXPORT + 3},
         {"verbose", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
     };
-    int c, modes = 0;
+    int c, modes = 0, exports = 0;
 
     memset(o, 0, sizeof(*o));
     o->pids = calloc((size_t)argc + 1, sizeof(*o->pids));
@@ -1754,6 +1782,18 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
         case OPT_NO_PER_DUMP:
             o->no_per_dump = true;
             break;
+        case OPT_EXPORT + 0:
+        case OPT_EXPORT + 1:
+        case OPT_EXPORT + 2:
+        case OPT_EXPORT + 3:
+            if (*optarg == '\0') {
+                sertrace_cli_err("--%s: give a file name (or - for stdout)",
+                                 export_names[c - OPT_EXPORT]);
+                return -1;
+            }
+            o->exports[c - OPT_EXPORT] = optarg;
+            exports++;
+            break;
         case OPT_LIVE:
             if (check_live_url(optarg) != 0)
                 return -1;
@@ -1774,9 +1814,26 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
             return -1;
         }
     }
-    if (modes > 1) {
-        sertrace_cli_err("report: choose one of --tree, --summary, --json");
+    if (modes > 1 || (modes && exports)) {
+        sertrace_cli_err("report: choose one of --tree, --summary, --json, or exports "
+                         "(--html, --folded, --speedscope, --perfetto)");
         return -1;
+    }
+    if (exports) {
+        if (o->has_top || o->exact) {
+            sertrace_cli_err("report: --top and --exact apply to the text and JSON reports, "
+                             "not to --html, --folded, --speedscope, --perfetto");
+            return -1;
+        }
+        int dash = 0;
+        for (int i = 0; i < NEXPORTS; i++)
+            dash += o->exports[i] && strcmp(o->exports[i], "-") == 0;
+        if (dash > 1) {
+            sertrace_cli_err("report: only one export can go to stdout (-): give the "
+                             "others a file name");
+            return -1;
+        }
+        o->mode = MODE_EXPORT;
     }
     if (o->mode == MODE_TREE && o->has_top) {
         sertrace_cli_err("report: --top applies to --summary and --json");
@@ -1904,7 +1961,7 @@ int sertrace_cli_report(int argc, char **argv)
         free_report_opts(&o);
         return ret > 0 ? SERTRACE_CLI_OK : SERTRACE_CLI_USAGE;
     }
-    sink_name = o.mode == MODE_TREE ? "tree" : "summary";
+    sink_name = o.mode == MODE_TREE ? "tree" : o.mode == MODE_EXPORT ? "export" : "summary";
     log_level = verbose ? BT_LOGGING_LEVEL_WARNING : BT_LOGGING_LEVEL_NONE;
 
     ctf = find_std_plugin("ctf");
