@@ -36,8 +36,10 @@
 
   let cur = null;      /* the dump shown (see load) */
   let zoom = 0;        /* node whose subtree fills the width */
+  let range = null;    /* or [lo, hi): a run of its merged children, in bytes */
   let matches = null;  /* Uint8Array: 1 = search match, or null */
-  let drawn = [];      /* per row: [x, w, node, mergedCount, mergedBytes] */
+  let drawn = [];      /* per row: [x, w, node, mergedCount, mergedBytes, runStart] */
+  let canvasW = 0, viewBase = 0, viewScale = 1; /* bytes = viewBase + x / viewScale */
 
   function fmtSize(b) {
     if (b < 1024) return b + " B";
@@ -151,8 +153,10 @@
     return { rows: Math.min(deepest + 1, Math.floor(MAX_CANVAS / (ROW * dpr))), deepest: deepest };
   }
 
-  function rect(c, i, x, w, row, merged, mergedBytes, ancestor) {
+  function rect(c, i, x, w, row, merged, mergedBytes, ancestor, runAt) {
     const y = row * ROW;
+    if (x < 0) { w += x; x = 0; } /* a range zoom: clipped to the canvas */
+    if (x + w > canvasW) w = canvasW - x;
     ctx.fillStyle = merged ? "#b9b9b9" : fill(c, i, ancestor);
     if (matches && !merged && i > 0 && !matches[i]) ctx.globalAlpha = 0.35;
     ctx.fillRect(x, y, Math.max(w - (w > 3 ? 1 : 0), 0.5), ROW - 1);
@@ -162,7 +166,7 @@
       ctx.strokeRect(x + 0.75, y + 0.75, w - 2.5, ROW - 2.5);
     }
     if (w > LABEL_PX) {
-      let s = merged ? "\u2026 " + merged + " nodes, " + fmtSize(mergedBytes)
+      let s = merged ? "\u2026 " + merged.toLocaleString("en-US") + " nodes, " + fmtSize(mergedBytes)
                      : nodeLabel(c, i) + "  " + (BOUND[c.bound[i]] || "") + fmtSize(c.bytes[i]);
       const fit = Math.floor((w - 6) / 6.6);
       if (s.length > fit) s = fit > 1 ? s.slice(0, fit - 1) + "\u2026" : "";
@@ -172,13 +176,14 @@
       }
     }
     if (!drawn[row]) drawn[row] = [];
-    drawn[row].push([x, w, i, merged, mergedBytes]);
+    drawn[row].push([x, w, i, merged, mergedBytes, runAt]);
   }
 
   function draw() {
     const c = cur, z = zoom;
     const view = $("view"), dpr = window.devicePixelRatio || 1;
     const W = Math.max(view.clientWidth, 200);
+    canvasW = W;
     const { rows, deepest } = rowsFor(c, z);
     canvas.style.width = W + "px"; canvas.style.height = rows * ROW + "px";
     canvas.width = Math.round(W * dpr); canvas.height = Math.round(rows * ROW * dpr);
@@ -188,7 +193,9 @@
     drawn = [];
     /* the zoomed node's ancestors: full-width bars above it */
     for (let a = c.parent[z]; a >= 0; a = c.parent[a]) rect(c, a, 0, W, c.depth[a], 0, 0, true);
-    const base = c.start[z], scale = W / Math.max(c.bytes[z], 1);
+    const base = range ? range[0] : c.start[z];
+    const scale = W / Math.max(range ? range[1] - range[0] : c.bytes[z], 1);
+    viewBase = base; viewScale = scale;
     const todo = [z];
     while (todo.length) {
       const v = todo.pop();
@@ -196,20 +203,21 @@
       rect(c, v, x, w, c.depth[v], 0, 0, false);
       if (c.depth[v] + 1 >= rows) continue;
       let runN = 0, runBytes = 0, runX = 0;
-      const right = x + w;
+      const right = Math.min(x + w, W);
       for (let ch = v + 1; ch < c.end[v]; ch = c.end[ch]) {
         const cx = (c.start[ch] - base) * scale;
-        if (cx >= right) break; /* inexact sizes: children past the parent's end */
+        if (cx >= right) break; /* past the canvas, or past the parent's end (inexact sizes) */
         const cw = Math.min(c.bytes[ch] * scale, right - cx);
+        if (cx + cw <= 0) continue; /* a range zoom: left of the canvas */
         if (cw >= MIN_PX) {
-          if (runN) { rect(c, v, runX, runBytes * scale, c.depth[v] + 1, runN, runBytes, false); runN = 0; runBytes = 0; }
+          if (runN) { rect(c, v, runX, runBytes * scale, c.depth[v] + 1, runN, runBytes, false, base + runX / scale); runN = 0; runBytes = 0; }
           todo.push(ch);
         } else {
           if (!runN) runX = cx;
           runN += c.end[ch] - ch; runBytes += c.bytes[ch];
         }
       }
-      if (runN) rect(c, v, runX, Math.min(runBytes * scale, right - runX), c.depth[v] + 1, runN, runBytes, false);
+      if (runN) rect(c, v, runX, Math.min(runBytes * scale, right - runX), c.depth[v] + 1, runN, runBytes, false, base + runX / scale);
     }
     $("note").textContent = deepest + 1 > rows
       ? "Levels below " + (rows - 1) + " are not drawn (the tree is " + deepest + " deep): click a deep node to zoom in." : "";
@@ -220,9 +228,10 @@
     const c = cur, el = $("crumbs"), parts = [];
     for (let a = zoom; a >= 0; a = c.parent[a]) parts.push(a);
     parts.reverse();
-    el.innerHTML = "zoom: " + parts.map((a) => a === zoom
+    el.innerHTML = "zoom: " + parts.map((a) => a === zoom && !range
       ? "<b>" + esc(a === 0 ? "whole dump" : nodeLabel(c, a)) + "</b> (" + esc(fmtSize(c.bytes[a])) + ")"
-      : '<a data-node="' + a + '">' + esc(a === 0 ? "whole dump" : nodeLabel(c, a)) + "</a>").join(" \u203a ");
+      : '<a data-node="' + a + '">' + esc(a === 0 ? "whole dump" : nodeLabel(c, a)) + "</a>").join(" \u203a ") +
+      (range ? " \u203a <b>" + esc(fmtSize(range[1] - range[0])) + " of small nodes</b>" : "");
   }
 
   function hit(ev) {
@@ -242,7 +251,7 @@
       return '<div class="t">' + d[3] + " nodes too small to draw, merged</div>" +
         '<div><span class="k">bytes</span>' + esc(fmtExact(d[4])) + "</div>" +
         '<div><span class="k">under</span><span class="p">' + esc(i === 0 ? "the dump" : chain(c, i)) + "</span></div>" +
-        '<div class="muted">click to zoom into their parent</div>';
+        '<div class="muted">click to zoom in (16 times closer)</div>';
     }
     const total = c.bytes[0] || 1;
     let h = '<div class="t">' + esc(nodeLabel(c, i)) + "</div>";
@@ -282,8 +291,16 @@
   canvas.addEventListener("click", (ev) => {
     const d = hit(ev);
     if (!d) return;
+    if (d[3]) {
+      /* a merged run: 16 times closer around the click, within the run */
+      const at = viewBase + (ev.clientX - canvas.getBoundingClientRect().left) / viewScale;
+      const span = Math.max(Math.min(d[4], canvasW / viewScale / 16), 1);
+      const lo = Math.max(d[5], Math.min(at - span / 2, d[5] + d[4] - span));
+      setZoom(d[2], [lo, lo + span]);
+      return;
+    }
     let to = d[2];
-    if (!d[3] && to === zoom) to = Math.max(cur.parent[zoom], 0); /* click the zoomed node: one level out */
+    if (to === zoom && !range) to = Math.max(cur.parent[zoom], 0); /* click the zoomed node: one level out */
     setZoom(to);
   });
   document.addEventListener("keydown", (ev) => {
@@ -294,7 +311,7 @@
     if (a) setZoom(+a.dataset.node);
   });
 
-  function setZoom(i) { zoom = i; tip.hidden = true; draw(); }
+  function setZoom(i, r) { zoom = i; range = r || null; tip.hidden = true; draw(); }
 
   /* ---- search ------------------------------------------------------------ */
 
@@ -347,6 +364,7 @@
   function show(k) {
     cur = load(k);
     zoom = 0;
+    range = null;
     matches = null;
     summary();
     if ($("search").value.trim()) search(); else { $("search-result").textContent = ""; draw(); }
@@ -359,7 +377,7 @@
       const o = document.createElement("option");
       o.value = k;
       o.textContent = dumpTitle(d) + " \u00b7 " + (d.payload_bytes == null ? "payload unknown" : fmtSize(d.payload_bytes)) +
-        " \u00b7 " + d.nodes + " nodes \u00b7 " + d.status + (d.complete ? "" : " \u00b7 INCOMPLETE") +
+        " \u00b7 " + d.nodes.toLocaleString("en-US") + " nodes \u00b7 " + d.status + (d.complete ? "" : " \u00b7 INCOMPLETE") +
         (d.errors || d.flagged ? " \u00b7 !!" : "");
       frag.appendChild(o);
     });
@@ -380,6 +398,7 @@
     index: index,
     dump: () => cur && cur.raw,
     zoom: () => zoom,
+    range: () => range,
     zoomTo: setZoom,
     nodeLabel: (i) => nodeLabel(cur, i),
     /* drawn boxes: {x, y, w, h, node, merged} in CSS pixels of the canvas */
