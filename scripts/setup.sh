@@ -16,6 +16,7 @@ PACKAGES=(
   python3-numpy python3-joblib
   libpython3.11-testsuite
   time procps util-linux
+  chromium python3-websocket
 )
 
 log() { printf '[setup] %s\n' "$*" >&2; }
