@@ -1,10 +1,10 @@
-/* plugin.c -- the babeltrace2 plugin `sertrace`: sink.sertrace.tree and
- * sink.sertrace.summary.
+/* plugin.c -- the babeltrace2 plugin `sertrace`: sink.sertrace.tree,
+ * sink.sertrace.summary and sink.sertrace.export.
  *
- * Both sinks are the same thin adapter: they pull messages from their
+ * The sinks are the same thin adapter: they pull messages from their
  * input port, decode the three sertrace events (schema.h) into plain
- * values and feed the tree core (analyzers/core), whose visitor is either
- * the tree printer or the summary.  Shape follows babeltrace2's own sinks
+ * values and feed the tree core (analyzers/core), whose visitor is the
+ * tree printer, the summary or the exports (core/export.h).  Shape follows babeltrace2's own sinks
  * and /work/shared notes: MIP 0, the iterator is created in
  * graph_is_configured, AGAIN is passed through (live), every message is
  * put.  Member indices, field kinds and the vpid/vtid positions are
