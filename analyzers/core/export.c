@@ -20,13 +20,15 @@
 #include "format.h"
 
 #define FLUSH_AT (64u << 10)
-#define MAX_ERRORS_KEPT 1000u
+#define MAX_ERRORS_KEPT 1000u /* per dump, and as many notes */
 
 typedef struct dump_buf {
     xnode *nodes;
     uint32_t n, cap;
     xerror *errors;
     uint32_t nerrors, errors_cap;
+    xerror *notes;
+    uint32_t nnotes, notes_cap;
     sertrace_buf arena;
     bool overflow; /* more than UINT32_MAX-1 nodes: stopped keeping them */
 } dump_buf;
@@ -430,6 +432,7 @@ static void free_dump_buf(dump_buf *db)
         return;
     free(db->nodes);
     free(db->errors);
+    free(db->notes);
     sertrace_buf_free(&db->arena);
     free(db);
 }
@@ -483,26 +486,24 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     return 0;
 }
 
-static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n, uint8_t tag,
-                   uint32_t type, const char *msg, size_t msg_len, const char *path,
-                   size_t path_len)
+/* Keep two strings for node `n` in *list (errors or notes); past
+ * MAX_ERRORS_KEPT they are dropped (the dump's `errors` count stays). */
+static int keep_texts(dump_buf *db, xerror **list, uint32_t *count, uint32_t *cap,
+                      const sertrace_node *n, const char *msg, size_t msg_len, const char *path,
+                      size_t path_len)
 {
-    (void)ctx;
-    (void)tag;
-    (void)type;
-    dump_buf *db = d->user;
-    if (db->nerrors >= MAX_ERRORS_KEPT || msg_len > UINT32_MAX / 4 || path_len > UINT32_MAX / 4 ||
+    if (*count >= MAX_ERRORS_KEPT || msg_len > UINT32_MAX / 4 || path_len > UINT32_MAX / 4 ||
         db->arena.len + msg_len + path_len > UINT32_MAX / 2)
         return 0;
-    if (db->nerrors == db->errors_cap) {
-        uint32_t cap = db->errors_cap ? db->errors_cap * 2 : 8;
-        xerror *e = realloc(db->errors, cap * sizeof *e);
+    if (*count == *cap) {
+        uint32_t c = *cap ? *cap * 2 : 8;
+        xerror *e = realloc(*list, c * sizeof *e);
         if (!e)
             return -1;
-        db->errors = e;
-        db->errors_cap = cap;
+        *list = e;
+        *cap = c;
     }
-    xerror *e = &db->errors[db->nerrors];
+    xerror *e = &(*list)[*count];
     e->node = n && n->user < db->n ? (uint32_t)n->user : UINT32_MAX;
     e->msg_off = (uint32_t)db->arena.len;
     e->msg_len = (uint32_t)msg_len;
@@ -512,8 +513,29 @@ static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n, uint8_t 
     e->path_len = (uint32_t)path_len;
     if (sertrace_buf_append(&db->arena, path, path_len) < 0)
         return -1;
-    db->nerrors++;
+    (*count)++;
     return 0;
+}
+
+static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n, uint8_t tag,
+                   uint32_t type, const char *msg, size_t msg_len, const char *path,
+                   size_t path_len)
+{
+    (void)ctx;
+    (void)tag;
+    (void)type;
+    dump_buf *db = d->user;
+    return keep_texts(db, &db->errors, &db->nerrors, &db->errors_cap, n, msg, msg_len, path,
+                      path_len);
+}
+
+static int v_note(void *ctx, sertrace_dump_state *d, sertrace_node *n, const char *key,
+                  size_t key_len, const char *value, size_t value_len)
+{
+    (void)ctx;
+    dump_buf *db = d->user;
+    return keep_texts(db, &db->notes, &db->nnotes, &db->notes_cap, n, key, key_len, value,
+                      value_len);
 }
 
 static int write_dump(sertrace_export *x, const xdump *xd)
@@ -571,6 +593,8 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     xd.n = db->n;
     xd.errors = db->errors;
     xd.nerrors = db->nerrors;
+    xd.notes = db->notes;
+    xd.nnotes = db->nnotes;
     xd.arena = db->arena.data ? db->arena.data : "";
     xd.index = x->dumps;
     xd.has_payload = (d->flags & SERTRACE_DUMPF_END) != 0;
@@ -653,6 +677,7 @@ void sertrace_export_visitor(sertrace_export *x, sertrace_core_visitor *v)
     v->node_enter = v_node_enter;
     v->node_exit = v_node_exit;
     v->error = v_error;
+    v->note = v_note;
     v->dump_close = v_dump_close;
 }
 

@@ -167,6 +167,9 @@ static int put_column(sertrace_buf *b, const xdump *x, const char *name, column_
     return lit(b, "]");
 }
 
+static int put_texts(sertrace_buf *b, const xdump *x, const char *name, const xerror *list,
+                     uint32_t n);
+
 static int put_block(sertrace_buf *b, const xdump *x)
 {
     const sertrace_dump_state *d = x->d;
@@ -183,10 +186,20 @@ static int put_block(sertrace_buf *b, const xdump *x)
         put_column(b, x, "type", col_type) < 0 || put_column(b, x, "depth", col_depth) < 0 ||
         put_column(b, x, "bytes", col_bytes) < 0 || put_column(b, x, "self", col_self) < 0 ||
         put_column(b, x, "flags", col_flags) < 0 || put_column(b, x, "bound", col_bound) < 0 ||
-        lit(b, ",\"error_list\":[") < 0)
+        put_texts(b, x, "error_list", x->errors, x->nerrors) < 0 ||
+        put_texts(b, x, "note_list", x->notes, x->nnotes) < 0)
         return -1;
-    for (uint32_t i = 0; i < x->nerrors; i++) {
-        const xerror *e = &x->errors[i];
+    return lit(b, "}");
+}
+
+/* ,"NAME":[[node, "a", "b"], ...]  (node -1: on the dump itself) */
+static int put_texts(sertrace_buf *b, const xdump *x, const char *name, const xerror *list,
+                     uint32_t n)
+{
+    if (lit(b, ",\"") < 0 || lit(b, name) < 0 || lit(b, "\":[") < 0)
+        return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        const xerror *e = &list[i];
         if ((i && lit(b, ",") < 0) || lit(b, "[") < 0 ||
             (e->node == UINT32_MAX ? lit(b, "-1") : put_u64(b, e->node)) < 0 ||
             lit(b, ",") < 0 || sertrace_fmt_json_string(b, x->arena + e->msg_off, e->msg_len) < 0 ||
@@ -195,7 +208,7 @@ static int put_block(sertrace_buf *b, const xdump *x)
             lit(b, "]") < 0)
             return -1;
     }
-    return lit(b, "]}");
+    return lit(b, "]");
 }
 
 int sertrace_html_dump(html_writer *h, sertrace_buf *out, const xdump *x)

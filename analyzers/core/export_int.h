@@ -30,8 +30,9 @@ typedef struct xnode {
     uint8_t bound; /* enum sertrace_node_bound_kind */
 } xnode;
 
+/* An ERROR record (message, path) or a NOTE (key, value) of a node. */
 typedef struct xerror {
-    uint32_t node; /* index into nodes, or UINT32_MAX (no node open) */
+    uint32_t node; /* index into nodes, or UINT32_MAX (no node open / the dump) */
     uint32_t msg_off, msg_len, path_off, path_len; /* into the arena */
 } xerror;
 
@@ -41,6 +42,8 @@ typedef struct xdump {
     uint32_t n;
     const xerror *errors;
     uint32_t nerrors;
+    const xerror *notes; /* msg = key, path = value */
+    uint32_t nnotes;
     const char *arena;
     uint64_t index;     /* 0-based, in the order dumps closed */
     bool has_payload;   /* dump_end seen: payload = d->payload_bytes */

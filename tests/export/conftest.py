@@ -62,6 +62,33 @@ def big_trace(tmp_path_factory):
     return out, pid, sizes
 
 
+@pytest.fixture(scope="session")
+def demo_trace(tmp_path_factory):
+    """workloads/demo.py under `python3 -m sertrace run` (the traced C
+    pickler): two 16-coroutine states, then one that pickle refuses (a
+    cell), so the third dump fails with status error."""
+    pypath = os.environ.get("SERTRACE_TEST_PYTHONPATH")
+    python = os.environ.get("SERTRACE_TEST_PYTHON")
+    root = os.environ.get("SERTRACE_SOURCE_ROOT")
+    if not (pypath and python and root):
+        pytest.skip("run through meson (SERTRACE_TEST_PYTHONPATH, SERTRACE_TEST_PYTHON)")
+    out = tmp_path_factory.mktemp("demo") / "trace"
+    name = "export-demo-%d-%d" % (os.getpid(), time.monotonic_ns() % 1000000)
+    env = dict(os.environ, PYTHONPATH=pypath, SERTRACE_PROGRESS="0")
+    r = subprocess.run([SERTRACE, "record", "--name", name, "-o", str(out), "--", python, "-m",
+                        "sertrace", "run", os.path.join(root, "workloads", "demo.py")],
+                       capture_output=True, text=True, env=env, timeout=HANG_GUARD)
+    assert r.returncode == 0, r.stderr
+    sizes = [int(b) for b in re.findall(r": (\d+) bytes$", r.stdout, re.M)]
+    return out, sizes
+
+
+def demo_summary(trace):
+    r = run("report", "--json", str(trace))
+    assert r.returncode == 0, r.stderr
+    return [d for d in json.loads(r.stdout)["dumps"] if d["serializer"] == "pickle"]
+
+
 def outdir():
     d = os.environ.get("SERTRACE_TEST_OUTDIR") or os.getcwd()
     os.makedirs(d, exist_ok=True)

@@ -8,6 +8,7 @@ each node exactly its self bytes.
 """
 import collections
 import json
+import os
 import re
 
 import pytest
@@ -59,6 +60,61 @@ def test_folded_lines_are_each_nodes_self_bytes(exported):
         n = by_id[dump_id]
         assert lines == model(n)
         assert sum(c for _, c in lines) == sizes[n]
+
+
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                      "speedscope-file-format-schema.json")
+
+
+def schema_errors(value, schema, root, where="$"):
+    """Errors of `value` against the JSON Schema (draft-07) keywords that
+    speedscope's file-format schema uses: $ref, type, const, enum,
+    properties, required, items, anyOf.  Any other keyword fails loudly."""
+    known = {"$ref", "$schema", "definitions", "title", "type", "const", "enum",
+             "properties", "required", "items", "anyOf"}
+    unknown = set(schema) - known
+    assert not unknown, "schema keyword(s) not handled: %s" % unknown
+    if "$ref" in schema:
+        node = root
+        for part in schema["$ref"].lstrip("#/").split("/"):
+            node = node[part]
+        return schema_errors(value, node, root, where)
+    if "anyOf" in schema:
+        if all(schema_errors(value, s, root, where) for s in schema["anyOf"]):
+            return ["%s: matches none of anyOf" % where]
+        return []
+    types = {"object": dict, "array": list, "string": str, "number": (int, float)}
+    t = schema.get("type")
+    if t and (not isinstance(value, types[t]) or (t == "number" and isinstance(value, bool))):
+        return ["%s: not a %s" % (where, t)]
+    errs = []
+    if "const" in schema and value != schema["const"]:
+        errs.append("%s: %r is not %r" % (where, value, schema["const"]))
+    if "enum" in schema and value not in schema["enum"]:
+        errs.append("%s: %r not in %r" % (where, value, schema["enum"]))
+    for k in schema.get("required", []):
+        if k not in value:
+            errs.append("%s: %s missing" % (where, k))
+    for k, sub in schema.get("properties", {}).items():
+        if isinstance(value, dict) and k in value:
+            errs += schema_errors(value[k], sub, root, "%s.%s" % (where, k))
+    if "items" in schema and isinstance(value, list):
+        for i, v in enumerate(value):
+            errs += schema_errors(v, schema["items"], root, "%s[%d]" % (where, i))
+    return errs
+
+
+def test_speedscope_file_follows_speedscopes_schema(exported):
+    """Checked against speedscope's own schema (file-format-schema.json of
+    the speedscope 1.25.0 npm package, kept beside this test)."""
+    with open(SCHEMA) as f:
+        schema = json.load(f)
+    doc = json.loads(exported[0]["speedscope"].read_text())
+    assert schema_errors(doc, schema, schema) == []
+    # and the checker does catch a bad file
+    doc["profiles"][0]["unit"] = "furlongs"
+    del doc["shared"]
+    assert len(schema_errors(doc, schema, schema)) >= 2
 
 
 def test_speedscope_profiles_add_up_to_each_payload(exported):
@@ -190,3 +246,57 @@ def test_help_tells_of_the_exports():
     r = run("report", "--help")
     for opt in ("--html OUT.html", "--folded OUT", "--speedscope OUT", "--perfetto OUT"):
         assert opt in r.stdout
+
+
+def test_demo_pickle_trace_in_every_format(demo_trace, tmp_path):
+    """The traced C pickler on the demo workload: the two states add up to
+    the lengths pickle.dumps returned; the refused one (status error) keeps
+    its unserializable node, message and path, and its notes."""
+    from conftest import demo_summary
+    trace, sizes = demo_trace
+    assert len(sizes) == 2  # the lengths pickle.dumps returned, printed by demo.py
+    paths = {f: tmp_path / ("demo." + f) for f in ("folded", "speedscope", "perfetto", "html")}
+    r = run("report", *[a for f, p in paths.items() for a in ("--" + f, str(p))], str(trace))
+    assert r.returncode == 0, r.stderr
+    summary = demo_summary(trace)
+    ok = [d for d in summary if d["status"] == "ok"]
+    failed = [d for d in summary if d["status"] == "error"]
+    assert sorted(d["payload_bytes"] for d in ok) == sorted(sizes)
+    assert len(failed) == 1
+
+    blocks = list(html_blocks(paths["html"].read_text()).values())
+    assert len(blocks) == 3
+    by_id = {b["dump_id"]: b for b in blocks}
+    for d in summary:
+        b = by_id[d["dump_id"]]
+        assert b["payload_bytes"] == d["payload_bytes"] == b["total"]
+        assert b["root_bytes"] == d["root_bytes"]
+        assert b["dump_self"] + sum(b["self"]) == d["payload_bytes"]
+        assert b["nodes"] == d["nodes"]
+    fb = by_id[failed[0]["dump_id"]]
+    assert fb["status"] == "error"
+    [(node, message, path)] = fb["error_list"]
+    assert message == "cannot pickle 'cell' object"
+    assert path == "State.suspended[0].frame.stack[0][1]"
+    assert fb["flags"][node] & 32  # SERTRACE_NODE_ERROR
+    assert fb["types"][fb["type"][node]] == "cell"
+    notes = [k for _, k, _ in fb["note_list"]]
+    assert "coroutine" in notes and "frame" in notes
+
+    folded = collections.Counter()
+    for line in paths["folded"].read_text().splitlines():
+        stack, count = line.rsplit(" ", 1)
+        folded[int(re.match(r"pickle dump (\d+) ", stack).group(1))] += int(count)
+    assert folded == {d["dump_id"]: d["payload_bytes"] for d in summary}
+    assert any(";dispatch_like_state.State;dict;dict;dispatch_like_state.CoroutineRecord" in l
+               for l in paths["folded"].read_text().splitlines())
+
+    perf = {e["args"]["dump_id"]: e["args"] for e in
+            json.loads(paths["perfetto"].read_text())["traceEvents"]}
+    assert {k: (a["status"], a["payload_bytes"]) for k, a in perf.items()} == \
+        {d["dump_id"]: (d["status"], d["payload_bytes"]) for d in summary}
+    assert perf[failed[0]["dump_id"]]["errors"] == 1
+
+    ss = json.loads(paths["speedscope"].read_text())
+    assert sorted(p["endValue"] for p in ss["profiles"]) == \
+        sorted(d["payload_bytes"] for d in summary)

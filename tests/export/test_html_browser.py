@@ -163,3 +163,43 @@ def test_large_dump_merges_small_nodes(big_trace, browser, tmp_path):
     # a figure, not an assertion (speed is for bench/)
     print("%d nodes (%.1f MB page): loaded and drawn in %.2f s" %
           (d["nodes"], os.path.getsize(page) / 1e6, elapsed))
+
+
+def test_unserializable_node_stands_out_and_tells_why(demo_trace, browser, tmp_path):
+    """The demo's refused dump: its cell node is drawn red, and hovering it
+    shows UNSERIALIZABLE with pickle's message and the path."""
+    trace, _ = demo_trace
+    page = tmp_path / "demo.html"
+    r = run("report", "--html", str(page), str(trace))
+    assert r.returncode == 0, r.stderr
+    b = browser
+    open_page(b, page)
+    k = b.eval("sertrace.index.dumps.findIndex((d) => d.status === 'error')")
+    assert k >= 0
+    b.eval("sertrace.show(%d)" % k)
+    node = b.eval("sertrace.dump().error_list[0][0] + 1")  # + 1: node 0 is the dump
+    # the summary's "1 unserializable" zooms to it: the cell fills the width
+    r = b.eval("(() => { const r = document.getElementById('goto-error')"
+               ".getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+    b.click(*r)
+    assert b.eval("sertrace.zoom()") == node
+    left, top, width = canvas_origin(b)
+    box = next(x for x in b.eval("sertrace.boxes()") if x["node"] == node)
+    assert box["x"] == 0 and abs(box["w"] - width) < 1
+    px = b.eval("(() => { const c = document.getElementById('icicle'), d = window.devicePixelRatio;"
+                " return Array.from(c.getContext('2d').getImageData(%d * d, %d * d, 1, 1).data); })()"
+                % (box["x"] + box["w"] / 2, box["y"] + 3))
+    # the alert red (#d62728), give or take the canvas' rounding
+    assert px[3] > 0 and px[0] > 180 and px[1] < 70 and px[2] < 70, \
+        "the unserializable node is not drawn red: %s" % px
+    b.move(left + box["w"] / 2, top + box["y"] + 9)
+    tip = b.eval("document.getElementById('tooltip').innerText")
+    assert "!! UNSERIALIZABLE" in tip
+    assert "cannot pickle 'cell' object at State.suspended[0].frame.stack[0][1]" in tip
+    assert "R cell" in tip
+    # its path (the chain of types) starts at the root object
+    assert "dispatch_like_state.State \u203a dict \u203a dict \u203a " \
+        "dispatch_like_state.CoroutineRecord" in tip
+    assert "status error" in b.eval("document.getElementById('summary').innerText")
+    screenshot(b, "report-unserializable.png")
+    assert b.errors() == []

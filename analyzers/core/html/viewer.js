@@ -66,7 +66,7 @@
     const c = { raw: raw, N: N, depth: new Uint32Array(N), bytes: new Float64Array(N),
                 self: new Float64Array(N), flags: new Uint32Array(N), tag: new Uint16Array(N),
                 type: new Uint32Array(N), bound: new Uint8Array(N), end: new Uint32Array(N),
-                parent: new Int32Array(N), start: new Float64Array(N), errors: new Map(),
+                parent: new Int32Array(N), start: new Float64Array(N), errors: new Map(), notes: new Map(),
                 maxDepth: 0, name: [] };
     c.bytes[0] = raw.total; c.self[0] = raw.dump_self; c.parent[0] = -1;
     for (let i = 0; i < n; i++) {
@@ -91,6 +91,11 @@
       const at = e[0] + 1;
       if (!c.errors.has(at)) c.errors.set(at, []);
       c.errors.get(at).push({ message: e[1], path: e[2] });
+    }
+    for (const e of raw.note_list || []) {
+      const at = e[0] + 1; /* -1: a note on the dump itself, shown on the top bar */
+      if (!c.notes.has(at)) c.notes.set(at, []);
+      c.notes.get(at).push(e[1] + " = " + e[2]);
     }
     return c;
   }
@@ -199,7 +204,9 @@
     const todo = [z];
     while (todo.length) {
       const v = todo.pop();
-      const x = (c.start[v] - base) * scale, w = c.bytes[v] * scale;
+      /* the zoomed node fills the width, even one of 0 bytes (a failed node) */
+      const x = v === z && !range ? 0 : (c.start[v] - base) * scale;
+      const w = v === z && !range ? W : c.bytes[v] * scale;
       rect(c, v, x, w, c.depth[v], 0, 0, false);
       if (c.depth[v] + 1 >= rows) continue;
       let runN = 0, runBytes = 0, runX = 0;
@@ -261,6 +268,9 @@
         '<div><span class="k">root</span>' + esc(fmtExact(r.root_bytes)) + "</div>" +
         '<div><span class="k">self</span>' + esc(fmtExact(r.dump_self)) + " (header and trailer)</div>" +
         '<div><span class="k">status</span>' + esc(r.status) + (r.complete ? ", complete" : ", INCOMPLETE") + "</div>";
+      for (const t of c.notes.get(0) || []) h += '<div class="p">@ ' + esc(t) + "</div>";
+      for (const e of c.errors.get(0) || [])
+        h += '<div class="f">' + esc(e.message) + (e.path ? " at " + esc(e.path) : "") + "</div>";
       return h;
     }
     h += '<div><span class="k">tag</span>' + esc(tagText(c.tag[i]) + " \u2014 " + tagMeaning(c.tag[i])) + "</div>" +
@@ -273,6 +283,7 @@
     for (const [bit, word] of FLAG_WORDS) if (c.flags[i] & bit) h += '<div class="f">' + esc(word) + "</div>";
     for (const e of c.errors.get(i) || [])
       h += '<div class="f">' + esc(e.message) + (e.path ? " at " + esc(e.path) : "") + "</div>";
+    for (const t of c.notes.get(i) || []) h += '<div class="p">@ ' + esc(t) + "</div>";
     return h;
   }
 
@@ -305,6 +316,10 @@
   });
   document.addEventListener("keydown", (ev) => {
     if (ev.key === "Escape" && document.activeElement !== $("search")) setZoom(0);
+  });
+  $("summary").addEventListener("click", (ev) => {
+    const el = cur && cur.raw.error_list.find((e) => e[0] >= 0);
+    if (ev.target.id === "goto-error" && el) setZoom(el[0] + 1);
   });
   $("crumbs").addEventListener("click", (ev) => {
     const a = ev.target.closest("a[data-node]");
@@ -356,7 +371,7 @@
     if (!r.complete) parts.push('<span class="loss">INCOMPLETE' +
       (r.unfinished ? ": unfinished" : r.end_lost ? ": end lost" : ": records lost") + "</span>");
     if (r.lower_bounds) parts.push('<span class="loss">sizes are lower bounds</span>');
-    if (r.errors) parts.push('<span class="flag">' + r.errors + " unserializable</span>");
+    if (r.errors) parts.push('<a class="flag" id="goto-error" title="zoom to it">' + r.errors + " unserializable</a>");
     if (r.flagged) parts.push('<span class="flag">' + r.flagged + " flagged nodes</span>");
     $("summary").innerHTML = parts.join(" \u00b7 ");
   }
