@@ -35,7 +35,7 @@ typedef struct dump_buf {
 
 typedef struct output {
     bool on;
-    bool started; /* its document's opening part is written */
+    bool started;   /* its document's opening part is written */
     uint64_t items; /* dumps written (commas between them) */
     sertrace_summary_write_fn write;
     void *write_ctx;
@@ -59,14 +59,14 @@ struct sertrace_export {
     int failed;
     uint64_t dumps;
     /* scratch, reused across dumps */
-    sertrace_buf path;   /* folded: the frame stack as text */
-    uint32_t *path_len;  /* folded: path length at each depth */
+    sertrace_buf path;  /* folded: the frame stack as text */
+    uint32_t *path_len; /* folded: path length at each depth */
     size_t path_len_cap;
     struct open_frame {
         uint32_t frame;
         uint32_t depth;
         uint64_t open_at, bytes;
-    } *stack;
+    } * stack;
     size_t stack_cap;
     uint32_t *type_frame; /* speedscope: frame of each type index of the dump, +1 */
     size_t type_frame_cap;
@@ -110,8 +110,8 @@ int sertrace_export_put_i64(sertrace_buf *b, int64_t v)
 static int put_us(sertrace_buf *b, int64_t ns)
 {
     uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
-    char frac[4] = {(char)('0' + a % 1000 / 100), (char)('0' + a % 100 / 10),
-                    (char)('0' + a % 10), 0};
+    char frac[4] = {(char)('0' + a % 1000 / 100), (char)('0' + a % 100 / 10), (char)('0' + a % 10),
+                    0};
     if ((ns < 0 && lit(b, "-") < 0) || put_u64(b, a / 1000) < 0 || lit(b, ".") < 0)
         return -1;
     return lit(b, frac);
@@ -156,8 +156,8 @@ static int put_folded_frame(sertrace_buf *b, const char *s, size_t n)
 
 static int put_dump_label(sertrace_buf *b, const sertrace_dump_state *d, const char *sep)
 {
-    int rc = d->serializer_len ? put_folded_frame(b, d->serializer, d->serializer_len)
-                               : lit(b, "?");
+    int rc =
+        d->serializer_len ? put_folded_frame(b, d->serializer, d->serializer_len) : lit(b, "?");
     if (rc == 0)
         rc = lit(b, " dump ") || put_u64(b, d->dump_id) ? -1 : 0;
     if (rc == 0 && d->pid >= 0)
@@ -187,9 +187,8 @@ static int write_folded(sertrace_export *x, sertrace_buf *b, const xdump *xd)
     if (put_dump_label(p, xd->d, " ") < 0 || grow_path_len(x, xd->max_depth) < 0)
         return -1;
     x->path_len[0] = (uint32_t)p->len;
-    if (xd->dump_self &&
-        (sertrace_buf_append(b, p->data, p->len) < 0 || lit(b, " ") < 0 ||
-         put_u64(b, xd->dump_self) < 0 || lit(b, "\n") < 0))
+    if (xd->dump_self && (sertrace_buf_append(b, p->data, p->len) < 0 || lit(b, " ") < 0 ||
+                          put_u64(b, xd->dump_self) < 0 || lit(b, "\n") < 0))
         return -1;
     for (uint32_t i = 0; i < xd->n; i++) {
         const xnode *n = &xd->nodes[i];
@@ -269,8 +268,8 @@ static uint32_t frame_index(frame_table *t, const char *name, size_t n)
 
 static uint32_t node_frame(sertrace_export *x, const xdump *xd, const xnode *n)
 {
-    uint32_t *slot = n->type && n->type < x->type_frame_cap ? &x->type_frame[n->type]
-                                                            : &x->tag_frame[n->tag];
+    uint32_t *slot =
+        n->type && n->type < x->type_frame_cap ? &x->type_frame[n->type] : &x->tag_frame[n->tag];
     if (!*slot) {
         char tmp[8];
         size_t len;
@@ -283,8 +282,8 @@ static uint32_t node_frame(sertrace_export *x, const xdump *xd, const xnode *n)
     return *slot - 1;
 }
 
-static int push_open(sertrace_export *x, size_t *top, uint32_t frame, uint32_t depth,
-                     uint64_t at, uint64_t bytes)
+static int push_open(sertrace_export *x, size_t *top, uint32_t frame, uint32_t depth, uint64_t at,
+                     uint64_t bytes)
 {
     if (*top == x->stack_cap) {
         size_t cap = x->stack_cap ? x->stack_cap * 2 : 64;
@@ -301,8 +300,8 @@ static int push_open(sertrace_export *x, size_t *top, uint32_t frame, uint32_t d
 static int put_event(sertrace_buf *b, bool *first, const char *type, uint32_t frame, uint64_t at)
 {
     int rc = lit(b, *first ? "{\"type\":\"" : ",{\"type\":\"") || lit(b, type) ||
-             lit(b, "\",\"frame\":") || put_u64(b, frame) || lit(b, ",\"at\":") ||
-             put_u64(b, at) || lit(b, "}");
+             lit(b, "\",\"frame\":") || put_u64(b, frame) || lit(b, ",\"at\":") || put_u64(b, at) ||
+             lit(b, "}");
     *first = false;
     return rc ? -1 : 0;
 }
@@ -415,8 +414,8 @@ static int write_perfetto(const xdump *xd, sertrace_buf *b)
          put_u64(b, d->dump_id) || lit(b, ",\"payload_bytes\":");
     if (rc == 0)
         rc = xd->has_payload ? put_u64(b, d->payload_bytes) : lit(b, "null");
-    rc = rc || lit(b, ",\"root_bytes\":") || put_u64(b, xd->root_sum) ||
-         lit(b, ",\"status\":\"") || lit(b, xd->status) || lit(b, "\",\"complete\":") ||
+    rc = rc || lit(b, ",\"root_bytes\":") || put_u64(b, xd->root_sum) || lit(b, ",\"status\":\"") ||
+         lit(b, xd->status) || lit(b, "\",\"complete\":") ||
          lit(b, sertrace_dump_complete(d) ? "true" : "false") || lit(b, ",\"nodes\":") ||
          put_u64(b, xd->n) || lit(b, ",\"max_depth\":") || put_u64(b, xd->max_depth) ||
          lit(b, ",\"errors\":") || put_u64(b, d->errors) || lit(b, ",\"flagged_nodes\":") ||
@@ -517,9 +516,8 @@ static int keep_texts(dump_buf *db, xerror **list, uint32_t *count, uint32_t *ca
     return 0;
 }
 
-static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n, uint8_t tag,
-                   uint32_t type, const char *msg, size_t msg_len, const char *path,
-                   size_t path_len)
+static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n, uint8_t tag, uint32_t type,
+                   const char *msg, size_t msg_len, const char *path, size_t path_len)
 {
     (void)ctx;
     (void)tag;
@@ -598,7 +596,7 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     xd.arena = db->arena.data ? db->arena.data : "";
     xd.index = x->dumps;
     xd.has_payload = (d->flags & SERTRACE_DUMPF_END) != 0;
-    xd.status = !xd.has_payload ? "unknown"
+    xd.status = !xd.has_payload                            ? "unknown"
                 : (d->flags & SERTRACE_DUMPF_STATUS_ERROR) ? "error"
                                                            : "ok";
     for (uint32_t i = 0; i < db->n; i++) {

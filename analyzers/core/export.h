@@ -57,7 +57,10 @@ typedef struct sertrace_export_opts {
                               * NULL: "sertrace" */
 } sertrace_export_opts;
 
-#define SERTRACE_EXPORT_OPTS_DEFAULT {0, 0.0, NULL}
+#define SERTRACE_EXPORT_OPTS_DEFAULT                                                               \
+    {                                                                                              \
+        0, 0.0, NULL                                                                               \
+    }
 
 typedef struct sertrace_export sertrace_export;
 

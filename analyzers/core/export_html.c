@@ -53,11 +53,20 @@ static int put_html_text(sertrace_buf *b, const char *s)
     for (; *s; s++) {
         int rc;
         switch (*s) {
-        case '&': rc = lit(b, "&amp;"); break;
-        case '<': rc = lit(b, "&lt;"); break;
-        case '>': rc = lit(b, "&gt;"); break;
-        case '"': rc = lit(b, "&quot;"); break;
-        default: rc = sertrace_buf_append(b, s, 1);
+        case '&':
+            rc = lit(b, "&amp;");
+            break;
+        case '<':
+            rc = lit(b, "&lt;");
+            break;
+        case '>':
+            rc = lit(b, "&gt;");
+            break;
+        case '"':
+            rc = lit(b, "&quot;");
+            break;
+        default:
+            rc = sertrace_buf_append(b, s, 1);
         }
         if (rc < 0)
             return -1;
@@ -109,7 +118,8 @@ static int start(html_writer *h, sertrace_buf *out)
     h->started = true;
     return lit(out, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                     "<meta name=\"generator\" content=\"sertrace\">\n<title>") ||
-                   put_html_text(out, h->title) || lit(out, " \xe2\x80\x94 sertrace</title>\n<style>\n") ||
+                   put_html_text(out, h->title) ||
+                   lit(out, " \xe2\x80\x94 sertrace</title>\n<style>\n") ||
                    sertrace_buf_append(out, sertrace_html_css, sertrace_html_css_len) ||
                    lit(out, "</style>\n</head>\n<body>\n") ||
                    sertrace_buf_append(out, sertrace_html_body, sertrace_html_body_len)
@@ -131,31 +141,51 @@ static int put_summary(sertrace_buf *b, const xdump *x)
              lit(b, ",\"tid\":") || put_i64(b, d->tid) || lit(b, ",\"time_ns\":") ||
              put_i64(b, d->ts_begin) || lit(b, ",\"serializer\":") ||
              sertrace_fmt_json_string(b, d->serializer, d->serializer_len) ||
-             lit(b, ",\"protocol\":") || put_i64(b, d->protocol) ||
-             lit(b, ",\"payload_bytes\":");
+             lit(b, ",\"protocol\":") || put_i64(b, d->protocol) || lit(b, ",\"payload_bytes\":");
     if (rc == 0)
         rc = x->has_payload ? put_u64(b, d->payload_bytes) : lit(b, "null");
-    rc = rc || lit(b, ",\"root_bytes\":") || put_u64(b, x->root_sum) ||
-         lit(b, ",\"dump_self\":") || put_u64(b, x->dump_self) || lit(b, ",\"total\":") ||
-         put_u64(b, x->total) || lit(b, ",\"status\":\"") || lit(b, x->status) ||
-         lit(b, "\",\"complete\":") || lit(b, yes(sertrace_dump_complete(d))) ||
-         lit(b, ",\"unfinished\":") || lit(b, yes(d->flags & SERTRACE_DUMPF_UNFINISHED)) ||
-         lit(b, ",\"end_lost\":") || lit(b, yes(d->flags & SERTRACE_DUMPF_END_LOST)) ||
-         lit(b, ",\"lower_bounds\":") || lit(b, yes(d->flags & SERTRACE_DUMPF_LOWER_BOUNDS)) ||
-         lit(b, ",\"nodes\":") || put_u64(b, x->n) || lit(b, ",\"max_depth\":") ||
-         put_u64(b, x->max_depth) || lit(b, ",\"errors\":") || put_u64(b, d->errors) ||
-         lit(b, ",\"flagged\":") || put_u64(b, x->flagged);
+    rc = rc || lit(b, ",\"root_bytes\":") || put_u64(b, x->root_sum) || lit(b, ",\"dump_self\":") ||
+         put_u64(b, x->dump_self) || lit(b, ",\"total\":") || put_u64(b, x->total) ||
+         lit(b, ",\"status\":\"") || lit(b, x->status) || lit(b, "\",\"complete\":") ||
+         lit(b, yes(sertrace_dump_complete(d))) || lit(b, ",\"unfinished\":") ||
+         lit(b, yes(d->flags & SERTRACE_DUMPF_UNFINISHED)) || lit(b, ",\"end_lost\":") ||
+         lit(b, yes(d->flags & SERTRACE_DUMPF_END_LOST)) || lit(b, ",\"lower_bounds\":") ||
+         lit(b, yes(d->flags & SERTRACE_DUMPF_LOWER_BOUNDS)) || lit(b, ",\"nodes\":") ||
+         put_u64(b, x->n) || lit(b, ",\"max_depth\":") || put_u64(b, x->max_depth) ||
+         lit(b, ",\"errors\":") || put_u64(b, d->errors) || lit(b, ",\"flagged\":") ||
+         put_u64(b, x->flagged);
     return rc ? -1 : 0;
 }
 
 typedef uint64_t (*column_fn)(const xnode *n);
-static uint64_t col_tag(const xnode *n) { return n->tag; }
-static uint64_t col_type(const xnode *n) { return n->type; }
-static uint64_t col_depth(const xnode *n) { return n->depth; }
-static uint64_t col_bytes(const xnode *n) { return n->bytes; }
-static uint64_t col_self(const xnode *n) { return n->self; }
-static uint64_t col_flags(const xnode *n) { return n->flags; }
-static uint64_t col_bound(const xnode *n) { return n->bound; }
+static uint64_t col_tag(const xnode *n)
+{
+    return n->tag;
+}
+static uint64_t col_type(const xnode *n)
+{
+    return n->type;
+}
+static uint64_t col_depth(const xnode *n)
+{
+    return n->depth;
+}
+static uint64_t col_bytes(const xnode *n)
+{
+    return n->bytes;
+}
+static uint64_t col_self(const xnode *n)
+{
+    return n->self;
+}
+static uint64_t col_flags(const xnode *n)
+{
+    return n->flags;
+}
+static uint64_t col_bound(const xnode *n)
+{
+    return n->bound;
+}
 
 static int put_column(sertrace_buf *b, const xdump *x, const char *name, column_fn f)
 {
@@ -178,8 +208,7 @@ static int put_block(sertrace_buf *b, const xdump *x)
     for (uint32_t t = 1; t <= d->ntypes; t++) {
         size_t len;
         const char *name = sertrace_core_type_name(d, t, &len);
-        if (lit(b, ",") < 0 ||
-            (name ? sertrace_fmt_json_string(b, name, len) : lit(b, "null")) < 0)
+        if (lit(b, ",") < 0 || (name ? sertrace_fmt_json_string(b, name, len) : lit(b, "null")) < 0)
             return -1;
     }
     if (lit(b, "]") < 0 || put_column(b, x, "tag", col_tag) < 0 ||
@@ -201,11 +230,9 @@ static int put_texts(sertrace_buf *b, const xdump *x, const char *name, const xe
     for (uint32_t i = 0; i < n; i++) {
         const xerror *e = &list[i];
         if ((i && lit(b, ",") < 0) || lit(b, "[") < 0 ||
-            (e->node == UINT32_MAX ? lit(b, "-1") : put_u64(b, e->node)) < 0 ||
-            lit(b, ",") < 0 || sertrace_fmt_json_string(b, x->arena + e->msg_off, e->msg_len) < 0 ||
-            lit(b, ",") < 0 ||
-            sertrace_fmt_json_string(b, x->arena + e->path_off, e->path_len) < 0 ||
-            lit(b, "]") < 0)
+            (e->node == UINT32_MAX ? lit(b, "-1") : put_u64(b, e->node)) < 0 || lit(b, ",") < 0 ||
+            sertrace_fmt_json_string(b, x->arena + e->msg_off, e->msg_len) < 0 || lit(b, ",") < 0 ||
+            sertrace_fmt_json_string(b, x->arena + e->path_off, e->path_len) < 0 || lit(b, "]") < 0)
             return -1;
     }
     return lit(b, "]");
@@ -221,7 +248,8 @@ int sertrace_html_dump(html_writer *h, sertrace_buf *out, const xdump *x)
         sertrace_buf_append(&h->index, t->data, t->len) < 0)
         return -1;
     sertrace_buf_clear(t);
-    if (put_block(t, x) < 0 || lit(out, "<script type=\"application/json\" id=\"sertrace-dump-") < 0 ||
+    if (put_block(t, x) < 0 ||
+        lit(out, "<script type=\"application/json\" id=\"sertrace-dump-") < 0 ||
         put_u64(out, h->dumps) < 0 || lit(out, "\">") < 0 ||
         put_script_json(out, t->data, t->len) < 0 || lit(out, "</script>\n") < 0)
         return -1;
@@ -240,23 +268,21 @@ int sertrace_html_finish(html_writer *h, sertrace_buf *out, const sertrace_core_
     sertrace_buf_clear(t);
     int rc = lit(t, "{\"format\":\"sertrace-html\",\"version\":1,\"title\":") ||
              sertrace_fmt_json_string(t, h->title, strlen(h->title)) ||
-             lit(t, ",\"discarded_events\":") ||
-             put_u64(t, stats ? stats->discarded_events : 0) ||
+             lit(t, ",\"discarded_events\":") || put_u64(t, stats ? stats->discarded_events : 0) ||
              lit(t, ",\"lost_records_events\":") || put_u64(t, stats ? stats->lost_batches : 0) ||
              lit(t, ",\"tags\":{");
     bool first = true;
-#define TAG_(name, value, text, meaning)                                                          \
-    if (rc == 0) {                                                                                \
-        rc = lit(t, first ? "\"" : ",\"") || put_u64(t, value) || lit(t, "\":[") ||             \
-             sertrace_fmt_json_string(t, text, strlen(text)) || lit(t, ",") ||                    \
-             sertrace_fmt_json_string(t, meaning, strlen(meaning)) || lit(t, "]");                \
-        first = false;                                                                            \
+#define TAG_(name, value, text, meaning)                                                           \
+    if (rc == 0) {                                                                                 \
+        rc = lit(t, first ? "\"" : ",\"") || put_u64(t, value) || lit(t, "\":[") ||                \
+             sertrace_fmt_json_string(t, text, strlen(text)) || lit(t, ",") ||                     \
+             sertrace_fmt_json_string(t, meaning, strlen(meaning)) || lit(t, "]");                 \
+        first = false;                                                                             \
     }
     SERTRACE_TAGS(TAG_)
 #undef TAG_
     rc = rc || lit(t, "},\"dumps\":[") ||
-         sertrace_buf_append(t, h->index.data ? h->index.data : "", h->index.len) ||
-         lit(t, "]}");
+         sertrace_buf_append(t, h->index.data ? h->index.data : "", h->index.len) || lit(t, "]}");
     if (rc == 0)
         rc = lit(out, "<script type=\"application/json\" id=\"sertrace-index\">") ||
              put_script_json(out, t->data, t->len) || lit(out, "</script>\n<script>\n") ||

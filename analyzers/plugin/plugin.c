@@ -91,7 +91,7 @@ typedef struct sink {
     feed *feed; /* inline, or a worker thread running the core */
     sertrace_summary *summary;
     sertrace_treeprint *tree;
-    sertrace_export *export; /* sink.sertrace.export */
+    sertrace_export *export;              /* sink.sertrace.export */
     FILE *xout[SERTRACE_EXPORT_NFORMATS]; /* its files (NULL: not asked) */
     FILE *out;
     bool own_out;
@@ -123,8 +123,17 @@ typedef struct sink {
 
 /* ---- parameters ---------------------------------------------------------- */
 
-enum param_type { P_UINT, P_SIZE, P_OVERSIZE, P_BOOL, P_STRING, P_FORMAT, P_INTS, P_STRINGS,
-                  P_EXPORT };
+enum param_type {
+    P_UINT,
+    P_SIZE,
+    P_OVERSIZE,
+    P_BOOL,
+    P_STRING,
+    P_FORMAT,
+    P_INTS,
+    P_STRINGS,
+    P_EXPORT
+};
 
 typedef struct param_def {
     const char *name;
@@ -166,7 +175,8 @@ static const param_def params_table[] = {
     /* sink.sertrace.export: one path per format ("-": stdout) */
     {"folded", P_EXPORT, FOR_EXPORT, "folded stacks weighted by self bytes, to this path"},
     {"speedscope", P_EXPORT, FOR_EXPORT, "speedscope JSON (one profile per dump), to this path"},
-    {"perfetto", P_EXPORT, FOR_EXPORT, "Chrome trace-event JSON (one event per dump), to this path"},
+    {"perfetto", P_EXPORT, FOR_EXPORT,
+     "Chrome trace-event JSON (one event per dump), to this path"},
     {"html", P_EXPORT, FOR_EXPORT, "the self-contained HTML viewer, to this path"},
     {"title", P_EXPORT, FOR_EXPORT, "title of the HTML page and speedscope file"},
 };
@@ -340,8 +350,7 @@ parse_one(const char *key, const bt_value *v, void *data)
         break;
     case P_EXPORT:
         if (!bt_value_is_string(v) || !*bt_value_string_get(v)) {
-            PERR("parameter `%s`: expected a non-empty string, got a %s", key,
-                 value_type_name(v));
+            PERR("parameter `%s`: expected a non-empty string, got a %s", key, value_type_name(v));
             goto bad;
         }
         if (strcmp(key, "title") == 0)
@@ -603,8 +612,9 @@ static int open_exports(sink *s, const parsed_params *p)
         asked++;
         if (strcmp(path, "-") == 0) {
             if (to_stdout++) {
-                ERR(s->self, "parameters `%s` and another format both write to stdout (`-`): "
-                             "give all but one of them a file",
+                ERR(s->self,
+                    "parameters `%s` and another format both write to stdout (`-`): "
+                    "give all but one of them a file",
                     sertrace_export_format_name(f));
                 return -1;
             }
@@ -1216,8 +1226,8 @@ BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(summary, sink_graph_is
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(summary, sink_finalize);
 
 BT_PLUGIN_SINK_COMPONENT_CLASS(export, sink_consume);
-BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(export,
-    "Pictures of the size trees: folded stacks, speedscope, Perfetto JSON, an HTML viewer");
+BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(
+    export, "Pictures of the size trees: folded stacks, speedscope, Perfetto JSON, an HTML viewer");
 BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(
     export, "Parameters (at least one output): folded=PATH, speedscope=PATH, perfetto=PATH, "
             "html=PATH (\"-\": stdout), title=TEXT, oversize=BYTES|\"64K\"|\"10%\", "

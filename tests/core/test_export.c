@@ -31,9 +31,8 @@ static void flush(sertrace_core *c, int64_t pid, uint64_t id, uint32_t seq)
 /* dict (root, 2..102) { list 10..50 { 4 ints of 2 B }, TNAME 60..90 }, payload 103 */
 static void sample(sertrace_core *c, int64_t pid, uint64_t id, const char *tname)
 {
-    cr_assert_eq(sertrace_core_dump_begin(c, pid, pid + 1, 1700000000123456789ll, id, "pickle",
-                                          6, 5),
-                 0);
+    cr_assert_eq(
+        sertrace_core_dump_begin(c, pid, pid + 1, 1700000000123456789ll, id, "pickle", 6, 5), 0);
     enc_type(&E, 1, "dict");
     enc_enter(&E, SERTRACE_TAG_DICT, 1, 1, 0xabc0, 3, 2);
     enc_type(&E, 2, "list");
@@ -82,21 +81,23 @@ static void run_export(const sertrace_export_opts *o, void (*feed)(sertrace_core
             sertrace_buf_append(&OUT[f], "", 0);
 }
 
-static void feed_sample(sertrace_core *c) { sample(c, 7, 1, "mod.Thing"); }
+static void feed_sample(sertrace_core *c)
+{
+    sample(c, 7, 1, "mod.Thing");
+}
 
 Test(export, folded_lines_are_self_bytes_under_the_dump_frame)
 {
     sertrace_export_opts o = SERTRACE_EXPORT_OPTS_DEFAULT;
     run_export(&o, feed_sample);
-    cr_assert_str_eq(OUT[SERTRACE_EXPORT_FOLDED].data,
-                     "pickle dump 1 pid 7 3\n"
-                     "pickle dump 1 pid 7;dict 30\n"
-                     "pickle dump 1 pid 7;dict;list 32\n"
-                     "pickle dump 1 pid 7;dict;list;int 2\n"
-                     "pickle dump 1 pid 7;dict;list;int 2\n"
-                     "pickle dump 1 pid 7;dict;list;int 2\n"
-                     "pickle dump 1 pid 7;dict;list;int 2\n"
-                     "pickle dump 1 pid 7;dict;mod.Thing 30\n");
+    cr_assert_str_eq(OUT[SERTRACE_EXPORT_FOLDED].data, "pickle dump 1 pid 7 3\n"
+                                                       "pickle dump 1 pid 7;dict 30\n"
+                                                       "pickle dump 1 pid 7;dict;list 32\n"
+                                                       "pickle dump 1 pid 7;dict;list;int 2\n"
+                                                       "pickle dump 1 pid 7;dict;list;int 2\n"
+                                                       "pickle dump 1 pid 7;dict;list;int 2\n"
+                                                       "pickle dump 1 pid 7;dict;list;int 2\n"
+                                                       "pickle dump 1 pid 7;dict;mod.Thing 30\n");
 }
 
 Test(export, perfetto_event_has_exact_times_and_args)
@@ -156,9 +157,10 @@ Test(export, hostile_type_names_are_escaped_everywhere)
     cr_assert_eq(opens, closes, "a type name closed a <script> element");
     cr_assert_eq(opens, 3); /* one dump block, the index, the viewer */
     /* speedscope: the name as a JSON string */
-    cr_assert_not_null(strstr(OUT[SERTRACE_EXPORT_SPEEDSCOPE].data,
-                              "{\"name\":\"a;b\\n</script><script>alert(1)</script>\\u001b[2J\\\"q\\\"\"}"),
-                       "got:\n%s", OUT[SERTRACE_EXPORT_SPEEDSCOPE].data);
+    cr_assert_not_null(
+        strstr(OUT[SERTRACE_EXPORT_SPEEDSCOPE].data,
+               "{\"name\":\"a;b\\n</script><script>alert(1)</script>\\u001b[2J\\\"q\\\"\"}"),
+        "got:\n%s", OUT[SERTRACE_EXPORT_SPEEDSCOPE].data);
 }
 
 /* Parse the "at" values of speedscope events in order, checking that
@@ -226,9 +228,9 @@ Test(export, speedscope_events_nest_when_sizes_are_not_exact)
     cr_assert_not_null(strstr(f, "pickle dump 1 pid 5;D2;L 8\n"), "got:\n%s", f);
     cr_assert_null(strstr(f, "pickle dump 1 pid 5;D2 "), "got:\n%s", f);
     /* dump 2: no payload, the roots' bytes; unknown status */
-    cr_assert_not_null(strstr(OUT[SERTRACE_EXPORT_PERFETTO].data,
-                              "\"dump_id\":2,\"payload_bytes\":null"),
-                       "got:\n%s", OUT[SERTRACE_EXPORT_PERFETTO].data);
+    cr_assert_not_null(
+        strstr(OUT[SERTRACE_EXPORT_PERFETTO].data, "\"dump_id\":2,\"payload_bytes\":null"),
+        "got:\n%s", OUT[SERTRACE_EXPORT_PERFETTO].data);
     cr_assert_not_null(strstr(OUT[SERTRACE_EXPORT_PERFETTO].data, "\"status\":\"unknown\""));
     cr_assert_not_null(strstr(OUT[SERTRACE_EXPORT_HTML].data, "\"unfinished\":true"));
 }
