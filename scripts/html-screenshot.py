@@ -5,7 +5,7 @@ shown in the README (analyzers/core/html/screenshot.png).
 Records the demo workload (workloads/demo.py, as scripts/demo.sh does) with
 the build tree's `sertrace`, writes `sertrace report --html`, opens it in
 Debian's chromium (headless, through tests/export/cdp.py), hovers the
-largest node three levels down so the tooltip shows, and saves a PNG.
+largest coroutine record (four levels down) so the tooltip shows, and saves a PNG.
 
     /usr/bin/python3 scripts/html-screenshot.py [--build build] [--out PNG]
 
@@ -42,7 +42,7 @@ def main():
         subprocess.run([sertrace, "record", "-o", trace, "--", "/usr/bin/python3", "-m", "sertrace",
                         "run", os.path.join(ROOT, "workloads", "demo.py")],
                        env=env, check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([sertrace, "report", "--oversize", "20K", "--html", page, trace],
+        subprocess.run([sertrace, "report", "--oversize", "50K", "--html", page, trace],
                        env=env, check=True)
         b = Browser(chromium, os.path.join(tmp, "profile"), 1280, 720)
         try:
@@ -52,7 +52,7 @@ def main():
             b.wait_for("window.sertrace && window.sertrace.ready", "the viewer")
             r = b.eval("(() => { const r = document.getElementById('icicle')"
                        ".getBoundingClientRect(); return [r.left, r.top]; })()")
-            boxes = [x for x in b.eval("sertrace.boxes()") if x["y"] == 3 * 18 and not x["merged"]]
+            boxes = [x for x in b.eval("sertrace.boxes()") if x["y"] == 4 * 18 and not x["merged"]]
             if boxes:
                 x = max(boxes, key=lambda x: x["w"])
                 b.move(r[0] + x["x"] + min(x["w"] / 2, 300), r[1] + x["y"] + 9)
