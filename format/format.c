@@ -32,13 +32,22 @@ void sertrace_buf_free(sertrace_buf *b)
     b->data = NULL;
     b->len = 0;
     b->cap = 0;
+    b->err = 0;
 }
 
 void sertrace_buf_clear(sertrace_buf *b)
 {
     b->len = 0;
+    b->err = 0;
     if (b->data != NULL)
         b->data[0] = '\0';
+}
+
+/* Remember the first error (see sertrace_buf): -1. */
+static int buf_fail(sertrace_buf *b)
+{
+    b->err = -1;
+    return -1;
 }
 
 /* Grow to hold `extra` more bytes plus the NUL (the slow path, out of
@@ -49,8 +58,10 @@ static __attribute__((noinline)) int buf_grow(sertrace_buf *b, size_t extra)
     size_t cap;
     char *data;
 
-    if (extra > (size_t)-1 / 2 - b->len)
+    if (b->err)
         return -1;
+    if (extra > (size_t)-1 / 2 - b->len)
+        return buf_fail(b);
     if (need <= b->cap)
         return 0;
     cap = b->cap ? b->cap : 256;
@@ -58,7 +69,7 @@ static __attribute__((noinline)) int buf_grow(sertrace_buf *b, size_t extra)
         cap *= 2;
     data = realloc(b->data, cap);
     if (data == NULL)
-        return -1;
+        return buf_fail(b);
     b->data = data;
     b->cap = cap;
     return 0;
@@ -68,7 +79,7 @@ static __attribute__((noinline)) int buf_grow(sertrace_buf *b, size_t extra)
  * buffer has room (the steady state of a reused buffer). */
 static inline int buf_reserve(sertrace_buf *b, size_t extra)
 {
-    if (b->cap != 0 && extra < b->cap - b->len)
+    if (b->cap != 0 && extra < b->cap - b->len && !b->err)
         return 0;
     return buf_grow(b, extra);
 }
@@ -103,7 +114,7 @@ int sertrace_buf_appendf(sertrace_buf *b, const char *fmt, ...)
     va_end(ap);
     if (n < 0) {
         b->data[b->len] = '\0';
-        return -1;
+        return buf_fail(b);
     }
     if ((size_t)n >= room) {
         if (buf_reserve(b, (size_t)n) != 0) {
@@ -340,7 +351,7 @@ static char *escape_to(char *out, const char *s, size_t n)
 
 int sertrace_fmt_escape(sertrace_buf *b, const char *s, size_t n)
 {
-    if (n > ((size_t)-1 / 8) || buf_reserve(b, 4 * n) != 0)
+    if (n > ((size_t)-1 / 8) ? buf_fail(b) : buf_reserve(b, 4 * n) != 0)
         return -1;
     b->len = (size_t)(escape_to(b->data + b->len, s, n) - b->data);
     b->data[b->len] = '\0';
@@ -517,7 +528,7 @@ static inline char *put_repr_x(char *p, uint8_t tag, const char *name, size_t na
 int sertrace_fmt_repr(sertrace_buf *b, uint8_t tag, const char *name, size_t name_len,
                       uint64_t addr, uint64_t length)
 {
-    if (name_len > ((size_t)-1 / 8) || buf_reserve(b, REPR_MAX(name_len)) != 0)
+    if (name_len > ((size_t)-1 / 8) ? buf_fail(b) : buf_reserve(b, REPR_MAX(name_len)) != 0)
         return -1;
     b->len = (size_t)(put_repr(b->data + b->len, tag, name, name_len, addr, length) - b->data);
     b->data[b->len] = '\0';

@@ -25,7 +25,8 @@
  * control characters, whatever the input.
  *
  * All functions append to a sertrace_buf and return 0, or -1 when memory
- * ran out (the buffer is then unchanged up to its previous length).
+ * ran out (the buffer is then unchanged up to its previous length, and
+ * remembers the error: see sertrace_buf).
  * Not thread-safe per buffer; use one buffer per thread.
  */
 #ifndef SERTRACE_FORMAT_H
@@ -35,17 +36,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A growing string that remembers its first error, as SQLite's
+ * sqlite3_str does: once an append fails (out of memory, or a size that
+ * cannot be), `err` is set and every later append is a no-op returning -1.
+ * A writer can therefore append a whole section without checking each
+ * call and read the error once, at the end, with sertrace_buf_error(). */
 typedef struct sertrace_buf {
     char *data; /* NUL-terminated when len > 0 */
     size_t len;
     size_t cap;
+    int err; /* 0, or -1 after the first failed append */
 } sertrace_buf;
 
-#define SERTRACE_BUF_INIT {NULL, 0, 0}
+#define SERTRACE_BUF_INIT {NULL, 0, 0, 0}
 
+/* Frees the memory and forgets the error. */
 void sertrace_buf_free(sertrace_buf *b);
-/* Keeps capacity. */
+/* Keeps capacity; forgets the error (a fresh start). */
 void sertrace_buf_clear(sertrace_buf *b);
+/* 0, or -1 when an append since the last clear failed. */
+static inline int sertrace_buf_error(const sertrace_buf *b)
+{
+    return b->err;
+}
 int sertrace_buf_append(sertrace_buf *b, const char *s, size_t n);
 /* Make room for `extra` more bytes (and the NUL): a buffer grown once to
  * its steady size never reallocates.  Returns 0, or -1 (out of memory). */
