@@ -26,9 +26,12 @@
 
 typedef struct summary_writer summary_writer;
 
-/* Nodes counted, their bytes (incl. children) and self bytes. */
+/* Nodes counted, their bytes (incl. children) and self bytes; `refs`:
+ * how many of the counted nodes are memo references (SERTRACE_TAG_MEMO
+ * nodes, which carry the type of the object they point back to), so a
+ * type shows the objects written apart from the references to them. */
 typedef struct node_stat {
-    uint64_t count, bytes, self;
+    uint64_t count, bytes, self, refs;
 } node_stat;
 
 /* A node as kept for the top-N: no strings, names resolved at render. */

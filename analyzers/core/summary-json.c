@@ -60,10 +60,12 @@ static void put_string_or_null(sertrace_buf *b, const char *s, size_t n)
 
 /* ", \"count\": N, \"bytes\": N, \"self\": N, \"share\": R}": one ensure,
  * written through a pointer (runs for every kind and type row of every
- * dump). */
-static void put_stat(sertrace_buf *b, const node_stat *st, uint64_t whole)
+ * dump).  With `refs` (type rows), "objects" and "refs" end the row: of
+ * the `count` nodes, those that wrote an object and the memo references
+ * to one ("count" keeps its meaning, all nodes of the type). */
+static void put_stat(sertrace_buf *b, const node_stat *st, uint64_t whole, bool refs)
 {
-    if (ensure(b, 48 + 3 * 20 + 32) < 0)
+    if (ensure(b, 80 + 5 * 20 + 32) < 0)
         return;
     char *p = b->data + b->len;
     p = p_lit(p, ", \"count\": ");
@@ -74,6 +76,12 @@ static void put_stat(sertrace_buf *b, const node_stat *st, uint64_t whole)
     p = p_u64(p, st->self);
     p = p_lit(p, ", \"share\": ");
     p = p_ratio(p, st->self, whole);
+    if (refs) {
+        p = p_lit(p, ", \"objects\": ");
+        p = p_u64(p, st->count - st->refs);
+        p = p_lit(p, ", \"refs\": ");
+        p = p_u64(p, st->refs);
+    }
     *p++ = '}';
     put_end(b, p);
 }
@@ -96,7 +104,7 @@ static void put_kinds(sertrace_buf *b, const node_stat *kinds, const uint8_t *to
         p = p_mem(p, tx->meaning, tx->meaning_len);
         *p++ = '"';
         put_end(b, p);
-        put_stat(b, &kinds[t], whole);
+        put_stat(b, &kinds[t], whole, false);
         first = false;
     }
     buf_lit(b, "]");
@@ -111,7 +119,7 @@ static void put_type_row(sertrace_buf *b, bool first, const char *name, size_t l
     else
         buf_lit(b, ", {\"type\": ");
     put_string_or_null(b, name, len);
-    put_stat(b, st, whole);
+    put_stat(b, st, whole, true);
 }
 
 /* A "by_type" row whose name is escaped once per dump (the cache). */
@@ -132,7 +140,7 @@ static void put_type_row_cached(sertrace_summary *s, sertrace_buf *b,
     p = p_mem(p, esc, len);
     *p++ = '"';
     put_end(b, p);
-    put_stat(b, st, whole);
+    put_stat(b, st, whole, true);
 }
 
 /* A top entry of the dump being written: one ensure, written through a

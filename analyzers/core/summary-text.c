@@ -9,6 +9,7 @@
  * buffer's error once; table rows, written for every dump, are built
  * through a pointer after one ensure() (outbuf.h).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "summary-internal.h"
@@ -54,14 +55,18 @@ static int put_size(sertrace_buf *b, uint64_t bytes, bool exact, bool exact_fmt)
     return sertrace_buf_error(b);
 }
 
-/* "  by WHAT ... count incl. self share"; `width` is the label column's
- * (16, or the longest type name shown, up to LABEL_MAX). */
-static void put_table_header(sertrace_buf *b, const char *what, size_t width)
+/* "  by WHAT ... COUNTED incl. self share"; `width` is the label column's
+ * (16, or the longest type name shown, up to LABEL_MAX); `counted` names
+ * the count column ("count": nodes; "objects": nodes less memo refs). */
+static void put_table_header(sertrace_buf *b, const char *what, size_t width,
+                             const char *counted)
 {
     buf_lit(b, "  by ");
     put_str(b, what);
     put_spaces(b, width - 1 > strlen(what) ? width - 1 - strlen(what) : 0);
-    buf_lit(b, "    count        incl.         self   share\n");
+    put_spaces(b, 9 - strlen(counted));
+    put_str(b, counted);
+    buf_lit(b, "        incl.         self   share\n");
 }
 
 /* Once per output, before the first table. */
@@ -139,7 +144,7 @@ static void put_kinds(sertrace_summary *s, sertrace_buf *b, const node_stat *kin
                       const uint8_t *touched, unsigned ntouched, uint64_t whole)
 {
     put_legend(s, b);
-    put_table_header(b, "kind", LABEL_MIN);
+    put_table_header(b, "kind", LABEL_MIN, "count");
     FOR_KINDS(t, kinds, touched, ntouched) {
         const struct tag_text *tx = &summary_tag_texts[t];
         put_row(s, b, tx->text, tx->len, LABEL_MIN, &kinds[t], whole, tx->meaning,
@@ -148,7 +153,9 @@ static void put_kinds(sertrace_summary *s, sertrace_buf *b, const node_stat *kin
 }
 
 /* The "by type" table: `names[i]` (escaped, `lens[i]` bytes) and `st[i]`
- * for the `shown` rows printed, `more` rows left out. */
+ * for the `shown` rows printed, `more` rows left out.  A type counts its
+ * objects; the memo references to them follow the row ("+ 200 refs"):
+ * 200 objects written once and referenced 200 times are not 400. */
 static void put_types(sertrace_summary *s, sertrace_buf *b, const char *const *names,
                       const size_t *lens, const node_stat *const *st, size_t shown, size_t more,
                       uint64_t whole)
@@ -157,9 +164,18 @@ static void put_types(sertrace_summary *s, sertrace_buf *b, const char *const *n
     for (size_t i = 0; i < shown; i++)
         width = label_width(width, names[i], lens[i]);
     put_legend(s, b);
-    put_table_header(b, "type", width);
-    for (size_t i = 0; i < shown; i++)
-        put_row(s, b, names[i], lens[i], width, st[i], whole, "", 0);
+    put_table_header(b, "type", width, "objects");
+    for (size_t i = 0; i < shown; i++) {
+        node_stat objects = *st[i];
+        char tail[48];
+        int tail_len = 0;
+        if (objects.refs) {
+            objects.count -= objects.refs;
+            tail_len = snprintf(tail, sizeof tail, "+ %llu ref%s",
+                                (unsigned long long)objects.refs, objects.refs == 1 ? "" : "s");
+        }
+        put_row(s, b, names[i], lens[i], width, &objects, whole, tail, (size_t)tail_len);
+    }
     if (more)
         sertrace_buf_appendf(b, "    \xe2\x80\xa6 %zu more types\n", more);
 }

@@ -445,6 +445,7 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
         t->count++;
         t->bytes += n->bytes;
         t->self += n->self;
+        t->refs += n->tag == SERTRACE_TAG_MEMO;
     }
     if (n->depth == 1) {
         ds->root_bytes += n->bytes;
@@ -643,6 +644,7 @@ static int add_overall_type(sertrace_summary *s, const char *name, size_t len,
             t->st.count += st->count;
             t->st.bytes += st->bytes;
             t->st.self += st->self;
+            t->st.refs += st->refs;
             return 0;
         }
     if (s->ntypes >= OVERALL_TYPES_MAX) {

@@ -1143,3 +1143,54 @@ Test(sinks, summary_json_lower_bound_dump)
     cr_assert_not_null(strstr(d2, "\"exact\": true"), "got:\n%s", d2);
     cr_assert_not_null(strstr(s, "\"lower_bound_dumps\": 1"), "got:\n%s", s);
 }
+
+/* Three User objects written, then referenced twice (memo references
+ * carry the type of the object they point back to). */
+static void feed_refs(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 9, 9, 1, 1, "pickle", 6, 5), 0);
+    enc_type(&E, 1, "list");
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 1, 0x10, 5, 2);
+    enc_type(&E, 2, "app.User");
+    uint64_t pos = 3;
+    for (int k = 0; k < 3; k++, pos += 10) {
+        enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, 2, 0x100 + 16 * (uint64_t)k, 0, pos);
+        enc_exit(&E, 2, pos + 10);
+    }
+    for (int k = 0; k < 2; k++, pos += 2) {
+        enc_enter(&E, SERTRACE_TAG_MEMO, 2, 2, 0x100, 0, pos);
+        enc_exit(&E, 2, pos + 2);
+    }
+    enc_exit(&E, 1, pos + 1);
+    flush(c, 9, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(c, 9, 9, 0, 1, pos + 2, 0), 0);
+}
+
+/* Issue #11: a type's objects and the memo references to them are two
+ * figures, per dump and overall, in text and JSON. */
+Test(sinks, summary_type_objects_apart_from_refs)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.exact = true;
+    run_summary(&o, feed_refs);
+    const char *s = OUT.data;
+    cr_assert_not_null(strstr(s, "  by type             objects        incl.         self   share\n"),
+                       "got:\n%s", s);
+    /* 3 objects of 10 B, 2 refs of 2 B: 34 B of the 36 B the list holds */
+    const char *row = "    app.User                3         34 B         34 B   94.4%  + 2 refs\n";
+    const char *first = strstr(s, row);
+    cr_assert_not_null(first, "got:\n%s", s);
+    cr_assert_not_null(strstr(first + 1, row), "no overall row; got:\n%s", s);
+    cr_assert_not_null(strstr(s, "    list                    1         36 B          2 B    5.5%\n"),
+                       "got:\n%s", s);
+    sertrace_buf_clear(&OUT);
+    o.json = true;
+    run_summary(&o, feed_refs);
+    s = OUT.data;
+    const char *js = "{\"type\": \"app.User\", \"count\": 5, \"bytes\": 34, \"self\": 34, "
+                     "\"share\": 0.9444, \"objects\": 3, \"refs\": 2}";
+    first = strstr(s, js);
+    cr_assert_not_null(first, "got:\n%s", s);
+    cr_assert_not_null(strstr(first + 1, js), "no overall row; got:\n%s", s);
+    cr_assert_not_null(strstr(s, "\"objects\": 1, \"refs\": 0}"), "got:\n%s", s);
+}
