@@ -56,6 +56,7 @@
 #include "cli.h"
 #include "config.h"
 #include "format.h"
+#include "params.h" /* the sinks' parameters (analyzers/plugin) */
 
 #define PROGRESS_MIN_BYTES (50ull * 1000 * 1000)
 #define PROGRESS_INTERVAL_NS 250000000ll
@@ -1456,44 +1457,47 @@ end:
  * progress line's state with the progress filter on this thread; the
  * sink's worker thread would write from another one, so the core runs
  * inline (analyzers/plugin/feed.h). */
+/* A sink parameter's name, from the one table (analyzers/plugin/params.h). */
+#define PARAM(id) sertrace_sink_param_name(SERTRACE_PARAM_##id)
+
 static bt_value *sink_params(const struct report_opts *o, bool inline_core)
 {
     bt_value *p = bt_value_map_create();
     bool ok = p != NULL;
 
     if (ok && inline_core)
-        ok = bt_value_map_insert_bool_entry(p, "worker-thread", BT_FALSE) ==
+        ok = bt_value_map_insert_bool_entry(p, PARAM(WORKER_THREAD), BT_FALSE) ==
              BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     if (ok && o->has_oversize && o->oversize_is_share)
-        ok = bt_value_map_insert_string_entry(p, "oversize", o->oversize) ==
+        ok = bt_value_map_insert_string_entry(p, PARAM(OVERSIZE), o->oversize) ==
              BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     else if (ok && o->has_oversize)
-        ok = bt_value_map_insert_unsigned_integer_entry(p, "oversize", o->oversize_bytes) ==
+        ok = bt_value_map_insert_unsigned_integer_entry(p, PARAM(OVERSIZE), o->oversize_bytes) ==
              BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     if (ok && o->exact)
-        ok = bt_value_map_insert_bool_entry(p, "exact", BT_TRUE) ==
+        ok = bt_value_map_insert_bool_entry(p, PARAM(EXACT), BT_TRUE) ==
              BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     if (o->mode == MODE_TREE) {
         /* Live: each tree is written (and flushed) as its dump ends, not
          * when the sink's 64 KiB buffer fills. */
         if (ok && o->live_url != NULL)
-            ok = bt_value_map_insert_bool_entry(p, "flush-each-dump", BT_TRUE) ==
+            ok = bt_value_map_insert_bool_entry(p, PARAM(FLUSH_EACH_DUMP), BT_TRUE) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
         if (ok && o->has_min_size)
-            ok = bt_value_map_insert_unsigned_integer_entry(p, "min-size", o->min_size) ==
+            ok = bt_value_map_insert_unsigned_integer_entry(p, PARAM(MIN_SIZE), o->min_size) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
         if (ok && o->has_max_depth)
-            ok = bt_value_map_insert_unsigned_integer_entry(p, "max-depth", o->max_depth) ==
+            ok = bt_value_map_insert_unsigned_integer_entry(p, PARAM(MAX_DEPTH), o->max_depth) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     } else {
         if (ok && o->has_top)
-            ok = bt_value_map_insert_unsigned_integer_entry(p, "top", o->top) ==
+            ok = bt_value_map_insert_unsigned_integer_entry(p, PARAM(TOP), o->top) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
         if (ok && o->mode == MODE_JSON)
-            ok = bt_value_map_insert_string_entry(p, "format", "json") ==
+            ok = bt_value_map_insert_string_entry(p, PARAM(FORMAT), "json") ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
         if (ok && o->no_per_dump)
-            ok = bt_value_map_insert_bool_entry(p, "per-dump", BT_FALSE) ==
+            ok = bt_value_map_insert_bool_entry(p, PARAM(PER_DUMP), BT_FALSE) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     }
     if (ok && o->npids) {
@@ -1502,7 +1506,7 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
             ok = bt_value_array_append_unsigned_integer_element(a, o->pids[i]) ==
                  BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
         ok = ok && a &&
-             bt_value_map_insert_entry(p, "pid", a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+             bt_value_map_insert_entry(p, PARAM(PID), a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
         bt_value_put_ref(a);
     }
     if (ok && o->ndumps) {
@@ -1511,7 +1515,7 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
             ok = bt_value_array_append_unsigned_integer_element(a, o->dumps[i]) ==
                  BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
         ok = ok && a &&
-             bt_value_map_insert_entry(p, "dump", a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+             bt_value_map_insert_entry(p, PARAM(DUMP), a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
         bt_value_put_ref(a);
     }
     if (ok && o->nserializers) {
@@ -1520,7 +1524,7 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
             ok = bt_value_array_append_string_element(a, o->serializers[i]) ==
                  BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
         ok = ok && a &&
-             bt_value_map_insert_entry(p, "serializer", a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+             bt_value_map_insert_entry(p, PARAM(SERIALIZER), a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
         bt_value_put_ref(a);
     }
     if (!ok) {
@@ -1552,33 +1556,30 @@ enum {
  * share of the dump ("10%").  0 (or 0%) is refused: the sink refuses it
  * too, and "flag nodes of at least 0 bytes" would flag every node, which
  * is not what anyone asking for 0 means.  Without --oversize nothing is
- * flagged.  0 ok, -1 usage error (printed). */
+ * flagged.  Parsed by format/'s sertrace_parse_oversize, as the sinks'
+ * `oversize` parameter is.  0 ok, -1 usage error (printed). */
 static int parse_oversize(const char *text, struct report_opts *o)
 {
-    size_t len = strlen(text);
+    double share;
 
     o->has_oversize = true;
     o->oversize = text;
-    if (len > 1 && text[len - 1] == '%') {
-        char *end;
-        double v = strtod(text, &end);
-        if (end != text + len - 1 || !(v > 0.0 && v <= 100.0)) {
-            sertrace_cli_err("--oversize: invalid share '%s' (expected more than 0%% and at "
-                             "most 100%%, e.g. 10%%)",
-                             text);
-            return -1;
-        }
-        o->oversize_is_share = true;
+    switch (sertrace_parse_oversize(text, &o->oversize_bytes, &share)) {
+    case 0:
+        o->oversize_is_share = share > 0;
         return 0;
-    }
-    if (sertrace_cli_parse_size("--oversize", text, &o->oversize_bytes) != 0)
+    case SERTRACE_OVERSIZE_BAD_SHARE:
+        sertrace_cli_err("--oversize: invalid share '%s' (expected more than 0%% and at "
+                         "most 100%%, e.g. 10%%)",
+                         text);
         return -1;
-    if (o->oversize_bytes == 0) {
+    case SERTRACE_OVERSIZE_ZERO:
         sertrace_cli_err("--oversize: must be more than 0 (a size such as 64K, or a share "
                          "of the dump such as 10%%); leave it out to flag nothing");
         return -1;
+    default:
+        return sertrace_cli_parse_size("--oversize", text, &o->oversize_bytes);
     }
-    return 0;
 }
 
 /* Digits only, 0..65535. */

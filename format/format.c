@@ -146,7 +146,7 @@ static int buf_append_bars(sertrace_buf *b, uint32_t count)
 const char *sertrace_tag_text(uint8_t tag, char tmp[8])
 {
     switch (tag) {
-#define TAG_CASE_(name, value, text, meaning)                                                      \
+#define TAG_CASE_(name, value, text, meaning, class_)                                              \
     case value:                                                                                    \
         return text;
         SERTRACE_TAGS(TAG_CASE_)
@@ -163,7 +163,7 @@ int sertrace_tag_from_text(const char *text)
         const char *text;
         int value;
     } table[] = {
-#define TAG_ROW_(name, value, text, meaning) {text, value},
+#define TAG_ROW_(name, value, text, meaning, class_) {text, value},
         SERTRACE_TAGS(TAG_ROW_)
 #undef TAG_ROW_
     };
@@ -182,19 +182,6 @@ int sertrace_tag_from_text(const char *text)
             return (int)v;
     }
     return -1;
-}
-
-static bool tag_is_class(uint8_t tag)
-{
-    return tag == SERTRACE_TAG_CLASS || tag == SERTRACE_TAG_DILL_T1 ||
-           tag == SERTRACE_TAG_DILL_T2 || tag == SERTRACE_TAG_DILL_T6 ||
-           tag == SERTRACE_TAG_DILL_T7;
-}
-
-static bool tag_is_function(uint8_t tag)
-{
-    return tag == SERTRACE_TAG_FUNCTION || tag == SERTRACE_TAG_DILL_F1 ||
-           tag == SERTRACE_TAG_DILL_F3;
 }
 
 /* ---- sizes ------------------------------------------------------------- */
@@ -461,7 +448,7 @@ static const struct {
     const char *text;
     uint8_t len;
 } tag_table[256] = {
-#define TAG_TABLE_(name, value, text, meaning) [value] = {text, sizeof(text) - 1},
+#define TAG_TABLE_(name, value, text, meaning, class_) [value] = {text, sizeof(text) - 1},
     SERTRACE_TAGS(TAG_TABLE_)
 #undef TAG_TABLE_
 };
@@ -499,11 +486,13 @@ static inline char *put_repr_x(char *p, uint8_t tag, const char *name, size_t na
         name = "?";
         name_len = 1;
     }
-    if (tag_is_class(tag)) {
+    /* which tags name classes, functions, references: schema.h's table */
+    enum sertrace_tagclass tc = sertrace_tagclass_of(tag);
+    if (tc == SERTRACE_TAGCLASS_CLASS) {
         p = put_lit(p, "<class '", 8);
         p = plain ? put_lit(p, name, name_len) : escape_to(p, name, name_len);
         p = put_lit(p, "'>", 2);
-    } else if (tag_is_function(tag)) {
+    } else if (tc == SERTRACE_TAGCLASS_FUNCTION) {
         p = put_lit(p, "<function ", 10);
         p = plain ? put_lit(p, name, name_len) : escape_to(p, name, name_len);
         p = put_lit(p, " at ", 4);
@@ -511,7 +500,7 @@ static inline char *put_repr_x(char *p, uint8_t tag, const char *name, size_t na
         *p++ = '>';
     } else {
         *p++ = '<';
-        if (tag == SERTRACE_TAG_MEMO)
+        if (tc == SERTRACE_TAGCLASS_REF)
             p = put_lit(p, "ref ", 4);
         p = plain ? put_lit(p, name, name_len) : escape_to(p, name, name_len);
         p = put_lit(p, " object at ", 11);
@@ -752,6 +741,27 @@ int sertrace_parse_size(const char *text, uint64_t *out)
         return -1;
     *out = (uint64_t)value;
     return 0;
+}
+
+int sertrace_parse_oversize(const char *text, uint64_t *bytes, double *percent)
+{
+    size_t n = text ? strlen(text) : 0;
+
+    *bytes = 0;
+    *percent = 0;
+    if (n == 0)
+        return SERTRACE_OVERSIZE_NOT_SIZE;
+    if (text[n - 1] == '%') {
+        char *end;
+        double p = strtod(text, &end);
+        if (end != text + n - 1 || !(p > 0) || p > 100)
+            return SERTRACE_OVERSIZE_BAD_SHARE;
+        *percent = p;
+        return 0;
+    }
+    if (sertrace_parse_size(text, bytes) < 0)
+        return SERTRACE_OVERSIZE_NOT_SIZE;
+    return *bytes == 0 ? SERTRACE_OVERSIZE_ZERO : 0;
 }
 
 /* ---- flags: one wording for the live tree and the report ---------------- */

@@ -171,4 +171,17 @@ int sertrace_fmt_flag_line(sertrace_buf *b, uint32_t depth, const char *text,
  * for anything else (negative, overflow, trailing junk). */
 int sertrace_parse_size(const char *text, uint64_t *out);
 
+/* Parse an oversize threshold, the ONE parser of `sertrace report
+ * --oversize` and of the sinks' `oversize` parameter: a size as above
+ * ("65536", "64K", "1.5MiB"; more than 0) sets *bytes, or a share of the
+ * dump ("10%": more than 0, at most 100) sets *percent; the other is 0.
+ * Returns 0, or what was wrong, so a caller can say it:
+ *   SERTRACE_OVERSIZE_NOT_SIZE  neither a size nor a share
+ *   SERTRACE_OVERSIZE_BAD_SHARE ends with "%" but is not a share in (0, 100]
+ *   SERTRACE_OVERSIZE_ZERO      a size of 0 (it would flag every node) */
+#define SERTRACE_OVERSIZE_NOT_SIZE (-1)
+#define SERTRACE_OVERSIZE_BAD_SHARE (-2)
+#define SERTRACE_OVERSIZE_ZERO (-3)
+int sertrace_parse_oversize(const char *text, uint64_t *bytes, double *percent);
+
 #endif /* SERTRACE_FORMAT_H */

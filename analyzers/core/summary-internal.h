@@ -183,8 +183,6 @@ int summary_cached_name(sertrace_summary *s, const sertrace_dump_state *d, uint3
 /* Text: "a › b › … › c"; JSON: ["a", "b", "…", "c"].  0 or -1. */
 int summary_ancestry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
                      const top_raw *r, bool json);
-/* What the dump lost, one line ("a; b; c"), or nothing.  0 or -1. */
-int summary_losses(sertrace_buf *b, const sertrace_dump_state *d);
 /* Hand s->out to the write function when it holds FLUSH_AT bytes (or
  * any, with `force`).  0 or -1 (a write failed, remembered). */
 int summary_flush(sertrace_summary *s, bool force);

@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "losses.h"
 #include "summary-internal.h"
 
 /* part/whole as a JSON number with 4 decimals, at p (room for 26 bytes). */
@@ -345,7 +346,7 @@ static void dump_flags(sertrace_buf *b, const sertrace_dump_state *d, const dump
     buf_lit(b, ", \"flags\": [");
     if (!sertrace_dump_complete(d)) {
         sertrace_buf m = SERTRACE_BUF_INIT;
-        if (summary_losses(&m, d) < 0)
+        if (sertrace_dump_losses(&m, d) < 0)
             summary_fail(b);
         buf_lit(b, "{\"kind\": \"incomplete\", \"path\": ");
         if (ds->died_text)

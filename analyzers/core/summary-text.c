@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "losses.h"
 #include "summary-internal.h"
 
 #define TEXT_TYPES_MAX 10 /* type rows per dump in the text output */
@@ -331,7 +332,7 @@ static int text_dump(sertrace_summary *s, const sertrace_dump_state *d, const du
     dump_header(s, b, d);
     if (!sertrace_dump_complete(d)) {
         buf_lit(b, "  !! incomplete: ");
-        summary_losses(b, d);
+        sertrace_dump_losses(b, d);
         buf_lit(b, "\n");
     }
     if (ds->died_text) {

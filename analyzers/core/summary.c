@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "losses.h"
 #include "summary-internal.h"
 
 #define OVERALL_TYPES_MAX 100000u
@@ -78,7 +79,7 @@ static void init_tag_texts(void)
         summary_tag_texts[t].meaning = "other";
         summary_tag_texts[t].meaning_len = 5;
     }
-#define MEANING_(name, value, text, m_)                                        \
+#define MEANING_(name, value, text, m_, class_)                                \
     summary_tag_texts[value].meaning = m_;                                             \
     summary_tag_texts[value].meaning_len = (uint8_t)(sizeof(m_) - 1);
     SERTRACE_TAGS(MEANING_)
@@ -445,7 +446,7 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
         t->count++;
         t->bytes += n->bytes;
         t->self += n->self;
-        t->refs += n->tag == SERTRACE_TAG_MEMO;
+        t->refs += sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF;
     }
     if (n->depth == 1) {
         ds->root_bytes += n->bytes;
@@ -547,45 +548,6 @@ static int v_note(void *ctx, sertrace_dump_state *d, sertrace_node *n,
 
 /* ---- dump section ------------------------------------------------------ */
 
-int summary_losses(sertrace_buf *b, const sertrace_dump_state *d)
-{
-    int rc = 0;
-    const char *sep = "";
-#define LOSS_(cond, ...)                                                       \
-    if (rc == 0 && (cond)) {                                                   \
-        rc = put_str(b, sep);                                                  \
-        if (rc == 0)                                                           \
-            rc = sertrace_buf_appendf(b, __VA_ARGS__);                         \
-        sep = "; ";                                                            \
-    }
-    LOSS_((d->flags & SERTRACE_DUMPF_UNFINISHED) && !d->discarded,
-          "unfinished (no dump_end: the process stopped inside it)")
-    LOSS_((d->flags & SERTRACE_DUMPF_UNFINISHED) && d->discarded,
-          "unfinished (no dump_end: the process stopped inside it, or its "
-          "end was among the discarded events)")
-    LOSS_(d->flags & SERTRACE_DUMPF_END_LOST,
-          "end lost (no dump_end: events were discarded, and a later dump of "
-          "its thread began after its last event and ended)")
-    LOSS_(!(d->flags & SERTRACE_DUMPF_BEGIN), "dump_begin missing")
-    LOSS_(d->lost_batches, "%llu records events lost",
-          (unsigned long long)d->lost_batches)
-    LOSS_(d->discarded, "%llu events discarded by the tracer while it was live",
-          (unsigned long long)d->discarded)
-    LOSS_(d->malformed, "%llu malformed or unknown records batches",
-          (unsigned long long)d->malformed)
-    LOSS_(d->orphan_exits, "%llu exits without an enter",
-          (unsigned long long)d->orphan_exits)
-    LOSS_(d->lost_exits, "%llu nodes closed without their exit",
-          (unsigned long long)d->lost_exits)
-    LOSS_(d->lost_enters, "%llu ancestors without their enter",
-          (unsigned long long)d->lost_enters)
-    LOSS_(d->skipped_deep, "%llu enters skipped (over 64 levels below the "
-          "open chain)", (unsigned long long)d->skipped_deep)
-    LOSS_(d->nodes == 0 && !(d->flags & SERTRACE_DUMPF_UNFINISHED),
-          "no node recorded")
-#undef LOSS_
-    return rc;
-}
 
 static int cmp_type_row(const void *a, const void *b)
 {
@@ -962,22 +924,4 @@ int sertrace_summary_set_filter(sertrace_summary *s, const char *json, size_t le
 {
     sertrace_buf_clear(&s->filter);
     return sertrace_buf_append(&s->filter, json, len);
-}
-
-int sertrace_parse_oversize(const char *text, uint64_t *bytes, double *percent)
-{
-    *bytes = 0;
-    *percent = 0;
-    size_t n = text ? strlen(text) : 0;
-    if (n == 0)
-        return -1;
-    if (text[n - 1] == '%') {
-        char *end;
-        double p = strtod(text, &end);
-        if (end != text + n - 1 || !(p > 0) || p > 100)
-            return -1;
-        *percent = p;
-        return 0;
-    }
-    return sertrace_parse_size(text, bytes) < 0 || *bytes == 0 ? -1 : 0;
 }

@@ -14,6 +14,7 @@
 
 #include "format.h"
 #include "lines.h"
+#include "losses.h"
 #include "outbuf.h"
 
 
@@ -393,39 +394,10 @@ static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
         rc = buf_lit(b, " \xc2\xb7 sizes are lower bounds");
     if (rc == 0 && !sertrace_dump_complete(d)) {
         rc = buf_lit(b, "  !! INCOMPLETE:");
-        const char *sep = " ";
-#define LOSS_(cond, ...)                                                       \
-    if (rc == 0 && (cond)) {                                                   \
-        rc = sertrace_buf_appendf(b, "%s", sep);                               \
-        if (rc == 0)                                                           \
-            rc = sertrace_buf_appendf(b, __VA_ARGS__);                         \
-        sep = "; ";                                                            \
-    }
-        LOSS_((d->flags & SERTRACE_DUMPF_UNFINISHED) && !d->discarded,
-              "UNFINISHED (no dump_end)")
-        LOSS_((d->flags & SERTRACE_DUMPF_UNFINISHED) && d->discarded,
-              "UNFINISHED (no dump_end: the process stopped inside it, or "
-              "its end was among the discarded events)")
-        LOSS_(d->flags & SERTRACE_DUMPF_END_LOST,
-              "end lost (no dump_end: events were discarded, and a later dump "
-              "of its thread began after its last event and ended)")
-        LOSS_(!(d->flags & SERTRACE_DUMPF_BEGIN), "dump_begin missing")
-        LOSS_(d->lost_batches, "%llu records events lost",
-              (unsigned long long)d->lost_batches)
-        LOSS_(d->discarded, "%llu events discarded by the tracer",
-              (unsigned long long)d->discarded)
-        LOSS_(d->malformed, "%llu malformed batches",
-              (unsigned long long)d->malformed)
-        LOSS_(d->orphan_exits, "%llu exits without enter",
-              (unsigned long long)d->orphan_exits)
-        LOSS_(d->lost_exits, "%llu exits lost",
-              (unsigned long long)d->lost_exits)
-        LOSS_(d->lost_enters, "%llu enters lost",
-              (unsigned long long)d->lost_enters)
-        LOSS_(d->skipped_deep, "%llu enters skipped (over 64 levels below "
-              "the open chain)", (unsigned long long)d->skipped_deep)
-        LOSS_(d->nodes == 0, "no node recorded")
-#undef LOSS_
+        if (rc == 0)
+            rc = buf_lit(b, " ");
+        if (rc == 0)
+            rc = sertrace_dump_losses(b, d);
         if (rc == 0)
             rc = buf_lit(b, "; sizes marked \xe2\x89\xa5 are lower bounds");
         if (rc == 0 && d->unsure_exits)

@@ -582,7 +582,7 @@ def test_older_schema_missing_fields():
         sink = split_dumps(tree(out, pid, "exact=yes"))
         assert sink[1] == DUMP1_TREE, sink[1]
         text = tree(out, pid)
-        assert "payload unknown" in text and "UNFINISHED" in text, text
+        assert "payload unknown" in text and "INCOMPLETE: unfinished (no dump_end" in text, text
     finally:
         cleanup(out)
 
