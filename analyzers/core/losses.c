@@ -67,3 +67,12 @@ int sertrace_dump_losses(sertrace_buf *b, const sertrace_dump_state *d)
         sertrace_buf_appendf(b, "%sno node recorded", sep);
     return sertrace_buf_error(b);
 }
+
+int sertrace_stream_losses(sertrace_buf *b, uint64_t discarded, uint64_t lost_batches)
+{
+    sertrace_buf_appendf(b,
+                         "the tracer discarded %llu events; %llu records events missing by "
+                         "sequence number: affected dumps are marked incomplete",
+                         (unsigned long long)discarded, (unsigned long long)lost_batches);
+    return sertrace_buf_error(b);
+}

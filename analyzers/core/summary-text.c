@@ -399,12 +399,11 @@ static int text_totals(sertrace_summary *s, type_total *const *rows, size_t nrow
             b, "  %llu dumps' sizes are lower bounds: the totals below are lower bounds\n",
             (unsigned long long)s->lower_dumps);
     s->lower = s->lower_dumps > 0; /* the overall tables */
-    if (discarded || lost)
-        sertrace_buf_appendf(b,
-                             "  !! the tracer discarded %llu events; %llu records events "
-                             "missing by sequence number: affected dumps are marked "
-                             "incomplete\n",
-                             (unsigned long long)discarded, (unsigned long long)lost);
+    if (discarded || lost) {
+        buf_lit(b, "  !! ");
+        sertrace_stream_losses(b, discarded, lost);
+        buf_lit(b, "\n");
+    }
     if (s->nodes)
         put_kinds(s, b, s->kinds, NULL, 0, whole);
     if (nrows) {

@@ -765,12 +765,12 @@ int sertrace_treeprint_finish(sertrace_treeprint *t,
 {
     int rc = 0;
     if (stats && (stats->discarded_events || stats->lost_batches))
-        rc = sertrace_buf_appendf(
-            &t->out,
-            "!! the tracer discarded %llu events; %llu records events missing "
-            "by sequence number; affected dumps are marked INCOMPLETE\n",
-            (unsigned long long)stats->discarded_events,
-            (unsigned long long)stats->lost_batches);
+        rc = buf_lit(&t->out, "!! ") ||
+                     sertrace_stream_losses(&t->out, stats->discarded_events,
+                                            stats->lost_batches) ||
+                     buf_lit(&t->out, "\n")
+                 ? -1
+                 : 0;
     if (rc == 0) {
         if (t->o.flush_each_dump)
             flush_now(t);

@@ -1255,3 +1255,24 @@ Test(sinks, losses_worded_once_for_tree_and_summary)
     free(in_summary);
     free(tree);
 }
+
+/* The line that ends both outputs when the tracer lost events: one
+ * wording (it had drifted: ';' against ':', INCOMPLETE against
+ * incomplete). */
+Test(sinks, stream_losses_worded_once_for_tree_and_summary)
+{
+    sertrace_treeprint_opts t = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    run_tree(&t, feed_lossy);
+    char *in_tree = between(OUT.data, "!! the tracer", "\n");
+    sertrace_buf_clear(&OUT);
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    run_summary(&o, feed_lossy);
+    char *in_summary = between(OUT.data, "  !! the tracer", "\n");
+    cr_assert_not_null(in_tree);
+    cr_assert_not_null(in_summary, "got:\n%s", OUT.data);
+    cr_assert_str_eq(in_tree, " discarded 5 events; 1 records events missing by sequence number: "
+                              "affected dumps are marked incomplete");
+    cr_assert_str_eq(in_summary, in_tree);
+    free(in_tree);
+    free(in_summary);
+}
