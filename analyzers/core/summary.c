@@ -31,6 +31,13 @@
 
 int summary_flush(sertrace_summary *s, bool force)
 {
+    /* a section that failed half-way is never written: the error sticks
+     * in s->failed, as the buffer's own would be forgotten by the clear */
+    if (sertrace_buf_error(&s->out) < 0) {
+        s->failed = -1;
+        sertrace_buf_clear(&s->out);
+        return -1;
+    }
     if (s->out.len && (force || s->out.len >= FLUSH_AT)) {
         if (s->write(s->write_ctx, s->out.data, s->out.len) < 0)
             s->failed = -1;
