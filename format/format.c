@@ -50,6 +50,15 @@ static int buf_fail(sertrace_buf *b)
     return -1;
 }
 
+/* Back to `old` bytes after a failed line (the error stays): -1. */
+static int buf_rollback(sertrace_buf *b, size_t old)
+{
+    b->len = old;
+    if (b->data != NULL)
+        b->data[old] = '\0';
+    return -1;
+}
+
 /* Grow to hold `extra` more bytes plus the NUL (the slow path, out of
  * line so that the fast path below inlines into every appender). */
 static __attribute__((noinline)) int buf_grow(sertrace_buf *b, size_t extra)
@@ -400,10 +409,7 @@ int sertrace_fmt_json_string(sertrace_buf *b, const char *s, size_t n)
         goto fail;
     return 0;
 fail:
-    b->len = old;
-    if (b->data != NULL)
-        b->data[old] = '\0';
-    return -1;
+    return buf_rollback(b, old);
 }
 
 /* ---- lines ------------------------------------------------------------- */
@@ -630,13 +636,7 @@ int sertrace_fmt_note(sertrace_buf *b, uint32_t depth, const char *key, size_t k
          sertrace_buf_append(b, " = ", 3) ||
          sertrace_fmt_escape(b, value ? value : "", value ? value_len : 0) ||
          sertrace_buf_append(b, "\n", 1);
-    if (rc != 0) {
-        b->len = old;
-        if (b->data != NULL)
-            b->data[old] = '\0';
-        return -1;
-    }
-    return 0;
+    return rc != 0 ? buf_rollback(b, old) : 0;
 }
 
 int sertrace_fmt_flag_line(sertrace_buf *b, uint32_t depth, const char *text, size_t text_len)
@@ -647,13 +647,7 @@ int sertrace_fmt_flag_line(sertrace_buf *b, uint32_t depth, const char *text, si
     rc = buf_append_bars(b, depth) || sertrace_buf_append(b, " !! ", 4) ||
          sertrace_fmt_escape(b, text ? text : "", text ? text_len : 0) ||
          sertrace_buf_append(b, "\n", 1);
-    if (rc != 0) {
-        b->len = old;
-        if (b->data != NULL)
-            b->data[old] = '\0';
-        return -1;
-    }
-    return 0;
+    return rc != 0 ? buf_rollback(b, old) : 0;
 }
 
 /* ---- size parsing ------------------------------------------------------ */

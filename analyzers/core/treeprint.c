@@ -453,6 +453,22 @@ static int put_extras(sertrace_treeprint *t, const dump_buf *db, uint32_t head,
     return rc;
 }
 
+/* The core's node flags and the words format/ prints for them on an exit
+ * line (sertrace_fmt_exit_flags: one wording with the live tree). */
+static const struct {
+    unsigned node; /* SERTRACE_NODE_* */
+    unsigned words; /* SERTRACE_FMT_FLAG_* */
+} node_flag_words[] = {
+    {SERTRACE_NODE_UNFINISHED, SERTRACE_FMT_FLAG_UNFINISHED},
+    {SERTRACE_NODE_FAILED, SERTRACE_FMT_FLAG_FAILED},
+    {SERTRACE_NODE_ERROR, SERTRACE_FMT_FLAG_UNSERIALIZABLE},
+    {SERTRACE_NODE_NO_EXIT, SERTRACE_FMT_FLAG_EXIT_LOST},
+    {SERTRACE_NODE_NO_ENTER, SERTRACE_FMT_FLAG_ENTER_LOST},
+    {SERTRACE_NODE_PARTIAL, SERTRACE_FMT_FLAG_PARTIAL},
+    {SERTRACE_NODE_MALFORMED, SERTRACE_FMT_FLAG_MALFORMED},
+    {SERTRACE_NODE_EXIT_UNSURE, SERTRACE_FMT_FLAG_EXIT_UNSURE},
+};
+
 static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
                     const tnode *tn, uint64_t oversize)
 {
@@ -473,22 +489,9 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
         ff |= SERTRACE_FMT_FLAG_NEVER_CLOSED;
     if (oversize && tn->bytes >= oversize)
         ff |= SERTRACE_FMT_FLAG_OVERSIZED;
-    if (tn->flags & SERTRACE_NODE_UNFINISHED)
-        ff |= SERTRACE_FMT_FLAG_UNFINISHED;
-    if (tn->flags & SERTRACE_NODE_FAILED)
-        ff |= SERTRACE_FMT_FLAG_FAILED;
-    if (tn->flags & SERTRACE_NODE_ERROR)
-        ff |= SERTRACE_FMT_FLAG_UNSERIALIZABLE;
-    if (tn->flags & SERTRACE_NODE_NO_EXIT)
-        ff |= SERTRACE_FMT_FLAG_EXIT_LOST;
-    if (tn->flags & SERTRACE_NODE_NO_ENTER)
-        ff |= SERTRACE_FMT_FLAG_ENTER_LOST;
-    if (tn->flags & SERTRACE_NODE_PARTIAL)
-        ff |= SERTRACE_FMT_FLAG_PARTIAL;
-    if (tn->flags & SERTRACE_NODE_MALFORMED)
-        ff |= SERTRACE_FMT_FLAG_MALFORMED;
-    if (tn->flags & SERTRACE_NODE_EXIT_UNSURE)
-        ff |= SERTRACE_FMT_FLAG_EXIT_UNSURE;
+    for (size_t i = 0; i < sizeof node_flag_words / sizeof *node_flag_words; i++)
+        if (tn->flags & node_flag_words[i].node)
+            ff |= node_flag_words[i].words;
     rc = sertrace_fmt_exit_flags(f, ff, oversize, t->o.exact);
     if (rc < 0)
         return -1;
