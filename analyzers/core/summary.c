@@ -147,7 +147,7 @@ static int put_label(sertrace_summary *s, sertrace_buf *b,
     if (s->cache_on && json == s->o.json) {
         const char *esc;
         if (summary_cached_name(s, d, type, &esc, &len) < 0)
-            return -1;
+            return summary_fail(b);
         /* tag texts are plain ASCII: no escaping needed */
         const struct tag_text *tx = &summary_tag_texts[tag];
         if (ensure(b, tx->len + len + 3) < 0)
@@ -172,15 +172,19 @@ static int put_label(sertrace_summary *s, sertrace_buf *b,
         name = "?";
         len = 1;
     }
-    if (!json)
-        return put_str(b, tt) || buf_lit(b, " ") ||
-                       sertrace_fmt_escape(b, name, len)
-                   ? -1
-                   : 0;
+    if (!json) {
+        put_str(b, tt);
+        buf_lit(b, " ");
+        sertrace_fmt_escape(b, name, len);
+        return sertrace_buf_error(b);
+    }
     sertrace_buf *lab = &s->sz;
     sertrace_buf_clear(lab);
-    if (put_str(lab, tt) || buf_lit(lab, " ") || sertrace_buf_append(lab, name, len))
-        return -1;
+    put_str(lab, tt);
+    buf_lit(lab, " ");
+    app(lab, name, len);
+    if (sertrace_buf_error(lab) < 0)
+        return summary_fail(b);
     return sertrace_fmt_json_string(b, lab->data, lab->len);
 }
 
@@ -251,19 +255,24 @@ int summary_ancestry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_s
         put_end(b, p);
         return 0;
     }
-    int rc = json ? buf_lit(b, "[") : 0;
-    for (uint8_t k = 0; k < r->anc_n && rc == 0; k++) {
-        if (k > 0)
-            rc = json ? buf_lit(b, ", ") : buf_lit(b, " \xe2\x80\xba ");
-        if (rc == 0 && k > 0 && r->anc_depth[k] > r->anc_depth[k - 1] + 1)
-            rc = json ? buf_lit(b, "\"\xe2\x80\xa6\", ")
-                      : buf_lit(b, "\xe2\x80\xa6 \xe2\x80\xba ");
-        if (rc == 0)
-            rc = put_label(s, b, d, r->anc_tag[k], r->anc_type[k], json);
+    if (json)
+        buf_lit(b, "[");
+    for (uint8_t k = 0; k < r->anc_n && !b->err; k++) {
+        if (k > 0 && json)
+            buf_lit(b, ", ");
+        else if (k > 0)
+            buf_lit(b, " \xe2\x80\xba ");
+        if (k > 0 && r->anc_depth[k] > r->anc_depth[k - 1] + 1) {
+            if (json)
+                buf_lit(b, "\"\xe2\x80\xa6\", ");
+            else
+                buf_lit(b, "\xe2\x80\xa6 \xe2\x80\xba ");
+        }
+        put_label(s, b, d, r->anc_tag[k], r->anc_type[k], json);
     }
-    if (rc == 0 && json)
-        rc = buf_lit(b, "]");
-    return rc;
+    if (json)
+        buf_lit(b, "]");
+    return sertrace_buf_error(b);
 }
 
 static void free_rendered(rendered *r)
