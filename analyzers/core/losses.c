@@ -54,8 +54,7 @@ int sertrace_dump_losses(sertrace_buf *b, const sertrace_dump_state *d)
         sep = "; ";
     }
     for (size_t i = 0; i < sizeof counted_losses / sizeof *counted_losses; i++) {
-        const uint64_t *count =
-            (const uint64_t *)((const char *)d + counted_losses[i].offset);
+        const uint64_t *count = (const uint64_t *)((const char *)d + counted_losses[i].offset);
         if (*count == 0)
             continue;
         sertrace_buf_appendf(b, "%s%llu %s", sep, (unsigned long long)*count,

@@ -21,7 +21,7 @@
 #include "outbuf.h"
 #include "summary.h"
 
-#define ANC_MAX 8          /* ancestry kept per top/flag entry */
+#define ANC_MAX 8 /* ancestry kept per top/flag entry */
 #define FLUSH_AT (64u << 10)
 
 typedef struct summary_writer summary_writer;
@@ -142,8 +142,8 @@ struct summary_writer {
      * "oversized"/"unserializable", with its message and path, either may
      * be NULL). */
     int (*entry)(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
-                 const top_raw *r, const char *kind, const char *message,
-                 size_t message_len, const char *path, size_t path_len);
+                 const top_raw *r, const char *kind, const char *message, size_t message_len,
+                 const char *path, size_t path_len);
     /* An unserializable flag with no node open. */
     int (*nodeless_error)(sertrace_buf *b, const char *message, size_t message_len,
                           const char *path, size_t path_len);
@@ -157,8 +157,8 @@ struct summary_writer {
     int (*dump)(sertrace_summary *s, const sertrace_dump_state *d, const dump_sum *ds,
                 const type_row *rows, unsigned nrows, uint64_t whole);
     /* The totals, into s->out: `rows` the overall types by self. */
-    int (*totals)(sertrace_summary *s, type_total *const *rows, size_t nrows,
-                  uint64_t whole, uint64_t discarded, uint64_t lost);
+    int (*totals)(sertrace_summary *s, type_total *const *rows, size_t nrows, uint64_t whole,
+                  uint64_t discarded, uint64_t lost);
 };
 
 extern const summary_writer summary_text_writer;
@@ -225,8 +225,8 @@ static inline const char *status_text(const sertrace_dump_state *d)
 
 /* The kinds in use, in tag order: a dump's `touched` list (sorted; a
  * dump uses a few kinds) or, with `touched` NULL, all 256. */
-#define FOR_KINDS(t, kinds, touched, ntouched)                                 \
-    for (unsigned k_ = 0, t = 0; k_ < ((touched) ? (ntouched) : 256u); k_++)   \
+#define FOR_KINDS(t, kinds, touched, ntouched)                                                     \
+    for (unsigned k_ = 0, t = 0; k_ < ((touched) ? (ntouched) : 256u); k_++)                       \
         if ((t = (touched) ? (touched)[k_] : k_), (kinds)[t].count)
 
 #endif /* SERTRACE_SUMMARY_INTERNAL_H */

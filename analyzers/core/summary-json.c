@@ -92,7 +92,8 @@ static void put_kinds(sertrace_buf *b, const node_stat *kinds, const uint8_t *to
 {
     bool first = true;
     buf_lit(b, "[");
-    FOR_KINDS(t, kinds, touched, ntouched) {
+    FOR_KINDS(t, kinds, touched, ntouched)
+    {
         const struct tag_text *tx = &summary_tag_texts[t];
         if (ensure(b, 40 + tx->len + tx->meaning_len) < 0)
             return;
@@ -124,9 +125,8 @@ static void put_type_row(sertrace_buf *b, bool first, const char *name, size_t l
 }
 
 /* A "by_type" row whose name is escaped once per dump (the cache). */
-static void put_type_row_cached(sertrace_summary *s, sertrace_buf *b,
-                                const sertrace_dump_state *d, bool first, uint32_t type,
-                                const node_stat *st, uint64_t whole)
+static void put_type_row_cached(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
+                                bool first, uint32_t type, const node_stat *st, uint64_t whole)
 {
     const char *esc;
     size_t len;
@@ -193,8 +193,8 @@ static int top_entry_cached(sertrace_summary *s, sertrace_buf *b, const sertrace
 /* {"kind": ..., "path": ..., "message": ..., "bytes": ..., "ancestry": ...}
  * (a flag) or {"bytes": ..., "ancestry": ...} (a top entry). */
 static int json_entry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
-                      const top_raw *r, const char *kind, const char *message,
-                      size_t message_len, const char *path, size_t path_len)
+                      const top_raw *r, const char *kind, const char *message, size_t message_len,
+                      const char *path, size_t path_len)
 {
     if (!kind && s->cache_on)
         return top_entry_cached(s, b, d, r);
@@ -416,8 +416,8 @@ static int json_dump(sertrace_summary *s, const sertrace_dump_state *d, const du
     return sertrace_buf_error(b);
 }
 
-static int json_totals(sertrace_summary *s, type_total *const *rows, size_t nrows,
-                       uint64_t whole, uint64_t discarded, uint64_t lost)
+static int json_totals(sertrace_summary *s, type_total *const *rows, size_t nrows, uint64_t whole,
+                       uint64_t discarded, uint64_t lost)
 {
     sertrace_buf *b = &s->out;
     start_json(s);

@@ -59,8 +59,7 @@ static int put_size(sertrace_buf *b, uint64_t bytes, bool exact, bool exact_fmt)
 /* "  by WHAT ... COUNTED incl. self share"; `width` is the label column's
  * (16, or the longest type name shown, up to LABEL_MAX); `counted` names
  * the count column ("count": nodes; "objects": nodes less memo refs). */
-static void put_table_header(sertrace_buf *b, const char *what, size_t width,
-                             const char *counted)
+static void put_table_header(sertrace_buf *b, const char *what, size_t width, const char *counted)
 {
     buf_lit(b, "  by ");
     put_str(b, what);
@@ -146,10 +145,10 @@ static void put_kinds(sertrace_summary *s, sertrace_buf *b, const node_stat *kin
 {
     put_legend(s, b);
     put_table_header(b, "kind", LABEL_MIN, "count");
-    FOR_KINDS(t, kinds, touched, ntouched) {
+    FOR_KINDS(t, kinds, touched, ntouched)
+    {
         const struct tag_text *tx = &summary_tag_texts[t];
-        put_row(s, b, tx->text, tx->len, LABEL_MIN, &kinds[t], whole, tx->meaning,
-                tx->meaning_len);
+        put_row(s, b, tx->text, tx->len, LABEL_MIN, &kinds[t], whole, tx->meaning, tx->meaning_len);
     }
 }
 
@@ -172,8 +171,8 @@ static void put_types(sertrace_summary *s, sertrace_buf *b, const char *const *n
         int tail_len = 0;
         if (objects.refs) {
             objects.count -= objects.refs;
-            tail_len = snprintf(tail, sizeof tail, "+ %llu ref%s",
-                                (unsigned long long)objects.refs, objects.refs == 1 ? "" : "s");
+            tail_len = snprintf(tail, sizeof tail, "+ %llu ref%s", (unsigned long long)objects.refs,
+                                objects.refs == 1 ? "" : "s");
         }
         put_row(s, b, names[i], lens[i], width, &objects, whole, tail, (size_t)tail_len);
     }
@@ -183,8 +182,8 @@ static void put_types(sertrace_summary *s, sertrace_buf *b, const char *const *n
 
 /* "!! KIND ≤ SIZE (self SIZE)  ancestry: message at path". */
 static int text_entry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
-                      const top_raw *r, const char *kind, const char *message,
-                      size_t message_len, const char *path, size_t path_len)
+                      const top_raw *r, const char *kind, const char *message, size_t message_len,
+                      const char *path, size_t path_len)
 {
     int bound = raw_bound(r);
     if (kind) {
@@ -382,8 +381,8 @@ static int text_dump(sertrace_summary *s, const sertrace_dump_state *d, const du
     return sertrace_buf_error(b);
 }
 
-static int text_totals(sertrace_summary *s, type_total *const *rows, size_t nrows,
-                       uint64_t whole, uint64_t discarded, uint64_t lost)
+static int text_totals(sertrace_summary *s, type_total *const *rows, size_t nrows, uint64_t whole,
+                       uint64_t discarded, uint64_t lost)
 {
     sertrace_buf *b = &s->out;
     sertrace_buf_appendf(b,
@@ -391,8 +390,7 @@ static int text_totals(sertrace_summary *s, type_total *const *rows, size_t nrow
                          "(%llu unfinished); payload %s%llu B; %llu nodes\n",
                          (unsigned long long)s->dumps, (unsigned long long)s->complete,
                          (unsigned long long)(s->dumps - s->complete),
-                         (unsigned long long)s->unfinished,
-                         s->lower_dumps ? "\xe2\x89\xa5 " : "",
+                         (unsigned long long)s->unfinished, s->lower_dumps ? "\xe2\x89\xa5 " : "",
                          (unsigned long long)s->payload_bytes, (unsigned long long)s->nodes);
     if (s->lower_dumps)
         sertrace_buf_appendf(

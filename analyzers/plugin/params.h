@@ -42,21 +42,21 @@
 
 /* What a parameter's value must be (checked by the plugin). */
 enum sertrace_sink_param_type {
-    P_UINT,      /* non-negative integer */
-    P_SIZE,      /* bytes, or a size string (format.h's sertrace_parse_size) */
-    P_OVERSIZE,  /* bytes, a size string or a share (sertrace_parse_oversize) */
-    P_BOOL,      /* boolean */
-    P_STRING,    /* non-empty string */
-    P_FORMAT,    /* "text" or "json" */
-    P_INTS,      /* non-negative integer, or a non-empty array of them */
-    P_STRINGS,   /* non-empty string, or a non-empty array of them */
+    P_UINT,     /* non-negative integer */
+    P_SIZE,     /* bytes, or a size string (format.h's sertrace_parse_size) */
+    P_OVERSIZE, /* bytes, a size string or a share (sertrace_parse_oversize) */
+    P_BOOL,     /* boolean */
+    P_STRING,   /* non-empty string */
+    P_FORMAT,   /* "text" or "json" */
+    P_INTS,     /* non-negative integer, or a non-empty array of them */
+    P_STRINGS,  /* non-empty string, or a non-empty array of them */
 };
 
 enum sertrace_sink_param {
 #define SERTRACE_SINK_PARAM_ID_(id, name, type, tree, summary, syntax, help) SERTRACE_PARAM_##id,
     SERTRACE_SINK_PARAMS(SERTRACE_SINK_PARAM_ID_)
 #undef SERTRACE_SINK_PARAM_ID_
-    SERTRACE_PARAM_COUNT
+        SERTRACE_PARAM_COUNT
 };
 
 /* The name of parameter `id` ("oversize" ...). */
@@ -75,9 +75,9 @@ static inline const char *sertrace_sink_param_name(enum sertrace_sink_param id)
 #define SERTRACE_SINK_IF_1_(text) text
 #define SERTRACE_SINK_IF_0_(text)
 #define SERTRACE_SINK_IF_(flag, text) SERTRACE_SINK_IF_##flag##_(text)
-#define SERTRACE_SINK_HELP_TREE_(id, name, type, tree, summary, syntax, help)                     \
+#define SERTRACE_SINK_HELP_TREE_(id, name, type, tree, summary, syntax, help)                      \
     SERTRACE_SINK_IF_(tree, "  " name "=" syntax ": " help "\n")
-#define SERTRACE_SINK_HELP_SUMMARY_(id, name, type, tree, summary, syntax, help)                  \
+#define SERTRACE_SINK_HELP_SUMMARY_(id, name, type, tree, summary, syntax, help)                   \
     SERTRACE_SINK_IF_(summary, "  " name "=" syntax ": " help "\n")
 #define SERTRACE_SINK_HELP(which)                                                                  \
     "Parameters:\n" SERTRACE_SINK_PARAMS(SERTRACE_SINK_HELP_##which##_)
