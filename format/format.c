@@ -32,13 +32,31 @@ void sertrace_buf_free(sertrace_buf *b)
     b->data = NULL;
     b->len = 0;
     b->cap = 0;
+    b->err = 0;
 }
 
 void sertrace_buf_clear(sertrace_buf *b)
 {
     b->len = 0;
+    b->err = 0;
     if (b->data != NULL)
         b->data[0] = '\0';
+}
+
+/* Remember the first error (see sertrace_buf): -1. */
+static int buf_fail(sertrace_buf *b)
+{
+    b->err = -1;
+    return -1;
+}
+
+/* Back to `old` bytes after a failed line (the error stays): -1. */
+static int buf_rollback(sertrace_buf *b, size_t old)
+{
+    b->len = old;
+    if (b->data != NULL)
+        b->data[old] = '\0';
+    return -1;
 }
 
 /* Grow to hold `extra` more bytes plus the NUL (the slow path, out of
@@ -49,8 +67,10 @@ static __attribute__((noinline)) int buf_grow(sertrace_buf *b, size_t extra)
     size_t cap;
     char *data;
 
-    if (extra > (size_t)-1 / 2 - b->len)
+    if (b->err)
         return -1;
+    if (extra > (size_t)-1 / 2 - b->len)
+        return buf_fail(b);
     if (need <= b->cap)
         return 0;
     cap = b->cap ? b->cap : 256;
@@ -58,7 +78,7 @@ static __attribute__((noinline)) int buf_grow(sertrace_buf *b, size_t extra)
         cap *= 2;
     data = realloc(b->data, cap);
     if (data == NULL)
-        return -1;
+        return buf_fail(b);
     b->data = data;
     b->cap = cap;
     return 0;
@@ -68,7 +88,7 @@ static __attribute__((noinline)) int buf_grow(sertrace_buf *b, size_t extra)
  * buffer has room (the steady state of a reused buffer). */
 static inline int buf_reserve(sertrace_buf *b, size_t extra)
 {
-    if (b->cap != 0 && extra < b->cap - b->len)
+    if (b->cap != 0 && extra < b->cap - b->len && !b->err)
         return 0;
     return buf_grow(b, extra);
 }
@@ -103,7 +123,7 @@ int sertrace_buf_appendf(sertrace_buf *b, const char *fmt, ...)
     va_end(ap);
     if (n < 0) {
         b->data[b->len] = '\0';
-        return -1;
+        return buf_fail(b);
     }
     if ((size_t)n >= room) {
         if (buf_reserve(b, (size_t)n) != 0) {
@@ -135,7 +155,7 @@ static int buf_append_bars(sertrace_buf *b, uint32_t count)
 const char *sertrace_tag_text(uint8_t tag, char tmp[8])
 {
     switch (tag) {
-#define TAG_CASE_(name, value, text, meaning)                                                      \
+#define TAG_CASE_(name, value, text, meaning, class_)                                              \
     case value:                                                                                    \
         return text;
         SERTRACE_TAGS(TAG_CASE_)
@@ -152,7 +172,7 @@ int sertrace_tag_from_text(const char *text)
         const char *text;
         int value;
     } table[] = {
-#define TAG_ROW_(name, value, text, meaning) {text, value},
+#define TAG_ROW_(name, value, text, meaning, class_) {text, value},
         SERTRACE_TAGS(TAG_ROW_)
 #undef TAG_ROW_
     };
@@ -171,19 +191,6 @@ int sertrace_tag_from_text(const char *text)
             return (int)v;
     }
     return -1;
-}
-
-static bool tag_is_class(uint8_t tag)
-{
-    return tag == SERTRACE_TAG_CLASS || tag == SERTRACE_TAG_DILL_T1 ||
-           tag == SERTRACE_TAG_DILL_T2 || tag == SERTRACE_TAG_DILL_T6 ||
-           tag == SERTRACE_TAG_DILL_T7;
-}
-
-static bool tag_is_function(uint8_t tag)
-{
-    return tag == SERTRACE_TAG_FUNCTION || tag == SERTRACE_TAG_DILL_F1 ||
-           tag == SERTRACE_TAG_DILL_F3;
 }
 
 /* ---- sizes ------------------------------------------------------------- */
@@ -340,7 +347,7 @@ static char *escape_to(char *out, const char *s, size_t n)
 
 int sertrace_fmt_escape(sertrace_buf *b, const char *s, size_t n)
 {
-    if (n > ((size_t)-1 / 8) || buf_reserve(b, 4 * n) != 0)
+    if (n > ((size_t)-1 / 8) ? buf_fail(b) : buf_reserve(b, 4 * n) != 0)
         return -1;
     b->len = (size_t)(escape_to(b->data + b->len, s, n) - b->data);
     b->data[b->len] = '\0';
@@ -402,10 +409,7 @@ int sertrace_fmt_json_string(sertrace_buf *b, const char *s, size_t n)
         goto fail;
     return 0;
 fail:
-    b->len = old;
-    if (b->data != NULL)
-        b->data[old] = '\0';
-    return -1;
+    return buf_rollback(b, old);
 }
 
 /* ---- lines ------------------------------------------------------------- */
@@ -450,7 +454,7 @@ static const struct {
     const char *text;
     uint8_t len;
 } tag_table[256] = {
-#define TAG_TABLE_(name, value, text, meaning) [value] = {text, sizeof(text) - 1},
+#define TAG_TABLE_(name, value, text, meaning, class_) [value] = {text, sizeof(text) - 1},
     SERTRACE_TAGS(TAG_TABLE_)
 #undef TAG_TABLE_
 };
@@ -488,11 +492,13 @@ static inline char *put_repr_x(char *p, uint8_t tag, const char *name, size_t na
         name = "?";
         name_len = 1;
     }
-    if (tag_is_class(tag)) {
+    /* which tags name classes, functions, references: schema.h's table */
+    enum sertrace_tagclass tc = sertrace_tagclass_of(tag);
+    if (tc == SERTRACE_TAGCLASS_CLASS) {
         p = put_lit(p, "<class '", 8);
         p = plain ? put_lit(p, name, name_len) : escape_to(p, name, name_len);
         p = put_lit(p, "'>", 2);
-    } else if (tag_is_function(tag)) {
+    } else if (tc == SERTRACE_TAGCLASS_FUNCTION) {
         p = put_lit(p, "<function ", 10);
         p = plain ? put_lit(p, name, name_len) : escape_to(p, name, name_len);
         p = put_lit(p, " at ", 4);
@@ -500,7 +506,7 @@ static inline char *put_repr_x(char *p, uint8_t tag, const char *name, size_t na
         *p++ = '>';
     } else {
         *p++ = '<';
-        if (tag == SERTRACE_TAG_MEMO)
+        if (tc == SERTRACE_TAGCLASS_REF)
             p = put_lit(p, "ref ", 4);
         p = plain ? put_lit(p, name, name_len) : escape_to(p, name, name_len);
         p = put_lit(p, " object at ", 11);
@@ -517,7 +523,7 @@ static inline char *put_repr_x(char *p, uint8_t tag, const char *name, size_t na
 int sertrace_fmt_repr(sertrace_buf *b, uint8_t tag, const char *name, size_t name_len,
                       uint64_t addr, uint64_t length)
 {
-    if (name_len > ((size_t)-1 / 8) || buf_reserve(b, REPR_MAX(name_len)) != 0)
+    if (name_len > ((size_t)-1 / 8) ? buf_fail(b) : buf_reserve(b, REPR_MAX(name_len)) != 0)
         return -1;
     b->len = (size_t)(put_repr(b->data + b->len, tag, name, name_len, addr, length) - b->data);
     b->data[b->len] = '\0';
@@ -630,13 +636,7 @@ int sertrace_fmt_note(sertrace_buf *b, uint32_t depth, const char *key, size_t k
          sertrace_buf_append(b, " = ", 3) ||
          sertrace_fmt_escape(b, value ? value : "", value ? value_len : 0) ||
          sertrace_buf_append(b, "\n", 1);
-    if (rc != 0) {
-        b->len = old;
-        if (b->data != NULL)
-            b->data[old] = '\0';
-        return -1;
-    }
-    return 0;
+    return rc != 0 ? buf_rollback(b, old) : 0;
 }
 
 int sertrace_fmt_flag_line(sertrace_buf *b, uint32_t depth, const char *text, size_t text_len)
@@ -647,13 +647,7 @@ int sertrace_fmt_flag_line(sertrace_buf *b, uint32_t depth, const char *text, si
     rc = buf_append_bars(b, depth) || sertrace_buf_append(b, " !! ", 4) ||
          sertrace_fmt_escape(b, text ? text : "", text ? text_len : 0) ||
          sertrace_buf_append(b, "\n", 1);
-    if (rc != 0) {
-        b->len = old;
-        if (b->data != NULL)
-            b->data[old] = '\0';
-        return -1;
-    }
-    return 0;
+    return rc != 0 ? buf_rollback(b, old) : 0;
 }
 
 /* ---- size parsing ------------------------------------------------------ */
@@ -741,6 +735,27 @@ int sertrace_parse_size(const char *text, uint64_t *out)
         return -1;
     *out = (uint64_t)value;
     return 0;
+}
+
+int sertrace_parse_oversize(const char *text, uint64_t *bytes, double *percent)
+{
+    size_t n = text ? strlen(text) : 0;
+
+    *bytes = 0;
+    *percent = 0;
+    if (n == 0)
+        return SERTRACE_OVERSIZE_NOT_SIZE;
+    if (text[n - 1] == '%') {
+        char *end;
+        double p = strtod(text, &end);
+        if (end != text + n - 1 || !(p > 0) || p > 100)
+            return SERTRACE_OVERSIZE_BAD_SHARE;
+        *percent = p;
+        return 0;
+    }
+    if (sertrace_parse_size(text, bytes) < 0)
+        return SERTRACE_OVERSIZE_NOT_SIZE;
+    return *bytes == 0 ? SERTRACE_OVERSIZE_ZERO : 0;
 }
 
 /* ---- flags: one wording for the live tree and the report ---------------- */

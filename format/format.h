@@ -25,7 +25,8 @@
  * control characters, whatever the input.
  *
  * All functions append to a sertrace_buf and return 0, or -1 when memory
- * ran out (the buffer is then unchanged up to its previous length).
+ * ran out (the buffer is then unchanged up to its previous length, and
+ * remembers the error: see sertrace_buf).
  * Not thread-safe per buffer; use one buffer per thread.
  */
 #ifndef SERTRACE_FORMAT_H
@@ -35,17 +36,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A growing string that remembers its first error, as SQLite's
+ * sqlite3_str does: once an append fails (out of memory, or a size that
+ * cannot be), `err` is set and every later append is a no-op returning -1.
+ * A writer can therefore append a whole section without checking each
+ * call and read the error once, at the end, with sertrace_buf_error(). */
 typedef struct sertrace_buf {
     char *data; /* NUL-terminated when len > 0 */
     size_t len;
     size_t cap;
+    int err; /* 0, or -1 after the first failed append */
 } sertrace_buf;
 
-#define SERTRACE_BUF_INIT {NULL, 0, 0}
+#define SERTRACE_BUF_INIT {NULL, 0, 0, 0}
 
+/* Frees the memory and forgets the error. */
 void sertrace_buf_free(sertrace_buf *b);
-/* Keeps capacity. */
+/* Keeps capacity; forgets the error (a fresh start). */
 void sertrace_buf_clear(sertrace_buf *b);
+/* 0, or -1 when an append since the last clear failed. */
+static inline int sertrace_buf_error(const sertrace_buf *b)
+{
+    return b->err;
+}
 int sertrace_buf_append(sertrace_buf *b, const char *s, size_t n);
 /* Make room for `extra` more bytes (and the NUL): a buffer grown once to
  * its steady size never reallocates.  Returns 0, or -1 (out of memory). */
@@ -157,5 +170,18 @@ int sertrace_fmt_flag_line(sertrace_buf *b, uint32_t depth, const char *text,
  * without "iB"/"B", all binary multiples).  Returns 0 and sets *out, or -1
  * for anything else (negative, overflow, trailing junk). */
 int sertrace_parse_size(const char *text, uint64_t *out);
+
+/* Parse an oversize threshold, the ONE parser of `sertrace report
+ * --oversize` and of the sinks' `oversize` parameter: a size as above
+ * ("65536", "64K", "1.5MiB"; more than 0) sets *bytes, or a share of the
+ * dump ("10%": more than 0, at most 100) sets *percent; the other is 0.
+ * Returns 0, or what was wrong, so a caller can say it:
+ *   SERTRACE_OVERSIZE_NOT_SIZE  neither a size nor a share
+ *   SERTRACE_OVERSIZE_BAD_SHARE ends with "%" but is not a share in (0, 100]
+ *   SERTRACE_OVERSIZE_ZERO      a size of 0 (it would flag every node) */
+#define SERTRACE_OVERSIZE_NOT_SIZE (-1)
+#define SERTRACE_OVERSIZE_BAD_SHARE (-2)
+#define SERTRACE_OVERSIZE_ZERO (-3)
+int sertrace_parse_oversize(const char *text, uint64_t *bytes, double *percent);
 
 #endif /* SERTRACE_FORMAT_H */

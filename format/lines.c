@@ -35,7 +35,7 @@ static const struct {
     uint8_t len;
     char text[23];
 } exit_heads[256] = {
-#define EXIT_HEAD_(name, value, text, meaning)                                                     \
+#define EXIT_HEAD_(name, value, text, meaning, class_)                                             \
     [value] = {sizeof("\xe2\x94\x94 # " text " [") - 1, "\xe2\x94\x94 # " text " ["},
     SERTRACE_TAGS(EXIT_HEAD_)
 #undef EXIT_HEAD_

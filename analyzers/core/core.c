@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sertrace/sertrace.h" /* SERTRACE_MAX_DEPTH */
+#include "sertrace/schema.h" /* SERTRACE_MAX_DEPTH */
 
 /* Deepest node accepted: the runtime's own limit (1,000,000), beyond
  * which it writes nothing. */
@@ -25,8 +25,8 @@
  * A real loss rarely hides more than a few levels; records resume being
  * placed as soon as they come back within this distance of the chain. */
 #define CORE_MAX_INVENTED 64u
-/* Largest type index accepted (runtime: SERTRACE_MAX_TYPES = 65536). */
-#define CORE_MAX_TYPES 65536u
+/* Largest type index accepted (the runtime's limit, schema.h). */
+#define CORE_MAX_TYPES SERTRACE_MAX_TYPES
 /* Type names of one dump, all together. */
 #define CORE_MAX_NAMES (64u << 20)
 

@@ -13,9 +13,11 @@
 
 #include "format.h"
 
+/* Append `n` bytes; a no-op returning -1 once the buffer has failed
+ * (format.h's sticky error). */
 static inline int app(sertrace_buf *b, const char *s, size_t n)
 {
-    if (b->data && b->len + n < b->cap) {
+    if (b->data && b->len + n < b->cap && !b->err) {
         memcpy(b->data + b->len, s, n);
         b->len += n;
         b->data[b->len] = '\0';
@@ -30,7 +32,7 @@ static inline int app(sertrace_buf *b, const char *s, size_t n)
  * through format.h's sertrace_buf_append. */
 static inline int ensure(sertrace_buf *b, size_t need)
 {
-    if (b->data && need < b->cap - b->len)
+    if (b->data && need < b->cap - b->len && !b->err)
         return 0;
     static const char zeros[256];
     size_t len = b->len;
@@ -170,7 +172,7 @@ static inline int put_time(sertrace_buf *b, int64_t ns, time_cache *tc)
         if (!gmtime_r(&sec, &tm))
             return buf_lit(b, "t=") || put_i64(b, ns) || buf_lit(b, " ns") ? -1 : 0;
         char tmp[64];
-        sertrace_buf t = {tmp, 0, sizeof tmp}; /* never grows: 19 bytes */
+        sertrace_buf t = {tmp, 0, sizeof tmp, 0}; /* never grows: 19 bytes */
         if (put_u64_zero(&t, (uint64_t)tm.tm_year + 1900, 4) || buf_lit(&t, "-") ||
             put_u64_zero(&t, (uint64_t)tm.tm_mon + 1, 2) || buf_lit(&t, "-") ||
             put_u64_zero(&t, (uint64_t)tm.tm_mday, 2) || buf_lit(&t, " ") ||

@@ -61,9 +61,6 @@ int sertrace_summary_write_file(void *ctx, const char *s, size_t n);
 /* fflush(ctx), ctx a FILE *: 0 or -1. */
 int sertrace_summary_flush_file(void *ctx);
 
-/* Parse an oversize parameter: "65536", "64K", "1.5MiB" (bytes) or "10%"
- * (share of the dump).  Returns 0, or -1 when malformed. */
-int sertrace_parse_oversize(const char *text, uint64_t *bytes,
-                            double *percent);
+/* sertrace_parse_oversize (the oversize parameter's parser): format.h. */
 
 #endif /* SERTRACE_SUMMARY_H */

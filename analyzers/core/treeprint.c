@@ -14,6 +14,7 @@
 
 #include "format.h"
 #include "lines.h"
+#include "losses.h"
 #include "outbuf.h"
 
 
@@ -393,39 +394,10 @@ static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
         rc = buf_lit(b, " \xc2\xb7 sizes are lower bounds");
     if (rc == 0 && !sertrace_dump_complete(d)) {
         rc = buf_lit(b, "  !! INCOMPLETE:");
-        const char *sep = " ";
-#define LOSS_(cond, ...)                                                       \
-    if (rc == 0 && (cond)) {                                                   \
-        rc = sertrace_buf_appendf(b, "%s", sep);                               \
-        if (rc == 0)                                                           \
-            rc = sertrace_buf_appendf(b, __VA_ARGS__);                         \
-        sep = "; ";                                                            \
-    }
-        LOSS_((d->flags & SERTRACE_DUMPF_UNFINISHED) && !d->discarded,
-              "UNFINISHED (no dump_end)")
-        LOSS_((d->flags & SERTRACE_DUMPF_UNFINISHED) && d->discarded,
-              "UNFINISHED (no dump_end: the process stopped inside it, or "
-              "its end was among the discarded events)")
-        LOSS_(d->flags & SERTRACE_DUMPF_END_LOST,
-              "end lost (no dump_end: events were discarded, and a later dump "
-              "of its thread began after its last event and ended)")
-        LOSS_(!(d->flags & SERTRACE_DUMPF_BEGIN), "dump_begin missing")
-        LOSS_(d->lost_batches, "%llu records events lost",
-              (unsigned long long)d->lost_batches)
-        LOSS_(d->discarded, "%llu events discarded by the tracer",
-              (unsigned long long)d->discarded)
-        LOSS_(d->malformed, "%llu malformed batches",
-              (unsigned long long)d->malformed)
-        LOSS_(d->orphan_exits, "%llu exits without enter",
-              (unsigned long long)d->orphan_exits)
-        LOSS_(d->lost_exits, "%llu exits lost",
-              (unsigned long long)d->lost_exits)
-        LOSS_(d->lost_enters, "%llu enters lost",
-              (unsigned long long)d->lost_enters)
-        LOSS_(d->skipped_deep, "%llu enters skipped (over 64 levels below "
-              "the open chain)", (unsigned long long)d->skipped_deep)
-        LOSS_(d->nodes == 0, "no node recorded")
-#undef LOSS_
+        if (rc == 0)
+            rc = buf_lit(b, " ");
+        if (rc == 0)
+            rc = sertrace_dump_losses(b, d);
         if (rc == 0)
             rc = buf_lit(b, "; sizes marked \xe2\x89\xa5 are lower bounds");
         if (rc == 0 && d->unsure_exits)
@@ -481,6 +453,22 @@ static int put_extras(sertrace_treeprint *t, const dump_buf *db, uint32_t head,
     return rc;
 }
 
+/* The core's node flags and the words format/ prints for them on an exit
+ * line (sertrace_fmt_exit_flags: one wording with the live tree). */
+static const struct {
+    unsigned node; /* SERTRACE_NODE_* */
+    unsigned words; /* SERTRACE_FMT_FLAG_* */
+} node_flag_words[] = {
+    {SERTRACE_NODE_UNFINISHED, SERTRACE_FMT_FLAG_UNFINISHED},
+    {SERTRACE_NODE_FAILED, SERTRACE_FMT_FLAG_FAILED},
+    {SERTRACE_NODE_ERROR, SERTRACE_FMT_FLAG_UNSERIALIZABLE},
+    {SERTRACE_NODE_NO_EXIT, SERTRACE_FMT_FLAG_EXIT_LOST},
+    {SERTRACE_NODE_NO_ENTER, SERTRACE_FMT_FLAG_ENTER_LOST},
+    {SERTRACE_NODE_PARTIAL, SERTRACE_FMT_FLAG_PARTIAL},
+    {SERTRACE_NODE_MALFORMED, SERTRACE_FMT_FLAG_MALFORMED},
+    {SERTRACE_NODE_EXIT_UNSURE, SERTRACE_FMT_FLAG_EXIT_UNSURE},
+};
+
 static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
                     const tnode *tn, uint64_t oversize)
 {
@@ -501,22 +489,9 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
         ff |= SERTRACE_FMT_FLAG_NEVER_CLOSED;
     if (oversize && tn->bytes >= oversize)
         ff |= SERTRACE_FMT_FLAG_OVERSIZED;
-    if (tn->flags & SERTRACE_NODE_UNFINISHED)
-        ff |= SERTRACE_FMT_FLAG_UNFINISHED;
-    if (tn->flags & SERTRACE_NODE_FAILED)
-        ff |= SERTRACE_FMT_FLAG_FAILED;
-    if (tn->flags & SERTRACE_NODE_ERROR)
-        ff |= SERTRACE_FMT_FLAG_UNSERIALIZABLE;
-    if (tn->flags & SERTRACE_NODE_NO_EXIT)
-        ff |= SERTRACE_FMT_FLAG_EXIT_LOST;
-    if (tn->flags & SERTRACE_NODE_NO_ENTER)
-        ff |= SERTRACE_FMT_FLAG_ENTER_LOST;
-    if (tn->flags & SERTRACE_NODE_PARTIAL)
-        ff |= SERTRACE_FMT_FLAG_PARTIAL;
-    if (tn->flags & SERTRACE_NODE_MALFORMED)
-        ff |= SERTRACE_FMT_FLAG_MALFORMED;
-    if (tn->flags & SERTRACE_NODE_EXIT_UNSURE)
-        ff |= SERTRACE_FMT_FLAG_EXIT_UNSURE;
+    for (size_t i = 0; i < sizeof node_flag_words / sizeof *node_flag_words; i++)
+        if (tn->flags & node_flag_words[i].node)
+            ff |= node_flag_words[i].words;
     rc = sertrace_fmt_exit_flags(f, ff, oversize, t->o.exact);
     if (rc < 0)
         return -1;
@@ -793,12 +768,12 @@ int sertrace_treeprint_finish(sertrace_treeprint *t,
 {
     int rc = 0;
     if (stats && (stats->discarded_events || stats->lost_batches))
-        rc = sertrace_buf_appendf(
-            &t->out,
-            "!! the tracer discarded %llu events; %llu records events missing "
-            "by sequence number; affected dumps are marked INCOMPLETE\n",
-            (unsigned long long)stats->discarded_events,
-            (unsigned long long)stats->lost_batches);
+        rc = buf_lit(&t->out, "!! ") ||
+                     sertrace_stream_losses(&t->out, stats->discarded_events,
+                                            stats->lost_batches) ||
+                     buf_lit(&t->out, "\n")
+                 ? -1
+                 : 0;
     if (rc == 0) {
         if (t->o.flush_each_dump)
             flush_now(t);

@@ -37,6 +37,7 @@
 
 #include "core.h"
 #include "feed.h"
+#include "params.h"
 #include "format.h"
 #include "sertrace/schema.h"
 #include "summary.h"
@@ -123,62 +124,21 @@ typedef struct sink {
 
 /* ---- parameters ---------------------------------------------------------- */
 
-enum param_type {
-    P_UINT,
-    P_SIZE,
-    P_OVERSIZE,
-    P_BOOL,
-    P_STRING,
-    P_FORMAT,
-    P_INTS,
-    P_STRINGS,
-    P_EXPORT
-};
-
+/* The rows of params.h, with the sinks as a bit per sink_kind. */
 typedef struct param_def {
+    enum sertrace_sink_param id;
     const char *name;
-    enum param_type type;
-    unsigned sinks; /* bit per sink_kind */
-    const char *help;
+    enum sertrace_sink_param_type type;
+    unsigned sinks;
 } param_def;
 
-#define FOR_TREE (1u << SINK_TREE)
-#define FOR_SUMMARY (1u << SINK_SUMMARY)
-#define FOR_BOTH (FOR_TREE | FOR_SUMMARY)
-#define FOR_EXPORT (1u << SINK_EXPORT)
-#define FOR_ALL (FOR_BOTH | FOR_EXPORT)
-
 static const param_def params_table[] = {
-    {"oversize", P_OVERSIZE, FOR_ALL,
-     "flag nodes at least this big: bytes (integer), a size (\"64K\"), or "
-     "a share of the dump (\"10%\")"},
-    {"max-depth", P_UINT, FOR_TREE, "fold nodes deeper than this (0: all)"},
-    {"min-size", P_SIZE, FOR_TREE,
-     "fold siblings smaller than this into one line (bytes or \"1K\")"},
-    {"exact", P_BOOL, FOR_BOTH, "sizes in bytes"},
-    {"output", P_STRING, FOR_BOTH, "write to this file (default stdout)"},
-    {"top", P_UINT, FOR_SUMMARY, "number of largest nodes kept (default 10)"},
-    {"format", P_FORMAT, FOR_SUMMARY, "\"text\" (default) or \"json\""},
-    {"max-flags", P_UINT, FOR_SUMMARY, "flags kept per dump (default 1000)"},
-    {"per-dump", P_BOOL, FOR_SUMMARY, "text: print each dump's section (default true)"},
-    {"flush-each-dump", P_BOOL, FOR_TREE,
-     "write the output after each dump's tree (live viewing; default false)"},
-    {"worker-thread", P_BOOL, FOR_ALL,
-     "rebuild and print the trees on a second thread, beside babeltrace2's "
-     "decoding (default: yes when the process may run on more than one CPU)"},
-    {"pid", P_INTS, FOR_ALL,
-     "keep only the dumps of this process (an integer, or an array of them)"},
-    {"dump", P_INTS, FOR_ALL,
-     "keep only the dumps with this dump id (an integer, or an array of them)"},
-    {"serializer", P_STRINGS, FOR_ALL,
-     "keep only the dumps of this serializer (a string, or an array of them)"},
-    /* sink.sertrace.export: one path per format ("-": stdout) */
-    {"folded", P_EXPORT, FOR_EXPORT, "folded stacks weighted by self bytes, to this path"},
-    {"speedscope", P_EXPORT, FOR_EXPORT, "speedscope JSON (one profile per dump), to this path"},
-    {"perfetto", P_EXPORT, FOR_EXPORT,
-     "Chrome trace-event JSON (one event per dump), to this path"},
-    {"html", P_EXPORT, FOR_EXPORT, "the self-contained HTML viewer, to this path"},
-    {"title", P_EXPORT, FOR_EXPORT, "title of the HTML page and speedscope file"},
+#define PARAM_ROW_(id, name, type, tree, summary, export, syntax, help)                            \
+    {SERTRACE_PARAM_##id, name, type,                                                              \
+     (tree ? 1u << SINK_TREE : 0u) | (summary ? 1u << SINK_SUMMARY : 0u) |                         \
+         (export ? 1u << SINK_EXPORT : 0u)},
+    SERTRACE_SINK_PARAMS(PARAM_ROW_)
+#undef PARAM_ROW_
 };
 
 typedef struct parsed_params {
@@ -254,13 +214,14 @@ parse_one(const char *key, const bt_value *v, void *data)
             (params_table[i].sinks & (1u << pc->kind)))
             def = &params_table[i];
     if (!def) {
-        PERR("unknown parameter `%s` (known: %s)", key,
-             pc->kind == SINK_TREE      ? "oversize, max-depth, min-size, exact, output, "
-                                          "flush-each-dump, worker-thread, pid, dump, serializer"
-             : pc->kind == SINK_SUMMARY ? "oversize, top, format, exact, output, max-flags, "
-                                          "per-dump, worker-thread, pid, dump, serializer"
-                                        : "folded, speedscope, perfetto, html, title, oversize, "
-                                          "worker-thread, pid, dump, serializer");
+        char known[512];
+        size_t n = 0;
+        known[0] = '\0';
+        for (size_t i = 0; i < sizeof params_table / sizeof *params_table; i++)
+            if ((params_table[i].sinks & (1u << pc->kind)) && n < sizeof known)
+                n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", n ? ", " : "",
+                                      params_table[i].name);
+        PERR("unknown parameter `%s` (known: %s)", key, known);
         goto bad;
     }
     parsed_params *p = pc->p;
@@ -272,13 +233,13 @@ parse_one(const char *key, const bt_value *v, void *data)
                 key, value_type_name(v));
             goto bad;
         }
-        if (strcmp(key, "max-depth") == 0) {
+        if (def->id == SERTRACE_PARAM_MAX_DEPTH) {
             if (u > UINT32_MAX) {
                 PERR("parameter `%s`: %" PRIu64 " is too large", key, u);
                 goto bad;
             }
             p->max_depth = u;
-        } else if (strcmp(key, "top") == 0) {
+        } else if (def->id == SERTRACE_PARAM_TOP) {
             if (u > 100000) {
                 PERR("parameter `%s`: at most 100000", key);
                 goto bad;
@@ -331,11 +292,11 @@ parse_one(const char *key, const bt_value *v, void *data)
                 value_type_name(v));
             goto bad;
         }
-        if (strcmp(key, "exact") == 0)
+        if (def->id == SERTRACE_PARAM_EXACT)
             p->exact = bt_value_bool_get(v);
-        else if (strcmp(key, "flush-each-dump") == 0)
+        else if (def->id == SERTRACE_PARAM_FLUSH_EACH_DUMP)
             p->flush_each_dump = bt_value_bool_get(v);
-        else if (strcmp(key, "worker-thread") == 0)
+        else if (def->id == SERTRACE_PARAM_WORKER_THREAD)
             p->worker = bt_value_bool_get(v);
         else
             p->per_dump = bt_value_bool_get(v);
@@ -353,7 +314,7 @@ parse_one(const char *key, const bt_value *v, void *data)
             PERR("parameter `%s`: expected a non-empty string, got a %s", key, value_type_name(v));
             goto bad;
         }
-        if (strcmp(key, "title") == 0)
+        if (def->id == SERTRACE_PARAM_TITLE)
             p->title = bt_value_string_get(v);
         for (int f = 0; f < SERTRACE_EXPORT_NFORMATS; f++)
             if (strcmp(key, sertrace_export_format_name(f)) == 0)
@@ -385,9 +346,9 @@ parse_one(const char *key, const bt_value *v, void *data)
                 goto bad;
             }
         }
-        if (strcmp(key, "pid") == 0)
+        if (def->id == SERTRACE_PARAM_PID)
             p->pid = v;
-        else if (strcmp(key, "dump") == 0)
+        else if (def->id == SERTRACE_PARAM_DUMP)
             p->dump = v;
         else
             p->serializer = v;
@@ -1204,11 +1165,7 @@ sink_consume(bt_self_component_sink *self_sink)
 BT_PLUGIN_SINK_COMPONENT_CLASS(tree, sink_consume);
 BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(tree,
     "Print each serializer dump as a size tree (dill's line grammar)");
-BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(
-    tree, "Parameters: oversize=BYTES|\"64K\"|\"10%\", max-depth=N, "
-          "min-size=BYTES|\"1K\", exact=yes|no, output=PATH, flush-each-dump=yes|no, "
-          "worker-thread=yes|no, pid=N|[N,...], dump=N|[N,...], serializer=NAME|[NAME,...]. "
-          "See analyzers/README.md.");
+BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(tree, SERTRACE_SINK_HELP(TREE) "See analyzers/README.md.");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(tree, tree_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(tree, sink_graph_is_configured);
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(tree, sink_finalize);
@@ -1216,11 +1173,8 @@ BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(tree, sink_finalize);
 BT_PLUGIN_SINK_COMPONENT_CLASS(summary, sink_consume);
 BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(summary,
     "Bytes by kind and type, top-N largest nodes and flags, per dump and overall");
-BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(
-    summary, "Parameters: format=\"text\"|\"json\", top=N, oversize=BYTES|\"64K\"|\"10%\", "
-             "exact=yes|no, output=PATH, max-flags=N, per-dump=yes|no, worker-thread=yes|no, "
-             "pid=N|[N,...], dump=N|[N,...], serializer=NAME|[NAME,...]. "
-             "JSON schema: analyzers/README.md.");
+BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(summary, SERTRACE_SINK_HELP(SUMMARY)
+                                                  "JSON schema: analyzers/README.md.");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(summary, summary_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(summary, sink_graph_is_configured);
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(summary, sink_finalize);
@@ -1228,11 +1182,8 @@ BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(summary, sink_finalize);
 BT_PLUGIN_SINK_COMPONENT_CLASS(export, sink_consume);
 BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(
     export, "Pictures of the size trees: folded stacks, speedscope, Perfetto JSON, an HTML viewer");
-BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(
-    export, "Parameters (at least one output): folded=PATH, speedscope=PATH, perfetto=PATH, "
-            "html=PATH (\"-\": stdout), title=TEXT, oversize=BYTES|\"64K\"|\"10%\", "
-            "worker-thread=yes|no, pid=N|[N,...], dump=N|[N,...], serializer=NAME|[NAME,...]. "
-            "See analyzers/README.md.");
+BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(export, SERTRACE_SINK_HELP(EXPORT)
+                                    "At least one output.  See analyzers/README.md.");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(export, export_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(export, sink_graph_is_configured);
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(export, sink_finalize);

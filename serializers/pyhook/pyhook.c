@@ -503,7 +503,7 @@ static const struct {
     const char *text;
     uint8_t tag;
 } dill_tags[] = {
-#define DILL_TAG_ENTRY_(name, value, text, meaning)                          \
+#define DILL_TAG_ENTRY_(name, value, text, meaning, c_)                        \
     {text, (uint8_t)SERTRACE_TAG_##name},
     SERTRACE_TAGS(DILL_TAG_ENTRY_)
 #undef DILL_TAG_ENTRY_

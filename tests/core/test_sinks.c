@@ -284,7 +284,7 @@ Test(sinks, tree_unfinished_shows_chain_and_lower_bounds)
 {
     sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
     run_tree(&o, feed_unfinished);
-    cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: UNFINISHED"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: unfinished (no dump_end: the process stopped inside it)"), "got:\n%s", OUT.data);
     cr_assert_not_null(strstr(OUT.data, "!! died in (as of its last recorded event): O State \xe2\x80\xba O Frame"), "got:\n%s", OUT.data);
     cr_assert_not_null(strstr(OUT.data, "# O [\xe2\x89\xa5 1.4 KiB]  !! UNFINISHED"), "got:\n%s", OUT.data);
     cr_assert_not_null(strstr(OUT.data, "# Str [1.4 KiB]\n"), "the closed child is exact");
@@ -579,7 +579,7 @@ Test(sinks, dump_end_discarded_is_end_lost_not_unfinished)
                        "got:\n%s", OUT.data);
     cr_assert_not_null(strstr(OUT.data, "# L [\xe2\x89\xa5 0 B]  ?? exit lost"), "got:\n%s", OUT.data);
     cr_assert_null(strstr(OUT.data, "L [\xe2\x89\xa5 0 B]  !! UNFINISHED"), "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: UNFINISHED (no dump_end: the process stopped inside it, "
+    cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: unfinished (no dump_end: the process stopped inside it, "
                                         "or its end was among the discarded events)"), "got:\n%s", OUT.data);
 }
 
@@ -594,10 +594,13 @@ Test(sinks, oversize_parser)
     cr_assert_eq(b, 65536);
     cr_assert_eq(sertrace_parse_oversize("1234", &b, &p), 0);
     cr_assert_eq(b, 1234);
-    cr_assert_eq(sertrace_parse_oversize("150%", &b, &p), -1);
-    cr_assert_eq(sertrace_parse_oversize("x%", &b, &p), -1);
-    cr_assert_eq(sertrace_parse_oversize("-5", &b, &p), -1);
-    cr_assert_eq(sertrace_parse_oversize("", &b, &p), -1);
+    cr_assert_eq(sertrace_parse_oversize("150%", &b, &p), SERTRACE_OVERSIZE_BAD_SHARE);
+    cr_assert_eq(sertrace_parse_oversize("x%", &b, &p), SERTRACE_OVERSIZE_BAD_SHARE);
+    cr_assert_eq(sertrace_parse_oversize("0%", &b, &p), SERTRACE_OVERSIZE_BAD_SHARE);
+    cr_assert_eq(sertrace_parse_oversize("-5", &b, &p), SERTRACE_OVERSIZE_NOT_SIZE);
+    cr_assert_eq(sertrace_parse_oversize("", &b, &p), SERTRACE_OVERSIZE_NOT_SIZE);
+    cr_assert_eq(sertrace_parse_oversize("0", &b, &p), SERTRACE_OVERSIZE_ZERO);
+    cr_assert_eq(sertrace_parse_oversize("0K", &b, &p), SERTRACE_OVERSIZE_ZERO);
 }
 
 static uint64_t heap_in_use(void)
@@ -1142,4 +1145,134 @@ Test(sinks, summary_json_lower_bound_dump)
     cr_assert_not_null(strstr(d2, "\"sizes_are_lower_bounds\": false"), "got:\n%s", d2);
     cr_assert_not_null(strstr(d2, "\"exact\": true"), "got:\n%s", d2);
     cr_assert_not_null(strstr(s, "\"lower_bound_dumps\": 1"), "got:\n%s", s);
+}
+
+/* Three User objects written, then referenced twice (memo references
+ * carry the type of the object they point back to). */
+static void feed_refs(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 9, 9, 1, 1, "pickle", 6, 5), 0);
+    enc_type(&E, 1, "list");
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 1, 0x10, 5, 2);
+    enc_type(&E, 2, "app.User");
+    uint64_t pos = 3;
+    for (int k = 0; k < 3; k++, pos += 10) {
+        enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, 2, 0x100 + 16 * (uint64_t)k, 0, pos);
+        enc_exit(&E, 2, pos + 10);
+    }
+    for (int k = 0; k < 2; k++, pos += 2) {
+        enc_enter(&E, SERTRACE_TAG_MEMO, 2, 2, 0x100, 0, pos);
+        enc_exit(&E, 2, pos + 2);
+    }
+    enc_exit(&E, 1, pos + 1);
+    flush(c, 9, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(c, 9, 9, 0, 1, pos + 2, 0), 0);
+}
+
+/* Issue #11: a type's objects and the memo references to them are two
+ * figures, per dump and overall, in text and JSON. */
+Test(sinks, summary_type_objects_apart_from_refs)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.exact = true;
+    run_summary(&o, feed_refs);
+    const char *s = OUT.data;
+    cr_assert_not_null(strstr(s, "  by type             objects        incl.         self   share\n"),
+                       "got:\n%s", s);
+    /* 3 objects of 10 B, 2 refs of 2 B: 34 B of the 36 B the list holds */
+    const char *row = "    app.User                3         34 B         34 B   94.4%  + 2 refs\n";
+    const char *first = strstr(s, row);
+    cr_assert_not_null(first, "got:\n%s", s);
+    cr_assert_not_null(strstr(first + 1, row), "no overall row; got:\n%s", s);
+    cr_assert_not_null(strstr(s, "    list                    1         36 B          2 B    5.5%\n"),
+                       "got:\n%s", s);
+    sertrace_buf_clear(&OUT);
+    o.json = true;
+    run_summary(&o, feed_refs);
+    s = OUT.data;
+    const char *js = "{\"type\": \"app.User\", \"count\": 5, \"bytes\": 34, \"self\": 34, "
+                     "\"share\": 0.9444, \"objects\": 3, \"refs\": 2}";
+    first = strstr(s, js);
+    cr_assert_not_null(first, "got:\n%s", s);
+    cr_assert_not_null(strstr(first + 1, js), "no overall row; got:\n%s", s);
+    cr_assert_not_null(strstr(s, "\"objects\": 1, \"refs\": 0}"), "got:\n%s", s);
+}
+
+/* The text between `from` and the first `to` after it, copied (NULL when
+ * either is missing). */
+static char *between(const char *s, const char *from, const char *to)
+{
+    const char *a = strstr(s, from);
+    if (!a)
+        return NULL;
+    a += strlen(from);
+    const char *z = strstr(a, to);
+    return z ? strndup(a, (size_t)(z - a)) : NULL;
+}
+
+/* A dump with an empty records batch lost in the middle (seq gap) and a
+ * lost exit, and one that stopped inside: the tree and the summary
+ * describe each loss in the same words (issue #17: one loss table). */
+static void feed_losses(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 1, 1, 0, 1, "pickle", 6, 5), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 2);
+    enc_enter(&E, SERTRACE_TAG_LIST, 2, 0, 1, 0, 3);
+    flush(c, 1, 1, 0);
+    enc_exit(&E, 1, 20); /* the depth-2 node's exit is lost */
+    flush(c, 1, 1, 2);
+    cr_assert_eq(sertrace_core_dump_end(c, 1, 1, 0, 1, 21, 0), 0);
+    feed_unfinished(c);
+}
+
+Test(sinks, losses_worded_once_for_tree_and_summary)
+{
+    sertrace_treeprint_opts t = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    run_tree(&t, feed_losses);
+    char *tree = strdup(OUT.data);
+    sertrace_buf_clear(&OUT);
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    run_summary(&o, feed_losses);
+    /* first dump: records lost, exit lost */
+    char *in_tree = between(tree, "!! INCOMPLETE: ", "; sizes marked");
+    char *in_summary = between(OUT.data, "  !! incomplete: ", "\n");
+    cr_assert_not_null(in_tree, "got:\n%s", tree);
+    cr_assert_not_null(in_summary, "got:\n%s", OUT.data);
+    cr_assert_str_eq(in_tree, "1 records events lost; 1 exits lost", "got:\n%s", tree);
+    cr_assert_str_eq(in_summary, in_tree);
+    free(in_tree);
+    free(in_summary);
+    /* second dump: unfinished, and no "no node recorded" beside it */
+    const char *tree2 = strstr(strstr(tree, "!! INCOMPLETE: ") + 1, "!! INCOMPLETE: ");
+    const char *sum2 = strstr(strstr(OUT.data, "  !! incomplete: ") + 1, "  !! incomplete: ");
+    cr_assert_not_null(tree2, "got:\n%s", tree);
+    cr_assert_not_null(sum2, "got:\n%s", OUT.data);
+    in_tree = between(tree2, "!! INCOMPLETE: ", "; sizes marked");
+    in_summary = between(sum2, "  !! incomplete: ", "\n");
+    cr_assert_str_eq(in_tree, "unfinished (no dump_end: the process stopped inside it)");
+    cr_assert_str_eq(in_summary, in_tree);
+    free(in_tree);
+    free(in_summary);
+    free(tree);
+}
+
+/* The line that ends both outputs when the tracer lost events: one
+ * wording (it had drifted: ';' against ':', INCOMPLETE against
+ * incomplete). */
+Test(sinks, stream_losses_worded_once_for_tree_and_summary)
+{
+    sertrace_treeprint_opts t = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+    run_tree(&t, feed_lossy);
+    char *in_tree = between(OUT.data, "!! the tracer", "\n");
+    sertrace_buf_clear(&OUT);
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    run_summary(&o, feed_lossy);
+    char *in_summary = between(OUT.data, "  !! the tracer", "\n");
+    cr_assert_not_null(in_tree);
+    cr_assert_not_null(in_summary, "got:\n%s", OUT.data);
+    cr_assert_str_eq(in_tree, " discarded 5 events; 1 records events missing by sequence number: "
+                              "affected dumps are marked incomplete");
+    cr_assert_str_eq(in_summary, in_tree);
+    free(in_tree);
+    free(in_summary);
 }

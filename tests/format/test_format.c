@@ -454,3 +454,25 @@ Test(format, exit_line_with_a_bound)
     cr_expect_str_eq(sertrace_fmt_bound_text(SERTRACE_FMT_EXACT), "");
     sertrace_buf_free(&b);
 }
+
+/* The buffer's first error sticks (as SQLite's sqlite3_str): after a
+ * failed append every append is a no-op returning -1, the text written
+ * before the failure stays, and only a clear forgets the error. */
+Test(format, buf_error_sticks)
+{
+    cr_assert_eq(sertrace_buf_append(&b, "abc", 3), 0);
+    cr_assert_eq(sertrace_buf_error(&b), 0);
+    /* a length no buffer can hold: refused before the bytes are read */
+    cr_assert_eq(sertrace_fmt_escape(&b, "x", (size_t)-1), -1);
+    cr_assert_eq(sertrace_buf_error(&b), -1);
+    cr_assert_eq(sertrace_buf_append(&b, "def", 3), -1);
+    cr_assert_eq(sertrace_buf_appendf(&b, "%d", 42), -1);
+    cr_assert_eq(sertrace_fmt_size(&b, 1024, true), -1);
+    cr_assert_eq(b.len, 3);
+    cr_assert_str_eq(b.data, "abc");
+    cr_assert_eq(sertrace_buf_error(&b), -1);
+    sertrace_buf_clear(&b);
+    cr_assert_eq(sertrace_buf_error(&b), 0);
+    cr_assert_eq(sertrace_buf_append(&b, "def", 3), 0);
+    cr_assert_str_eq(b.data, "def");
+}

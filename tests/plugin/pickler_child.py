@@ -22,6 +22,8 @@ proto_len + 1 (STOP) + 9 if STOP sits in a frame == len(payload).
   pickler_child.py flood N            N dumps of scheduler states, sizes varied
   pickler_child.py loop N             N dumps, then one paused inside until a
                                       line arrives on stdin (snapshots)
+  pickler_child.py refs N             one dump: N users (dicts) written once,
+                                      then each referenced again (memo refs)
 
 Environment: SERTRACE_WORKLOADS (the workloads/ folder).
 """
@@ -334,6 +336,16 @@ def run_loop(n):
     record(data, label="paused", protocol=5, target="dumps")
 
 
+def run_refs(n):
+    """N users (dicts) in one list, then a second list of the same users:
+    the second holds N memo references (the pickle's BINGET/LONG_BINGET).
+    Dicts, not instances: an instance also refers back to its class, whose
+    node and memo references carry the class's name too."""
+    users = [{"name": "user%d" % k, "uid": k} for k in range(n)]
+    data = sertrace.dumps((users, list(users)), 4)
+    record(data, label="refs", protocol=4, target="dumps")
+
+
 def main():
     emit({"pid": os.getpid()})
     mode = sys.argv[1]
@@ -351,6 +363,8 @@ def main():
         run_flood(int(sys.argv[2]))
     elif mode == "loop":
         run_loop(int(sys.argv[2]))
+    elif mode == "refs":
+        run_refs(int(sys.argv[2]))
     else:
         raise SystemExit("unknown mode " + mode)
 

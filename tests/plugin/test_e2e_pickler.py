@@ -582,7 +582,7 @@ def test_older_schema_missing_fields():
         sink = split_dumps(tree(out, pid, "exact=yes"))
         assert sink[1] == DUMP1_TREE, sink[1]
         text = tree(out, pid)
-        assert "payload unknown" in text and "UNFINISHED" in text, text
+        assert "payload unknown" in text and "INCOMPLETE: unfinished (no dump_end" in text, text
     finally:
         cleanup(out)
 
@@ -652,3 +652,34 @@ def test_pickler_sigkill_died_in_is_as_of_last_record():
                 in summ), summ[-2000:]
     finally:
         cleanup(out)
+
+
+def test_pickler_type_counts_objects_apart_from_refs():
+    """Issue #11: 200 users written once and referenced 200 more times are
+    200 objects and 200 references, not 400 users: the summary's by_type
+    row says so in JSON ("objects", "refs"; "count" keeps all nodes) and in
+    text ("+ 200 refs" after the row), per dump and overall."""
+    with session(channel=BIG) as (_, out):
+        pid, sizes, _ = run_child("refs", 200)
+    try:
+        doc = summary(out, pid)
+        (d,) = doc["dumps"]
+        assert d["complete"] is True and d["payload_bytes"] == sizes[0]["len"]
+        for rows in (d["by_type"], doc["totals"]["by_type"]):
+            by = {t["type"]: t for t in rows}
+            assert (by["dict"]["objects"], by["dict"]["refs"], by["dict"]["count"]) == \
+                (200, 200, 400), rows
+            assert (by["list"]["objects"], by["list"]["refs"]) == (2, 0), rows
+            assert (by["tuple"]["objects"], by["tuple"]["refs"]) == (1, 0), rows
+        # the memo references are the dump's Mo nodes
+        (mo,) = [k for k in d["by_kind"] if k["tag"] == "Mo"]
+        assert mo["count"] == 200, d["by_kind"]
+        text = bt(out, "summary", "exact=yes", pid=pid).stdout.decode("utf-8")
+        rows = [l for l in text.splitlines() if l.split()[:1] == ["dict"]]
+        assert len(rows) == 2, text  # the dump's and the overall table
+        for row in rows:
+            assert row.split()[1] == "200" and row.endswith("+ 200 refs"), row
+        assert "objects        incl." in text, text
+    finally:
+        cleanup(out)
+

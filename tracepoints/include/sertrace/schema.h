@@ -140,67 +140,100 @@ enum sertrace_status {
 #undef SERTRACE_STATUS_ENUM_
 };
 
-/* Kind tags: X(NAME, value, "text tag", "meaning").  The text tag is what
- * the tree shows; dill's tags are reused where the meaning is the same
+/* Kind tags: X(NAME, value, "text tag", "meaning", CLASS_OF_TAG).  The
+ * text tag is what the tree shows; dill's tags are reused where the meaning is the same
  * (D2 dict, T4 class by reference, F2 function by reference ...), so a
  * sertrace tree reads like dill's.  Values are stable: append, never
  * renumber.  Values 1-63: sertrace's own; 64-127: dill's tags; 128-255 are
- * free for other serializers (shown as "K<n>" when unknown). */
+ * free for other serializers (shown as "K<n>" when unknown).
+ * The last column says what a tag's node names (enum sertrace_tagclass
+ * below, without its prefix): the one place that says which tags are
+ * classes, functions, atoms or memo references, for the tree's repr
+ * (format/), the summary and the serializer hooks. */
 #define SERTRACE_TAGS(X)                                                       \
-    X(UNKNOWN, 0, "?", "unknown kind")                                         \
-    X(DICT, 1, "D2", "dict")                                                   \
-    X(LIST, 2, "L", "list")                                                    \
-    X(TUPLE, 3, "Tu", "tuple")                                                 \
-    X(SET, 4, "Se", "set")                                                     \
-    X(FROZENSET, 5, "FS", "frozenset")                                         \
-    X(STR, 6, "Str", "str")                                                    \
-    X(BYTES, 7, "By", "bytes")                                                 \
-    X(BYTEARRAY, 8, "BA", "bytearray")                                         \
-    X(INT, 9, "I", "int")                                                      \
-    X(FLOAT, 10, "Fl", "float")                                                \
-    X(ATOM, 11, "A", "None, True, False, Ellipsis, NotImplemented")            \
-    X(INSTANCE, 12, "O", "instance rebuilt from __reduce_ex__/__reduce__")     \
-    X(REDUCE, 13, "R", "object from a reduce tuple (copyreg, dispatch_table)") \
-    X(CLASS, 14, "T4", "class by reference (global)")                          \
-    X(FUNCTION, 15, "F2", "function by reference (global)")                    \
-    X(GLOBAL, 16, "G", "other object by reference (global)")                   \
-    X(MEMO, 17, "Mo", "back-reference to an object already written")           \
-    X(PICKLEBUFFER, 18, "PB", "PickleBuffer (in-band or out-of-band)")         \
-    X(PERSID, 19, "Pid", "persistent id")                                      \
-    X(EXT, 20, "Ext", "copyreg extension code")                                \
-    X(STATE, 21, "St", "object state (__getstate__ / __dict__)")               \
-    X(ARGS, 22, "Ar", "constructor arguments of a reduce")                     \
-    X(ITEMS, 23, "It", "list/dict items of a reduce")                          \
-    X(MAP, 32, "Map", "map / object (msgpack and other C serializers)")        \
-    X(ARRAY, 33, "Arr", "array (msgpack and other C serializers)")             \
-    X(SCALAR, 34, "Sc", "scalar (msgpack and other C serializers)")            \
-    X(DILL_T1, 64, "T1", "dill: type in _typemap")                             \
-    X(DILL_T2, 65, "T2", "dill: class by value")                               \
-    X(DILL_T6, 66, "T6", "dill: namedtuple class")                             \
-    X(DILL_T7, 67, "T7", "dill: NoneType, NotImplementedType, EllipsisType")   \
-    X(DILL_ABC, 68, "ABC", "dill: ABCMeta registry")                           \
-    X(DILL_D1, 69, "D1", "dill: __main__.__dict__")                            \
-    X(DILL_D3, 70, "D3", "dill: __main__.__dict__ (non-dill pickler)")         \
-    X(DILL_D4, 71, "D4", "dill: module __dict__")                              \
-    X(DILL_DKVI, 72, "Dkvi", "dill: dict view")                                \
-    X(DILL_F1, 73, "F1", "dill: function by value")                            \
-    X(DILL_F3, 74, "F3", "dill: PyPy builtin function")                        \
-    X(DILL_CO, 75, "Co", "dill: code object")                                  \
-    X(DILL_CE1, 76, "Ce1", "dill: cell, contents inline")                      \
-    X(DILL_CE2, 77, "Ce2", "dill: cell, deferred")                             \
-    X(DILL_CE3, 78, "Ce3", "dill: empty cell")                                 \
-    X(DILL_ME1, 79, "Me1", "dill: bound method")                               \
-    X(DILL_ME2, 80, "Me2", "dill: builtin method")                             \
-    X(DILL_M1, 81, "M1", "dill: module by value")                              \
-    X(DILL_M2, 82, "M2", "dill: module by reference")                          \
-    X(DILL_OTHER, 83, "Dx", "dill: other dill tag (see note 'tag')")
+    X(UNKNOWN, 0, "?", "unknown kind", OBJECT)                                 \
+    X(DICT, 1, "D2", "dict", OBJECT)                                           \
+    X(LIST, 2, "L", "list", OBJECT)                                            \
+    X(TUPLE, 3, "Tu", "tuple", OBJECT)                                         \
+    X(SET, 4, "Se", "set", OBJECT)                                             \
+    X(FROZENSET, 5, "FS", "frozenset", OBJECT)                                 \
+    X(STR, 6, "Str", "str", OBJECT)                                            \
+    X(BYTES, 7, "By", "bytes", OBJECT)                                         \
+    X(BYTEARRAY, 8, "BA", "bytearray", OBJECT)                                 \
+    X(INT, 9, "I", "int", OBJECT)                                              \
+    X(FLOAT, 10, "Fl", "float", OBJECT)                                        \
+    X(ATOM, 11, "A", "None, True, False, Ellipsis, NotImplemented", ATOM)      \
+    X(INSTANCE, 12, "O", "instance rebuilt from __reduce_ex__/__reduce__", OBJECT)\
+    X(REDUCE, 13, "R", "object from a reduce tuple (copyreg, dispatch_table)", OBJECT)\
+    X(CLASS, 14, "T4", "class by reference (global)", CLASS)                   \
+    X(FUNCTION, 15, "F2", "function by reference (global)", FUNCTION)          \
+    X(GLOBAL, 16, "G", "other object by reference (global)", OBJECT)           \
+    X(MEMO, 17, "Mo", "back-reference to an object already written", REF)      \
+    X(PICKLEBUFFER, 18, "PB", "PickleBuffer (in-band or out-of-band)", OBJECT) \
+    X(PERSID, 19, "Pid", "persistent id", OBJECT)                              \
+    X(EXT, 20, "Ext", "copyreg extension code", OBJECT)                        \
+    X(STATE, 21, "St", "object state (__getstate__ / __dict__)", OBJECT)       \
+    X(ARGS, 22, "Ar", "constructor arguments of a reduce", OBJECT)             \
+    X(ITEMS, 23, "It", "list/dict items of a reduce", OBJECT)                  \
+    X(MAP, 32, "Map", "map / object (msgpack and other C serializers)", OBJECT)\
+    X(ARRAY, 33, "Arr", "array (msgpack and other C serializers)", OBJECT)     \
+    X(SCALAR, 34, "Sc", "scalar (msgpack and other C serializers)", OBJECT)    \
+    X(DILL_T1, 64, "T1", "dill: type in _typemap", CLASS)                      \
+    X(DILL_T2, 65, "T2", "dill: class by value", CLASS)                        \
+    X(DILL_T6, 66, "T6", "dill: namedtuple class", CLASS)                      \
+    X(DILL_T7, 67, "T7", "dill: NoneType, NotImplementedType, EllipsisType", CLASS)\
+    X(DILL_ABC, 68, "ABC", "dill: ABCMeta registry", OBJECT)                   \
+    X(DILL_D1, 69, "D1", "dill: __main__.__dict__", OBJECT)                    \
+    X(DILL_D3, 70, "D3", "dill: __main__.__dict__ (non-dill pickler)", OBJECT) \
+    X(DILL_D4, 71, "D4", "dill: module __dict__", OBJECT)                      \
+    X(DILL_DKVI, 72, "Dkvi", "dill: dict view", OBJECT)                        \
+    X(DILL_F1, 73, "F1", "dill: function by value", FUNCTION)                  \
+    X(DILL_F3, 74, "F3", "dill: PyPy builtin function", FUNCTION)              \
+    X(DILL_CO, 75, "Co", "dill: code object", OBJECT)                          \
+    X(DILL_CE1, 76, "Ce1", "dill: cell, contents inline", OBJECT)              \
+    X(DILL_CE2, 77, "Ce2", "dill: cell, deferred", OBJECT)                     \
+    X(DILL_CE3, 78, "Ce3", "dill: empty cell", OBJECT)                         \
+    X(DILL_ME1, 79, "Me1", "dill: bound method", OBJECT)                       \
+    X(DILL_ME2, 80, "Me2", "dill: builtin method", OBJECT)                     \
+    X(DILL_M1, 81, "M1", "dill: module by value", OBJECT)                      \
+    X(DILL_M2, 82, "M2", "dill: module by reference", OBJECT)                  \
+    X(DILL_OTHER, 83, "Dx", "dill: other dill tag (see note 'tag')", OBJECT)
 /* The last entry is a catch-all: a dill save function whose tag has no
  * value above gets DILL_OTHER plus a NOTE record "tag" with dill's text. */
 
 enum sertrace_tag {
-#define SERTRACE_TAG_ENUM_(name, value, text, meaning) SERTRACE_TAG_##name = value,
+#define SERTRACE_TAG_ENUM_(name, value, text, meaning, class_) SERTRACE_TAG_##name = value,
     SERTRACE_TAGS(SERTRACE_TAG_ENUM_)
 #undef SERTRACE_TAG_ENUM_
 };
+
+/* What a tag's node names: the tags table's last column. */
+enum sertrace_tagclass {
+    SERTRACE_TAGCLASS_OBJECT = 0, /* an object written here (repr <NAME object at 0x...>) */
+    SERTRACE_TAGCLASS_CLASS,       /* a class: the node's type is the class itself */
+    SERTRACE_TAGCLASS_FUNCTION,    /* a function: the node's type is the function */
+    SERTRACE_TAGCLASS_ATOM,        /* None, True, False, Ellipsis, NotImplemented */
+    SERTRACE_TAGCLASS_REF,         /* a memo reference to an object already written */
+};
+
+/* The class of a tag value (SERTRACE_TAGCLASS_OBJECT for values not in
+ * the table). */
+static inline enum sertrace_tagclass sertrace_tagclass_of(unsigned tag)
+{
+    switch (tag) {
+#define SERTRACE_TAGCLASS_CASE_(name, value, text, meaning, class_)            \
+    case value:                                                                \
+        return SERTRACE_TAGCLASS_##class_;
+        SERTRACE_TAGS(SERTRACE_TAGCLASS_CASE_)
+#undef SERTRACE_TAGCLASS_CASE_
+    default:
+        return SERTRACE_TAGCLASS_OBJECT;
+    }
+}
+
+/* Limits of a tree, shared by the producer (sertrace.h) and the analyzers:
+ * open nodes per dump, and type indices per dump. */
+#define SERTRACE_MAX_DEPTH 1000000u
+#define SERTRACE_MAX_TYPES 65536u
 
 #endif /* SERTRACE_SCHEMA_H */

@@ -127,8 +127,8 @@ sertrace_dump *sertrace_current_dump(void);
 /* Number of open nodes of `d` (0 when none or d is NULL). */
 uint32_t sertrace_depth(const sertrace_dump *d);
 
-#define SERTRACE_MAX_DEPTH 1000000u
-#define SERTRACE_MAX_TYPES 65536u
+/* SERTRACE_MAX_DEPTH and SERTRACE_MAX_TYPES: schema.h (the analyzers
+ * share them). */
 
 #ifdef __cplusplus
 }

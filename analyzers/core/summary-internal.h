@@ -1,0 +1,232 @@
+/* summary-internal.h -- the summary's output model, shared by the
+ * aggregation (summary.c) and its two writers (summary-text.c,
+ * summary-json.c); internal to analyzers/core.
+ *
+ * summary.c keeps the model: per live dump the counters by kind and by
+ * type, the top-N heap of captured nodes (no strings) and the flags; over
+ * all dumps the totals.  A writer turns the model into one output format
+ * and nothing else: it appends to a sertrace_buf, whose first error
+ * sticks (format.h), so a writer appends a whole section and reports the
+ * buffer's error once, at its end.  The model picks its writer once, at
+ * create (summary_writer below), and never tests the format again.
+ */
+#ifndef SERTRACE_SUMMARY_INTERNAL_H
+#define SERTRACE_SUMMARY_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "format.h"
+#include "outbuf.h"
+#include "summary.h"
+
+#define ANC_MAX 8 /* ancestry kept per top/flag entry */
+#define FLUSH_AT (64u << 10)
+
+typedef struct summary_writer summary_writer;
+
+/* Nodes counted, their bytes (incl. children) and self bytes; `refs`:
+ * how many of the counted nodes are memo references (SERTRACE_TAG_MEMO
+ * nodes, which carry the type of the object they point back to), so a
+ * type shows the objects written apart from the references to them. */
+typedef struct node_stat {
+    uint64_t count, bytes, self, refs;
+} node_stat;
+
+/* A node as kept for the top-N: no strings, names resolved at render. */
+typedef struct top_raw {
+    uint64_t bytes, self;
+    uint32_t depth, type;
+    uint16_t flags;
+    uint8_t tag;
+    uint8_t anc_n; /* entries in anc_* (the node itself last) */
+    uint8_t anc_tag[ANC_MAX];
+    uint32_t anc_type[ANC_MAX];
+    uint32_t anc_depth[ANC_MAX];
+} top_raw;
+
+/* A rendered entry (overall top, flag) in the output's format. */
+typedef struct rendered {
+    uint64_t bytes;
+    bool prunable; /* an oversize-percent candidate */
+    char *str;
+    /* A node's flag (add_flag): what it was rendered from, so that a dump
+     * whose sizes turn out, at its dump_end, to be lower bounds
+     * (SERTRACE_DUMPF_LOWER_BOUNDS) renders it again with "≥". */
+    const char *kind; /* NULL: nothing to render again */
+    top_raw raw;
+    char *msg, *path;
+    size_t msg_len, path_len;
+} rendered;
+
+typedef struct dump_sum {
+    node_stat kinds[256];
+    uint8_t touched[256]; /* kinds in use, to clear them fast */
+    unsigned ntouched;
+    node_stat *types; /* by per-dump type index */
+    uint32_t types_cap, types_max;
+    top_raw *top; /* min-heap on bytes, opts.top entries */
+    unsigned ntop;
+    rendered *flags;
+    unsigned nflags;
+    uint64_t flags_dropped;
+    sertrace_buf notes; /* kept notes, rendered in the output's format
+                         * (JSON: comma-separated objects; text: lines) */
+    unsigned nnotes;
+    uint64_t notes_dropped;
+    char *died_text; /* chain of an unfinished dump */
+    char *died_json;
+    uint64_t root_bytes;
+    bool root_exact;
+    struct dump_sum *next_free;
+} dump_sum;
+
+typedef struct type_total {
+    struct type_total *next;
+    node_stat st;
+    uint32_t len;
+    char name[];
+} type_total;
+
+typedef struct type_row {
+    uint32_t type;
+    node_stat st;
+} type_row;
+
+struct sertrace_summary {
+    sertrace_summary_opts o;
+    const summary_writer *w; /* text or JSON */
+    sertrace_summary_write_fn write;
+    void *write_ctx;
+    sertrace_buf out;
+    sertrace_buf tmp;
+    sertrace_buf sz;
+    sertrace_buf filter; /* JSON "filter" member (empty: null) */
+    bool json_started;
+    bool legend_done; /* text: the tables' legend was printed */
+    bool any_dump;
+    int failed;
+    dump_sum *free_list; /* recycled per-dump states */
+    type_row *rows;      /* scratch for a dump's type rows */
+    size_t rows_cap;
+    /* overall */
+    uint64_t dumps, complete, unfinished, payload_bytes, nodes;
+    uint64_t end_lost;
+    uint64_t lower_dumps; /* dumps whose sizes are lower bounds */
+    bool lower;           /* the dump (or totals) being written: sizes are lower bounds */
+    node_stat kinds[256];
+    type_total **types;
+    size_t types_buckets, ntypes;
+    uint64_t types_overflow;
+    rendered *top; /* min-heap on bytes */
+    unsigned ntop;
+    unsigned *order; /* a dump's top entries, sorted (opts.top slots) */
+    /* Escaped type names of the dump being printed, by type index, in the
+     * output's format (each name is escaped once per dump, not once per
+     * row or ancestry label).  Valid while cache_on. */
+    sertrace_buf esc;
+    uint32_t *esc_off, *esc_len;
+    uint64_t *esc_gen;
+    size_t esc_cap;
+    uint64_t gen;
+    bool cache_on;
+    time_cache tcache;
+};
+
+/* ---- what a writer provides ------------------------------------------- *
+ * Each returns sertrace_buf_error() of the buffer it wrote to: 0, or -1
+ * (out of memory). */
+struct summary_writer {
+    /* One node entry: a top entry (`kind` NULL) or a node's flag (`kind`
+     * "oversized"/"unserializable", with its message and path, either may
+     * be NULL). */
+    int (*entry)(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
+                 const top_raw *r, const char *kind, const char *message, size_t message_len,
+                 const char *path, size_t path_len);
+    /* An unserializable flag with no node open. */
+    int (*nodeless_error)(sertrace_buf *b, const char *message, size_t message_len,
+                          const char *path, size_t path_len);
+    /* A note on node `n` (its capture `r`), or on the dump (`n` NULL);
+     * `first`: the dump's first note. */
+    int (*note)(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
+                const sertrace_node *n, const top_raw *r, bool first, const char *key,
+                size_t key_len, const char *value, size_t value_len);
+    /* A closed dump's section, into s->out: `rows` its types by self,
+     * `whole` the sum of its self bytes. */
+    int (*dump)(sertrace_summary *s, const sertrace_dump_state *d, const dump_sum *ds,
+                const type_row *rows, unsigned nrows, uint64_t whole);
+    /* The totals, into s->out: `rows` the overall types by self. */
+    int (*totals)(sertrace_summary *s, type_total *const *rows, size_t nrows, uint64_t whole,
+                  uint64_t discarded, uint64_t lost);
+};
+
+extern const summary_writer summary_text_writer;
+extern const summary_writer summary_json_writer;
+
+/* ---- shared by the model and the writers (summary.c) ------------------- */
+
+/* Tag text and meaning with their lengths, by tag value ("K<n>" and
+ * "other" for values without a tag). */
+struct tag_text {
+    char text[8];
+    const char *meaning;
+    uint8_t len;
+    uint8_t meaning_len;
+};
+extern struct tag_text summary_tag_texts[256];
+
+/* The escaped name of `type` (text: sertrace_fmt_escape; JSON: the inside
+ * of sertrace_fmt_json_string), from the per-dump cache.  0 or -1. */
+int summary_cached_name(sertrace_summary *s, const sertrace_dump_state *d, uint32_t type,
+                        const char **out, size_t *out_len);
+/* Text: "a › b › … › c"; JSON: ["a", "b", "…", "c"].  0 or -1. */
+int summary_ancestry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
+                     const top_raw *r, bool json);
+/* Hand s->out to the write function when it holds FLUSH_AT bytes (or
+ * any, with `force`).  0 or -1 (a write failed, remembered). */
+int summary_flush(sertrace_summary *s, bool force);
+
+/* Mark `b` failed (an error that is not the buffer's own): -1. */
+static inline int summary_fail(sertrace_buf *b)
+{
+    b->err = -1;
+    return -1;
+}
+
+static inline bool raw_exact(const top_raw *r)
+{
+    sertrace_node probe = {0};
+    probe.flags = r->flags;
+    return sertrace_node_bytes_exact(&probe);
+}
+
+/* SERTRACE_BOUND_* of a kept node's bytes. */
+static inline int raw_bound(const top_raw *r)
+{
+    sertrace_node probe = {0};
+    probe.flags = r->flags;
+    return sertrace_node_bound(&probe);
+}
+
+static inline bool raw_self_exact(const top_raw *r)
+{
+    sertrace_node probe = {0};
+    probe.flags = r->flags;
+    return sertrace_node_self_exact(&probe);
+}
+
+static inline const char *status_text(const sertrace_dump_state *d)
+{
+    if (!(d->flags & SERTRACE_DUMPF_END))
+        return "unknown";
+    return (d->flags & SERTRACE_DUMPF_STATUS_ERROR) ? "error" : "ok";
+}
+
+/* The kinds in use, in tag order: a dump's `touched` list (sorted; a
+ * dump uses a few kinds) or, with `touched` NULL, all 256. */
+#define FOR_KINDS(t, kinds, touched, ntouched)                                                     \
+    for (unsigned k_ = 0, t = 0; k_ < ((touched) ? (ntouched) : 256u); k_++)                       \
+        if ((t = (touched) ? (touched)[k_] : k_), (kinds)[t].count)
+
+#endif /* SERTRACE_SUMMARY_INTERNAL_H */

@@ -1,0 +1,301 @@
+/* tests/runtime/capture.c -- the one capture helper of the runtime tests.
+ *
+ * The tests install the runtime's internal hooks (runtime-internal.h) to
+ * capture what would go to LTTng (dump_begin, every flushed batch of
+ * records, dump_end) and decode the batches with the small independent
+ * decoder here (written from schema.h, not from runtime.c); the suite
+ * `runtime` captures around each of its tests.  Also the small file
+ * helpers the text probe's tests share.  See capture.h.
+ */
+#define _GNU_SOURCE /* F_SETPIPE_SZ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "runtime-internal.h"
+#include "sertrace/schema.h"
+#include "sertrace/sertrace.h"
+
+#include "capture.h"
+
+/* ---- capture ----------------------------------------------------------- */
+
+
+
+
+static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
+struct captured_dump dumps[MAX_DUMPS];
+size_t ndumps;
+
+struct captured_dump *find_dump(uint64_t id)
+{
+    for (size_t i = 0; i < ndumps; i++)
+        if (dumps[i].id == id)
+            return &dumps[i];
+    return NULL;
+}
+
+void on_begin(void *ctx, uint64_t id, const char *serializer, int32_t protocol)
+{
+    (void)ctx;
+    pthread_mutex_lock(&cap_lock);
+    if (ndumps < MAX_DUMPS) {
+        struct captured_dump *c = &dumps[ndumps++];
+        memset(c, 0, sizeof *c);
+        c->id = id;
+        snprintf(c->serializer, sizeof c->serializer, "%s", serializer);
+        c->protocol = protocol;
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+void on_records(void *ctx, uint64_t id, uint32_t seq, const uint8_t *buf, uint32_t len)
+{
+    (void)ctx;
+    pthread_mutex_lock(&cap_lock);
+    struct captured_dump *c = find_dump(id);
+    if (c != NULL) {
+        if (c->records_len + len > c->records_cap) {
+            c->records_cap = c->records_cap ? c->records_cap * 2 : 2 * SERTRACE_BATCH_BYTES;
+            c->records = realloc(c->records, c->records_cap);
+        }
+        memcpy(c->records + c->records_len, buf, len);
+        c->records_len += len;
+        c->batches = realloc(c->batches, (c->nbatches + 1) * sizeof *c->batches);
+        c->batches[c->nbatches].seq = seq;
+        c->batches[c->nbatches].len = len;
+        c->nbatches++;
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+void on_end(void *ctx, uint64_t id, uint64_t bytes, uint8_t status)
+{
+    (void)ctx;
+    pthread_mutex_lock(&cap_lock);
+    struct captured_dump *c = find_dump(id);
+    if (c != NULL) {
+        c->ended = true;
+        c->bytes = bytes;
+        c->status = status;
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+static void capture_on(void)
+{
+    struct sertrace_internal_hooks h = {on_begin, on_records, on_end, NULL};
+    /* Text off whatever the environment says; hooks on. */
+    sertrace_internal_configure(NULL, NULL, NULL, NULL, -1);
+    sertrace_internal_set_hooks(&h);
+}
+
+static void free_all(void);
+TestSuite(runtime, .init = capture_on, .fini = free_all);
+
+/* ---- decoder (from schema.h) ------------------------------------------- */
+
+
+
+static bool get_varint(const uint8_t *b, size_t len, size_t *i, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (*i >= len)
+            return false;
+        uint8_t c = b[(*i)++];
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool get_str(const uint8_t *b, size_t len, size_t *i, char **s, size_t *n)
+{
+    uint64_t l;
+    if (!get_varint(b, len, i, &l) || l > len - *i)
+        return false;
+    *s = malloc(l + 1);
+    memcpy(*s, b + *i, l);
+    (*s)[l] = '\0';
+    *n = l;
+    *i += l;
+    return true;
+}
+
+/* Decode one batch; false if it does not end exactly on a record. */
+static bool decode_batch(const uint8_t *b, size_t len, struct recs *out)
+{
+    size_t i = 0;
+    while (i < len) {
+        struct rec r;
+        memset(&r, 0, sizeof r);
+        r.op = b[i++];
+        bool ok = true;
+        switch (r.op) {
+        case SERTRACE_REC_ENTER:
+            ok = i < len;
+            if (ok)
+                r.tag = b[i++];
+            ok = ok && get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.type) &&
+                 get_varint(b, len, &i, &r.addr) && get_varint(b, len, &i, &r.length) &&
+                 get_varint(b, len, &i, &r.pos);
+            break;
+        case SERTRACE_REC_EXIT:
+            ok = get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.pos);
+            break;
+        case SERTRACE_REC_TYPE:
+            ok = get_varint(b, len, &i, &r.type) && get_str(b, len, &i, &r.s1, &r.s1_len);
+            break;
+        case SERTRACE_REC_ERROR:
+            ok = i < len;
+            if (ok)
+                r.tag = b[i++];
+            ok = ok && get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.type) &&
+                 get_str(b, len, &i, &r.s1, &r.s1_len) && get_str(b, len, &i, &r.s2, &r.s2_len);
+            break;
+        case SERTRACE_REC_NOTE:
+            ok = get_varint(b, len, &i, &r.depth) && get_str(b, len, &i, &r.s1, &r.s1_len) &&
+                 get_str(b, len, &i, &r.s2, &r.s2_len);
+            break;
+        default:
+            ok = false;
+        }
+        if (!ok)
+            return false;
+        if (out->n == out->cap) {
+            out->cap = out->cap ? out->cap * 2 : 64;
+            out->v = realloc(out->v, out->cap * sizeof *out->v);
+        }
+        out->v[out->n++] = r;
+    }
+    return true;
+}
+
+/* Everything decoded, freed after each test (keeps ASan's leak check clean). */
+#define MAX_DECODED MAX_DUMPS
+static struct recs decoded[MAX_DECODED];
+static size_t ndecoded;
+
+static void free_all(void)
+{
+    for (size_t k = 0; k < ndecoded; k++) {
+        for (size_t i = 0; i < decoded[k].n; i++) {
+            free(decoded[k].v[i].s1);
+            free(decoded[k].v[i].s2);
+        }
+        free(decoded[k].v);
+    }
+    ndecoded = 0;
+    for (size_t k = 0; k < ndumps; k++) {
+        free(dumps[k].records);
+        free(dumps[k].batches);
+    }
+    ndumps = 0;
+}
+
+/* Decode every batch of a dump, checking batch bounds and seq order. */
+struct recs decode_dump(const struct captured_dump *c)
+{
+    struct recs r = {NULL, 0, 0};
+    size_t off = 0;
+    for (size_t k = 0; k < c->nbatches; k++) {
+        cr_assert_eq(c->batches[k].seq, k, "batch seq %u at %zu", c->batches[k].seq, k);
+        cr_assert_leq(c->batches[k].len, SERTRACE_BATCH_BYTES);
+        cr_assert_gt(c->batches[k].len, 0);
+        cr_assert(decode_batch(c->records + off, c->batches[k].len, &r),
+                  "batch %zu does not hold whole records", k);
+        off += c->batches[k].len;
+    }
+    cr_assert_lt(ndecoded, MAX_DECODED);
+    decoded[ndecoded++] = r;
+    return r;
+}
+
+const struct captured_dump *only_dump(void)
+{
+    cr_assert_eq(ndumps, 1, "expected one captured dump, got %zu", ndumps);
+    cr_assert(dumps[0].ended);
+    return &dumps[0];
+}
+
+/* Rebuild sizes from ENTER/EXIT records and check them against `want`
+ * (bytes per node, in enter order). */
+void check_sizes(const struct recs *r, const uint64_t *want, size_t nwant)
+{
+    uint64_t stack_pos[64];
+    size_t stack_idx[64];
+    uint64_t got[256];
+    size_t depth = 0, nodes = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->v[i].op == SERTRACE_REC_ENTER) {
+            cr_assert_eq(r->v[i].depth, depth + 1);
+            stack_pos[depth] = r->v[i].pos;
+            stack_idx[depth] = nodes++;
+            depth++;
+        } else if (r->v[i].op == SERTRACE_REC_EXIT) {
+            cr_assert_eq(r->v[i].depth, depth);
+            depth--;
+            got[stack_idx[depth]] = r->v[i].pos - stack_pos[depth];
+        }
+    }
+    cr_assert_eq(depth, 0);
+    cr_assert_eq(nodes, nwant);
+    for (size_t i = 0; i < nwant; i++)
+        cr_expect_eq(got[i], want[i], "node %zu: %llu bytes, want %llu", i,
+                     (unsigned long long)got[i], (unsigned long long)want[i]);
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+char *read_fd_all(int fd)
+{
+    static char buf[1 << 20];
+    size_t n = 0;
+    lseek(fd, 0, SEEK_SET);
+    for (;;) {
+        ssize_t r = read(fd, buf + n, sizeof buf - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+size_t count_lines(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+void reset_fd(int fd)
+{
+    cr_assert_eq(ftruncate(fd, 0), 0);
+    lseek(fd, 0, SEEK_SET);
+}
+
+int temp_fd(char *path_out)
+{
+    strcpy(path_out, "/tmp/sertrace-runtime-test-XXXXXX");
+    int fd = mkstemp(path_out);
+    cr_assert_geq(fd, 0);
+    return fd;
+}
