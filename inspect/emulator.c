@@ -53,7 +53,10 @@ enum {
 #define RECORD_BATCH SERTRACE_BATCH_BYTES
 
 /* What an item is, as far as the bytes tell. */
+#define NO_KEY UINT64_MAX
+
 enum item_kind {
+    IK_SETTER, /* the result of an object's state setter call, POPped next */
     IK_ATOM,   /* None, bool, int, float, bytes: no node at default granularity */
     IK_STR,    /* str: text at [text_off, text_off + text_len) of the input */
     IK_NODE,   /* an object with a node (container, global, reduce-built...) */
@@ -68,6 +71,13 @@ typedef struct item {
     uint32_t it_node;    /* open It node of a reduce-built object, or NO_NODE */
     uint32_t text_len;
     uint64_t text_off;
+    uint32_t atom_nodes_end; /* IK_ATOM from a REDUCE: its nodes are [first_node, this) */
+    uint64_t memo_key;   /* last memo key it was stored under or read from, NO_KEY if none */
+    /* tuples: what a REDUCE needs of its arguments */
+    uint64_t arg0_key;   /* memo key of element 0, NO_KEY if none */
+    uint32_t arg0_type;  /* type of element 0 (a global's name) */
+    uint32_t arg1_len;   /* text of element 1 when it is a str */
+    uint64_t arg1_off;
     uint8_t kind;
     uint8_t tag;         /* node tag, or the tag a root atom would get */
 } item;
@@ -83,7 +93,16 @@ typedef struct node {
     uint64_t length; /* items + 1, 0 when none */
     uint32_t type;
     uint8_t tag;
+    bool dead; /* inside an atom (bytes through _codecs.encode), unless that atom is the root */
+    uint8_t note; /* NOTE_* said under the node */
 } node;
+
+/* Notes the emulator attaches to nodes whose kind only an import could tell. */
+enum { NOTE_NONE, NOTE_GETATTR };
+static const char note_key[] = "inspect";
+static const char note_getattr[] =
+    "getattr(global, name): a nested class by reference (T4) or an attribute such as a method "
+    "(R); only an import can tell";
 
 typedef struct memo_entry {
     uint64_t key;
@@ -127,6 +146,16 @@ typedef struct emu {
     sertrace_inspect_result *res;
     sertrace_core *core;
     uint64_t dump_id;
+
+    /* Items just discarded by POP / POP_MARK: a GET right after them is the
+     * pickler's way to finish an object that became memoized while its
+     * parts were written (a recursive tuple, a recursive reduce), so it is
+     * part of that object, not a back-reference node. */
+    bool discarded;
+    uint64_t discard_start;
+    uint32_t discard_first;
+    uint32_t discard_node; /* the reduce-built object popped, or NO_NODE */
+    uint8_t last_op;
 
     uint8_t batch[RECORD_BATCH];
     size_t batch_len;
@@ -337,6 +366,8 @@ static uint32_t new_node(emu *e, uint8_t tag, uint32_t type, uint64_t start, uin
     n->length = length;
     n->type = type;
     n->tag = tag;
+    n->dead = false;
+    n->note = NOTE_NONE;
     return e->nnodes++;
 }
 
@@ -351,6 +382,8 @@ static item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t kind, uin
     it->first_node = first_node;
     it->node = NO_NODE;
     it->it_node = NO_NODE;
+    it->memo_key = NO_KEY;
+    it->arg0_key = NO_KEY;
     it->kind = kind;
     it->tag = tag;
     return it;
@@ -559,6 +592,22 @@ static int rec_exit(emu *e, uint64_t end, uint32_t depth)
     return 0;
 }
 
+static int rec_note(emu *e, uint32_t depth, const char *key, const char *value)
+{
+    size_t kl = strlen(key), vl = strlen(value);
+    if (batch_room(e, 1 + 10 + 10 + kl + 10 + vl) < 0)
+        return -1;
+    e->batch[e->batch_len++] = SERTRACE_REC_NOTE;
+    e->batch_len += put_varint(e->batch + e->batch_len, depth);
+    e->batch_len += put_varint(e->batch + e->batch_len, kl);
+    memcpy(e->batch + e->batch_len, key, kl);
+    e->batch_len += kl;
+    e->batch_len += put_varint(e->batch + e->batch_len, vl);
+    memcpy(e->batch + e->batch_len, value, vl);
+    e->batch_len += vl;
+    return 0;
+}
+
 /* Outer nodes first: by start, then longer first, then later-created first
  * (a node that wraps another of the same span, such as a global around its
  * extension code, is created after it). */
@@ -593,9 +642,11 @@ static int emit_dump(emu *e, uint64_t total)
     }
     if (e->memory + extra > e->peak)
         e->peak = e->memory + extra;
+    uint32_t live = 0;
     for (uint32_t i = 0; i < e->nnodes; i++)
-        order[i] = i;
-    qsort_r(order, e->nnodes, sizeof *order, cmp_nodes, e->nodes);
+        if (!e->nodes[i].dead)
+            order[live++] = i;
+    qsort_r(order, live, sizeof *order, cmp_nodes, e->nodes);
 
     if (sertrace_core_dump_begin(e->core, -1, -1, 0, e->dump_id, "pickle", 6,
                                  e->protocol >= 0 ? e->protocol : (e->max_op_proto >= 1))) {
@@ -604,7 +655,7 @@ static int emit_dump(emu *e, uint64_t total)
     }
     e->seq = 0;
     e->batch_len = 0;
-    for (uint32_t k = 0; k < e->nnodes; k++) {
+    for (uint32_t k = 0; k < live; k++) {
         node *n = &e->nodes[order[k]];
         while (nopen && e->nodes[open[nopen - 1]].end <= n->start) {
             if (rec_exit(e, e->nodes[open[nopen - 1]].end, nopen) < 0)
@@ -628,6 +679,8 @@ static int emit_dump(emu *e, uint64_t total)
         }
         if (rec_enter(e, n, nopen + 1) < 0)
             goto end;
+        if (n->note == NOTE_GETATTR && rec_note(e, nopen + 1, note_key, note_getattr) < 0)
+            goto end;
         open[nopen++] = order[k];
     }
     while (nopen) {
@@ -642,7 +695,7 @@ static int emit_dump(emu *e, uint64_t total)
         fail(e, SERTRACE_INSPECT_FAILED, e->base, "the tree core failed (out of memory?)%s", "");
         goto end;
     }
-    e->res->nodes += e->nnodes;
+    e->res->nodes += live;
     rc = 0;
 end:
     free(order);
@@ -697,6 +750,35 @@ static item *replace(emu *e, uint32_t from, uint64_t start, uint32_t first_node,
     return push(e, start, first_node, kind, tag);
 }
 
+/* A tuple item built from the items at [from, from + k) remembers what a
+ * REDUCE may need of them; call before they are replaced. */
+typedef struct tuple_args {
+    uint64_t arg0_key, arg1_off;
+    uint32_t arg0_type, arg1_len;
+} tuple_args;
+
+static tuple_args take_args(emu *e, uint32_t from, uint32_t k)
+{
+    tuple_args a = {NO_KEY, 0, 0, 0};
+    if (k >= 1) {
+        a.arg0_key = e->stack[from].memo_key;
+        a.arg0_type = e->stack[from].type;
+    }
+    if (k >= 2 && e->stack[from + 1].kind == IK_STR) {
+        a.arg1_off = e->stack[from + 1].text_off;
+        a.arg1_len = e->stack[from + 1].text_len;
+    }
+    return a;
+}
+
+static void give_args(item *it, const tuple_args *a)
+{
+    it->arg0_key = a->arg0_key;
+    it->arg0_type = a->arg0_type;
+    it->arg1_off = a->arg1_off;
+    it->arg1_len = a->arg1_len;
+}
+
 /* Attach items to a container item through APPEND(S)/SETITEM(S)/ADDITEMS:
  * a reduce-built object gets them inside an It node. */
 static int add_items(emu *e, item *target, uint64_t items_start, uint64_t count)
@@ -734,11 +816,13 @@ static int memo_put(emu *e, const op *o, uint64_t key)
     m->length = top->node != NO_NODE ? e->nodes[top->node].length : 0;
     m->text_off = top->text_off;
     m->text_len = top->text_len;
+    top->memo_key = key;
     touch(e, top);
     return 0;
 }
 
-static int memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t first)
+static int memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t first,
+                    bool after_discard)
 {
     memo_entry *m = memo_find(e, key, false);
     item *it;
@@ -747,8 +831,30 @@ static int memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t 
         snprintf(msg, sizeof msg, "%llu", (unsigned long long)key);
         return fail(e, SERTRACE_INSPECT_MALFORMED, o->at, "memo key %s read before it was written", msg);
     }
+    if (after_discard) {
+        /* the object whose parts were just discarded: its bytes began
+         * with them, and the GET is its last opcode */
+        uint8_t kind = m->kind == IK_GLOBAL ? IK_NODE : m->kind;
+        if (!(it = push(e, e->discard_start, e->discard_first, kind, m->tag)))
+            return -1;
+        it->memo_key = key;
+        it->type = m->type;
+        it->text_off = m->text_off;
+        it->text_len = m->text_len;
+        if (e->discard_node != NO_NODE) {
+            it->node = e->discard_node;
+            it->tag = e->nodes[it->node].tag;
+            touch(e, it);
+        } else if (kind == IK_NODE) {
+            it->node = new_node(e, m->tag, m->type, e->discard_start, m->length);
+            if (it->node == NO_NODE)
+                return -1;
+        }
+        return 0;
+    }
     if (!(it = push(e, start, first, m->kind == IK_GLOBAL ? IK_NODE : m->kind, m->tag)))
         return -1;
+    it->memo_key = key;
     it->type = m->type;
     it->text_off = m->text_off;
     it->text_len = m->text_len;
@@ -768,6 +874,11 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     item *it, *t;
     mark m;
     uint32_t from;
+    bool after_discard = e->discarded;
+    uint8_t last_op = e->last_op;
+
+    e->discarded = false;
+    e->last_op = o->code;
 
     switch (o->code) {
     case OP_PROTO:
@@ -794,16 +905,39 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_POP:
         if (e->nstack == (e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0) && e->nmarks) {
             e->nmarks--; /* POP of a mark, as the unpickler allows */
+            e->discarded = true;
+            e->discard_start = e->marks[e->nmarks].start;
+            e->discard_first = e->marks[e->nmarks].first_node;
+            e->discard_node = NO_NODE;
             return 0;
         }
         if (need_items(e, o, 1) < 0)
             return -1;
-        e->nstack--;
+        t = &e->stack[--e->nstack];
+        if (t->kind == IK_SETTER) {
+            if (e->nstack)
+                touch(e, &e->stack[e->nstack - 1]);
+            return 0;
+        }
+        e->discarded = true;
+        e->discard_start = t->start;
+        e->discard_first = t->first_node;
+        /* REDUCE (NEWOBJ...) then POP: the object was memoized while its
+         * arguments were written; the GET that follows finishes it */
+        e->discard_node = (!after_discard && (last_op == OP_REDUCE || last_op == OP_NEWOBJ ||
+                                              last_op == OP_NEWOBJ_EX || last_op == OP_OBJ ||
+                                              last_op == OP_INST))
+                              ? t->node
+                              : NO_NODE;
         return 0;
     case OP_POP_MARK:
         if (pop_mark(e, o, &m) < 0)
             return -1;
         e->nstack = m.stack_len;
+        e->discarded = true;
+        e->discard_start = m.start;
+        e->discard_first = m.first_node;
+        e->discard_node = NO_NODE;
         return 0;
     case OP_DUP:
         if (need_items(e, o, 1) < 0)
@@ -897,13 +1031,17 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                            : o->code == OP_TUPLE ? "tuple"
                                                  : "frozenset";
         uint64_t count;
+        tuple_args a;
         if (pop_mark(e, o, &m) < 0)
             return -1;
         count = e->nstack - m.stack_len;
+        a = take_args(e, m.stack_len, (uint32_t)(count > 2 ? 2 : count));
         if (o->code == OP_DICT)
             count /= 2;
         if (!(it = replace(e, m.stack_len, m.start, m.first_node, IK_NODE, tag)))
             return -1;
+        if (o->code == OP_TUPLE)
+            give_args(it, &a);
         if (!(it->type = intern_type(e, name)))
             return -1;
         it->node = new_node(e, tag, it->type, m.start, count + 1);
@@ -915,8 +1053,12 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             return -1;
         from = e->nstack - k;
         t = &e->stack[from];
-        if (!(it = replace(e, from, t->start, t->first_node, IK_NODE, SERTRACE_TAG_TUPLE)))
-            return -1;
+        {
+            tuple_args a = take_args(e, from, k);
+            if (!(it = replace(e, from, t->start, t->first_node, IK_NODE, SERTRACE_TAG_TUPLE)))
+                return -1;
+            give_args(it, &a);
+        }
         if (!(it->type = intern_type(e, "tuple")))
             return -1;
         it->node = new_node(e, SERTRACE_TAG_TUPLE, it->type, it->start, k + 1);
@@ -966,10 +1108,10 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         uint64_t key;
         if (decimal(o->data, o->data_len, &key) < 0)
             return fail(e, SERTRACE_INSPECT_MALFORMED, o->at, "GET: the memo key is not a decimal number%s", "");
-        return memo_get(e, o, key, start, first);
+        return memo_get(e, o, key, start, first, after_discard);
     }
     case OP_BINGET: case OP_LONG_BINGET:
-        return memo_get(e, o, o->num, start, first);
+        return memo_get(e, o, o->num, start, first, after_discard);
 
     /* globals */
     case OP_GLOBAL:
@@ -1028,11 +1170,49 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         args = &e->stack[e->nstack - 1];
         type = fn->type;
         if (name_is(e, type, "_codecs.encode") || name_is(e, type, "bytes")) {
-            /* bytes below protocol 3: one atom, no nodes inside */
+            /* bytes below protocol 3: one atom, no nodes inside -- unless
+             * it is the dumped object itself, whose children follow the
+             * dump's granularity (revived at STOP) */
             uint64_t s = fn->start;
-            e->nnodes = fn->first_node;
-            it = replace(e, e->nstack - 2, s, fn->first_node, IK_ATOM, SERTRACE_TAG_BYTES);
+            uint32_t f = fn->first_node;
+            for (uint32_t i = f; i < e->nnodes; i++)
+                e->nodes[i].dead = true;
+            it = replace(e, e->nstack - 2, s, f, IK_ATOM, SERTRACE_TAG_BYTES);
+            if (it)
+                it->atom_nodes_end = e->nnodes;
             return it ? 0 : -1;
+        }
+        if (e->nstack >= 3 && args->arg0_key != NO_KEY &&
+            args->arg0_key == e->stack[e->nstack - 3].memo_key &&
+            (!e->nmarks || e->marks[e->nmarks - 1].stack_len <= e->nstack - 3)) {
+            /* setter(obj, state) right above obj: the state setter of a
+             * reduce, part of obj's node (its result is POPped next) */
+            item *obj = &e->stack[e->nstack - 3];
+            if (args->node != NO_NODE)
+                e->nodes[args->node].dead = true; /* the pickler writes no tuple node */
+            e->nstack -= 2;
+            touch(e, obj);
+            it = push(e, start, first, IK_SETTER, SERTRACE_TAG_ATOM);
+            return it ? 0 : -1;
+        }
+        if (name_is(e, type, "getattr") && args->arg0_type && args->arg1_len) {
+            /* a nested class by reference below protocol 4:
+             * getattr(Outer, 'Inner') is one global */
+            uint32_t plen;
+            const char *parent = type_name(e, args->arg0_type, &plen);
+            uint64_t s = fn->start;
+            uint32_t f = fn->first_node;
+            uint32_t t2 = intern_type2(e, parent, plen, (const char *)e->in + args->arg1_off, args->arg1_len);
+            if (!t2)
+                return -1;
+            if (!(it = replace(e, e->nstack - 2, s, f, IK_GLOBAL, SERTRACE_TAG_GLOBAL)))
+                return -1;
+            it->type = t2;
+            it->node = new_node(e, SERTRACE_TAG_GLOBAL, t2, s, 0);
+            if (it->node == NO_NODE)
+                return -1;
+            e->nodes[it->node].note = NOTE_GETATTR;
+            return 0;
         }
         if (name_is(e, type, "set"))
             tag = SERTRACE_TAG_SET;
@@ -1041,8 +1221,13 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         else if (name_is(e, type, "bytearray"))
             tag = SERTRACE_TAG_BYTEARRAY;
         else if (name_is(e, type, "copyreg._reconstructor") ||
-                 name_is(e, type, "copy_reg._reconstructor"))
+                 name_is(e, type, "copy_reg._reconstructor") ||
+                 name_is(e, type, "copyreg.__newobj__") || name_is(e, type, "copy_reg.__newobj__")) {
+            /* an instance of the class in the first argument */
             tag = SERTRACE_TAG_INSTANCE;
+            if (args->arg0_type)
+                type = args->arg0_type;
+        }
         (void)args;
         {
             uint64_t s = fn->start;
@@ -1148,6 +1333,8 @@ static void reset_pickle(emu *e, size_t base)
     e->nstack = 0;
     e->nmarks = 0;
     e->nnodes = 0;
+    e->discarded = false;
+    e->last_op = 0;
     /* Large tables are dropped rather than cleared, so that many small
      * pickles after a big one cost time linear in their own size. */
     if (e->memo_cap > 1024) {
@@ -1220,6 +1407,8 @@ static int run_pickle(emu *e)
                     "");
     {
         item *root = &e->stack[0];
+        for (uint32_t i = root->first_node; i < root->atom_nodes_end; i++)
+            e->nodes[i].dead = false;
         if (root->node == NO_NODE) {
             static const char *names[] = {"NoneType", "int", "float", "str", "bytes"};
             const char *name = root->tag == SERTRACE_TAG_INT     ? names[1]
