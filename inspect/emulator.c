@@ -1184,6 +1184,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         }
         if (e->nstack >= 3 && args->arg0_key != NO_KEY &&
             args->arg0_key == e->stack[e->nstack - 3].memo_key &&
+            args->node != NO_NODE && e->nodes[args->node].tag == SERTRACE_TAG_TUPLE &&
+            e->nodes[args->node].length == 3 && e->stack[e->nstack - 3].tag != SERTRACE_TAG_MEMO &&
             (!e->nmarks || e->marks[e->nmarks - 1].stack_len <= e->nstack - 3)) {
             /* setter(obj, state) right above obj: the state setter of a
              * reduce, part of obj's node (its result is POPped next) */

@@ -31,7 +31,10 @@ def flatten_live(dump):
         n, d = stack.pop()
         if n["bytes"] == 0 and d > 1:
             continue
-        out.append((d, tag_class(n["tag"]), n["bytes"]))
+        tag = tag_class(n["tag"])
+        if tag == "Mo" and "PickleBuffer" in n["repr"]:
+            tag = "PB"  # a memo hit on an in-band buffer: a bytes one, in the bytes
+        out.append((d, tag, n["bytes"]))
         stack.extend((c, d + 1) for c in reversed(n["children"]))
     return out
 
@@ -85,10 +88,25 @@ def exact_tag(live, mine):
 
 
 def first_difference(live_nodes, mine):
-    """None when the trees are equal, else (index, live node, inspect node)."""
-    for i in range(max(len(live_nodes), len(mine))):
+    """None when the trees are equal, else (index, live node, inspect node).
+
+    A PickleBuffer written in band is, in the bytes, the bytes or bytearray
+    it holds: a recorded `PB` matches an inspect `BA` or `By` of the same
+    depth and bytes, and is skipped when inspect has no node there (a
+    bytes-backed buffer inside a container, an atom at default granularity)."""
+    i = j = 0
+    while i < len(live_nodes) or j < len(mine):
         a = live_nodes[i] if i < len(live_nodes) else None
-        b = mine[i] if i < len(mine) else None
-        if a is None or b is None or not same_node(a, b):
-            return (i, a, b)
+        b = mine[j] if j < len(mine) else None
+        if a is not None and b is not None and same_node(a, b):
+            i, j = i + 1, j + 1
+            continue
+        if a is not None and a[1] == "PB":
+            if b is not None and b[1] in ("BA", "By", "Mo") and a[0] == b[0] and a[2] == b[2]:
+                i, j = i + 1, j + 1
+                continue
+            if a[0] > 1:
+                i += 1
+                continue
+        return (i, a, b)
     return None
