@@ -29,6 +29,7 @@
 
 #include "cli.h"
 #include "core.h"
+#include "audit.h"
 #include "inspect.h"
 #include "summary.h"
 #include "treeprint.h"
@@ -44,6 +45,9 @@ struct inspect_opts {
     double oversize_percent;
     bool has_top, has_min_size, has_max_depth, exact, no_per_dump;
     uint64_t top, min_size, max_depth, max_memory;
+    bool audit, sarif, has_display;
+    const char **allow; /* sized argc */
+    size_t nallow;
 };
 
 static const char inspect_help[] =
@@ -77,8 +81,28 @@ static const char inspect_help[] =
     "                     one pickle; default 1GiB): beyond it, exit status 4\n"
     "  -h, --help         this help\n"
     "\n"
+    "Audit: sertrace inspect --audit [--allow PATTERN]... [--json | --sarif] FILE|-\n"
+    "  --audit            list every global the payload imports and every call it\n"
+    "                     would make (REDUCE, NEWOBJ, NEWOBJ_EX, INST, OBJ, BUILD)\n"
+    "                     with the callable, its arguments' shapes and the byte\n"
+    "                     offset, judged against a built-in allowlist (callables\n"
+    "                     that only build data: copyreg's reconstructors, set,\n"
+    "                     frozenset, bytearray, complex, slice, collections,\n"
+    "                     datetime, decimal, fractions, uuid, numpy's\n"
+    "                     reconstructors), your patterns, and a denylist (os,\n"
+    "                     subprocess, eval, exec, getattr, __import__, open,\n"
+    "                     importlib, runpy, marshal, pickle.loads, ...; it wins);\n"
+    "                     known evasions are named.  Only the first pickle is\n"
+    "                     read: bytes after its STOP are an evasion\n"
+    "  --allow PATTERN    also allow callables matching this glob (myapp.*);\n"
+    "                     repeatable\n"
+    "  --json, --sarif    the audit as JSON (\"sertrace-audit\") or SARIF 2.1.0\n"
+    "  Exit status of --audit: 0 nothing outside the allowlist; 3 unsafe (a\n"
+    "  denied or unknown callable would be called, or an evasion was seen); 4\n"
+    "  inconclusive (malformed, truncated, or a limit); 1 runtime error; 2 usage.\n"
+    "\n"
     "Not yet: --paths (attribute names and keys of each node) needs the paths of\n"
-    "issue #13; --audit (the globals and calls a payload would make).\n"
+    "issue #13.\n"
     "\n"
     "Exit status: 0 ok; 1 runtime error (FILE unreadable, out of memory, output\n"
     "not writable); 2 usage error; 4 inconclusive: the input is malformed or\n"
@@ -88,7 +112,7 @@ static const char inspect_help[] =
 
 enum {
     OPT_TREE = 256, OPT_SUMMARY, OPT_JSON, OPT_OVERSIZE, OPT_TOP, OPT_MIN_SIZE, OPT_MAX_DEPTH,
-    OPT_EXACT, OPT_NO_PER_DUMP, OPT_MAX_MEMORY, OPT_PATHS, OPT_AUDIT,
+    OPT_EXACT, OPT_NO_PER_DUMP, OPT_MAX_MEMORY, OPT_PATHS, OPT_AUDIT, OPT_ALLOW, OPT_SARIF,
 };
 
 /* 0 ok, 1 --help printed, -1 usage error (message printed). */
@@ -108,11 +132,18 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
         {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
         {"paths", no_argument, NULL, OPT_PATHS},
         {"audit", no_argument, NULL, OPT_AUDIT},
+        {"allow", required_argument, NULL, OPT_ALLOW},
+        {"sarif", no_argument, NULL, OPT_SARIF},
         {NULL, 0, NULL, 0},
     };
     int c, modes = 0;
 
     memset(o, 0, sizeof *o);
+    o->allow = calloc((size_t)argc + 1, sizeof *o->allow);
+    if (!o->allow) {
+        sertrace_cli_err("out of memory");
+        return -1;
+    }
     o->max_memory = SERTRACE_INSPECT_DEFAULT_MEMORY;
     optind = 1;
     opterr = 0;
@@ -134,6 +165,7 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
             modes++;
             break;
         case OPT_OVERSIZE:
+            o->has_display = true;
             if (sertrace_parse_oversize(optarg, &o->oversize_bytes, &o->oversize_percent) != 0 ||
                 (o->oversize_bytes == 0 && !(o->oversize_percent > 0.0 && o->oversize_percent <= 100.0))) {
                 sertrace_cli_err("--oversize: invalid value '%s' (a size more than 0 such as 64K, "
@@ -143,24 +175,29 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
             }
             break;
         case OPT_TOP:
+            o->has_display = true;
             if (sertrace_cli_parse_uint("--top", optarg, 100000, &o->top) != 0)
                 return -1;
             o->has_top = true;
             break;
         case OPT_MIN_SIZE:
+            o->has_display = true;
             if (sertrace_cli_parse_size("--min-size", optarg, &o->min_size) != 0)
                 return -1;
             o->has_min_size = true;
             break;
         case OPT_MAX_DEPTH:
+            o->has_display = true;
             if (sertrace_cli_parse_uint("--max-depth", optarg, UINT32_MAX, &o->max_depth) != 0)
                 return -1;
             o->has_max_depth = true;
             break;
         case OPT_EXACT:
+            o->has_display = true;
             o->exact = true;
             break;
         case OPT_NO_PER_DUMP:
+            o->has_display = true;
             o->no_per_dump = true;
             break;
         case OPT_MAX_MEMORY:
@@ -176,8 +213,18 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
                              "landed yet");
             return -1;
         case OPT_AUDIT:
-            sertrace_cli_err("inspect: --audit is not implemented yet");
-            return -1;
+            o->audit = true;
+            break;
+        case OPT_ALLOW:
+            if (*optarg == '\0') {
+                sertrace_cli_err("--allow: give a pattern such as 'myapp.*'");
+                return -1;
+            }
+            o->allow[o->nallow++] = optarg;
+            break;
+        case OPT_SARIF:
+            o->sarif = true;
+            break;
         case '?':
         default:
             if (optopt != 0 && optopt < 256 && optopt != '?')
@@ -186,6 +233,17 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
                 sertrace_cli_err("inspect: unknown or incomplete option %s (see `sertrace inspect "
                                  "--help`)",
                                  argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (o->audit || o->sarif || o->nallow) {
+        if (!o->audit) {
+            sertrace_cli_err("inspect: --allow and --sarif apply to --audit");
+            return -1;
+        }
+        if (o->has_display || (modes && o->mode != MODE_JSON) || (o->sarif && modes)) {
+            sertrace_cli_err("inspect: --audit takes --allow, and one of --json or --sarif; "
+                             "not the tree or summary options");
             return -1;
         }
     }
@@ -287,6 +345,49 @@ static void close_input(struct input *in)
         free(in->data);
 }
 
+/* --audit: the emulator with the audit observer, no tree.  Returns the
+ * exit status (0, 3, 4, or 1). */
+static int run_audit(const struct inspect_opts *o, const struct input *in, const sertrace_inspect_limits *lim)
+{
+    sertrace_audit *a = sertrace_audit_create();
+    sertrace_inspect_observer obs;
+    sertrace_inspect_result res;
+    int verdict;
+
+    if (!a) {
+        sertrace_cli_err("inspect: out of memory");
+        return SERTRACE_CLI_ERROR;
+    }
+    for (size_t i = 0; i < o->nallow; i++)
+        if (sertrace_audit_allow(a, o->allow[i]) < 0) {
+            sertrace_audit_destroy(a);
+            sertrace_cli_err("inspect: out of memory");
+            return SERTRACE_CLI_ERROR;
+        }
+    sertrace_audit_observer(a, &obs);
+    sertrace_inspect_run_observed(in->data, in->len, lim, NULL, &obs, true, &res);
+    if (res.status == SERTRACE_INSPECT_FAILED) {
+        sertrace_cli_err("inspect: %s", res.reason);
+        sertrace_audit_destroy(a);
+        return SERTRACE_CLI_ERROR;
+    }
+    verdict = sertrace_audit_verdict(a, &res);
+    if (sertrace_audit_write(a, stdout, o->sarif ? SERTRACE_AUDIT_SARIF
+                                        : o->mode == MODE_JSON ? SERTRACE_AUDIT_JSON
+                                                               : SERTRACE_AUDIT_TEXT,
+                             o->input, &res) < 0 ||
+        fflush(stdout) != 0) {
+        sertrace_cli_err("inspect: cannot write the output: %s", strerror(errno));
+        sertrace_audit_destroy(a);
+        return SERTRACE_CLI_ERROR;
+    }
+    if (res.status != SERTRACE_INSPECT_OK)
+        sertrace_cli_err("inspect: %s: inconclusive at byte %llu: %s", strcmp(o->input, "-") ? o->input : "standard input",
+                         (unsigned long long)res.offset, res.reason);
+    sertrace_audit_destroy(a);
+    return verdict;
+}
+
 int sertrace_cli_inspect(int argc, char **argv)
 {
     struct inspect_opts o;
@@ -314,6 +415,12 @@ int sertrace_cli_inspect(int argc, char **argv)
         return INSPECT_INCONCLUSIVE;
     }
     lim.max_memory = o.max_memory;
+    if (o.audit) {
+        status = run_audit(&o, &in, &lim);
+        close_input(&in);
+        free(o.allow);
+        return status;
+    }
     if (o.mode == MODE_TREE) {
         sertrace_treeprint_opts to = SERTRACE_TREEPRINT_OPTS_DEFAULT;
         to.oversize_bytes = o.oversize_bytes;
@@ -373,5 +480,6 @@ end:
     if (sum)
         sertrace_summary_destroy(sum);
     close_input(&in);
+    free(o.allow);
     return status;
 }

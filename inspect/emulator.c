@@ -78,6 +78,14 @@ typedef struct item {
     uint32_t arg0_type;  /* type of element 0 (a global's name) */
     uint32_t arg1_len;   /* text of element 1 when it is a str */
     uint64_t arg1_off;
+    bool arg0_global;    /* element 0 is a global */
+    uint32_t arg0_len;   /* data of element 0 when it is bytes (a nested pickle?) */
+    uint64_t arg0_off;
+    uint32_t nargs;      /* tuples: number of elements */
+    uint8_t shape[4];    /* tuples: tags of the first elements (audit) */
+    bool global;         /* a global, or a memo hit on one */
+    bool from_memo;      /* pushed by a GET */
+    bool call_result;    /* the result of REDUCE / NEWOBJ / ... */
     uint8_t kind;
     uint8_t tag;         /* node tag, or the tag a root atom would get */
 } item;
@@ -107,6 +115,7 @@ static const char note_getattr[] =
 typedef struct memo_entry {
     uint64_t key;
     bool used;
+    bool global;
     uint8_t kind, tag;
     uint32_t type;
     uint64_t length;
@@ -156,6 +165,12 @@ typedef struct emu {
     uint32_t discard_first;
     uint32_t discard_node; /* the reduce-built object popped, or NO_NODE */
     uint8_t last_op;
+    bool discard_call;       /* a call result was among the discarded items */
+    uint64_t discard_at;     /* offset of that POP */
+
+    const sertrace_inspect_observer *obs;
+    bool single;             /* audit: one pickle, what follows STOP is data */
+    int nesting;             /* pickles nested in loads() arguments, audited in turn */
 
     uint8_t batch[RECORD_BATCH];
     size_t batch_len;
@@ -295,6 +310,111 @@ static uint32_t intern_type(emu *e, const char *name)
     return intern_type2(e, NULL, 0, name, strlen(name));
 }
 
+/* ---- audit hooks ------------------------------------------------------------ */
+
+static int obs_evasion(emu *e, uint64_t at, int kind, const char *detail)
+{
+    if (!e->obs || !e->obs->evasion)
+        return 0;
+    if (e->obs->evasion(e->obs->ctx, at, kind, detail) < 0)
+        return fail(e, SERTRACE_INSPECT_FAILED, at, "out of memory (audit)%s", "");
+    return 0;
+}
+
+/* The full name of a global's type index ("builtins." added to bare names). */
+static size_t full_name(emu *e, uint32_t type, char *buf, size_t cap)
+{
+    int n;
+    if (!type)
+        return (size_t)snprintf(buf, cap, "?");
+    const char *name = e->names + e->type_off[type];
+    uint32_t len = e->type_len[type];
+    if (memchr(name, '.', len))
+        n = snprintf(buf, cap, "%.*s", (int)len, name);
+    else
+        n = snprintf(buf, cap, "builtins.%.*s", (int)len, name);
+    return n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;
+}
+
+static int obs_global(emu *e, uint64_t at, int how, uint32_t type)
+{
+    char buf[SERTRACE_STRING_MAX + 16];
+    size_t len;
+    if (!e->obs || !e->obs->global)
+        return 0;
+    len = full_name(e, type, buf, sizeof buf);
+    if (e->obs->global(e->obs->ctx, at, how, buf, len) < 0)
+        return fail(e, SERTRACE_INSPECT_FAILED, at, "out of memory (audit)%s", "");
+    return 0;
+}
+
+static const char *shape_name(uint8_t tag)
+{
+    switch (tag) {
+    case SERTRACE_TAG_STR: return "str";
+    case SERTRACE_TAG_BYTES: return "bytes";
+    case SERTRACE_TAG_INT: return "int";
+    case SERTRACE_TAG_FLOAT: return "float";
+    case SERTRACE_TAG_ATOM: return "None/bool";
+    case SERTRACE_TAG_LIST: return "list";
+    case SERTRACE_TAG_DICT: return "dict";
+    case SERTRACE_TAG_TUPLE: return "tuple";
+    case SERTRACE_TAG_SET: return "set";
+    case SERTRACE_TAG_FROZENSET: return "frozenset";
+    case SERTRACE_TAG_BYTEARRAY: return "bytearray";
+    case SERTRACE_TAG_GLOBAL: return "global";
+    case SERTRACE_TAG_MEMO: return "memo ref";
+    case SERTRACE_TAG_PICKLEBUFFER: return "buffer";
+    case SERTRACE_TAG_PERSID: return "persistent id";
+    default: return "object";
+    }
+}
+
+/* "(str, int, …)" for a tuple item, "<list>" for anything else. */
+static void describe_args(const item *a, const node *nodes, char *buf, size_t cap)
+{
+    size_t n = 0;
+    if (!a) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    if (a->node == NO_NODE || nodes[a->node].tag != SERTRACE_TAG_TUPLE) {
+        snprintf(buf, cap, "<%s, not a tuple>", shape_name(a->node == NO_NODE ? a->tag : nodes[a->node].tag));
+        return;
+    }
+    n += (size_t)snprintf(buf + n, cap - n, "(");
+    for (uint32_t i = 0; i < a->nargs && i < 4 && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", shape_name(a->shape[i]));
+    if (a->nargs > 4 && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, ", … %u in all", a->nargs);
+    if (n < cap)
+        snprintf(buf + n, cap - n, ")");
+}
+
+static int obs_call(emu *e, uint64_t at, int opcode, const item *fn, const item *args,
+                    const char *args_text)
+{
+    char name[SERTRACE_STRING_MAX + 16], shape[160];
+    size_t len;
+    if (!e->obs || !e->obs->call)
+        return 0;
+    if (fn && fn->global && fn->type)
+        len = full_name(e, fn->type, name, sizeof name);
+    else if (fn && fn->type && fn->tag != SERTRACE_TAG_GLOBAL && opcode == 'b')
+        len = full_name(e, fn->type, name, sizeof name);
+    else
+        len = (size_t)snprintf(name, sizeof name, "<%s>",
+                               fn ? (fn->call_result ? "the result of a call" : shape_name(fn->tag))
+                                  : "?");
+    if (args_text)
+        snprintf(shape, sizeof shape, "%s", args_text);
+    else
+        describe_args(args, e->nodes, shape, sizeof shape);
+    if (e->obs->call(e->obs->ctx, at, opcode, name, len, shape) < 0)
+        return fail(e, SERTRACE_INSPECT_FAILED, at, "out of memory (audit)%s", "");
+    return 0;
+}
+
 /* ---- memo ----------------------------------------------------------------- */
 
 static uint64_t hash_key(uint64_t k)
@@ -386,6 +506,7 @@ static item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t kind, uin
     it->arg0_key = NO_KEY;
     it->kind = kind;
     it->tag = tag;
+    it->global = kind == IK_GLOBAL;
     return it;
 }
 
@@ -630,6 +751,8 @@ static int emit_dump(emu *e, uint64_t total)
     uint64_t extra = (uint64_t)e->nnodes * 8 + (e->ntypes + 1);
     int rc = -1;
 
+    if (!e->core)
+        return 0; /* audit only */
     if (e->memory + extra > e->lim->max_memory)
         return fail(e, SERTRACE_INSPECT_LIMIT, e->base,
                     "memory limit reached (nesting the nodes%s; raise it with --max-memory)", "");
@@ -753,16 +876,28 @@ static item *replace(emu *e, uint32_t from, uint64_t start, uint32_t first_node,
 /* A tuple item built from the items at [from, from + k) remembers what a
  * REDUCE may need of them; call before they are replaced. */
 typedef struct tuple_args {
-    uint64_t arg0_key, arg1_off;
-    uint32_t arg0_type, arg1_len;
+    uint64_t arg0_key, arg1_off, arg0_off;
+    uint32_t arg0_type, arg1_len, nargs, arg0_len;
+    uint8_t shape[4];
+    bool arg0_global;
 } tuple_args;
 
-static tuple_args take_args(emu *e, uint32_t from, uint32_t k)
+static tuple_args take_args(emu *e, uint32_t from, uint64_t k)
 {
-    tuple_args a = {NO_KEY, 0, 0, 0};
+    tuple_args a = {NO_KEY, 0, 0, 0, 0, 0, 0, {0}, false};
+    a.nargs = k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
+    for (uint32_t i = 0; i < 4 && i < k; i++) {
+        const item *x = &e->stack[from + i];
+        a.shape[i] = x->node != NO_NODE ? e->nodes[x->node].tag : x->tag;
+    }
     if (k >= 1) {
         a.arg0_key = e->stack[from].memo_key;
         a.arg0_type = e->stack[from].type;
+        a.arg0_global = e->stack[from].global;
+        if (e->stack[from].tag == SERTRACE_TAG_BYTES && e->stack[from].kind == IK_ATOM) {
+            a.arg0_off = e->stack[from].text_off;
+            a.arg0_len = e->stack[from].text_len;
+        }
     }
     if (k >= 2 && e->stack[from + 1].kind == IK_STR) {
         a.arg1_off = e->stack[from + 1].text_off;
@@ -777,6 +912,11 @@ static void give_args(item *it, const tuple_args *a)
     it->arg0_type = a->arg0_type;
     it->arg1_off = a->arg1_off;
     it->arg1_len = a->arg1_len;
+    it->nargs = a->nargs;
+    memcpy(it->shape, a->shape, sizeof it->shape);
+    it->arg0_global = a->arg0_global;
+    it->arg0_off = a->arg0_off;
+    it->arg0_len = a->arg0_len;
 }
 
 /* Attach items to a container item through APPEND(S)/SETITEM(S)/ADDITEMS:
@@ -808,8 +948,15 @@ static int memo_put(emu *e, const op *o, uint64_t key)
     if (need_items(e, o, 1) < 0)
         return -1;
     top = &e->stack[e->nstack - 1];
+    if (e->obs && memo_find(e, key, false)) {
+        char d[64];
+        snprintf(d, sizeof d, "memo slot %llu written twice", (unsigned long long)key);
+        if (obs_evasion(e, o->at, SERTRACE_EVASION_MEMO_OVERWRITE, d) < 0)
+            return -1;
+    }
     if (!(m = memo_find(e, key, true)))
         return -1;
+    m->global = top->global;
     m->kind = top->kind;
     m->tag = top->tag;
     m->type = top->type;
@@ -837,6 +984,8 @@ static int memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t 
         uint8_t kind = m->kind == IK_GLOBAL ? IK_NODE : m->kind;
         if (!(it = push(e, e->discard_start, e->discard_first, kind, m->tag)))
             return -1;
+        it->global = m->global;
+        it->from_memo = true;
         it->memo_key = key;
         it->type = m->type;
         it->text_off = m->text_off;
@@ -854,6 +1003,8 @@ static int memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t 
     }
     if (!(it = push(e, start, first, m->kind == IK_GLOBAL ? IK_NODE : m->kind, m->tag)))
         return -1;
+    it->global = m->global;
+    it->from_memo = true;
     it->memo_key = key;
     it->type = m->type;
     it->text_off = m->text_off;
@@ -864,6 +1015,69 @@ static int memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t 
         it->node = new_node(e, SERTRACE_TAG_MEMO, m->type, start, m->length);
         if (it->node == NO_NODE)
             return -1;
+    }
+    return 0;
+}
+
+/* ---- pickles nested in loads() arguments --------------------------------------- */
+
+typedef struct shift_ctx {
+    const sertrace_inspect_observer *inner;
+    uint64_t shift;
+} shift_ctx;
+
+static int shift_global(void *c, uint64_t off, int how, const char *n, size_t l)
+{
+    shift_ctx *s = c;
+    return s->inner->global ? s->inner->global(s->inner->ctx, off + s->shift, how, n, l) : 0;
+}
+
+static int shift_call(void *c, uint64_t off, int op, const char *n, size_t l, const char *a)
+{
+    shift_ctx *s = c;
+    return s->inner->call ? s->inner->call(s->inner->ctx, off + s->shift, op, n, l, a) : 0;
+}
+
+static int shift_evasion(void *c, uint64_t off, int kind, const char *d)
+{
+    shift_ctx *s = c;
+    return s->inner->evasion ? s->inner->evasion(s->inner->ctx, off + s->shift, kind, d) : 0;
+}
+
+static int run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limits *lim,
+                        sertrace_core *core, const sertrace_inspect_observer *obs, bool single,
+                        int nesting, sertrace_inspect_result *res);
+
+#define MAX_NESTING 4
+
+/* REDUCE of a `*.loads` global with bytes as first argument: the bytes are a
+ * pickle the call would unpickle; audit them too (offsets in this input). */
+static int audit_nested(emu *e, const op *o, const item *fn, const item *args)
+{
+    uint32_t len;
+    const char *name = type_name(e, fn->type, &len);
+    char d[SERTRACE_STRING_MAX + 200];
+    sertrace_inspect_result r2;
+
+    if (!name || len < 5 || memcmp(name + len - 5, "loads", 5) != 0)
+        return 0;
+    snprintf(d, sizeof d,
+             "a pickle nested in the bytes argument of %.*s (%u bytes at offset %llu, audited too)",
+             (int)len, name, args->arg0_len, (unsigned long long)(args->arg0_off));
+    if (obs_evasion(e, o->at, SERTRACE_EVASION_NESTED_PICKLE, d) < 0)
+        return -1;
+    if (e->nesting >= MAX_NESTING)
+        return obs_evasion(e, o->at, SERTRACE_EVASION_NESTED_PICKLE,
+                           "pickles nested more than 4 deep: the innermost was not audited");
+    shift_ctx sc = {e->obs, args->arg0_off};
+    sertrace_inspect_observer w = {&sc, shift_global, shift_call, shift_evasion};
+    run_internal(e->in + args->arg0_off, args->arg0_len, e->lim, NULL, &w, true, e->nesting + 1, &r2);
+    if (r2.status == SERTRACE_INSPECT_FAILED)
+        return fail(e, SERTRACE_INSPECT_FAILED, o->at, "%s", r2.reason);
+    if (r2.status != SERTRACE_INSPECT_OK) {
+        snprintf(d, sizeof d, "the nested pickle is inconclusive at its byte %llu: %s",
+                 (unsigned long long)r2.offset, r2.reason);
+        return obs_evasion(e, o->at, SERTRACE_EVASION_NESTED_PICKLE, d);
     }
     return 0;
 }
@@ -879,6 +1093,14 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
 
     e->discarded = false;
     e->last_op = o->code;
+    if (e->discard_call && !(after_discard && (o->code == OP_POP || o->code == OP_POP_MARK))) {
+        bool finished = after_discard && (o->code == OP_GET || o->code == OP_BINGET ||
+                                          o->code == OP_LONG_BINGET);
+        e->discard_call = false;
+        if (!finished && obs_evasion(e, e->discard_at, SERTRACE_EVASION_POP_CALL,
+                                     "the result of a call is discarded by POP") < 0)
+            return -1;
+    }
 
     switch (o->code) {
     case OP_PROTO:
@@ -919,6 +1141,10 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                 touch(e, &e->stack[e->nstack - 1]);
             return 0;
         }
+        if (t->call_result) {
+            e->discard_call = true;
+            e->discard_at = o->at;
+        }
         e->discarded = true;
         e->discard_start = t->start;
         e->discard_first = t->first_node;
@@ -933,6 +1159,11 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_POP_MARK:
         if (pop_mark(e, o, &m) < 0)
             return -1;
+        for (uint32_t i = m.stack_len; i < e->nstack && e->obs; i++)
+            if (e->stack[i].call_result) {
+                e->discard_call = true;
+                e->discard_at = o->at;
+            }
         e->nstack = m.stack_len;
         e->discarded = true;
         e->discard_start = m.start;
@@ -968,7 +1199,11 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_FLOAT: case OP_BINFLOAT:
         return push(e, start, first, IK_ATOM, SERTRACE_TAG_FLOAT) ? 0 : -1;
     case OP_BINBYTES: case OP_SHORT_BINBYTES: case OP_BINBYTES8:
-        return push(e, start, first, IK_ATOM, SERTRACE_TAG_BYTES) ? 0 : -1;
+        if (!(it = push(e, start, first, IK_ATOM, SERTRACE_TAG_BYTES)))
+            return -1;
+        it->text_off = (uint64_t)(o->data - e->in);
+        it->text_len = (uint32_t)(o->data_len > UINT32_MAX ? UINT32_MAX : o->data_len);
+        return 0;
     case OP_STRING: case OP_BINSTRING: case OP_SHORT_BINSTRING:
     case OP_UNICODE: case OP_BINUNICODE: case OP_SHORT_BINUNICODE: case OP_BINUNICODE8:
         if (!(it = push(e, start, first, IK_STR, SERTRACE_TAG_STR)))
@@ -1035,7 +1270,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         if (pop_mark(e, o, &m) < 0)
             return -1;
         count = e->nstack - m.stack_len;
-        a = take_args(e, m.stack_len, (uint32_t)(count > 2 ? 2 : count));
+        a = take_args(e, m.stack_len, count);
         if (o->code == OP_DICT)
             count /= 2;
         if (!(it = replace(e, m.stack_len, m.start, m.first_node, IK_NODE, tag)))
@@ -1121,7 +1356,9 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                                       o->data2_len)))
             return -1;
         it->node = new_node(e, SERTRACE_TAG_GLOBAL, it->type, start, 0);
-        return it->node == NO_NODE ? -1 : 0;
+        if (it->node == NO_NODE)
+            return -1;
+        return obs_global(e, o->at, SERTRACE_GLOBAL_OPCODE, it->type);
     case OP_STACK_GLOBAL: {
         item *mod, *name;
         if (need_items(e, o, 2) < 0)
@@ -1136,13 +1373,25 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             uint32_t f = mod->first_node;
             const char *mt = (const char *)e->in + mod->text_off, *nt = (const char *)e->in + name->text_off;
             uint32_t ml = mod->text_len, nl = name->text_len;
+            bool memo = mod->from_memo || name->from_memo;
             if (!(it = replace(e, e->nstack - 2, s, f, IK_GLOBAL, SERTRACE_TAG_GLOBAL)))
                 return -1;
             if (!(it->type = intern_type2(e, mt, ml, nt, nl)))
                 return -1;
             it->node = new_node(e, SERTRACE_TAG_GLOBAL, it->type, s, 0);
+            if (it->node == NO_NODE)
+                return -1;
+            if (obs_global(e, o->at, memo ? SERTRACE_GLOBAL_STACK_MEMO : SERTRACE_GLOBAL_STACK, it->type) < 0)
+                return -1;
+            if (memo && e->obs) {
+                char d[SERTRACE_STRING_MAX + 80], nm[SERTRACE_STRING_MAX + 16];
+                full_name(e, it->type, nm, sizeof nm);
+                snprintf(d, sizeof d, "STACK_GLOBAL names %s with strings read back from the memo", nm);
+                if (obs_evasion(e, o->at, SERTRACE_EVASION_STACK_GLOBAL_MEMO, d) < 0)
+                    return -1;
+            }
         }
-        return it->node == NO_NODE ? -1 : 0;
+        return 0;
     }
     case OP_EXT1: case OP_EXT2: case OP_EXT4: {
         char name[40];
@@ -1156,7 +1405,9 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         if (ext == NO_NODE)
             return -1;
         it->node = new_node(e, SERTRACE_TAG_GLOBAL, it->type, start, 0);
-        return it->node == NO_NODE ? -1 : 0;
+        if (it->node == NO_NODE)
+            return -1;
+        return obs_global(e, o->at, SERTRACE_GLOBAL_EXT, it->type);
     }
 
     /* calls */
@@ -1175,6 +1426,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
              * dump's granularity (revived at STOP) */
             uint64_t s = fn->start;
             uint32_t f = fn->first_node;
+            if (obs_call(e, o->at, OP_REDUCE, fn, args, NULL) < 0)
+                return -1;
             for (uint32_t i = f; i < e->nnodes; i++)
                 e->nodes[i].dead = true;
             it = replace(e, e->nstack - 2, s, f, IK_ATOM, SERTRACE_TAG_BYTES);
@@ -1190,6 +1443,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             /* setter(obj, state) right above obj: the state setter of a
              * reduce, part of obj's node (its result is POPped next) */
             item *obj = &e->stack[e->nstack - 3];
+            if (obs_call(e, o->at, OP_REDUCE, fn, args, NULL) < 0)
+                return -1;
             if (args->node != NO_NODE)
                 e->nodes[args->node].dead = true; /* the pickler writes no tuple node */
             e->nstack -= 2;
@@ -1197,7 +1452,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             it = push(e, start, first, IK_SETTER, SERTRACE_TAG_ATOM);
             return it ? 0 : -1;
         }
-        if (name_is(e, type, "getattr") && args->arg0_type && args->arg1_len) {
+        if (name_is(e, type, "getattr") && args->arg0_global && args->arg0_type && args->arg1_len &&
+            args->nargs == 2) {
             /* a nested class by reference below protocol 4:
              * getattr(Outer, 'Inner') is one global */
             uint32_t plen;
@@ -1214,7 +1470,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             if (it->node == NO_NODE)
                 return -1;
             e->nodes[it->node].note = NOTE_GETATTR;
-            return 0;
+            return obs_global(e, o->at, SERTRACE_GLOBAL_GETATTR, t2);
         }
         if (name_is(e, type, "set"))
             tag = SERTRACE_TAG_SET;
@@ -1230,13 +1486,34 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             if (args->arg0_type)
                 type = args->arg0_type;
         }
-        (void)args;
+        if (obs_call(e, o->at, OP_REDUCE, fn, args, NULL) < 0)
+            return -1;
+        if (e->obs) {
+            if (tag == SERTRACE_TAG_INSTANCE) {
+                /* the reconstructor creates an instance of its first argument */
+                item cls;
+                memset(&cls, 0, sizeof cls);
+                cls.global = args->arg0_global;
+                cls.type = args->arg0_type;
+                cls.tag = SERTRACE_TAG_GLOBAL;
+                if (obs_call(e, o->at, OP_REDUCE, &cls, NULL, "(instance created by the reconstructor)") < 0)
+                    return -1;
+            }
+            if (!fn->global &&
+                obs_evasion(e, o->at, SERTRACE_EVASION_NON_GLOBAL_CALLABLE,
+                            fn->call_result ? "REDUCE calls the result of an earlier call"
+                                            : "REDUCE calls an object that is not a global") < 0)
+                return -1;
+            if (fn->global && args->arg0_len && audit_nested(e, o, fn, args) < 0)
+                return -1;
+        }
         {
             uint64_t s = fn->start;
             uint32_t f = fn->first_node;
             if (!(it = replace(e, e->nstack - 2, s, f, IK_NODE, tag)))
                 return -1;
             it->type = type;
+            it->call_result = true;
             it->node = new_node(e, tag, type, s, 0);
         }
         return it->node == NO_NODE ? -1 : 0;
@@ -1247,12 +1524,19 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         if (need_items(e, o, k) < 0)
             return -1;
         cls = &e->stack[e->nstack - k];
+        if (obs_call(e, o->at, o->code, cls, &e->stack[e->nstack - k + 1], NULL) < 0)
+            return -1;
+        if (e->obs && !cls->global &&
+            obs_evasion(e, o->at, SERTRACE_EVASION_NON_GLOBAL_CALLABLE,
+                        "NEWOBJ creates an instance of an object that is not a global") < 0)
+            return -1;
         {
             uint64_t s = cls->start;
             uint32_t f = cls->first_node, type = cls->type;
             if (!(it = replace(e, e->nstack - k, s, f, IK_NODE, SERTRACE_TAG_INSTANCE)))
                 return -1;
             it->type = type;
+            it->call_result = true;
             it->node = new_node(e, SERTRACE_TAG_INSTANCE, type, s, 0);
         }
         return it->node == NO_NODE ? -1 : 0;
@@ -1264,11 +1548,15 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         if (e->nstack < m.stack_len + 1)
             return fail(e, SERTRACE_INSPECT_MALFORMED, o->at, "OBJ: no class after the MARK%s", "");
         cls = &e->stack[m.stack_len];
+        if (obs_evasion(e, o->at, SERTRACE_EVASION_INST_OBJ, "OBJ (a protocol 1 call no pickler of Python 3 writes)") < 0 ||
+            obs_call(e, o->at, OP_OBJ, cls, NULL, "(the items after the class)") < 0)
+            return -1;
         {
             uint32_t type = cls->type;
             if (!(it = replace(e, m.stack_len, m.start, m.first_node, IK_NODE, SERTRACE_TAG_INSTANCE)))
                 return -1;
             it->type = type;
+            it->call_result = true;
             it->node = new_node(e, SERTRACE_TAG_INSTANCE, type, m.start, 0);
         }
         return it->node == NO_NODE ? -1 : 0;
@@ -1282,10 +1570,36 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                                       o->data2_len)))
             return -1;
         it->node = new_node(e, SERTRACE_TAG_INSTANCE, it->type, m.start, 0);
-        return it->node == NO_NODE ? -1 : 0;
+        if (it->node == NO_NODE)
+            return -1;
+        it->call_result = true;
+        if (e->obs) {
+            item cls;
+            memset(&cls, 0, sizeof cls);
+            cls.global = true;
+            cls.type = it->type;
+            if (obs_global(e, o->at, SERTRACE_GLOBAL_INST, it->type) < 0 ||
+                obs_evasion(e, o->at, SERTRACE_EVASION_INST_OBJ,
+                            "INST (a protocol 0 call no pickler of Python 3 writes)") < 0 ||
+                obs_call(e, o->at, OP_INST, &cls, NULL, "(the items after the MARK)") < 0)
+                return -1;
+        }
+        return 0;
     case OP_BUILD:
         if (need_items(e, o, 2) < 0)
             return -1;
+        if (e->obs) {
+            char d[80];
+            item *target = &e->stack[e->nstack - 2], *state = &e->stack[e->nstack - 1];
+            snprintf(d, sizeof d, "(state: %s)",
+                     shape_name(state->node != NO_NODE ? e->nodes[state->node].tag : state->tag));
+            if (target->global &&
+                obs_evasion(e, o->at, SERTRACE_EVASION_BUILD_GLOBAL,
+                            "BUILD sets attributes on a module or class (a global)") < 0)
+                return -1;
+            if (obs_call(e, o->at, OP_BUILD, target, NULL, d) < 0)
+                return -1;
+        }
         e->nstack--;
         t = &e->stack[e->nstack - 1];
         t->it_node = NO_NODE;
@@ -1336,6 +1650,7 @@ static void reset_pickle(emu *e, size_t base)
     e->nmarks = 0;
     e->nnodes = 0;
     e->discarded = false;
+    e->discard_call = false;
     e->last_op = 0;
     /* Large tables are dropped rather than cleared, so that many small
      * pickles after a big one cost time linear in their own size. */
@@ -1431,8 +1746,9 @@ static int run_pickle(emu *e)
     return 0;
 }
 
-int sertrace_inspect_run(const uint8_t *data, size_t n, const sertrace_inspect_limits *lim,
-                         sertrace_core *core, sertrace_inspect_result *res)
+static int run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limits *lim,
+                        sertrace_core *core, const sertrace_inspect_observer *obs, bool single,
+                        int nesting, sertrace_inspect_result *res)
 {
     sertrace_inspect_limits dflt = {SERTRACE_INSPECT_DEFAULT_MEMORY, SERTRACE_INSPECT_DEFAULT_DEPTH};
     emu *e = calloc(1, sizeof *e);
@@ -1450,7 +1766,17 @@ int sertrace_inspect_run(const uint8_t *data, size_t n, const sertrace_inspect_l
     e->lim = lim;
     e->res = res;
     e->core = core;
+    e->obs = obs;
+    e->single = single;
+    e->nesting = nesting;
     while (e->base < n) {
+        if (single && res->dumps == 1) {
+            char d[96];
+            snprintf(d, sizeof d, "%llu bytes after STOP (pickle.loads ignores them)",
+                     (unsigned long long)(n - e->base));
+            (void)obs_evasion(e, e->base, SERTRACE_EVASION_AFTER_STOP, d);
+            break;
+        }
         reset_pickle(e, e->base);
         e->dump_id++;
         if (run_pickle(e) < 0)
@@ -1467,4 +1793,17 @@ int sertrace_inspect_run(const uint8_t *data, size_t n, const sertrace_inspect_l
     free(e->type_hash);
     free(e);
     return res->status;
+}
+
+int sertrace_inspect_run(const uint8_t *data, size_t n, const sertrace_inspect_limits *lim,
+                         sertrace_core *core, sertrace_inspect_result *res)
+{
+    return run_internal(data, n, lim, core, NULL, false, 0, res);
+}
+
+int sertrace_inspect_run_observed(const uint8_t *data, size_t n, const sertrace_inspect_limits *lim,
+                                  sertrace_core *core, const sertrace_inspect_observer *obs,
+                                  bool single, sertrace_inspect_result *res)
+{
+    return run_internal(data, n, lim, core, obs, single, 0, res);
 }

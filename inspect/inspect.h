@@ -31,6 +31,7 @@
 #ifndef SERTRACE_INSPECT_H
 #define SERTRACE_INSPECT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,6 +63,50 @@ typedef struct sertrace_inspect_result {
     uint64_t peak_memory;/* largest memory the tables held (bytes) */
     char reason[200];    /* what went wrong (empty when OK) */
 } sertrace_inspect_result;
+
+/* What the payload would import and call, for the audit (`inspect
+ * --audit`, audit.h).  Offsets are input offsets of the opcode.  Names are
+ * `module.qualname` with "builtins." for builtins; not NUL-terminated. */
+enum sertrace_inspect_global_how {
+    SERTRACE_GLOBAL_OPCODE,       /* GLOBAL */
+    SERTRACE_GLOBAL_STACK,        /* STACK_GLOBAL of two literal strings */
+    SERTRACE_GLOBAL_STACK_MEMO,   /* STACK_GLOBAL of strings read back from the memo */
+    SERTRACE_GLOBAL_INST,         /* INST's class */
+    SERTRACE_GLOBAL_EXT,          /* EXT1/2/4: a code from the program's copyreg registry */
+    SERTRACE_GLOBAL_GETATTR,      /* getattr(global, 'name') */
+};
+enum sertrace_inspect_evasion {
+    SERTRACE_EVASION_POP_CALL,      /* a call's result discarded by POP / POP_MARK */
+    SERTRACE_EVASION_BUILD_GLOBAL,  /* BUILD on a module or class */
+    SERTRACE_EVASION_MEMO_OVERWRITE,/* a memo slot written twice */
+    SERTRACE_EVASION_AFTER_STOP,    /* bytes after the first STOP */
+    SERTRACE_EVASION_NESTED_PICKLE, /* bytes given to a loads-like call */
+    SERTRACE_EVASION_STACK_GLOBAL_MEMO, /* a global named by memoised strings */
+    SERTRACE_EVASION_INST_OBJ,      /* INST or OBJ */
+    SERTRACE_EVASION_NON_GLOBAL_CALLABLE, /* a callable that is not a global (a call's result ...) */
+};
+typedef struct sertrace_inspect_observer {
+    void *ctx;
+    /* Each returns 0, or -1 to stop the run (out of memory). */
+    int (*global)(void *ctx, uint64_t offset, int how, const char *name, size_t len);
+    /* `opcode` is the pickle opcode (REDUCE, NEWOBJ, NEWOBJ_EX, INST, OBJ,
+     * BUILD); `callable` the global called (for NEWOBJ*, the class; for
+     * BUILD, the type of the object built: its __setstate__), or a
+     * description in <> when it is not a global; `args` the arguments'
+     * shapes, e.g. "(str, int, list)". */
+    int (*call)(void *ctx, uint64_t offset, int opcode, const char *callable, size_t len,
+                const char *args);
+    int (*evasion)(void *ctx, uint64_t offset, int kind, const char *detail);
+} sertrace_inspect_observer;
+
+/* As sertrace_inspect_run, reporting imports, calls and evasions to `obs`
+ * (may be NULL); `core` may be NULL (no tree).  Bytes after the first
+ * pickle are reported as SERTRACE_EVASION_AFTER_STOP when `single` is
+ * true (what pickle.loads reads is the first pickle only), and read as
+ * further pickles otherwise. */
+int sertrace_inspect_run_observed(const uint8_t *data, size_t n, const sertrace_inspect_limits *lim,
+                                  sertrace_core *core, const sertrace_inspect_observer *obs,
+                                  bool single, sertrace_inspect_result *res);
 
 /* Read `n` bytes of pickles back to back and feed one dump per pickle to
  * `core` (pid and tid -1, dump ids 1, 2, ...; serializer "pickle").  Each
