@@ -25,7 +25,7 @@ static const char *const builtin_allow[] = {
     "copyreg._reconstructor", "copyreg.__newobj__", "copyreg.__newobj_ex__",
     "copy_reg._reconstructor", "copy_reg.__newobj__",
     "builtins.set", "builtins.frozenset", "builtins.bytearray", "builtins.bytes", "builtins.complex",
-    "builtins.slice", "builtins.range", "builtins.list", "builtins.dict", "builtins.tuple",
+    "builtins.slice", "builtins.range", "builtins.xrange", "builtins.list", "builtins.dict", "builtins.tuple",
     "builtins.int", "builtins.float", "builtins.str", "builtins.bool", "builtins.object",
     "_codecs.encode",
     "collections.OrderedDict", "collections.deque", "collections.defaultdict", "collections.Counter",
@@ -89,10 +89,10 @@ static const char *const how_text[] = {"GLOBAL", "STACK_GLOBAL", "STACK_GLOBAL o
 static const char *const evasion_text[] = {
     "call result discarded by POP", "BUILD on a module or class", "memo slot overwritten",
     "data after STOP", "pickle nested in a loads() argument", "global from memoised strings",
-    "INST/OBJ", "callable that is not a global"};
+    "INST/OBJ", "callable that is not a global", "FRAME with a wrong length"};
 static const char *const evasion_rule[] = {"pop-call", "build-global", "memo-overwrite",
                                            "after-stop", "nested-pickle", "stack-global-memo",
-                                           "inst-obj", "non-global-callable"};
+                                           "inst-obj", "non-global-callable", "frame-length"};
 
 static const char *opcode_text(int op)
 {

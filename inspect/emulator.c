@@ -130,6 +130,7 @@ typedef struct emu {
     uint64_t pos;   /* logical position (relative to base) */
     bool frame_pending;
     uint64_t frame_end; /* input offset where the current frame ends */
+    uint64_t frame_start; /* input offset of its FRAME opcode */
     int protocol;
     int max_op_proto;
 
@@ -269,6 +270,8 @@ static uint32_t intern_type2(emu *e, const char *mod, size_t mlen, const char *n
         nlen = sizeof buf - len;
     memcpy(buf + len, name, nlen);
     len += nlen;
+    if (len == 0) /* a global with empty module and name: shown as "?" */
+        buf[len++] = '?';
 
     if ((e->ntypes + 1) * 2 >= e->type_hash_cap &&
         rehash_types(e, e->type_hash_cap ? e->type_hash_cap * 2 : 64) < 0)
@@ -1697,6 +1700,7 @@ static int run_pickle(emu *e)
             if (e->frame_pending)
                 e->pos += FRAME_HEADER; /* the previous frame is committed */
             e->frame_pending = true;
+            e->frame_start = at;
             e->frame_end = at + FRAME_HEADER + o.num;
             if (e->frame_end > e->n || o.num > e->n)
                 return fail(e, SERTRACE_INSPECT_MALFORMED, at,
@@ -1707,6 +1711,16 @@ static int run_pickle(emu *e)
         if (e->frame_pending && at + o.len > e->frame_end && at < e->frame_end)
             return fail(e, SERTRACE_INSPECT_MALFORMED, at, "an opcode straddles the end of its frame%s", "");
         start = e->pos;
+        if (e->frame_pending && at >= e->frame_end && e->obs && !(o.data && o.data_len >= 65536)) {
+            /* the pickler leaves a frame only for a FRAME or a payload of
+             * 64 KiB or more: a frame whose declared length ends earlier
+             * hides the rest from readers that trust frames */
+            char d[96];
+            snprintf(d, sizeof d, "the FRAME at byte %llu ends before an opcode a pickler never writes unframed",
+                     (unsigned long long)e->frame_start);
+            if (obs_evasion(e, at, SERTRACE_EVASION_FRAME_LENGTH, d) < 0)
+                return -1;
+        }
         if (e->frame_pending && at >= e->frame_end) {
             e->pos += FRAME_HEADER; /* committed before an unframed opcode, inside its node */
             e->frame_pending = false;

@@ -84,6 +84,7 @@ enum sertrace_inspect_evasion {
     SERTRACE_EVASION_STACK_GLOBAL_MEMO, /* a global named by memoised strings */
     SERTRACE_EVASION_INST_OBJ,      /* INST or OBJ */
     SERTRACE_EVASION_NON_GLOBAL_CALLABLE, /* a callable that is not a global (a call's result ...) */
+    SERTRACE_EVASION_FRAME_LENGTH,  /* a frame ends before an opcode no pickler writes unframed */
 };
 typedef struct sertrace_inspect_observer {
     void *ctx;

@@ -24,7 +24,7 @@ mkdir -p "$work/corpus"
 bin=$work/fuzz_inspect
 "$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$src/inspect" -I"$src/analyzers/core" -I"$src/format" -I"$src/tracepoints/include" \
-    "$src/tests/inspect/fuzz_inspect.c" "$src/inspect/emulator.c" \
+    "$src/tests/inspect/fuzz_inspect.c" "$src/inspect/emulator.c" "$src/inspect/audit.c" \
     "$src/analyzers/core/core.c" "$src/analyzers/core/summary.c" "$src/analyzers/core/treeprint.c" \
     "$src/format/format.c" "$src/format/lines.c" -lm -o "$bin" 2>"$work/build.log" || {
     if grep -q "fuzzer" "$work/build.log"; then

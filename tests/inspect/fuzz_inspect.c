@@ -13,9 +13,11 @@
  * undefined), which meson runs as the test `inspect-fuzz` (suite 'fuzz').
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "core.h"
 #include "inspect.h"
 #include "summary.h"
@@ -56,7 +58,25 @@ static void run(const uint8_t *data, size_t size, int tree)
     }
     core = sertrace_core_create(&v);
     if (core) {
-        int rc = sertrace_inspect_run(data, size, &lim, core, &res);
+        /* every other input also goes through the audit (its observer,
+         * nested pickles, the three writers) */
+        sertrace_audit *audit = (size & 2) ? sertrace_audit_create() : NULL;
+        sertrace_inspect_observer obs;
+        int rc;
+        if (audit) {
+            sertrace_audit_observer(audit, &obs);
+            rc = sertrace_inspect_run_observed(data, size, &lim, core, &obs, size & 4, &res);
+            FILE *null = fopen("/dev/null", "w");
+            if (null) {
+                for (int f = SERTRACE_AUDIT_TEXT; f <= SERTRACE_AUDIT_SARIF; f++)
+                    (void)sertrace_audit_write(audit, null, f, "fuzz", &res);
+                fclose(null);
+            }
+            (void)sertrace_audit_verdict(audit, &res);
+            sertrace_audit_destroy(audit);
+        } else {
+            rc = sertrace_inspect_run(data, size, &lim, core, &res);
+        }
         if (rc < SERTRACE_INSPECT_OK || rc > SERTRACE_INSPECT_FAILED)
             abort();
         if (rc != SERTRACE_INSPECT_OK && res.reason[0] == '\0')
