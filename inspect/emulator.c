@@ -151,6 +151,7 @@ typedef struct emu {
     uint32_t *type_hash;
     uint32_t type_hash_cap;
 
+    uint32_t common_types[8]; /* type indices of builtin names, 0 until used */
     uint64_t memory, peak;
     const sertrace_inspect_limits *lim;
     sertrace_inspect_result *res;
@@ -310,6 +311,15 @@ static uint32_t intern_type2(emu *e, const char *mod, size_t mlen, const char *n
 
 static uint32_t intern_type(emu *e, const char *name)
 {
+    /* the few builtin names every container asks for: cached per pickle */
+    static const char *const common[8] = {"list", "dict", "tuple", "set", "frozenset", "bytearray",
+                                          "pickle.PickleBuffer", NULL};
+    for (int i = 0; common[i]; i++)
+        if (strcmp(common[i], name) == 0) {
+            if (!e->common_types[i])
+                e->common_types[i] = intern_type2(e, NULL, 0, name, strlen(name));
+            return e->common_types[i];
+        }
     return intern_type2(e, NULL, 0, name, strlen(name));
 }
 
@@ -481,7 +491,8 @@ static memo_entry *memo_find(emu *e, uint64_t key, bool insert)
 static uint32_t new_node(emu *e, uint8_t tag, uint32_t type, uint64_t start, uint64_t length)
 {
     node *n;
-    if (grow(e, (void **)&e->nodes, &e->cap_nodes, (uint64_t)e->nnodes + 1, sizeof *e->nodes) < 0)
+    if (e->nnodes == e->cap_nodes &&
+        grow(e, (void **)&e->nodes, &e->cap_nodes, (uint64_t)e->nnodes + 1, sizeof *e->nodes) < 0)
         return NO_NODE;
     n = &e->nodes[e->nnodes];
     n->start = start;
@@ -494,10 +505,11 @@ static uint32_t new_node(emu *e, uint8_t tag, uint32_t type, uint64_t start, uin
     return e->nnodes++;
 }
 
-static item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t kind, uint8_t tag)
+static inline item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t kind, uint8_t tag)
 {
     item *it;
-    if (grow(e, (void **)&e->stack, &e->cap_stack, (uint64_t)e->nstack + 1, sizeof *e->stack) < 0)
+    if (e->nstack == e->cap_stack &&
+        grow(e, (void **)&e->stack, &e->cap_stack, (uint64_t)e->nstack + 1, sizeof *e->stack) < 0)
         return NULL;
     it = &e->stack[e->nstack++];
     memset(it, 0, sizeof *it);
@@ -570,14 +582,16 @@ static int decimal(const uint8_t *p, uint64_t n, uint64_t *out)
 }
 
 /* Decode the opcode at input offset `at` into `o`.  0, or -1 (status set). */
-static int read_op(emu *e, size_t at, op *o)
+static inline int read_op(emu *e, size_t at, op *o)
 {
     size_t left = e->n - at - 1;
     const uint8_t *p = e->in + at + 1;
     unsigned fixed = 0, prefix = 0;
 
-    memset(o, 0, sizeof *o);
     o->code = e->in[at];
+    o->num = 0;
+    o->data = NULL;
+    o->data_len = 0;
     o->at = at;
     o->arg = p;
     switch (o->code) {
@@ -1668,6 +1682,7 @@ static void reset_pickle(emu *e, size_t base)
     e->memo_used = 0;
     e->ntypes = 0;
     e->names_len = 0;
+    memset(e->common_types, 0, sizeof e->common_types);
     if (e->type_hash_cap > 1024) {
         e->memory -= (uint64_t)e->type_hash_cap * sizeof *e->type_hash;
         free(e->type_hash);
