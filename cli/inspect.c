@@ -111,8 +111,20 @@ static const char inspect_help[] =
     "says at which byte offset and why.\n";
 
 enum {
-    OPT_TREE = 256, OPT_SUMMARY, OPT_JSON, OPT_OVERSIZE, OPT_TOP, OPT_MIN_SIZE, OPT_MAX_DEPTH,
-    OPT_EXACT, OPT_NO_PER_DUMP, OPT_MAX_MEMORY, OPT_PATHS, OPT_AUDIT, OPT_ALLOW, OPT_SARIF,
+    OPT_TREE = 256,
+    OPT_SUMMARY,
+    OPT_JSON,
+    OPT_OVERSIZE,
+    OPT_TOP,
+    OPT_MIN_SIZE,
+    OPT_MAX_DEPTH,
+    OPT_EXACT,
+    OPT_NO_PER_DUMP,
+    OPT_MAX_MEMORY,
+    OPT_PATHS,
+    OPT_AUDIT,
+    OPT_ALLOW,
+    OPT_SARIF,
 };
 
 /* 0 ok, 1 --help printed, -1 usage error (message printed). */
@@ -167,7 +179,8 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
         case OPT_OVERSIZE:
             o->has_display = true;
             if (sertrace_parse_oversize(optarg, &o->oversize_bytes, &o->oversize_percent) != 0 ||
-                (o->oversize_bytes == 0 && !(o->oversize_percent > 0.0 && o->oversize_percent <= 100.0))) {
+                (o->oversize_bytes == 0 &&
+                 !(o->oversize_percent > 0.0 && o->oversize_percent <= 100.0))) {
                 sertrace_cli_err("--oversize: invalid value '%s' (a size more than 0 such as 64K, "
                                  "or a share of the dump such as 10%%)",
                                  optarg);
@@ -228,7 +241,8 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
         case '?':
         default:
             if (optopt != 0 && optopt < 256 && optopt != '?')
-                sertrace_cli_err("inspect: unknown option -%c (see `sertrace inspect --help`)", optopt);
+                sertrace_cli_err("inspect: unknown option -%c (see `sertrace inspect --help`)",
+                                 optopt);
             else
                 sertrace_cli_err("inspect: unknown or incomplete option %s (see `sertrace inspect "
                                  "--help`)",
@@ -347,7 +361,8 @@ static void close_input(struct input *in)
 
 /* --audit: the emulator with the audit observer, no tree.  Returns the
  * exit status (0, 3, 4, or 1). */
-static int run_audit(const struct inspect_opts *o, const struct input *in, const sertrace_inspect_limits *lim)
+static int run_audit(const struct inspect_opts *o, const struct input *in,
+                     const sertrace_inspect_limits *lim)
 {
     sertrace_audit *a = sertrace_audit_create();
     sertrace_inspect_observer obs;
@@ -372,9 +387,10 @@ static int run_audit(const struct inspect_opts *o, const struct input *in, const
         return SERTRACE_CLI_ERROR;
     }
     verdict = sertrace_audit_verdict(a, &res);
-    if (sertrace_audit_write(a, stdout, o->sarif ? SERTRACE_AUDIT_SARIF
-                                        : o->mode == MODE_JSON ? SERTRACE_AUDIT_JSON
-                                                               : SERTRACE_AUDIT_TEXT,
+    if (sertrace_audit_write(a, stdout,
+                             o->sarif               ? SERTRACE_AUDIT_SARIF
+                             : o->mode == MODE_JSON ? SERTRACE_AUDIT_JSON
+                                                    : SERTRACE_AUDIT_TEXT,
                              o->input, &res) < 0 ||
         fflush(stdout) != 0) {
         sertrace_cli_err("inspect: cannot write the output: %s", strerror(errno));
@@ -382,7 +398,8 @@ static int run_audit(const struct inspect_opts *o, const struct input *in, const
         return SERTRACE_CLI_ERROR;
     }
     if (res.status != SERTRACE_INSPECT_OK)
-        sertrace_cli_err("inspect: %s: inconclusive at byte %llu: %s", strcmp(o->input, "-") ? o->input : "standard input",
+        sertrace_cli_err("inspect: %s: inconclusive at byte %llu: %s",
+                         strcmp(o->input, "-") ? o->input : "standard input",
                          (unsigned long long)res.offset, res.reason);
     sertrace_audit_destroy(a);
     return verdict;
@@ -404,8 +421,8 @@ int sertrace_cli_inspect(int argc, char **argv)
     if (rc != 0)
         return rc > 0 ? SERTRACE_CLI_OK : SERTRACE_CLI_USAGE;
     if (open_input(o.input, &in) != 0) {
-        sertrace_cli_err("inspect: cannot read %s: %s", strcmp(o.input, "-") ? o.input : "standard input",
-                         strerror(errno));
+        sertrace_cli_err("inspect: cannot read %s: %s",
+                         strcmp(o.input, "-") ? o.input : "standard input", strerror(errno));
         return SERTRACE_CLI_ERROR;
     }
     if (in.len == 0) {

@@ -30,22 +30,74 @@
 /* ---- opcodes (pickletools' names and values) --------------------------- */
 
 enum {
-    OP_MARK = '(', OP_STOP = '.', OP_POP = '0', OP_POP_MARK = '1', OP_DUP = '2',
-    OP_FLOAT = 'F', OP_INT = 'I', OP_BININT = 'J', OP_BININT1 = 'K', OP_LONG = 'L',
-    OP_BININT2 = 'M', OP_NONE = 'N', OP_PERSID = 'P', OP_BINPERSID = 'Q',
-    OP_REDUCE = 'R', OP_STRING = 'S', OP_BINSTRING = 'T', OP_SHORT_BINSTRING = 'U',
-    OP_UNICODE = 'V', OP_BINUNICODE = 'X', OP_APPEND = 'a', OP_BUILD = 'b',
-    OP_GLOBAL = 'c', OP_DICT = 'd', OP_EMPTY_DICT = '}', OP_APPENDS = 'e',
-    OP_GET = 'g', OP_BINGET = 'h', OP_INST = 'i', OP_LONG_BINGET = 'j', OP_LIST = 'l',
-    OP_EMPTY_LIST = ']', OP_OBJ = 'o', OP_PUT = 'p', OP_BINPUT = 'q',
-    OP_LONG_BINPUT = 'r', OP_SETITEM = 's', OP_TUPLE = 't', OP_EMPTY_TUPLE = ')',
-    OP_SETITEMS = 'u', OP_BINFLOAT = 'G', OP_BINBYTES = 'B', OP_SHORT_BINBYTES = 'C',
-    OP_PROTO = 0x80, OP_NEWOBJ = 0x81, OP_EXT1 = 0x82, OP_EXT2 = 0x83, OP_EXT4 = 0x84,
-    OP_TUPLE1 = 0x85, OP_TUPLE2 = 0x86, OP_TUPLE3 = 0x87, OP_NEWTRUE = 0x88,
-    OP_NEWFALSE = 0x89, OP_LONG1 = 0x8a, OP_LONG4 = 0x8b, OP_SHORT_BINUNICODE = 0x8c,
-    OP_BINUNICODE8 = 0x8d, OP_BINBYTES8 = 0x8e, OP_EMPTY_SET = 0x8f, OP_ADDITEMS = 0x90,
-    OP_FROZENSET = 0x91, OP_NEWOBJ_EX = 0x92, OP_STACK_GLOBAL = 0x93, OP_MEMOIZE = 0x94,
-    OP_FRAME = 0x95, OP_BYTEARRAY8 = 0x96, OP_NEXT_BUFFER = 0x97, OP_READONLY_BUFFER = 0x98,
+    OP_MARK = '(',
+    OP_STOP = '.',
+    OP_POP = '0',
+    OP_POP_MARK = '1',
+    OP_DUP = '2',
+    OP_FLOAT = 'F',
+    OP_INT = 'I',
+    OP_BININT = 'J',
+    OP_BININT1 = 'K',
+    OP_LONG = 'L',
+    OP_BININT2 = 'M',
+    OP_NONE = 'N',
+    OP_PERSID = 'P',
+    OP_BINPERSID = 'Q',
+    OP_REDUCE = 'R',
+    OP_STRING = 'S',
+    OP_BINSTRING = 'T',
+    OP_SHORT_BINSTRING = 'U',
+    OP_UNICODE = 'V',
+    OP_BINUNICODE = 'X',
+    OP_APPEND = 'a',
+    OP_BUILD = 'b',
+    OP_GLOBAL = 'c',
+    OP_DICT = 'd',
+    OP_EMPTY_DICT = '}',
+    OP_APPENDS = 'e',
+    OP_GET = 'g',
+    OP_BINGET = 'h',
+    OP_INST = 'i',
+    OP_LONG_BINGET = 'j',
+    OP_LIST = 'l',
+    OP_EMPTY_LIST = ']',
+    OP_OBJ = 'o',
+    OP_PUT = 'p',
+    OP_BINPUT = 'q',
+    OP_LONG_BINPUT = 'r',
+    OP_SETITEM = 's',
+    OP_TUPLE = 't',
+    OP_EMPTY_TUPLE = ')',
+    OP_SETITEMS = 'u',
+    OP_BINFLOAT = 'G',
+    OP_BINBYTES = 'B',
+    OP_SHORT_BINBYTES = 'C',
+    OP_PROTO = 0x80,
+    OP_NEWOBJ = 0x81,
+    OP_EXT1 = 0x82,
+    OP_EXT2 = 0x83,
+    OP_EXT4 = 0x84,
+    OP_TUPLE1 = 0x85,
+    OP_TUPLE2 = 0x86,
+    OP_TUPLE3 = 0x87,
+    OP_NEWTRUE = 0x88,
+    OP_NEWFALSE = 0x89,
+    OP_LONG1 = 0x8a,
+    OP_LONG4 = 0x8b,
+    OP_SHORT_BINUNICODE = 0x8c,
+    OP_BINUNICODE8 = 0x8d,
+    OP_BINBYTES8 = 0x8e,
+    OP_EMPTY_SET = 0x8f,
+    OP_ADDITEMS = 0x90,
+    OP_FROZENSET = 0x91,
+    OP_NEWOBJ_EX = 0x92,
+    OP_STACK_GLOBAL = 0x93,
+    OP_MEMOIZE = 0x94,
+    OP_FRAME = 0x95,
+    OP_BYTEARRAY8 = 0x96,
+    OP_NEXT_BUFFER = 0x97,
+    OP_READONLY_BUFFER = 0x98,
 };
 
 #define FRAME_HEADER 9u
@@ -72,22 +124,22 @@ typedef struct item {
     uint32_t text_len;
     uint64_t text_off;
     uint32_t atom_nodes_end; /* IK_ATOM from a REDUCE: its nodes are [first_node, this) */
-    uint64_t memo_key;   /* last memo key it was stored under or read from, NO_KEY if none */
+    uint64_t memo_key;       /* last memo key it was stored under or read from, NO_KEY if none */
     /* tuples: what a REDUCE needs of its arguments */
-    uint64_t arg0_key;   /* memo key of element 0, NO_KEY if none */
-    uint32_t arg0_type;  /* type of element 0 (a global's name) */
-    uint32_t arg1_len;   /* text of element 1 when it is a str */
+    uint64_t arg0_key;  /* memo key of element 0, NO_KEY if none */
+    uint32_t arg0_type; /* type of element 0 (a global's name) */
+    uint32_t arg1_len;  /* text of element 1 when it is a str */
     uint64_t arg1_off;
-    bool arg0_global;    /* element 0 is a global */
-    uint32_t arg0_len;   /* data of element 0 when it is bytes (a nested pickle?) */
+    bool arg0_global;  /* element 0 is a global */
+    uint32_t arg0_len; /* data of element 0 when it is bytes (a nested pickle?) */
     uint64_t arg0_off;
-    uint32_t nargs;      /* tuples: number of elements */
-    uint8_t shape[4];    /* tuples: tags of the first elements (audit) */
-    bool global;         /* a global, or a memo hit on one */
-    bool from_memo;      /* pushed by a GET */
-    bool call_result;    /* the result of REDUCE / NEWOBJ / ... */
+    uint32_t nargs;   /* tuples: number of elements */
+    uint8_t shape[4]; /* tuples: tags of the first elements (audit) */
+    bool global;      /* a global, or a memo hit on one */
+    bool from_memo;   /* pushed by a GET */
+    bool call_result; /* the result of REDUCE / NEWOBJ / ... */
     uint8_t kind;
-    uint8_t tag;         /* node tag, or the tag a root atom would get */
+    uint8_t tag; /* node tag, or the tag a root atom would get */
 } item;
 
 typedef struct mark {
@@ -101,7 +153,7 @@ typedef struct node {
     uint64_t length; /* items + 1, 0 when none */
     uint32_t type;
     uint8_t tag;
-    bool dead; /* inside an atom (bytes through _codecs.encode), unless that atom is the root */
+    bool dead;    /* inside an atom (bytes through _codecs.encode), unless that atom is the root */
     uint8_t note; /* NOTE_* said under the node */
 } node;
 
@@ -126,10 +178,10 @@ typedef struct memo_entry {
 typedef struct emu {
     const uint8_t *in;
     size_t n;
-    size_t base; /* input offset of this pickle's first byte */
-    uint64_t pos;   /* logical position (relative to base) */
+    size_t base;  /* input offset of this pickle's first byte */
+    uint64_t pos; /* logical position (relative to base) */
     bool frame_pending;
-    uint64_t frame_end; /* input offset where the current frame ends */
+    uint64_t frame_end;   /* input offset where the current frame ends */
     uint64_t frame_start; /* input offset of its FRAME opcode */
     int protocol;
     int max_op_proto;
@@ -167,12 +219,12 @@ typedef struct emu {
     uint32_t discard_first;
     uint32_t discard_node; /* the reduce-built object popped, or NO_NODE */
     uint8_t last_op;
-    bool discard_call;       /* a call result was among the discarded items */
-    uint64_t discard_at;     /* offset of that POP */
+    bool discard_call;   /* a call result was among the discarded items */
+    uint64_t discard_at; /* offset of that POP */
 
     const sertrace_inspect_observer *obs;
-    bool single;             /* audit: one pickle, what follows STOP is data */
-    int nesting;             /* pickles nested in loads() arguments, audited in turn */
+    bool single; /* audit: one pickle, what follows STOP is data */
+    int nesting; /* pickles nested in loads() arguments, audited in turn */
 
     uint8_t batch[RECORD_BATCH];
     size_t batch_len;
@@ -204,7 +256,8 @@ static int grow(emu *e, void **p, uint32_t *cap, uint64_t need, size_t size)
     while (ncap < need)
         ncap *= 2;
     if (ncap > UINT32_MAX - 1)
-        return fail(e, SERTRACE_INSPECT_LIMIT, e->base, "more than %s4294967294 entries in one table", "");
+        return fail(e, SERTRACE_INSPECT_LIMIT, e->base,
+                    "more than %s4294967294 entries in one table", "");
     if (e->memory + (ncap - *cap) * size > e->lim->max_memory)
         return fail(e, SERTRACE_INSPECT_LIMIT, e->base,
                     "memory limit reached (the stack, memo and nodes of this pickle need more than "
@@ -312,8 +365,8 @@ static uint32_t intern_type2(emu *e, const char *mod, size_t mlen, const char *n
 static uint32_t intern_type(emu *e, const char *name)
 {
     /* the few builtin names every container asks for: cached per pickle */
-    static const char *const common[8] = {"list", "dict", "tuple", "set", "frozenset", "bytearray",
-                                          "pickle.PickleBuffer", NULL};
+    static const char *const common[8] = {
+        "list", "dict", "tuple", "set", "frozenset", "bytearray", "pickle.PickleBuffer", NULL};
     for (int i = 0; common[i]; i++)
         if (strcmp(common[i], name) == 0) {
             if (!e->common_types[i])
@@ -364,22 +417,38 @@ static int obs_global(emu *e, uint64_t at, int how, uint32_t type)
 static const char *shape_name(uint8_t tag)
 {
     switch (tag) {
-    case SERTRACE_TAG_STR: return "str";
-    case SERTRACE_TAG_BYTES: return "bytes";
-    case SERTRACE_TAG_INT: return "int";
-    case SERTRACE_TAG_FLOAT: return "float";
-    case SERTRACE_TAG_ATOM: return "None/bool";
-    case SERTRACE_TAG_LIST: return "list";
-    case SERTRACE_TAG_DICT: return "dict";
-    case SERTRACE_TAG_TUPLE: return "tuple";
-    case SERTRACE_TAG_SET: return "set";
-    case SERTRACE_TAG_FROZENSET: return "frozenset";
-    case SERTRACE_TAG_BYTEARRAY: return "bytearray";
-    case SERTRACE_TAG_GLOBAL: return "global";
-    case SERTRACE_TAG_MEMO: return "memo ref";
-    case SERTRACE_TAG_PICKLEBUFFER: return "buffer";
-    case SERTRACE_TAG_PERSID: return "persistent id";
-    default: return "object";
+    case SERTRACE_TAG_STR:
+        return "str";
+    case SERTRACE_TAG_BYTES:
+        return "bytes";
+    case SERTRACE_TAG_INT:
+        return "int";
+    case SERTRACE_TAG_FLOAT:
+        return "float";
+    case SERTRACE_TAG_ATOM:
+        return "None/bool";
+    case SERTRACE_TAG_LIST:
+        return "list";
+    case SERTRACE_TAG_DICT:
+        return "dict";
+    case SERTRACE_TAG_TUPLE:
+        return "tuple";
+    case SERTRACE_TAG_SET:
+        return "set";
+    case SERTRACE_TAG_FROZENSET:
+        return "frozenset";
+    case SERTRACE_TAG_BYTEARRAY:
+        return "bytearray";
+    case SERTRACE_TAG_GLOBAL:
+        return "global";
+    case SERTRACE_TAG_MEMO:
+        return "memo ref";
+    case SERTRACE_TAG_PICKLEBUFFER:
+        return "buffer";
+    case SERTRACE_TAG_PERSID:
+        return "persistent id";
+    default:
+        return "object";
     }
 }
 
@@ -392,7 +461,8 @@ static void describe_args(const item *a, const node *nodes, char *buf, size_t ca
         return;
     }
     if (a->node == NO_NODE || nodes[a->node].tag != SERTRACE_TAG_TUPLE) {
-        snprintf(buf, cap, "<%s, not a tuple>", shape_name(a->node == NO_NODE ? a->tag : nodes[a->node].tag));
+        snprintf(buf, cap, "<%s, not a tuple>",
+                 shape_name(a->node == NO_NODE ? a->tag : nodes[a->node].tag));
         return;
     }
     n += (size_t)snprintf(buf + n, cap - n, "(");
@@ -543,7 +613,7 @@ typedef struct op {
     uint64_t data_len;
     const uint8_t *data2; /* second line of GLOBAL / INST */
     uint64_t data2_len;
-    size_t len;          /* whole opcode, in bytes */
+    size_t len; /* whole opcode, in bytes */
 } op;
 
 static uint64_t le(const uint8_t *p, unsigned n)
@@ -595,39 +665,97 @@ static inline int read_op(emu *e, size_t at, op *o)
     o->at = at;
     o->arg = p;
     switch (o->code) {
-    case OP_BININT1: case OP_BINGET: case OP_BINPUT: case OP_PROTO: case OP_EXT1:
-        fixed = 1; break;
-    case OP_BININT2: case OP_EXT2:
-        fixed = 2; break;
-    case OP_BININT: case OP_LONG_BINGET: case OP_LONG_BINPUT: case OP_EXT4:
-        fixed = 4; break;
-    case OP_BINFLOAT: case OP_FRAME:
-        fixed = 8; break;
-    case OP_SHORT_BINSTRING: case OP_SHORT_BINBYTES: case OP_SHORT_BINUNICODE: case OP_LONG1:
-        prefix = 1; break;
-    case OP_BINSTRING: case OP_BINUNICODE: case OP_BINBYTES: case OP_LONG4:
-        prefix = 4; break;
-    case OP_BINUNICODE8: case OP_BINBYTES8: case OP_BYTEARRAY8:
-        prefix = 8; break;
-    case OP_INT: case OP_LONG: case OP_FLOAT: case OP_STRING: case OP_UNICODE:
-    case OP_PERSID: case OP_GET: case OP_PUT:
+    case OP_BININT1:
+    case OP_BINGET:
+    case OP_BINPUT:
+    case OP_PROTO:
+    case OP_EXT1:
+        fixed = 1;
+        break;
+    case OP_BININT2:
+    case OP_EXT2:
+        fixed = 2;
+        break;
+    case OP_BININT:
+    case OP_LONG_BINGET:
+    case OP_LONG_BINPUT:
+    case OP_EXT4:
+        fixed = 4;
+        break;
+    case OP_BINFLOAT:
+    case OP_FRAME:
+        fixed = 8;
+        break;
+    case OP_SHORT_BINSTRING:
+    case OP_SHORT_BINBYTES:
+    case OP_SHORT_BINUNICODE:
+    case OP_LONG1:
+        prefix = 1;
+        break;
+    case OP_BINSTRING:
+    case OP_BINUNICODE:
+    case OP_BINBYTES:
+    case OP_LONG4:
+        prefix = 4;
+        break;
+    case OP_BINUNICODE8:
+    case OP_BINBYTES8:
+    case OP_BYTEARRAY8:
+        prefix = 8;
+        break;
+    case OP_INT:
+    case OP_LONG:
+    case OP_FLOAT:
+    case OP_STRING:
+    case OP_UNICODE:
+    case OP_PERSID:
+    case OP_GET:
+    case OP_PUT:
         if (read_line(e, o, p, &o->data, &o->data_len) < 0)
             return -1;
         o->len = 1 + o->data_len + 1;
         return 0;
-    case OP_GLOBAL: case OP_INST:
+    case OP_GLOBAL:
+    case OP_INST:
         if (read_line(e, o, p, &o->data, &o->data_len) < 0 ||
             read_line(e, o, p + o->data_len + 1, &o->data2, &o->data2_len) < 0)
             return -1;
         o->len = 1 + o->data_len + 1 + o->data2_len + 1;
         return 0;
-    case OP_MARK: case OP_STOP: case OP_POP: case OP_POP_MARK: case OP_DUP: case OP_NONE:
-    case OP_BINPERSID: case OP_REDUCE: case OP_APPEND: case OP_BUILD: case OP_DICT:
-    case OP_EMPTY_DICT: case OP_APPENDS: case OP_LIST: case OP_EMPTY_LIST: case OP_OBJ:
-    case OP_SETITEM: case OP_TUPLE: case OP_EMPTY_TUPLE: case OP_SETITEMS: case OP_NEWOBJ:
-    case OP_TUPLE1: case OP_TUPLE2: case OP_TUPLE3: case OP_NEWTRUE: case OP_NEWFALSE:
-    case OP_EMPTY_SET: case OP_ADDITEMS: case OP_FROZENSET: case OP_NEWOBJ_EX:
-    case OP_STACK_GLOBAL: case OP_MEMOIZE: case OP_NEXT_BUFFER: case OP_READONLY_BUFFER:
+    case OP_MARK:
+    case OP_STOP:
+    case OP_POP:
+    case OP_POP_MARK:
+    case OP_DUP:
+    case OP_NONE:
+    case OP_BINPERSID:
+    case OP_REDUCE:
+    case OP_APPEND:
+    case OP_BUILD:
+    case OP_DICT:
+    case OP_EMPTY_DICT:
+    case OP_APPENDS:
+    case OP_LIST:
+    case OP_EMPTY_LIST:
+    case OP_OBJ:
+    case OP_SETITEM:
+    case OP_TUPLE:
+    case OP_EMPTY_TUPLE:
+    case OP_SETITEMS:
+    case OP_NEWOBJ:
+    case OP_TUPLE1:
+    case OP_TUPLE2:
+    case OP_TUPLE3:
+    case OP_NEWTRUE:
+    case OP_NEWFALSE:
+    case OP_EMPTY_SET:
+    case OP_ADDITEMS:
+    case OP_FROZENSET:
+    case OP_NEWOBJ_EX:
+    case OP_STACK_GLOBAL:
+    case OP_MEMOIZE:
+    case OP_NEXT_BUFFER:
+    case OP_READONLY_BUFFER:
         o->len = 1;
         return 0;
     default: {
@@ -638,7 +766,8 @@ static inline int read_op(emu *e, size_t at, op *o)
     }
     if (fixed) {
         if (left < fixed)
-            return fail(e, SERTRACE_INSPECT_MALFORMED, at, "truncated: an opcode's argument is cut%s", "");
+            return fail(e, SERTRACE_INSPECT_MALFORMED, at,
+                        "truncated: an opcode's argument is cut%s", "");
         o->num = le(p, fixed);
         o->len = 1 + fixed;
         return 0;
@@ -667,7 +796,8 @@ static int flush_batch(emu *e)
     if (!e->batch_len)
         return 0;
     if (sertrace_core_records(e->core, -1, -1, 0, e->dump_id, e->seq++, e->batch, e->batch_len) < 0)
-        return fail(e, SERTRACE_INSPECT_FAILED, e->base, "the tree core failed (out of memory?)%s", "");
+        return fail(e, SERTRACE_INSPECT_FAILED, e->base, "the tree core failed (out of memory?)%s",
+                    "");
     e->batch_len = 0;
     return 0;
 }
@@ -858,7 +988,8 @@ static int need_items(emu *e, const op *o, uint32_t k)
 static int pop_mark(emu *e, const op *o, mark *m)
 {
     if (!e->nmarks)
-        return fail(e, SERTRACE_INSPECT_MALFORMED, o->at, "an opcode needs a MARK and there is none%s", "");
+        return fail(e, SERTRACE_INSPECT_MALFORMED, o->at,
+                    "an opcode needs a MARK and there is none%s", "");
     *m = e->marks[--e->nmarks];
     return 0;
 }
@@ -993,7 +1124,8 @@ static int memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t 
     char msg[32];
     if (!m) {
         snprintf(msg, sizeof msg, "%llu", (unsigned long long)key);
-        return fail(e, SERTRACE_INSPECT_MALFORMED, o->at, "memo key %s read before it was written", msg);
+        return fail(e, SERTRACE_INSPECT_MALFORMED, o->at, "memo key %s read before it was written",
+                    msg);
     }
     if (after_discard) {
         /* the object whose parts were just discarded: its bytes began
@@ -1088,7 +1220,8 @@ static int audit_nested(emu *e, const op *o, const item *fn, const item *args)
                            "pickles nested more than 4 deep: the innermost was not audited");
     shift_ctx sc = {e->obs, args->arg0_off};
     sertrace_inspect_observer w = {&sc, shift_global, shift_call, shift_evasion};
-    run_internal(e->in + args->arg0_off, args->arg0_len, e->lim, NULL, &w, true, e->nesting + 1, &r2);
+    run_internal(e->in + args->arg0_off, args->arg0_len, e->lim, NULL, &w, true, e->nesting + 1,
+                 &r2);
     if (r2.status == SERTRACE_INSPECT_FAILED)
         return fail(e, SERTRACE_INSPECT_FAILED, o->at, "%s", r2.reason);
     if (r2.status != SERTRACE_INSPECT_OK) {
@@ -1111,8 +1244,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     e->discarded = false;
     e->last_op = o->code;
     if (e->discard_call && !(after_discard && (o->code == OP_POP || o->code == OP_POP_MARK))) {
-        bool finished = after_discard && (o->code == OP_GET || o->code == OP_BINGET ||
-                                          o->code == OP_LONG_BINGET);
+        bool finished = after_discard &&
+                        (o->code == OP_GET || o->code == OP_BINGET || o->code == OP_LONG_BINGET);
         e->discard_call = false;
         if (!finished && obs_evasion(e, e->discard_at, SERTRACE_EVASION_POP_CALL,
                                      "the result of a call is discarded by POP") < 0)
@@ -1125,7 +1258,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         if (o->num > 5) {
             char msg[8];
             snprintf(msg, sizeof msg, "%u", (unsigned)o->num);
-            return fail(e, SERTRACE_INSPECT_MALFORMED, o->at, "unsupported pickle protocol %s", msg);
+            return fail(e, SERTRACE_INSPECT_MALFORMED, o->at, "unsupported pickle protocol %s",
+                        msg);
         }
         return 0;
     case OP_FRAME:
@@ -1134,7 +1268,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         *stop = true;
         return 0;
     case OP_MARK:
-        if (grow(e, (void **)&e->marks, &e->cap_marks, (uint64_t)e->nmarks + 1, sizeof *e->marks) < 0)
+        if (grow(e, (void **)&e->marks, &e->cap_marks, (uint64_t)e->nmarks + 1, sizeof *e->marks) <
+            0)
             return -1;
         e->marks[e->nmarks].start = start;
         e->marks[e->nmarks].first_node = first;
@@ -1167,11 +1302,11 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         e->discard_first = t->first_node;
         /* REDUCE (NEWOBJ...) then POP: the object was memoized while its
          * arguments were written; the GET that follows finishes it */
-        e->discard_node = (!after_discard && (last_op == OP_REDUCE || last_op == OP_NEWOBJ ||
-                                              last_op == OP_NEWOBJ_EX || last_op == OP_OBJ ||
-                                              last_op == OP_INST))
-                              ? t->node
-                              : NO_NODE;
+        e->discard_node =
+            (!after_discard && (last_op == OP_REDUCE || last_op == OP_NEWOBJ ||
+                                last_op == OP_NEWOBJ_EX || last_op == OP_OBJ || last_op == OP_INST))
+                ? t->node
+                : NO_NODE;
         return 0;
     case OP_POP_MARK:
         if (pop_mark(e, o, &m) < 0)
@@ -1202,27 +1337,43 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         return 0;
 
     /* atoms */
-    case OP_NONE: case OP_NEWTRUE: case OP_NEWFALSE:
+    case OP_NONE:
+    case OP_NEWTRUE:
+    case OP_NEWFALSE:
         return push(e, start, first, IK_ATOM, SERTRACE_TAG_ATOM) ? 0 : -1;
     case OP_INT:
         return push(e, start, first, IK_ATOM,
-                    (o->data_len == 2 && o->data[0] == '0' && (o->data[1] == '0' || o->data[1] == '1'))
+                    (o->data_len == 2 && o->data[0] == '0' &&
+                     (o->data[1] == '0' || o->data[1] == '1'))
                         ? SERTRACE_TAG_ATOM
                         : SERTRACE_TAG_INT)
                    ? 0
                    : -1;
-    case OP_BININT: case OP_BININT1: case OP_BININT2: case OP_LONG: case OP_LONG1: case OP_LONG4:
+    case OP_BININT:
+    case OP_BININT1:
+    case OP_BININT2:
+    case OP_LONG:
+    case OP_LONG1:
+    case OP_LONG4:
         return push(e, start, first, IK_ATOM, SERTRACE_TAG_INT) ? 0 : -1;
-    case OP_FLOAT: case OP_BINFLOAT:
+    case OP_FLOAT:
+    case OP_BINFLOAT:
         return push(e, start, first, IK_ATOM, SERTRACE_TAG_FLOAT) ? 0 : -1;
-    case OP_BINBYTES: case OP_SHORT_BINBYTES: case OP_BINBYTES8:
+    case OP_BINBYTES:
+    case OP_SHORT_BINBYTES:
+    case OP_BINBYTES8:
         if (!(it = push(e, start, first, IK_ATOM, SERTRACE_TAG_BYTES)))
             return -1;
         it->text_off = (uint64_t)(o->data - e->in);
         it->text_len = (uint32_t)(o->data_len > UINT32_MAX ? UINT32_MAX : o->data_len);
         return 0;
-    case OP_STRING: case OP_BINSTRING: case OP_SHORT_BINSTRING:
-    case OP_UNICODE: case OP_BINUNICODE: case OP_SHORT_BINUNICODE: case OP_BINUNICODE8:
+    case OP_STRING:
+    case OP_BINSTRING:
+    case OP_SHORT_BINSTRING:
+    case OP_UNICODE:
+    case OP_BINUNICODE:
+    case OP_SHORT_BINUNICODE:
+    case OP_BINUNICODE8:
         if (!(it = push(e, start, first, IK_STR, SERTRACE_TAG_STR)))
             return -1;
         /* STRING is quoted: its text is between the quotes */
@@ -1257,7 +1408,10 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         return 0;
 
     /* containers */
-    case OP_EMPTY_LIST: case OP_EMPTY_DICT: case OP_EMPTY_SET: case OP_EMPTY_TUPLE: {
+    case OP_EMPTY_LIST:
+    case OP_EMPTY_DICT:
+    case OP_EMPTY_SET:
+    case OP_EMPTY_TUPLE: {
         uint8_t tag = o->code == OP_EMPTY_LIST   ? SERTRACE_TAG_LIST
                       : o->code == OP_EMPTY_DICT ? SERTRACE_TAG_DICT
                       : o->code == OP_EMPTY_SET  ? SERTRACE_TAG_SET
@@ -1273,9 +1427,12 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         it->node = new_node(e, tag, it->type, start, 1);
         return it->node == NO_NODE ? -1 : 0;
     }
-    case OP_LIST: case OP_DICT: case OP_TUPLE: case OP_FROZENSET: {
-        uint8_t tag = o->code == OP_LIST   ? SERTRACE_TAG_LIST
-                      : o->code == OP_DICT ? SERTRACE_TAG_DICT
+    case OP_LIST:
+    case OP_DICT:
+    case OP_TUPLE:
+    case OP_FROZENSET: {
+        uint8_t tag = o->code == OP_LIST    ? SERTRACE_TAG_LIST
+                      : o->code == OP_DICT  ? SERTRACE_TAG_DICT
                       : o->code == OP_TUPLE ? SERTRACE_TAG_TUPLE
                                             : SERTRACE_TAG_FROZENSET;
         const char *name = o->code == OP_LIST    ? "list"
@@ -1299,7 +1456,9 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         it->node = new_node(e, tag, it->type, m.start, count + 1);
         return it->node == NO_NODE ? -1 : 0;
     }
-    case OP_TUPLE1: case OP_TUPLE2: case OP_TUPLE3: {
+    case OP_TUPLE1:
+    case OP_TUPLE2:
+    case OP_TUPLE3: {
         uint32_t k = o->code - OP_TUPLE1 + 1;
         if (need_items(e, o, k) < 0)
             return -1;
@@ -1332,7 +1491,9 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             e->nstack -= 2;
             return add_items(e, &e->stack[e->nstack - 1], s, 1);
         }
-    case OP_APPENDS: case OP_SETITEMS: case OP_ADDITEMS: {
+    case OP_APPENDS:
+    case OP_SETITEMS:
+    case OP_ADDITEMS: {
         uint64_t count;
         if (pop_mark(e, o, &m) < 0)
             return -1;
@@ -1349,20 +1510,24 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_PUT: {
         uint64_t key;
         if (decimal(o->data, o->data_len, &key) < 0)
-            return fail(e, SERTRACE_INSPECT_MALFORMED, o->at, "PUT: the memo key is not a decimal number%s", "");
+            return fail(e, SERTRACE_INSPECT_MALFORMED, o->at,
+                        "PUT: the memo key is not a decimal number%s", "");
         return memo_put(e, o, key);
     }
-    case OP_BINPUT: case OP_LONG_BINPUT:
+    case OP_BINPUT:
+    case OP_LONG_BINPUT:
         return memo_put(e, o, o->num);
     case OP_MEMOIZE:
         return memo_put(e, o, e->memo_used);
     case OP_GET: {
         uint64_t key;
         if (decimal(o->data, o->data_len, &key) < 0)
-            return fail(e, SERTRACE_INSPECT_MALFORMED, o->at, "GET: the memo key is not a decimal number%s", "");
+            return fail(e, SERTRACE_INSPECT_MALFORMED, o->at,
+                        "GET: the memo key is not a decimal number%s", "");
         return memo_get(e, o, key, start, first, after_discard);
     }
-    case OP_BINGET: case OP_LONG_BINGET:
+    case OP_BINGET:
+    case OP_LONG_BINGET:
         return memo_get(e, o, o->num, start, first, after_discard);
 
     /* globals */
@@ -1388,7 +1553,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         {
             uint64_t s = mod->start;
             uint32_t f = mod->first_node;
-            const char *mt = (const char *)e->in + mod->text_off, *nt = (const char *)e->in + name->text_off;
+            const char *mt = (const char *)e->in + mod->text_off,
+                       *nt = (const char *)e->in + name->text_off;
             uint32_t ml = mod->text_len, nl = name->text_len;
             bool memo = mod->from_memo || name->from_memo;
             if (!(it = replace(e, e->nstack - 2, s, f, IK_GLOBAL, SERTRACE_TAG_GLOBAL)))
@@ -1398,19 +1564,23 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             it->node = new_node(e, SERTRACE_TAG_GLOBAL, it->type, s, 0);
             if (it->node == NO_NODE)
                 return -1;
-            if (obs_global(e, o->at, memo ? SERTRACE_GLOBAL_STACK_MEMO : SERTRACE_GLOBAL_STACK, it->type) < 0)
+            if (obs_global(e, o->at, memo ? SERTRACE_GLOBAL_STACK_MEMO : SERTRACE_GLOBAL_STACK,
+                           it->type) < 0)
                 return -1;
             if (memo && e->obs) {
                 char d[SERTRACE_STRING_MAX + 80], nm[SERTRACE_STRING_MAX + 16];
                 full_name(e, it->type, nm, sizeof nm);
-                snprintf(d, sizeof d, "STACK_GLOBAL names %s with strings read back from the memo", nm);
+                snprintf(d, sizeof d, "STACK_GLOBAL names %s with strings read back from the memo",
+                         nm);
                 if (obs_evasion(e, o->at, SERTRACE_EVASION_STACK_GLOBAL_MEMO, d) < 0)
                     return -1;
             }
         }
         return 0;
     }
-    case OP_EXT1: case OP_EXT2: case OP_EXT4: {
+    case OP_EXT1:
+    case OP_EXT2:
+    case OP_EXT4: {
         char name[40];
         uint32_t ext;
         snprintf(name, sizeof name, "copyreg extension %llu", (unsigned long long)o->num);
@@ -1453,9 +1623,9 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             return it ? 0 : -1;
         }
         if (e->nstack >= 3 && args->arg0_key != NO_KEY &&
-            args->arg0_key == e->stack[e->nstack - 3].memo_key &&
-            args->node != NO_NODE && e->nodes[args->node].tag == SERTRACE_TAG_TUPLE &&
-            e->nodes[args->node].length == 3 && e->stack[e->nstack - 3].tag != SERTRACE_TAG_MEMO &&
+            args->arg0_key == e->stack[e->nstack - 3].memo_key && args->node != NO_NODE &&
+            e->nodes[args->node].tag == SERTRACE_TAG_TUPLE && e->nodes[args->node].length == 3 &&
+            e->stack[e->nstack - 3].tag != SERTRACE_TAG_MEMO &&
             (!e->nmarks || e->marks[e->nmarks - 1].stack_len <= e->nstack - 3)) {
             /* setter(obj, state) right above obj: the state setter of a
              * reduce, part of obj's node (its result is POPped next) */
@@ -1477,7 +1647,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             const char *parent = type_name(e, args->arg0_type, &plen);
             uint64_t s = fn->start;
             uint32_t f = fn->first_node;
-            uint32_t t2 = intern_type2(e, parent, plen, (const char *)e->in + args->arg1_off, args->arg1_len);
+            uint32_t t2 =
+                intern_type2(e, parent, plen, (const char *)e->in + args->arg1_off, args->arg1_len);
             if (!t2)
                 return -1;
             if (!(it = replace(e, e->nstack - 2, s, f, IK_GLOBAL, SERTRACE_TAG_GLOBAL)))
@@ -1497,7 +1668,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             tag = SERTRACE_TAG_BYTEARRAY;
         else if (name_is(e, type, "copyreg._reconstructor") ||
                  name_is(e, type, "copy_reg._reconstructor") ||
-                 name_is(e, type, "copyreg.__newobj__") || name_is(e, type, "copy_reg.__newobj__")) {
+                 name_is(e, type, "copyreg.__newobj__") ||
+                 name_is(e, type, "copy_reg.__newobj__")) {
             /* an instance of the class in the first argument */
             tag = SERTRACE_TAG_INSTANCE;
             if (args->arg0_type)
@@ -1513,7 +1685,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                 cls.global = args->arg0_global;
                 cls.type = args->arg0_type;
                 cls.tag = SERTRACE_TAG_GLOBAL;
-                if (obs_call(e, o->at, OP_REDUCE, &cls, NULL, "(instance created by the reconstructor)") < 0)
+                if (obs_call(e, o->at, OP_REDUCE, &cls, NULL,
+                             "(instance created by the reconstructor)") < 0)
                     return -1;
             }
             if (!fn->global &&
@@ -1535,7 +1708,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         }
         return it->node == NO_NODE ? -1 : 0;
     }
-    case OP_NEWOBJ: case OP_NEWOBJ_EX: {
+    case OP_NEWOBJ:
+    case OP_NEWOBJ_EX: {
         uint32_t k = o->code == OP_NEWOBJ ? 2 : 3;
         item *cls;
         if (need_items(e, o, k) < 0)
@@ -1565,12 +1739,14 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         if (e->nstack < m.stack_len + 1)
             return fail(e, SERTRACE_INSPECT_MALFORMED, o->at, "OBJ: no class after the MARK%s", "");
         cls = &e->stack[m.stack_len];
-        if (obs_evasion(e, o->at, SERTRACE_EVASION_INST_OBJ, "OBJ (a protocol 1 call no pickler of Python 3 writes)") < 0 ||
+        if (obs_evasion(e, o->at, SERTRACE_EVASION_INST_OBJ,
+                        "OBJ (a protocol 1 call no pickler of Python 3 writes)") < 0 ||
             obs_call(e, o->at, OP_OBJ, cls, NULL, "(the items after the class)") < 0)
             return -1;
         {
             uint32_t type = cls->type;
-            if (!(it = replace(e, m.stack_len, m.start, m.first_node, IK_NODE, SERTRACE_TAG_INSTANCE)))
+            if (!(it = replace(e, m.stack_len, m.start, m.first_node, IK_NODE,
+                               SERTRACE_TAG_INSTANCE)))
                 return -1;
             it->type = type;
             it->call_result = true;
@@ -1622,7 +1798,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         t->it_node = NO_NODE;
         touch(e, t);
         return 0;
-    case OP_PERSID: case OP_BINPERSID:
+    case OP_PERSID:
+    case OP_BINPERSID:
         if (o->code == OP_BINPERSID) {
             if (need_items(e, o, 1) < 0)
                 return -1;
@@ -1645,10 +1822,24 @@ static int op_proto(uint8_t c)
     if (c >= 0x80)
         return 2;
     switch (c) {
-    case OP_BININT: case OP_BININT1: case OP_BININT2: case OP_BINSTRING: case OP_SHORT_BINSTRING:
-    case OP_BINUNICODE: case OP_EMPTY_DICT: case OP_APPENDS: case OP_BINGET: case OP_LONG_BINGET:
-    case OP_EMPTY_LIST: case OP_OBJ: case OP_BINPUT: case OP_LONG_BINPUT: case OP_EMPTY_TUPLE:
-    case OP_SETITEMS: case OP_BINFLOAT: case OP_BINPERSID:
+    case OP_BININT:
+    case OP_BININT1:
+    case OP_BININT2:
+    case OP_BINSTRING:
+    case OP_SHORT_BINSTRING:
+    case OP_BINUNICODE:
+    case OP_EMPTY_DICT:
+    case OP_APPENDS:
+    case OP_BINGET:
+    case OP_LONG_BINGET:
+    case OP_EMPTY_LIST:
+    case OP_OBJ:
+    case OP_BINPUT:
+    case OP_LONG_BINPUT:
+    case OP_EMPTY_TUPLE:
+    case OP_SETITEMS:
+    case OP_BINFLOAT:
+    case OP_BINPERSID:
         return 1;
     default:
         return 0;
@@ -1703,7 +1894,8 @@ static int run_pickle(emu *e)
     while (!stop) {
         uint64_t start;
         if (at >= e->n)
-            return fail(e, SERTRACE_INSPECT_MALFORMED, at, "truncated: the pickle ends before STOP%s", "");
+            return fail(e, SERTRACE_INSPECT_MALFORMED, at,
+                        "truncated: the pickle ends before STOP%s", "");
         if (read_op(e, at, &o) < 0)
             return -1;
         if (op_proto(o.code) > e->max_op_proto)
@@ -1724,14 +1916,16 @@ static int run_pickle(emu *e)
             continue;
         }
         if (e->frame_pending && at + o.len > e->frame_end && at < e->frame_end)
-            return fail(e, SERTRACE_INSPECT_MALFORMED, at, "an opcode straddles the end of its frame%s", "");
+            return fail(e, SERTRACE_INSPECT_MALFORMED, at,
+                        "an opcode straddles the end of its frame%s", "");
         start = e->pos;
         if (e->frame_pending && at >= e->frame_end && e->obs && !(o.data && o.data_len >= 65536)) {
             /* the pickler leaves a frame only for a FRAME or a payload of
              * 64 KiB or more: a frame whose declared length ends earlier
              * hides the rest from readers that trust frames */
             char d[96];
-            snprintf(d, sizeof d, "the FRAME at byte %llu ends before an opcode a pickler never writes unframed",
+            snprintf(d, sizeof d,
+                     "the FRAME at byte %llu ends before an opcode a pickler never writes unframed",
                      (unsigned long long)e->frame_start);
             if (obs_evasion(e, at, SERTRACE_EVASION_FRAME_LENGTH, d) < 0)
                 return -1;
@@ -1749,7 +1943,8 @@ static int run_pickle(emu *e)
     /* STOP: one item left (above no mark), it is the root. */
     if (e->nmarks || e->nstack != 1)
         return fail(e, SERTRACE_INSPECT_MALFORMED, o.at,
-                    e->nmarks ? "STOP with a MARK still open%s" : "STOP with a stack that does not hold exactly one object%s",
+                    e->nmarks ? "STOP with a MARK still open%s"
+                              : "STOP with a stack that does not hold exactly one object%s",
                     "");
     {
         item *root = &e->stack[0];
@@ -1779,7 +1974,8 @@ static int run_internal(const uint8_t *data, size_t n, const sertrace_inspect_li
                         sertrace_core *core, const sertrace_inspect_observer *obs, bool single,
                         int nesting, sertrace_inspect_result *res)
 {
-    sertrace_inspect_limits dflt = {SERTRACE_INSPECT_DEFAULT_MEMORY, SERTRACE_INSPECT_DEFAULT_DEPTH};
+    sertrace_inspect_limits dflt = {SERTRACE_INSPECT_DEFAULT_MEMORY,
+                                    SERTRACE_INSPECT_DEFAULT_DEPTH};
     emu *e = calloc(1, sizeof *e);
 
     memset(res, 0, sizeof *res);

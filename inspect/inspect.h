@@ -46,7 +46,7 @@ typedef struct sertrace_inspect_limits {
 } sertrace_inspect_limits;
 
 #define SERTRACE_INSPECT_DEFAULT_MEMORY (1024ull << 20) /* 1 GiB */
-#define SERTRACE_INSPECT_DEFAULT_DEPTH 1000000u        /* the core's own limit */
+#define SERTRACE_INSPECT_DEFAULT_DEPTH 1000000u         /* the core's own limit */
 
 enum sertrace_inspect_status {
     SERTRACE_INSPECT_OK = 0,
@@ -56,35 +56,36 @@ enum sertrace_inspect_status {
 };
 
 typedef struct sertrace_inspect_result {
-    int status;          /* enum sertrace_inspect_status */
-    uint64_t offset;     /* input offset of the opcode where it stopped */
-    uint64_t dumps;      /* pickles fully read (each fed to the core) */
-    uint64_t nodes;      /* nodes fed to the core */
-    uint64_t peak_memory;/* largest memory the tables held (bytes) */
-    char reason[200];    /* what went wrong (empty when OK) */
+    int status;           /* enum sertrace_inspect_status */
+    uint64_t offset;      /* input offset of the opcode where it stopped */
+    uint64_t dumps;       /* pickles fully read (each fed to the core) */
+    uint64_t nodes;       /* nodes fed to the core */
+    uint64_t peak_memory; /* largest memory the tables held (bytes) */
+    char reason[200];     /* what went wrong (empty when OK) */
 } sertrace_inspect_result;
 
 /* What the payload would import and call, for the audit (`inspect
  * --audit`, audit.h).  Offsets are input offsets of the opcode.  Names are
  * `module.qualname` with "builtins." for builtins; not NUL-terminated. */
 enum sertrace_inspect_global_how {
-    SERTRACE_GLOBAL_OPCODE,       /* GLOBAL */
-    SERTRACE_GLOBAL_STACK,        /* STACK_GLOBAL of two literal strings */
-    SERTRACE_GLOBAL_STACK_MEMO,   /* STACK_GLOBAL of strings read back from the memo */
-    SERTRACE_GLOBAL_INST,         /* INST's class */
-    SERTRACE_GLOBAL_EXT,          /* EXT1/2/4: a code from the program's copyreg registry */
-    SERTRACE_GLOBAL_GETATTR,      /* getattr(global, 'name') */
+    SERTRACE_GLOBAL_OPCODE,     /* GLOBAL */
+    SERTRACE_GLOBAL_STACK,      /* STACK_GLOBAL of two literal strings */
+    SERTRACE_GLOBAL_STACK_MEMO, /* STACK_GLOBAL of strings read back from the memo */
+    SERTRACE_GLOBAL_INST,       /* INST's class */
+    SERTRACE_GLOBAL_EXT,        /* EXT1/2/4: a code from the program's copyreg registry */
+    SERTRACE_GLOBAL_GETATTR,    /* getattr(global, 'name') */
 };
 enum sertrace_inspect_evasion {
-    SERTRACE_EVASION_POP_CALL,      /* a call's result discarded by POP / POP_MARK */
-    SERTRACE_EVASION_BUILD_GLOBAL,  /* BUILD on a module or class */
-    SERTRACE_EVASION_MEMO_OVERWRITE,/* a memo slot written twice */
-    SERTRACE_EVASION_AFTER_STOP,    /* bytes after the first STOP */
-    SERTRACE_EVASION_NESTED_PICKLE, /* bytes given to a loads-like call */
-    SERTRACE_EVASION_STACK_GLOBAL_MEMO, /* a global named by memoised strings */
-    SERTRACE_EVASION_INST_OBJ,      /* INST or OBJ */
-    SERTRACE_EVASION_NON_GLOBAL_CALLABLE, /* a callable that is not a global (a call's result ...) */
-    SERTRACE_EVASION_FRAME_LENGTH,  /* a frame ends before an opcode no pickler writes unframed */
+    SERTRACE_EVASION_POP_CALL,            /* a call's result discarded by POP / POP_MARK */
+    SERTRACE_EVASION_BUILD_GLOBAL,        /* BUILD on a module or class */
+    SERTRACE_EVASION_MEMO_OVERWRITE,      /* a memo slot written twice */
+    SERTRACE_EVASION_AFTER_STOP,          /* bytes after the first STOP */
+    SERTRACE_EVASION_NESTED_PICKLE,       /* bytes given to a loads-like call */
+    SERTRACE_EVASION_STACK_GLOBAL_MEMO,   /* a global named by memoised strings */
+    SERTRACE_EVASION_INST_OBJ,            /* INST or OBJ */
+    SERTRACE_EVASION_NON_GLOBAL_CALLABLE, /* a callable that is not a global (a call's result ...)
+                                           */
+    SERTRACE_EVASION_FRAME_LENGTH, /* a frame ends before an opcode no pickler writes unframed */
 };
 typedef struct sertrace_inspect_observer {
     void *ctx;

@@ -67,8 +67,7 @@ static PyObject *summary_json(PyObject *self, PyObject *args)
     so.oversize_percent = oversize_percent;
     lim.max_memory = max_memory;
     memset(&res, 0, sizeof res);
-    Py_BEGIN_ALLOW_THREADS
-    sum = sertrace_summary_create(&so, membuf_write, &out);
+    Py_BEGIN_ALLOW_THREADS sum = sertrace_summary_create(&so, membuf_write, &out);
     if (sum) {
         sertrace_summary_visitor(sum, &v);
         core = sertrace_core_create(&v);
@@ -81,13 +80,12 @@ static PyObject *summary_json(PyObject *self, PyObject *args)
     }
     if (sum)
         sertrace_summary_destroy(sum);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&view);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&view);
     if (!ok)
         PyErr_NoMemory();
     else
-        ret = Py_BuildValue("iKsy#", rc, (unsigned long long)res.offset, res.reason, out.p ? out.p : "",
-                            (Py_ssize_t)out.len);
+        ret = Py_BuildValue("iKsy#", rc, (unsigned long long)res.offset, res.reason,
+                            out.p ? out.p : "", (Py_ssize_t)out.len);
     free(out.p);
     return ret;
 }
@@ -100,9 +98,15 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "sertrace._inspect",
-    "The pickle emulator of `sertrace inspect` (see sertrace.inspect).", -1, methods,
-    NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT,
+    "sertrace._inspect",
+    "The pickle emulator of `sertrace inspect` (see sertrace.inspect).",
+    -1,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
 PyMODINIT_FUNC PyInit__inspect(void)

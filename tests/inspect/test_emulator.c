@@ -23,7 +23,7 @@ typedef struct seen {
 
 typedef struct rec {
     seen nodes[256];
-    unsigned n;       /* nodes closed, in close order (post-order) */
+    unsigned n; /* nodes closed, in close order (post-order) */
     unsigned dumps;
     uint64_t payload[8];
     int protocol[8];
@@ -76,8 +76,11 @@ static int run(const void *data, size_t n, rec *r, sertrace_inspect_result *res,
 Test(emulator, list_protocol4_frame_outside_root)
 {
     /* pickle.dumps([[1, 2], (3, 4), {'a': 1}], 4) */
-    static const char b[] = "\x80\x04\x95\x1e\x00\x00\x00\x00\x00\x00\x00]\x94(K\x01]\x94(K\x02K\x03""eK"
-                            "\x04K\x05\x86\x94}\x94\x8c\x01""a\x94K\x01se.";
+    static const char b[] =
+        "\x80\x04\x95\x1e\x00\x00\x00\x00\x00\x00\x00]\x94(K\x01]\x94(K\x02K\x03"
+        "eK"
+        "\x04K\x05\x86\x94}\x94\x8c\x01"
+        "a\x94K\x01se.";
     rec r;
     sertrace_inspect_result res;
     cr_assert_eq(run(P(b), &r, &res, NULL), SERTRACE_INSPECT_OK, "%s", res.reason);
@@ -100,8 +103,10 @@ Test(emulator, list_protocol4_frame_outside_root)
 Test(emulator, instance_newobj_parts)
 {
     /* class P (module __main__) with a = [1, 2], protocol 4, no frame */
-    static const char b[] = "\x80\x04\x8c\x08__main__\x94\x8c\x01P\x94\x93\x94)\x81\x94}\x94\x8c\x01"
-                            "a\x94]\x94(K\x01K\x02""esb.";
+    static const char b[] =
+        "\x80\x04\x8c\x08__main__\x94\x8c\x01P\x94\x93\x94)\x81\x94}\x94\x8c\x01"
+        "a\x94]\x94(K\x01K\x02"
+        "esb.";
     rec r;
     sertrace_inspect_result res;
     cr_assert_eq(run(P(b), &r, &res, NULL), SERTRACE_INSPECT_OK, "%s", res.reason);
@@ -122,7 +127,9 @@ Test(emulator, instance_newobj_parts)
 Test(emulator, memo_hits_are_nodes_of_containers_only)
 {
     /* l = [1]; dumps([l, l, 's', 's'], 2) */
-    static const char b[] = "\x80\x02]q\x00(]q\x01K\x01""ah\x01X\x01\x00\x00\x00sq\x02h\x02""e.";
+    static const char b[] = "\x80\x02]q\x00(]q\x01K\x01"
+                            "ah\x01X\x01\x00\x00\x00sq\x02h\x02"
+                            "e.";
     rec r;
     sertrace_inspect_result res;
     cr_assert_eq(run(P(b), &r, &res, NULL), SERTRACE_INSPECT_OK, "%s", res.reason);
@@ -137,8 +144,11 @@ Test(emulator, memo_hits_are_nodes_of_containers_only)
 Test(emulator, bytes_through_encode_is_one_atom)
 {
     /* [b'abc'] at protocol 2: _codecs.encode('abc', 'latin1') inside a list */
-    static const char b[] = "\x80\x02]q\x00""c_codecs\nencode\nq\x01X\x03\x00\x00\x00""abcq\x02X\x06"
-                            "\x00\x00\x00latin1q\x03\x86q\x04Rq\x05""a.";
+    static const char b[] = "\x80\x02]q\x00"
+                            "c_codecs\nencode\nq\x01X\x03\x00\x00\x00"
+                            "abcq\x02X\x06"
+                            "\x00\x00\x00latin1q\x03\x86q\x04Rq\x05"
+                            "a.";
     rec r;
     sertrace_inspect_result res;
     cr_assert_eq(run(P(b), &r, &res, NULL), SERTRACE_INSPECT_OK, "%s", res.reason);
@@ -174,10 +184,16 @@ Test(emulator, frame_committed_before_unframed_payload)
     memcpy(b + n, "\x80\x04\x95\x03\x00\x00\x00\x00\x00\x00\x00]\x94(", 14);
     n += 14;
     b[n++] = 'B';
-    b[n++] = 0x70; b[n++] = 0x11; b[n++] = 0x01; b[n++] = 0x00; /* 70000 */
+    b[n++] = 0x70;
+    b[n++] = 0x11;
+    b[n++] = 0x01;
+    b[n++] = 0x00; /* 70000 */
     memset(b + n, 'x', 70000);
     n += 70000;
-    memcpy(b + n, "\x94\x95\x04\x00\x00\x00\x00\x00\x00\x00]\x94""e.", 14);
+    memcpy(b + n,
+           "\x94\x95\x04\x00\x00\x00\x00\x00\x00\x00]\x94"
+           "e.",
+           14);
     n += 14;
     rec r;
     sertrace_inspect_result res;
@@ -200,11 +216,16 @@ static void inconclusive(const void *b, size_t n, int status, const char *needle
 Test(emulator, malformed_inputs)
 {
     inconclusive(P("\x80\x04"), SERTRACE_INSPECT_MALFORMED, "before STOP", NULL);
-    inconclusive(P("\x80\x04X\xff\xff\xff\x7f"), SERTRACE_INSPECT_MALFORMED, "declared length", NULL);
+    inconclusive(P("\x80\x04X\xff\xff\xff\x7f"), SERTRACE_INSPECT_MALFORMED, "declared length",
+                 NULL);
     inconclusive(P("\x80\x04\x8e\xff\xff\xff\xff\xff\xff\xff\xff."), SERTRACE_INSPECT_MALFORMED,
                  "declared length", NULL);
-    inconclusive(P("\x80\x04""a."), SERTRACE_INSPECT_MALFORMED, "underflow", NULL);
-    inconclusive(P("\x80\x04""e."), SERTRACE_INSPECT_MALFORMED, "MARK", NULL);
+    inconclusive(P("\x80\x04"
+                   "a."),
+                 SERTRACE_INSPECT_MALFORMED, "underflow", NULL);
+    inconclusive(P("\x80\x04"
+                   "e."),
+                 SERTRACE_INSPECT_MALFORMED, "MARK", NULL);
     inconclusive(P("\x80\x04h\x05."), SERTRACE_INSPECT_MALFORMED, "memo key 5", NULL);
     inconclusive(P("\x80\x04\xfe."), SERTRACE_INSPECT_MALFORMED, "unknown opcode 0xfe", NULL);
     inconclusive(P("cos\nsystem"), SERTRACE_INSPECT_MALFORMED, "end of line", NULL);
@@ -212,8 +233,8 @@ Test(emulator, malformed_inputs)
     inconclusive(P("\x80\x04K\x01K\x02\x93."), SERTRACE_INSPECT_MALFORMED, "strings", NULL);
     inconclusive(P("\x80\x04NN."), SERTRACE_INSPECT_MALFORMED, "exactly one", NULL);
     inconclusive(P("\x80\x04(N."), SERTRACE_INSPECT_MALFORMED, "MARK", NULL);
-    inconclusive(P("\x80\x04\x95\x01\x00\x00\x00\x00\x00\x00\x00K\x01."), SERTRACE_INSPECT_MALFORMED,
-                 "straddles", NULL);
+    inconclusive(P("\x80\x04\x95\x01\x00\x00\x00\x00\x00\x00\x00K\x01."),
+                 SERTRACE_INSPECT_MALFORMED, "straddles", NULL);
     inconclusive(P("\x80\x07N."), SERTRACE_INSPECT_MALFORMED, "protocol 7", NULL);
     inconclusive(P("pxx\nN."), SERTRACE_INSPECT_MALFORMED, "decimal", NULL);
 }
