@@ -15,28 +15,22 @@ results are equal: same bytes, or same exception class and message.
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
 import pt_hostile
 import pt_impl
-import pt_tree
+from testlib import child
+from testlib import tree as pt_tree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TIMEOUT = 300
 
 
 def run_case(name, trace=None):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([HERE] + [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env.pop("DISPATCH_TRACE", None)
-    if trace:
-        env.update(DISPATCH_TRACE=trace, SERTRACE_GRANULARITY="all", SERTRACE_EXACT="1")
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "pt_hostile.py"), name],
-                          capture_output=True, text=True, timeout=TIMEOUT, env=env, cwd=HERE)
-    return proc
+    env = dict(DISPATCH_TRACE=trace, SERTRACE_GRANULARITY="all", SERTRACE_EXACT="1") if trace else {}
+    return child.run([os.path.join(HERE, "pt_hostile.py"), name], paths=[HERE], env=env,
+                     unset=["DISPATCH_TRACE"], timeout=TIMEOUT, cwd=HERE)
 
 
 def _diff(a, b, path="result"):
