@@ -24,6 +24,7 @@ test_differential.py's corpus (1,000 by default, 10,000 in the soak,
 PT_SOAK=1), up to 1,000 of them also through a BytesIO, a pipe and a socket.
 """
 
+import concurrent.futures
 import json
 import re
 import os
@@ -55,14 +56,42 @@ def _env(trace_path, **extra):
 OVERSIZE = 4096  # SERTRACE_OVERSIZE for the corpus run: flags must match sizes
 
 
+def _corpus_child(root, granularity):
+    trace = str(root / ("trace-%s.txt" % granularity))
+    env = _env(trace, SERTRACE_GRANULARITY=granularity, SERTRACE_OVERSIZE=str(OVERSIZE))
+    return child.run([os.path.join(HERE, "pt_accounting_child.py"), str(DUMPS_PER_PROTOCOL),
+                      str(STREAM_PER_PROTOCOL)], paths=[HERE], env=env, cwd=HERE), trace
+
+
+def _whole_corpus_child(root):
+    trace, out = str(root / "trace-whole.txt"), str(root / "records-whole.jsonl")
+    env = _env(trace, SERTRACE_GRANULARITY="containers")
+    with open(out, "w") as f:
+        proc = child.run([os.path.join(HERE, "pt_accounting_child.py"), str(FULL_GRAPHS),
+                          str(FULL_STREAM), str(FULL_STREAM)], paths=[HERE], env=env,
+                         stdout=f, stderr=subprocess.PIPE, timeout=1200, cwd=HERE)
+    return proc, trace, out
+
+
+@pytest.fixture(scope="module")
+def corpus_children(tmp_path_factory):
+    """The three corpus children (granularity all, containers, the whole
+    corpus), started together on a pool of os.cpu_count() workers the first
+    time a test needs one: each is a process of its own, and the parent
+    parses one trace while the others are still being written."""
+    root = tmp_path_factory.mktemp("accounting")
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0))))
+    futures = {g: pool.submit(_corpus_child, root, g) for g in ("all", "containers")}
+    futures["whole"] = pool.submit(_whole_corpus_child, root)
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 @pytest.fixture(scope="module", params=["all", "containers"])
-def traced_corpus(request, tmp_path_factory):
+def traced_corpus(request, corpus_children):
     """granularity all: atoms are nodes too; containers (the default): atoms
     are folded into their parent's self bytes.  Both must add up."""
-    trace = str(tmp_path_factory.mktemp("accounting") / "trace.txt")
-    env = _env(trace, SERTRACE_GRANULARITY=request.param, SERTRACE_OVERSIZE=str(OVERSIZE))
-    proc = child.run([os.path.join(HERE, "pt_accounting_child.py"), str(DUMPS_PER_PROTOCOL),
-                      str(STREAM_PER_PROTOCOL)], paths=[HERE], env=env, cwd=HERE)
+    proc, trace = corpus_children[request.param].result()
     assert proc.returncode == 0, "child failed (%d): %s" % (proc.returncode, proc.stderr[-3000:])
     records = [json.loads(line) for line in proc.stdout.splitlines()]
     with open(trace, encoding="utf-8") as f:
@@ -321,20 +350,14 @@ def test_lttng_recorded_dumps(tmp_path):
 # graphs.  This one streams: the first PT_ACCOUNTING_GRAPHS graphs per
 # protocol of test_differential.py's corpus (same seeds: 1,000 by default,
 # 10,000 in the soak) through dumps() (and out-of-band at protocol 5), up to
-# 1,000 of them (300 by default) through a BytesIO, a pipe and a socket, at
+# 1,000 of them (200 by default) through a BytesIO, a pipe and a socket, at
 # the default granularity, each dump checked against its real payload.
 FULL_GRAPHS = knobs.size("PT_ACCOUNTING_GRAPHS", 1000, 10000)
-FULL_STREAM = min(FULL_GRAPHS, 300 if not knobs.soak() else 1000)
+FULL_STREAM = min(FULL_GRAPHS, 200 if not knobs.soak() else 1000)
 
 
-def test_whole_differential_corpus_adds_up(tmp_path):
-    trace = str(tmp_path / "trace.txt")
-    env = _env(trace, SERTRACE_GRANULARITY="containers")
-    out = tmp_path / "records.jsonl"
-    with open(out, "w") as f:
-        proc = child.run([os.path.join(HERE, "pt_accounting_child.py"), str(FULL_GRAPHS),
-                          str(FULL_STREAM), str(FULL_STREAM)], paths=[HERE], env=env,
-                         stdout=f, stderr=subprocess.PIPE, timeout=1200, cwd=HERE)
+def test_whole_differential_corpus_adds_up(corpus_children):
+    proc, trace, out = corpus_children["whole"].result()
     assert proc.returncode == 0, "child failed (%d): %s" % (proc.returncode, proc.stderr[-3000:])
     with open(out) as f:
         records = [json.loads(line) for line in f]

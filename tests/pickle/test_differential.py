@@ -19,7 +19,7 @@ through dumps(), Pickler(BytesIO).dump() and, at protocol 5,
 dumps(buffer_callback=...); SLICE (a fifth of them, at least 200, at most 2,000)
 through the variants that share their code path (dump(), fix_imports=False
 twins at protocol >= 3) and fast mode (cyclic graphs recurse to the limit
-there, which is slow); 200 per protocol (600 in the soak) again in a child
+there, which is slow); 100 per protocol (600 in the soak) again in a child
 with the live text tree on (test_corpus_traced).  The default corpus has
 every kind of case the generator makes (tests/README.md: every line of
 graphgen.py the 10,000-graph corpus runs, the first 1,000 seeds run too).
@@ -29,6 +29,7 @@ pure-Python pickler) fails hundreds of graphs per protocol, which shows the
 comparison has teeth.
 """
 
+import concurrent.futures
 import functools
 import io
 import os
@@ -59,6 +60,28 @@ def extension_codes():
     T.add_extensions()
     yield
     T.remove_extensions()
+
+
+def _traced_child(granularity):
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(DISPATCH_TRACE="/dev/null", SERTRACE_GRANULARITY=granularity, SERTRACE_EXACT="1")
+    return child.run(["-c", TRACED_CHILD % {"here": here, "count": TRACED_GRAPHS_PER_PROTOCOL}],
+                     paths=[here], env=env, timeout=600, cwd=here)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def traced_children():
+    """test_corpus_traced's two children, started with the module's first
+    test: they replay the corpus traced on the other CPUs while this process
+    compares the untraced picklers."""
+    if pt_impl.IMPL_NAME != "sertrace":
+        yield {}
+        return
+    workers = max(1, len(os.sched_getaffinity(0)) - 1)
+    pool = concurrent.futures.ThreadPoolExecutor(workers)
+    futures = {g: pool.submit(_traced_child, g) for g in ("containers", "all")}
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def workload_graphs():
@@ -693,9 +716,9 @@ def test_memo_attribute():
     assert expected == got, pt_impl.describe(expected, got)
 
 
-# Per granularity; the traced path costs more.  200 by default, 600 in the
+# Per granularity; the traced path costs more.  100 by default, 600 in the
 # soak; the non-primary CPythons set their own (scripts/test-pyversions.sh).
-TRACED_GRAPHS_PER_PROTOCOL = knobs.size("PT_TRACED_GRAPHS", 200, 600)
+TRACED_GRAPHS_PER_PROTOCOL = knobs.size("PT_TRACED_GRAPHS", 100, 600)
 
 TRACED_CHILD = r"""
 import json, sys
@@ -721,15 +744,12 @@ print(json.dumps({"n": n, "fails": fails[:20], "nfails": len(fails)}))
 
 @pytest.mark.skipif(pt_impl.IMPL_NAME != "sertrace", reason="tracing needs sertrace")
 @pytest.mark.parametrize("granularity", ["containers", "all"])
-def test_corpus_traced(granularity):
+def test_corpus_traced(granularity, traced_children):
     """The traced save path (live text tree on, written to /dev/null) writes
     the same bytes and raises the same errors as pickle."""
     import json
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(DISPATCH_TRACE="/dev/null", SERTRACE_GRANULARITY=granularity, SERTRACE_EXACT="1")
-    proc = child.run(["-c", TRACED_CHILD % {"here": here, "count": TRACED_GRAPHS_PER_PROTOCOL}],
-                     paths=[here], env=env, timeout=600, cwd=here)
+    proc = traced_children[granularity].result()
     assert proc.returncode == 0, "child died (%d): %s" % (proc.returncode, proc.stderr[-3000:])
     res = json.loads(proc.stdout.splitlines()[-1])
     assert res["n"] >= 6 * 3 * TRACED_GRAPHS_PER_PROTOCOL
