@@ -90,8 +90,7 @@ static size_t pad8(size_t n)
  * holds mu (the producer changes `cur` only under it). */
 static bool chunks_accounted_locked(const feed *f)
 {
-    return f->full_n <= FEED_CHUNKS && f->spare_n <= FEED_CHUNKS &&
-           f->full_head < FEED_CHUNKS &&
+    return f->full_n <= FEED_CHUNKS && f->spare_n <= FEED_CHUNKS && f->full_head < FEED_CHUNKS &&
            (size_t)(f->cur != NULL) + f->full_n + (size_t)f->busy + f->spare_n == FEED_CHUNKS;
 }
 #endif
