@@ -1,6 +1,6 @@
 /* py_safe_text.h -- text about Python objects and exceptions that runs no
  * user code, shared by the two Python serializers (the C pickler's
- * pickle/trace.c and the dill hook's pyhook/pyhook.c), so a failure reads
+ * pickle/trace.c and the dill hook's pyhook/errors.c), so a failure reads
  * the same in both.  Static functions, included by each extension module
  * (each is its own shared object).  Used on the error path only.
  *

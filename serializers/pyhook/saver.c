@@ -1,0 +1,505 @@
+/* serializers/pyhook/saver.c -- the traced save(): one node per object.
+ *
+ * During a traced dump pickler.save is shadowed by a C "saver"
+ * (install_saver).  For each save(obj) it folds atoms into their parent
+ * (unless the dump asks for them), or pushes a node on the dump's stack,
+ * chooses its tag (a memo hit, a dill-dispatched object whose tag dill's
+ * trace call will give, or sertrace's own tag) and emits the enter record
+ * at the position after pickle's frame commit, calls the class's save,
+ * and emits the exit record.  Type names are built without user code,
+ * only the first time a type is seen in the dump; tags and the
+ * "dispatched to dill" answer are cached per type for the dump.
+ */
+#include "pyhook.h"
+
+/* ---- names, without user code ------------------------------------------ */
+
+/* module.qualname of a type, or qualname alone for builtins (and for
+ * __main__ when `short_main`), like repr(cls) / pickle's _T(). */
+int type_qualified_name(PyTypeObject *t, bool short_main, char *out, size_t cap)
+{
+    const char *qual = NULL, *mod = NULL;
+    Py_ssize_t qn = 0, mn = 0;
+
+    if (t->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        PyObject *q = ((PyHeapTypeObject *)t)->ht_qualname;
+        PyObject *m = t->tp_dict ? PyDict_GetItemWithError(t->tp_dict, str_module) : NULL;
+        if (q && PyUnicode_Check(q))
+            qual = PyUnicode_AsUTF8AndSize(q, &qn);
+        if (m && PyUnicode_Check(m))
+            mod = PyUnicode_AsUTF8AndSize(m, &mn);
+        PyErr_Clear();
+    } else {
+        const char *dot = strrchr(t->tp_name, '.');
+        if (dot) {
+            mod = t->tp_name;
+            mn = dot - t->tp_name;
+            qual = dot + 1;
+        } else {
+            qual = t->tp_name;
+        }
+        qn = (Py_ssize_t)strlen(qual);
+    }
+    if (qual == NULL) {
+        qual = "?";
+        qn = 1;
+    }
+    if (mod && !(mn == 8 && memcmp(mod, "builtins", 8) == 0) &&
+        !(short_main && mn == 8 && memcmp(mod, "__main__", 8) == 0))
+        return snprintf(out, cap, "%.*s.%.*s", (int)mn, mod, (int)qn, qual);
+    return snprintf(out, cap, "%.*s", (int)qn, qual);
+}
+
+static bool is_class_tag(uint8_t tag)
+{
+    return tag == SERTRACE_TAG_CLASS || tag == SERTRACE_TAG_DILL_T1 ||
+           tag == SERTRACE_TAG_DILL_T2 || tag == SERTRACE_TAG_DILL_T6 ||
+           tag == SERTRACE_TAG_DILL_T7;
+}
+
+static bool is_function_tag(uint8_t tag)
+{
+    return tag == SERTRACE_TAG_FUNCTION || tag == SERTRACE_TAG_DILL_F1 ||
+           tag == SERTRACE_TAG_DILL_F3;
+}
+
+/* The dump's type index for a node: the class itself for class tags, the
+ * function for function tags (so the tree shows their names), else the
+ * object's type.  Names are built only the first time a key is seen. */
+uint32_t node_type(hook_state *s, PyObject *obj, uint8_t tag)
+{
+    const void *key;
+    uint32_t idx;
+    char name[512];
+
+    if (obj == NULL)
+        return 0;
+    if (is_class_tag(tag) && PyType_Check(obj)) {
+        key = obj;
+        idx = sertrace_type_known(s->d, key);
+        if (idx)
+            return idx;
+        type_qualified_name((PyTypeObject *)obj, false, name, sizeof name);
+    } else if (is_function_tag(tag) && PyFunction_Check(obj)) {
+        PyObject *q = ((PyFunctionObject *)obj)->func_qualname;
+        const char *u = (q && PyUnicode_Check(q)) ? PyUnicode_AsUTF8(q) : NULL;
+        key = obj;
+        idx = sertrace_type_known(s->d, key);
+        if (idx)
+            return idx;
+        if (u == NULL)
+            PyErr_Clear();
+        snprintf(name, sizeof name, "%s", u ? u : "?");
+    } else {
+        PyTypeObject *t = Py_TYPE(obj);
+        size_t h = TCACHE_SLOT(t);
+        if (s->tcache[h].type == t && s->tcache[h].index)
+            return s->tcache[h].index;
+        key = t;
+        idx = sertrace_type_known(s->d, key);
+        if (idx == 0) {
+            type_qualified_name(t, false, name, sizeof name);
+            idx = sertrace_type(s->d, key, name);
+        }
+        if (s->tcache[h].type == t)
+            s->tcache[h].index = idx;
+        return idx;
+    }
+    return sertrace_type(s->d, key, name);
+}
+
+/* ---- tags -------------------------------------------------------------- */
+
+static bool is_atom(PyTypeObject *t)
+{
+    return t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type ||
+           t == &PyBytes_Type || t == Py_TYPE(Py_None) || t == &PyBool_Type;
+}
+
+static uint8_t default_tag(PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+
+    if (t == &PyDict_Type)
+        return SERTRACE_TAG_DICT;
+    if (t == &PyList_Type)
+        return SERTRACE_TAG_LIST;
+    if (t == &PyTuple_Type)
+        return SERTRACE_TAG_TUPLE;
+    if (t == &PyUnicode_Type)
+        return SERTRACE_TAG_STR;
+    if (t == &PyLong_Type)
+        return SERTRACE_TAG_INT;
+    if (t == &PyFloat_Type)
+        return SERTRACE_TAG_FLOAT;
+    if (t == &PyBytes_Type)
+        return SERTRACE_TAG_BYTES;
+    if (t == &PyByteArray_Type)
+        return SERTRACE_TAG_BYTEARRAY;
+    if (t == &PySet_Type)
+        return SERTRACE_TAG_SET;
+    if (t == &PyFrozenSet_Type)
+        return SERTRACE_TAG_FROZENSET;
+    if (obj == Py_None || t == &PyBool_Type || obj == Py_Ellipsis || obj == Py_NotImplemented)
+        return SERTRACE_TAG_ATOM;
+    if (PyType_Check(obj))
+        return SERTRACE_TAG_CLASS;
+    if (PyFunction_Check(obj))
+        return SERTRACE_TAG_FUNCTION;
+    if (PyCFunction_Check(obj))
+        return SERTRACE_TAG_GLOBAL;
+    if (t == &PyPickleBuffer_Type)
+        return SERTRACE_TAG_PICKLEBUFFER;
+    /* as the C pickler: O for instances of heap types, R for other
+     * reduce-based objects (generators, datetime ...) */
+    return (t->tp_flags & Py_TPFLAGS_HEAPTYPE) ? SERTRACE_TAG_INSTANCE : SERTRACE_TAG_REDUCE;
+}
+
+static uint64_t obj_length(PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+
+    if (t == &PyDict_Type)
+        return (uint64_t)PyDict_GET_SIZE(obj) + 1;
+    if (t == &PyList_Type)
+        return (uint64_t)PyList_GET_SIZE(obj) + 1;
+    if (t == &PyTuple_Type)
+        return (uint64_t)PyTuple_GET_SIZE(obj) + 1;
+    if (t == &PyUnicode_Type)
+        return (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
+    if (t == &PyBytes_Type)
+        return (uint64_t)PyBytes_GET_SIZE(obj) + 1;
+    if (t == &PyByteArray_Type)
+        return (uint64_t)PyByteArray_GET_SIZE(obj) + 1;
+    if (t == &PySet_Type || t == &PyFrozenSet_Type)
+        return (uint64_t)PySet_GET_SIZE(obj) + 1;
+    return 0;
+}
+
+
+static inline void type_info(hook_state *s, PyObject *obj, uint8_t *tag, bool *dill)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    size_t h = TCACHE_SLOT(t);
+
+    if (s->tcache[h].type != t) {
+        s->tcache[h].type = t;
+        s->tcache[h].index = 0;
+        s->tcache[h].tag = default_tag(obj);
+        s->tcache[h].dill = dispatched_to_dill(s, obj);
+    }
+    *tag = s->tcache[h].tag;
+    *dill = s->tcache[h].dill;
+}
+
+/* pickle's memo is keyed by id(obj).  Building that int costs an
+ * allocation per save; on CPython 3.11 (30-bit digits) the dump keeps one
+ * private 3-digit int and rewrites its digits in place for each probe.  It
+ * is never stored or shown to Python code: a dict probe only hashes and
+ * compares it.  Other versions allocate. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30 && \
+    SIZEOF_VOID_P <= 8
+#define PYHOOK_REUSE_MEMO_KEY 1
+#endif
+
+static PyObject *memo_key_for(hook_state *s, PyObject *obj)
+{
+#ifdef PYHOOK_REUSE_MEMO_KEY
+    uint64_t v = (uint64_t)(uintptr_t)obj;
+    PyLongObject *k;
+    Py_ssize_t n;
+
+    if (s->memo_key == NULL) {
+        s->memo_key = PyLong_FromUnsignedLongLong(1ULL << 62); /* 3 digits */
+        if (s->memo_key == NULL)
+            return NULL;
+    }
+    k = (PyLongObject *)s->memo_key;
+    k->ob_digit[0] = (digit)(v & PyLong_MASK);
+    k->ob_digit[1] = (digit)((v >> PyLong_SHIFT) & PyLong_MASK);
+    k->ob_digit[2] = (digit)(v >> (2 * PyLong_SHIFT));
+    n = k->ob_digit[2] ? 3 : k->ob_digit[1] ? 2 : k->ob_digit[0] ? 1 : 0;
+    Py_SET_SIZE(k, n);
+    return Py_NewRef(s->memo_key);
+#else
+    (void)s;
+    return PyLong_FromVoidPtr(obj);
+#endif
+}
+
+static bool memo_hit(hook_state *s, PyObject *obj)
+{
+    PyObject *key, *v;
+
+    if (s->memo == NULL || PyDict_GET_SIZE(s->memo) == 0)
+        return false;
+    key = memo_key_for(s, obj);
+    if (key == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    v = PyDict_GetItemWithError(s->memo, key);
+    Py_DECREF(key);
+    if (v == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    return true;
+}
+
+/* ---- the node stack ---------------------------------------------------- */
+
+node *push_node(hook_state *s)
+{
+    if (s->depth == s->cap) {
+        uint32_t cap = s->cap ? s->cap * 2 : 64;
+        node *n = PyMem_Realloc(s->nodes, (size_t)cap * sizeof(node));
+        if (n == NULL)
+            return NULL;
+        s->nodes = n;
+        s->cap = cap;
+    }
+    memset(&s->nodes[s->depth], 0, sizeof(node));
+    return &s->nodes[s->depth++];
+}
+
+void emit_enter(hook_state *s, node *n, uint8_t tag, uint64_t pos)
+{
+    n->tag = tag;
+    n->type = node_type(s, n->obj, tag);
+    sertrace_enter(s->d, tag, n->type, (uintptr_t)n->obj, n->obj ? obj_length(n->obj) : 0, pos);
+}
+
+/* Emit the enter record of a pending node (before a child or at exit). */
+void flush_pending(hook_state *s)
+{
+    node *n = s->depth ? &s->nodes[s->depth - 1] : NULL;
+
+    if (n && n->kind == NODE_PENDING) {
+        emit_enter(s, n, n->tag, n->enter_pos);
+        n->kind = NODE_OPEN;
+    }
+}
+
+
+
+/* A saver is set as pickler.save (in the instance dict, which shadows the
+ * class's save for `self.save(x)` calls) for the duration of a traced dump.
+ * Explicit class calls such as dill's `StockPickler.save(self, obj)` go
+ * straight to the class function, so each object gets exactly one node, and
+ * untraced dumps never pay for a hook on save. */
+
+
+/* original(pickler, *args, **kw) without copying when the caller allows. */
+static PyObject *call_original(saver *sv, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *small[8], **a, *r;
+
+    if (sv->pickler == NULL) /* the instance's own save: already bound */
+        return PyObject_Vectorcall(sv->original, args, nargsf, kwnames);
+    if (nargsf & PY_VECTORCALL_ARGUMENTS_OFFSET) {
+        PyObject *tmp;
+        a = (PyObject **)args - 1;
+        tmp = a[0];
+        a[0] = sv->pickler;
+        r = PyObject_Vectorcall(sv->original, a, (size_t)nargs + 1, kwnames);
+        a[0] = tmp;
+        return r;
+    }
+    a = small;
+    if (nargs + nkw + 1 > (Py_ssize_t)(sizeof small / sizeof small[0])) {
+        a = PyMem_Malloc((size_t)(nargs + nkw + 1) * sizeof(PyObject *));
+        if (a == NULL)
+            return PyErr_NoMemory();
+    }
+    a[0] = sv->pickler;
+    memcpy(a + 1, args, (size_t)(nargs + nkw) * sizeof(PyObject *));
+    r = PyObject_Vectorcall(sv->original, a, (size_t)nargs + 1, kwnames);
+    if (a != small)
+        PyMem_Free(a);
+    return r;
+}
+
+static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames)
+{
+    PyObject *obj = args[0];
+    PyObject *r;
+    node *n;
+    uint64_t enter_pos;
+    uint32_t my_index;
+    uint8_t tag;
+    bool by_dill;
+
+    if (!s->atoms && is_atom(Py_TYPE(obj))) {
+        r = call_original(sv, args, nargsf, kwnames);
+        if (r == NULL)
+            note_failure(s, obj, NULL);
+        return r;
+    }
+
+    flush_pending(s);
+    n = push_node(s);
+    if (n == NULL)
+        return call_original(sv, args, nargsf, kwnames);
+    my_index = s->depth - 1;
+    n->obj = obj;
+    /* pickle's save() starts with framer.commit_frame(): a frame header
+     * written there belongs before this object, as in dill's counts. */
+    enter_pos = st_pos(s);
+    if (s->framed && s->inframe >= s->frame_target)
+        enter_pos += 9;
+    n->enter_pos = enter_pos;
+    type_info(s, obj, &tag, &by_dill);
+    if (memo_hit(s, obj)) {
+        emit_enter(s, n, SERTRACE_TAG_MEMO, enter_pos);
+        n->kind = NODE_OPEN;
+    } else if (by_dill) {
+        n->tag = tag; /* until dill's trace call names it */
+        n->kind = NODE_PENDING;
+    } else {
+        emit_enter(s, n, tag, enter_pos);
+        n->kind = NODE_OPEN;
+    }
+    r = call_original(sv, args, nargsf, kwnames);
+    /* Drop synthetic dill nodes left open above us (unbalanced traces). */
+    while (s->depth > my_index + 1) {
+        if (s->nodes[s->depth - 1].kind == NODE_SYNTH && r != NULL)
+            sertrace_exit(s->d, st_pos(s));
+        s->depth--;
+    }
+    n = &s->nodes[my_index]; /* the array may have moved */
+    if (r == NULL) {
+        note_failure(s, obj, n); /* the error event itself is emitted at dump end */
+        s->depth = my_index;
+        return NULL;
+    }
+    s->error_reported = false;
+    switch (n->kind) {
+    case NODE_PENDING:
+        emit_enter(s, n, n->tag, n->enter_pos);
+        sertrace_exit(s->d, st_pos(s));
+        break;
+    case NODE_OPEN:
+    case NODE_DILL:
+        sertrace_exit(s->d, st_pos(s));
+        break;
+    default:
+        break;
+    }
+    s->depth = my_index;
+    return r;
+}
+
+static PyObject *saver_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames)
+{
+    saver *sv = (saver *)self;
+    hook_state *s = sv->st;
+
+    if (s == NULL || PyVectorcall_NARGS(nargsf) < 1 || tls_top != s)
+        return call_original(sv, args, nargsf, kwnames);
+    return save_traced(sv, s, args, nargsf, kwnames);
+}
+
+static void saver_dealloc(PyObject *self)
+{
+    saver *sv = (saver *)self;
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(sv->pickler);
+    Py_CLEAR(sv->original);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int saver_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    saver *sv = (saver *)self;
+    Py_VISIT(sv->pickler);
+    Py_VISIT(sv->original);
+    return 0;
+}
+
+static int saver_clear(PyObject *self)
+{
+    saver *sv = (saver *)self;
+    Py_CLEAR(sv->pickler);
+    Py_CLEAR(sv->original);
+    return 0;
+}
+
+PyTypeObject saver_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sertrace._pyhook.TracedSave",
+    .tp_doc = "A traced pickler's save() during one dump (see sertrace.dill).",
+    .tp_basicsize = sizeof(saver),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_vectorcall_offset = offsetof(saver, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = saver_dealloc,
+    .tp_traverse = saver_traverse,
+    .tp_clear = saver_clear,
+};
+
+/* Shadow pickler.save with a saver for this dump, through attribute calls
+ * only (see install_writers).  When the instance already has its own
+ * `save`, it is wrapped as is (called without the pickler prepended). */
+int install_saver(hook_state *s)
+{
+    PyObject *cls_save, *cur = NULL, *orig = NULL;
+    saver *sv = NULL;
+    int rc = -1;
+
+    cls_save = _PyType_Lookup(Py_TYPE(s->pickler), str_save);
+    cur = PyObject_GetAttr(s->pickler, str_save);
+    if (cur == NULL)
+        goto end;
+    if (cls_save && PyMethod_Check(cur) && PyMethod_GET_FUNCTION(cur) == cls_save &&
+        PyMethod_GET_SELF(cur) == s->pickler) {
+        orig = Py_NewRef(cls_save);
+    } else {
+        s->saved_own_save = Py_NewRef(cur);
+        orig = Py_NewRef(cur);
+    }
+    sv = PyObject_GC_New(saver, &saver_type);
+    if (sv == NULL)
+        goto end;
+    sv->vectorcall = saver_call;
+    sv->st = s;
+    sv->pickler = s->saved_own_save ? NULL : Py_NewRef(s->pickler);
+    sv->original = orig;
+    orig = NULL;
+    PyObject_GC_Track(sv);
+    if (PyObject_SetAttr(s->pickler, str_save, (PyObject *)sv) < 0)
+        goto end;
+    s->saver = sv;
+    sv = NULL;
+    rc = 0;
+end:
+    Py_XDECREF(sv);
+    Py_XDECREF(orig);
+    Py_XDECREF(cur);
+    if (rc < 0) {
+        Py_CLEAR(s->saved_own_save);
+        PyErr_Clear();
+    }
+    return rc;
+}
+
+void remove_saver(hook_state *s)
+{
+    if (s->saver == NULL)
+        return;
+    s->saver->st = NULL;
+    if (s->saved_own_save) {
+        if (PyObject_SetAttr(s->pickler, str_save, s->saved_own_save) < 0)
+            PyErr_Clear();
+    } else if (PyObject_DelAttr(s->pickler, str_save) < 0) {
+        PyErr_Clear();
+    }
+    Py_CLEAR(s->saver);
+    Py_CLEAR(s->saved_own_save);
+}
+
