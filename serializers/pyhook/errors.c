@@ -10,93 +10,7 @@
  */
 #include "pyhook.h"
 
-#include "../py_safe_text.h"
-
 /* ---- error path -------------------------------------------------------- */
-
-/* Append to a growing PyMem buffer; failures just truncate. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = (b->cap ? b->cap * 2 : 256);
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = PyMem_Realloc(b->p, cap);
-        if (p == NULL)
-            return;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
-/* Dict keys in paths and notes.  Keys are user data, so only keys that
- * read as names or small numbers are shown; every other key shows its type
- * (the rule the C pickler uses too; see README, "Dict keys"):
- *   a str that is an identifier of at most 64 characters   'name'
- *   an int (not bool) that fits in 64 bits                  42
- *   None, True, False                                       None
- *   any other str, bytes                                    <str len=12>
- *   anything else                                           <tuple>
- * No repr and no user code is called. */
-#define KEY_NAME_MAX 64
-
-static bool is_short_identifier(PyObject *k)
-{
-    return PyUnicode_CheckExact(k) && PyUnicode_GET_LENGTH(k) <= KEY_NAME_MAX &&
-           PyUnicode_IsIdentifier(k) == 1;
-}
-
-static void key_text(sbuf *b, PyObject *k)
-{
-    char tmp[300];
-
-    if (is_short_identifier(k)) {
-        Py_ssize_t n;
-        const char *u = PyUnicode_AsUTF8AndSize(k, &n);
-        if (u) {
-            sb_str(b, "'");
-            sb_add(b, u, (size_t)n);
-            sb_str(b, "'");
-            return;
-        }
-        PyErr_Clear();
-    } else if (PyLong_CheckExact(k)) {
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(k, &overflow);
-        if (!overflow && !(v == -1 && PyErr_Occurred())) {
-            snprintf(tmp, sizeof tmp, "%lld", v);
-            sb_str(b, tmp);
-            return;
-        }
-        PyErr_Clear();
-    } else if (k == Py_None || k == Py_True || k == Py_False) {
-        sb_str(b, k == Py_None ? "None" : k == Py_True ? "True" : "False");
-        return;
-    }
-    if (PyUnicode_CheckExact(k)) {
-        snprintf(tmp, sizeof tmp, "<str len=%zd>", PyUnicode_GET_LENGTH(k));
-    } else if (PyBytes_CheckExact(k)) {
-        snprintf(tmp, sizeof tmp, "<bytes len=%zd>", PyBytes_GET_SIZE(k));
-    } else {
-        char name[256];
-        type_qualified_name(Py_TYPE(k), true, name, sizeof name);
-        snprintf(tmp, sizeof tmp, "<%s>", name);
-    }
-    sb_str(b, tmp);
-}
 
 /* The error path, after the C pickler's (serializers/pickle/trace.c), so a
  * dill failure reads exactly as a sertrace.dumps one:
@@ -117,14 +31,8 @@ static void key_text(sbuf *b, PyObject *k)
  * count once), and the frames between two of them say how the inner one sat
  * in the outer one: `_batch_setitems` (its `k`, `v`), `_batch_appends`,
  * `save_reduce` (its `cls`, `func`, `args`, `kwargs`, `state`,
- * `state_setter`).  Identity only: no user code, no repr but py_safe_repr(). */
-
-static PyObject *type_name_obj(PyTypeObject *t)
-{
-    char name[256];
-    type_qualified_name(t, true, name, sizeof name);
-    return PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace");
-}
+ * `state_setter`).  Identity only: no user code.  The texts (notes, key
+ * rule, path segments, message) are serializers/objdesc's, the C pickler's. */
 
 /* ---- the chain of objects being saved, from the traceback -------------- */
 
@@ -252,19 +160,6 @@ static void chain_collect(chain *c, PyObject *exc, PyObject *pickler)
     PyErr_Clear();
 }
 
-enum rel {
-    REL_NONE,
-    REL_INDEX,   /* list/tuple item i */
-    REL_KEY,     /* dict item k */
-    REL_ELEMENT, /* set element */
-    REL_CLASS,   /* reduce: class (NEWOBJ, NEWOBJ_EX) */
-    REL_NEWARGS, /* reduce: __new__ arguments */
-    REL_RECON,   /* reduce: reconstructor */
-    REL_RECONARGS, /* reduce: reconstructor arguments */
-    REL_STATE,   /* reduce: state */
-    REL_SETTER,  /* reduce: state setter */
-};
-
 static bool index_of(PyObject *seq, PyObject *c, Py_ssize_t *index)
 {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -288,89 +183,46 @@ static int relation(const chain_link *l, PyObject *c, Py_ssize_t *index, PyObjec
     if (l->batch && l->setitems) {
         PyObject *k = local(l->batch, str_k), *v = local(l->batch, str_v);
         if (k == NULL || k == c || v != c)
-            return REL_NONE;
+            return OD_REL_NONE;
         *key = k;
-        return REL_KEY;
+        return OD_REL_KEY;
     }
     if (l->batch) /* list items (or a list subclass's reduce listitems) */
-        return PyList_Check(p) && index_of(p, c, index) ? REL_INDEX : REL_NONE;
+        return PyList_Check(p) && index_of(p, c, index) ? OD_REL_INDEX : OD_REL_NONE;
     if (l->reduce) {
         PyObject *r = l->reduce, *cls = local(r, str_cls);
         PyObject *args = local(r, str_args);
         if (cls) { /* NEWOBJ / NEWOBJ_EX */
             if (c == cls)
-                return REL_CLASS;
+                return OD_REL_CLASS;
             if (c == args || c == local(r, str_kwargs))
-                return REL_NEWARGS;
+                return OD_REL_NEW_ARGS;
         }
         if (c == local(r, str_func))
-            return REL_RECON;
+            return OD_REL_RECON;
         if (!cls && c == args)
-            return REL_RECONARGS;
+            return OD_REL_RECON_ARGS;
         if (c == local(r, str_state_setter))
-            return REL_SETTER;
+            return OD_REL_SETTER;
         if (c == local(r, str_state))
-            return REL_STATE;
-        return REL_NONE;
+            return OD_REL_STATE;
+        return OD_REL_NONE;
     }
     if ((pt == &PyList_Type || pt == &PyTuple_Type) && index_of(p, c, index))
-        return REL_INDEX;
+        return OD_REL_INDEX;
     if (pt == &PyDict_Type) {
         Py_ssize_t pos = 0;
         PyObject *k, *v;
         while (PyDict_Next(p, &pos, &k, &v))
             if (v == c) {
                 *key = k;
-                return REL_KEY;
+                return OD_REL_KEY;
             }
-        return REL_NONE;
+        return OD_REL_NONE;
     }
     if (pt == &PySet_Type || pt == &PyFrozenSet_Type)
-        return REL_ELEMENT;
-    return REL_NONE;
-}
-
-static const char *const rel_words[] = {
-    [REL_ELEMENT] = " element",          [REL_CLASS] = " class",
-    [REL_NEWARGS] = " __new__ arguments", [REL_RECON] = " reconstructor",
-    [REL_RECONARGS] = " reconstructor arguments", [REL_STATE] = " state",
-    [REL_SETTER] = " state setter",
-};
-
-static void add_note_text(PyObject *exc, PyObject *note)
-{
-    if (note != NULL) {
-        /* BaseException.add_note itself (as CPython's _PyException_AddNote):
-         * an exception class that overrides add_note runs no code here. */
-        PyObject *add = PyObject_GetAttrString(PyExc_BaseException, "add_note");
-        PyObject *r = add ? PyObject_CallFunctionObjArgs(add, exc, note, NULL) : NULL;
-        Py_XDECREF(add);
-        Py_XDECREF(r);
-        Py_DECREF(note);
-    }
-    PyErr_Clear();
-}
-
-static PyObject *note_for(PyObject *p, int r, Py_ssize_t index, PyObject *key)
-{
-    PyObject *name = type_name_obj(Py_TYPE(p)), *note = NULL;
-
-    if (name == NULL)
-        return NULL;
-    if (r == REL_INDEX) {
-        note = PyUnicode_FromFormat("when serializing %U item %zd", name, index);
-    } else if (r == REL_KEY) {
-        PyObject *k = py_safe_repr(key, type_name_obj);
-        if (k)
-            note = PyUnicode_FromFormat("when serializing %U item %U", name, k);
-        Py_XDECREF(k);
-    } else if (r > REL_KEY) {
-        note = PyUnicode_FromFormat("when serializing %U%s", name, rel_words[r]);
-    } else { /* the object note */
-        note = PyUnicode_FromFormat("when serializing %U object", name);
-    }
-    Py_DECREF(name);
-    return note;
+        return OD_REL_ELEMENT;
+    return OD_REL_NONE;
 }
 
 /* The notes, innermost first, as 3.14 adds them while unwinding. */
@@ -382,11 +234,11 @@ static void chain_notes(const chain *c, PyObject *exc)
             Py_ssize_t index = 0;
             PyObject *key = NULL;
             int r = relation(l, c->v[i + 1].obj, &index, &key);
-            if (r != REL_NONE)
-                add_note_text(exc, note_for(l->obj, r, index, key));
+            if (r != OD_REL_NONE)
+                od_add_note(exc, od_note_text(l->obj, r, index, key));
         }
         if (l->reduce && l->generic) /* the reduce path of save() failed */
-            add_note_text(exc, note_for(l->obj, REL_NONE, 0, NULL));
+            od_add_note(exc, od_note_text(l->obj, OD_REL_OBJECT, 0, NULL));
     }
 }
 
@@ -397,15 +249,10 @@ static void chain_notes(const chain *c, PyObject *exc)
  * characters. */
 static PyObject *chain_path(const chain *c, PyObject *root)
 {
-    sbuf b = {NULL, 0, 0};
-    PyObject *q, *path = NULL;
-    int outer = REL_NONE;
+    PyObject *parts = PyList_New(0), *path;
+    int outer = OD_REL_NONE;
 
-    if (root == NULL)
-        return NULL;
-    q = PyType_GetQualName(Py_TYPE(root));
-    if (q == NULL || !PyUnicode_Check(q)) {
-        Py_XDECREF(q);
+    if (parts == NULL) {
         PyErr_Clear();
         return NULL;
     }
@@ -413,61 +260,14 @@ static PyObject *chain_path(const chain *c, PyObject *root)
         Py_ssize_t index = 0;
         PyObject *key = NULL;
         int r = relation(&c->v[i], c->v[i + 1].obj, &index, &key);
-        char num[40];
-        switch (r) {
-        case REL_NONE:
+        if (r == OD_REL_NONE)
             continue;
-        case REL_INDEX:
-            snprintf(num, sizeof num, "[%zd]", index);
-            sb_str(&b, num);
+        if (od_path_append(parts, r, index, key, outer) < 0)
             break;
-        case REL_KEY:
-            if (outer == REL_STATE && is_short_identifier(key)) {
-                const char *u = PyUnicode_AsUTF8(key);
-                sb_str(&b, ".");
-                sb_str(&b, u ? u : "?");
-                PyErr_Clear();
-            } else {
-                sb_str(&b, "[");
-                key_text(&b, key);
-                sb_str(&b, "]");
-            }
-            break;
-        case REL_ELEMENT:
-            sb_str(&b, "{element}");
-            break;
-        case REL_NEWARGS:
-        case REL_RECONARGS:
-            sb_str(&b, "(args)");
-            break;
-        case REL_CLASS:
-        case REL_RECON:
-        case REL_SETTER:
-            sb_str(&b, "(reconstructor)");
-            break;
-        default: /* REL_STATE: transparent */
-            break;
-        }
         outer = r;
     }
-    {
-        PyObject *tail = b.p ? PyUnicode_DecodeUTF8(b.p, (Py_ssize_t)b.len, "replace")
-                             : PyUnicode_FromString("");
-        if (tail != NULL) {
-            path = PyUnicode_Concat(q, tail);
-            Py_DECREF(tail);
-        }
-    }
-    if (path != NULL && PyUnicode_GET_LENGTH(path) > 240) {
-        Py_ssize_t n = PyUnicode_GET_LENGTH(path);
-        PyObject *end = PyUnicode_Substring(path, n - 200, n);
-        PyObject *shorter = end ? PyUnicode_FromFormat("%U...%U", q, end) : NULL;
-        Py_XDECREF(end);
-        if (shorter != NULL)
-            Py_SETREF(path, shorter);
-    }
-    Py_DECREF(q);
-    PyMem_Free(b.p);
+    path = od_path_join(root, parts);
+    Py_DECREF(parts);
     PyErr_Clear();
     return path;
 }
@@ -487,12 +287,7 @@ void note_failure(hook_state *s, PyObject *obj, node *n)
         flush_pending(s);
         s->err_tag = n->tag;
     } else { /* a folded atom */
-        PyTypeObject *t = Py_TYPE(obj);
-        s->err_tag = t == &PyUnicode_Type ? SERTRACE_TAG_STR
-                     : t == &PyBytes_Type ? SERTRACE_TAG_BYTES
-                     : t == &PyLong_Type  ? SERTRACE_TAG_INT
-                     : t == &PyFloat_Type ? SERTRACE_TAG_FLOAT
-                                          : SERTRACE_TAG_ATOM;
+        s->err_tag = od_atom_tag(obj);
     }
     s->err_type = node_type(s, obj, SERTRACE_TAG_INSTANCE);
     s->err_set = true;
@@ -516,7 +311,7 @@ void dump_failed(hook_state *s, PyObject *pickler, PyObject *root)
     chain_collect(&c, exc, pickler);
     chain_notes(&c, exc);
     if (s != NULL) {
-        PyObject *msg = py_exception_message(exc, type_name_obj);
+        PyObject *msg = od_exception_message(exc);
         PyObject *path;
         const char *m = NULL, *p = NULL;
         PyErr_Clear();

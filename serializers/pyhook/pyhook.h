@@ -51,7 +51,7 @@
  *   the C pickler's message and path ("State.suspended[0].frame.stack[5][1]").
  *   All of it is built on the error path only, without user code; the
  *   trace has no object values: dict keys in the path follow key_text()'s
- *   rule, the message py_exception_message()'s (../py_safe_text.h).
+ *   rule, the message od_exception_message()'s (serializers/objdesc).
  *
  * Per-thread state: the dump being traced on this thread is found through
  * a thread-local pointer; nested dumps (a __reduce__ that pickles) push
@@ -78,6 +78,7 @@
 #include <string.h>
 
 #include "sertrace/sertrace.h"
+#include "objdesc.h"
 
 /* ---- interned names (module.c) ----------------------------------------- */
 
@@ -116,6 +117,7 @@ typedef struct hook_state {
     sertrace_dump *d;
     unsigned flags;
     bool atoms;
+    unsigned suspended; /* > 0 while a folded atom is written: its parts get no nodes */
     bool framed;     /* pickle-style framer found */
     bool frame_dirty; /* re-read framer.current_frame before next write */
     bool error_reported; /* the current failure is noted (note_failure) */
@@ -134,6 +136,7 @@ typedef struct hook_state {
     PyObject *dispatch;    /* strong, dict (or subclass) or NULL */
     saver *saver;              /* shadows pickler.save during the dump */
     PyObject *saved_own_save;  /* strong: the instance's own save, or NULL */
+    saver *batcher[2];         /* shadow _batch_appends / _batch_setitems, or NULL */
     writer *w_write;       /* replaces pickler.write */
     writer *w_file;        /* replaces framer.file_write */
     PyObject *saved_write; /* strong: the instance's write (framer.write) */
@@ -220,7 +223,6 @@ struct saver {
 extern PyTypeObject saver_type;
 int install_saver(hook_state *s);
 void remove_saver(hook_state *s);
-int type_qualified_name(PyTypeObject *t, bool short_main, char *out, size_t cap);
 uint32_t node_type(hook_state *s, PyObject *obj, uint8_t tag);
 node *push_node(hook_state *s);
 void emit_enter(hook_state *s, node *n, uint8_t tag, uint64_t pos);

@@ -12,170 +12,39 @@
  */
 #include "pyhook.h"
 
-/* ---- names, without user code ------------------------------------------ */
+/* ---- tags and names: serializers/objdesc -------------------------------- */
 
-/* module.qualname of a type, or qualname alone for builtins (and for
- * __main__ when `short_main`), like repr(cls) / pickle's _T(). */
-int type_qualified_name(PyTypeObject *t, bool short_main, char *out, size_t cap)
+/* An atom's tag: folded into its parent unless the dump asks for atoms. */
+static inline bool is_atom_tag(uint8_t tag)
 {
-    const char *qual = NULL, *mod = NULL;
-    Py_ssize_t qn = 0, mn = 0;
-
-    if (t->tp_flags & Py_TPFLAGS_HEAPTYPE) {
-        PyObject *q = ((PyHeapTypeObject *)t)->ht_qualname;
-        PyObject *m = t->tp_dict ? PyDict_GetItemWithError(t->tp_dict, str_module) : NULL;
-        if (q && PyUnicode_Check(q))
-            qual = PyUnicode_AsUTF8AndSize(q, &qn);
-        if (m && PyUnicode_Check(m))
-            mod = PyUnicode_AsUTF8AndSize(m, &mn);
-        PyErr_Clear();
-    } else {
-        const char *dot = strrchr(t->tp_name, '.');
-        if (dot) {
-            mod = t->tp_name;
-            mn = dot - t->tp_name;
-            qual = dot + 1;
-        } else {
-            qual = t->tp_name;
-        }
-        qn = (Py_ssize_t)strlen(qual);
-    }
-    if (qual == NULL) {
-        qual = "?";
-        qn = 1;
-    }
-    if (mod && !(mn == 8 && memcmp(mod, "builtins", 8) == 0) &&
-        !(short_main && mn == 8 && memcmp(mod, "__main__", 8) == 0))
-        return snprintf(out, cap, "%.*s.%.*s", (int)mn, mod, (int)qn, qual);
-    return snprintf(out, cap, "%.*s", (int)qn, qual);
+    return tag == SERTRACE_TAG_ATOM || tag == SERTRACE_TAG_INT || tag == SERTRACE_TAG_FLOAT ||
+           tag == SERTRACE_TAG_STR || tag == SERTRACE_TAG_BYTES;
 }
 
-static bool is_class_tag(uint8_t tag)
-{
-    return tag == SERTRACE_TAG_CLASS || tag == SERTRACE_TAG_DILL_T1 ||
-           tag == SERTRACE_TAG_DILL_T2 || tag == SERTRACE_TAG_DILL_T6 ||
-           tag == SERTRACE_TAG_DILL_T7;
-}
-
-static bool is_function_tag(uint8_t tag)
-{
-    return tag == SERTRACE_TAG_FUNCTION || tag == SERTRACE_TAG_DILL_F1 ||
-           tag == SERTRACE_TAG_DILL_F3;
-}
-
-/* The dump's type index for a node: the class itself for class tags, the
- * function for function tags (so the tree shows their names), else the
- * object's type.  Names are built only the first time a key is seen. */
+/* The dump's type index for a node of `tag` (objdesc's naming: the class
+ * or function itself for class and function tags, a reference to it for
+ * a memo hit, else the object's type).  Names are built only the first
+ * time a key is seen; the type's index is cached per dump. */
 uint32_t node_type(hook_state *s, PyObject *obj, uint8_t tag)
 {
-    const void *key;
-    uint32_t idx;
-    char name[512];
+    int naming;
 
     if (obj == NULL)
         return 0;
-    if (is_class_tag(tag) && PyType_Check(obj)) {
-        key = obj;
-        idx = sertrace_type_known(s->d, key);
-        if (idx)
-            return idx;
-        type_qualified_name((PyTypeObject *)obj, false, name, sizeof name);
-    } else if (is_function_tag(tag) && PyFunction_Check(obj)) {
-        PyObject *q = ((PyFunctionObject *)obj)->func_qualname;
-        const char *u = (q && PyUnicode_Check(q)) ? PyUnicode_AsUTF8(q) : NULL;
-        key = obj;
-        idx = sertrace_type_known(s->d, key);
-        if (idx)
-            return idx;
-        if (u == NULL)
-            PyErr_Clear();
-        snprintf(name, sizeof name, "%s", u ? u : "?");
-    } else {
+    naming = od_naming(obj, tag);
+    if (naming == OD_BY_TYPE) {
         PyTypeObject *t = Py_TYPE(obj);
         size_t h = TCACHE_SLOT(t);
+        uint32_t idx;
         if (s->tcache[h].type == t && s->tcache[h].index)
             return s->tcache[h].index;
-        key = t;
-        idx = sertrace_type_known(s->d, key);
-        if (idx == 0) {
-            type_qualified_name(t, false, name, sizeof name);
-            idx = sertrace_type(s->d, key, name);
-        }
+        idx = od_type_index(s->d, obj, OD_BY_TYPE);
         if (s->tcache[h].type == t)
             s->tcache[h].index = idx;
         return idx;
     }
-    return sertrace_type(s->d, key, name);
+    return od_type_index(s->d, obj, naming);
 }
-
-/* ---- tags -------------------------------------------------------------- */
-
-static bool is_atom(PyTypeObject *t)
-{
-    return t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type ||
-           t == &PyBytes_Type || t == Py_TYPE(Py_None) || t == &PyBool_Type;
-}
-
-static uint8_t default_tag(PyObject *obj)
-{
-    PyTypeObject *t = Py_TYPE(obj);
-
-    if (t == &PyDict_Type)
-        return SERTRACE_TAG_DICT;
-    if (t == &PyList_Type)
-        return SERTRACE_TAG_LIST;
-    if (t == &PyTuple_Type)
-        return SERTRACE_TAG_TUPLE;
-    if (t == &PyUnicode_Type)
-        return SERTRACE_TAG_STR;
-    if (t == &PyLong_Type)
-        return SERTRACE_TAG_INT;
-    if (t == &PyFloat_Type)
-        return SERTRACE_TAG_FLOAT;
-    if (t == &PyBytes_Type)
-        return SERTRACE_TAG_BYTES;
-    if (t == &PyByteArray_Type)
-        return SERTRACE_TAG_BYTEARRAY;
-    if (t == &PySet_Type)
-        return SERTRACE_TAG_SET;
-    if (t == &PyFrozenSet_Type)
-        return SERTRACE_TAG_FROZENSET;
-    if (obj == Py_None || t == &PyBool_Type || obj == Py_Ellipsis || obj == Py_NotImplemented)
-        return SERTRACE_TAG_ATOM;
-    if (PyType_Check(obj))
-        return SERTRACE_TAG_CLASS;
-    if (PyFunction_Check(obj))
-        return SERTRACE_TAG_FUNCTION;
-    if (PyCFunction_Check(obj))
-        return SERTRACE_TAG_GLOBAL;
-    if (t == &PyPickleBuffer_Type)
-        return SERTRACE_TAG_PICKLEBUFFER;
-    /* as the C pickler: O for instances of heap types, R for other
-     * reduce-based objects (generators, datetime ...) */
-    return (t->tp_flags & Py_TPFLAGS_HEAPTYPE) ? SERTRACE_TAG_INSTANCE : SERTRACE_TAG_REDUCE;
-}
-
-static uint64_t obj_length(PyObject *obj)
-{
-    PyTypeObject *t = Py_TYPE(obj);
-
-    if (t == &PyDict_Type)
-        return (uint64_t)PyDict_GET_SIZE(obj) + 1;
-    if (t == &PyList_Type)
-        return (uint64_t)PyList_GET_SIZE(obj) + 1;
-    if (t == &PyTuple_Type)
-        return (uint64_t)PyTuple_GET_SIZE(obj) + 1;
-    if (t == &PyUnicode_Type)
-        return (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
-    if (t == &PyBytes_Type)
-        return (uint64_t)PyBytes_GET_SIZE(obj) + 1;
-    if (t == &PyByteArray_Type)
-        return (uint64_t)PyByteArray_GET_SIZE(obj) + 1;
-    if (t == &PySet_Type || t == &PyFrozenSet_Type)
-        return (uint64_t)PySet_GET_SIZE(obj) + 1;
-    return 0;
-}
-
 
 static inline void type_info(hook_state *s, PyObject *obj, uint8_t *tag, bool *dill)
 {
@@ -185,7 +54,7 @@ static inline void type_info(hook_state *s, PyObject *obj, uint8_t *tag, bool *d
     if (s->tcache[h].type != t) {
         s->tcache[h].type = t;
         s->tcache[h].index = 0;
-        s->tcache[h].tag = default_tag(obj);
+        s->tcache[h].tag = od_tag(obj, true);
         s->tcache[h].dill = dispatched_to_dill(s, obj);
     }
     *tag = s->tcache[h].tag;
@@ -267,7 +136,8 @@ void emit_enter(hook_state *s, node *n, uint8_t tag, uint64_t pos)
 {
     n->tag = tag;
     n->type = node_type(s, n->obj, tag);
-    sertrace_enter(s->d, tag, n->type, (uintptr_t)n->obj, n->obj ? obj_length(n->obj) : 0, pos);
+    sertrace_enter(s->d, tag, n->type, (uintptr_t)n->obj,
+                   n->obj && tag != SERTRACE_TAG_ITEMS ? od_length(n->obj) : 0, pos);
 }
 
 /* Emit the enter record of a pending node (before a child or at exit). */
@@ -334,8 +204,15 @@ static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, si
     uint8_t tag;
     bool by_dill;
 
-    if (!s->atoms && is_atom(Py_TYPE(obj))) {
+    type_info(s, obj, &tag, &by_dill);
+    /* An atom is folded into its parent unless the dump asks for atoms;
+     * the dumped object itself is a node at every granularity (as in the
+     * C pickler).  A folded atom is one unit even when it pickles through
+     * a reduce (bytes below protocol 3): its parts get no nodes. */
+    if (!s->atoms && is_atom_tag(tag) && s->depth > 0) {
+        s->suspended++;
         r = call_original(sv, args, nargsf, kwnames);
+        s->suspended--;
         if (r == NULL)
             note_failure(s, obj, NULL);
         return r;
@@ -353,7 +230,6 @@ static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, si
     if (s->framed && s->inframe >= s->frame_target)
         enter_pos += 9;
     n->enter_pos = enter_pos;
-    type_info(s, obj, &tag, &by_dill);
     if (memo_hit(s, obj)) {
         emit_enter(s, n, SERTRACE_TAG_MEMO, enter_pos);
         n->kind = NODE_OPEN;
@@ -400,7 +276,7 @@ static PyObject *saver_call(PyObject *self, PyObject *const *args, size_t nargsf
     saver *sv = (saver *)self;
     hook_state *s = sv->st;
 
-    if (s == NULL || PyVectorcall_NARGS(nargsf) < 1 || tls_top != s)
+    if (s == NULL || PyVectorcall_NARGS(nargsf) < 1 || tls_top != s || s->suspended)
         return call_original(sv, args, nargsf, kwnames);
     return save_traced(sv, s, args, nargsf, kwnames);
 }
@@ -446,6 +322,88 @@ PyTypeObject saver_type = {
 /* Shadow pickler.save with a saver for this dump, through attribute calls
  * only (see install_writers).  When the instance already has its own
  * `save`, it is wrapped as is (called without the pickler prepended). */
+/* A reduce's listitems / dictitems: pickle's save_reduce writes them with
+ * self._batch_appends(listitems) / self._batch_setitems(dictitems).  The C
+ * pickler makes them one ITEMS node inside the object's node (objdesc's
+ * tree), so during a traced dump those two methods are shadowed too, and a
+ * call made by save_reduce (the calling frame's code name, read only
+ * then) opens an ITEMS node named by the object being reduced.  Calls from
+ * save_list / save_dict (a list's or dict's own items) are no node. */
+static bool called_by_save_reduce(void)
+{
+    PyFrameObject *f = PyEval_GetFrame(); /* borrowed: the Python caller */
+    PyCodeObject *code;
+    bool yes;
+
+    if (f == NULL)
+        return false;
+    code = PyFrame_GetCode(f);
+    yes = PyUnicode_Check(code->co_name) && PyUnicode_Compare(code->co_name, str_save_reduce) == 0;
+    Py_DECREF(code);
+    PyErr_Clear();
+    return yes;
+}
+
+static PyObject *batcher_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                              PyObject *kwnames)
+{
+    saver *sv = (saver *)self;
+    hook_state *s = sv->st;
+    PyObject *obj, *r;
+    uint32_t my_index;
+    node *n;
+
+    if (s == NULL || tls_top != s || s->suspended || s->depth == 0 || !called_by_save_reduce())
+        return call_original(sv, args, nargsf, kwnames);
+    flush_pending(s);
+    obj = s->nodes[s->depth - 1].obj;
+    if (obj == NULL || (n = push_node(s)) == NULL)
+        return call_original(sv, args, nargsf, kwnames);
+    my_index = s->depth - 1;
+    n->obj = obj;
+    n->kind = NODE_OPEN;
+    n->enter_pos = st_pos(s);
+    emit_enter(s, n, SERTRACE_TAG_ITEMS, n->enter_pos);
+    r = call_original(sv, args, nargsf, kwnames);
+    while (s->depth > my_index + 1) { /* unbalanced dill nodes, as in save_traced */
+        if (s->nodes[s->depth - 1].kind == NODE_SYNTH && r != NULL)
+            sertrace_exit(s->d, st_pos(s));
+        s->depth--;
+    }
+    if (r != NULL) /* on failure the node stays open, as a failed node */
+        sertrace_exit(s->d, st_pos(s));
+    s->depth = my_index;
+    return r;
+}
+
+/* Shadow pickler.<name> with a batcher when it is the class's method. */
+static saver *install_batcher(hook_state *s, PyObject *name)
+{
+    PyObject *cls_fn = _PyType_Lookup(Py_TYPE(s->pickler), name), *cur;
+    saver *sv = NULL;
+
+    if (cls_fn == NULL || !PyFunction_Check(cls_fn))
+        return NULL;
+    cur = PyObject_GetAttr(s->pickler, name);
+    if (cur == NULL || !PyMethod_Check(cur) || PyMethod_GET_FUNCTION(cur) != cls_fn ||
+        PyMethod_GET_SELF(cur) != s->pickler)
+        goto end;
+    sv = PyObject_GC_New(saver, &saver_type);
+    if (sv == NULL)
+        goto end;
+    sv->vectorcall = batcher_call;
+    sv->st = s;
+    sv->pickler = Py_NewRef(s->pickler);
+    sv->original = Py_NewRef(cls_fn);
+    PyObject_GC_Track(sv);
+    if (PyObject_SetAttr(s->pickler, name, (PyObject *)sv) < 0)
+        Py_CLEAR(sv);
+end:
+    Py_XDECREF(cur);
+    PyErr_Clear();
+    return sv;
+}
+
 int install_saver(hook_state *s)
 {
     PyObject *cls_save, *cur = NULL, *orig = NULL;
@@ -476,6 +434,8 @@ int install_saver(hook_state *s)
         goto end;
     s->saver = sv;
     sv = NULL;
+    s->batcher[0] = install_batcher(s, str_batch_appends);
+    s->batcher[1] = install_batcher(s, str_batch_setitems);
     rc = 0;
 end:
     Py_XDECREF(sv);
@@ -490,6 +450,14 @@ end:
 
 void remove_saver(hook_state *s)
 {
+    for (int i = 0; i < 2; i++) {
+        if (s->batcher[i] == NULL)
+            continue;
+        s->batcher[i]->st = NULL;
+        if (PyObject_DelAttr(s->pickler, i ? str_batch_setitems : str_batch_appends) < 0)
+            PyErr_Clear();
+        Py_CLEAR(s->batcher[i]);
+    }
     if (s->saver == NULL)
         return;
     s->saver->st = NULL;
