@@ -73,18 +73,63 @@ static void refresh_frame(hook_state *s)
     s->frame = fr;
 }
 
+static PyObject *writer_count(writer *w, hook_state *s, PyObject *const *args, size_t nargsf);
+
+/* An extension code (copyreg's registry): pickle's save_global writes a
+ * global that has one as a single EXT1 / EXT2 / EXT4 opcode (2, 3 or 5
+ * bytes), its node's first and only write.  The C pickler shows it as an
+ * Ext node inside the global's node (serializers/objdesc's tree), so the
+ * pickler's write opens and closes one around those bytes. */
+static bool ext_write(const hook_state *s, PyObject *data, const node **global)
+{
+    const node *top;
+    Py_ssize_t n;
+    unsigned char op;
+
+    if (!PyBytes_CheckExact(data) || s->depth == 0 || s->suspended)
+        return false;
+    n = PyBytes_GET_SIZE(data);
+    if (n != 2 && n != 3 && n != 5)
+        return false;
+    op = (unsigned char)PyBytes_AS_STRING(data)[0];
+    if (!((op == 0x82 && n == 2) || (op == 0x83 && n == 3) || (op == 0x84 && n == 5)))
+        return false;
+    top = &s->nodes[s->depth - 1];
+    if ((top->kind != NODE_OPEN && top->kind != NODE_DILL) || top->obj == NULL ||
+        top->enter_pos != st_pos(s) ||
+        !(od_is_class_tag(top->tag) || od_is_function_tag(top->tag) ||
+          top->tag == SERTRACE_TAG_GLOBAL))
+        return false;
+    *global = top;
+    return true;
+}
+
 static PyObject *writer_call(PyObject *self, PyObject *const *args, size_t nargsf,
                              PyObject *kwnames)
 {
     writer *w = (writer *)self;
     hook_state *s = w->st;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *data, *r;
+    const node *global;
+    PyObject *r;
+
+    if (s == NULL || PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL)
+        return PyObject_Vectorcall(w->target, args, nargsf, kwnames);
+    if (w != s->w_write || !ext_write(s, args[0], &global))
+        return writer_count(w, s, args, nargsf);
+    sertrace_enter(s->d, SERTRACE_TAG_EXT, node_type(s, global->obj, SERTRACE_TAG_EXT),
+                   (uintptr_t)global->obj, od_length(global->obj), st_pos(s));
+    r = writer_count(w, s, args, nargsf);
+    if (r != NULL) /* on failure it stays open, as a failed node */
+        sertrace_exit(s->d, st_pos(s));
+    return r;
+}
+
+/* Forward one write and count its bytes (see the modes above). */
+static PyObject *writer_count(writer *w, hook_state *s, PyObject *const *args, size_t nargsf)
+{
+    PyObject *data = args[0], *r;
     Py_ssize_t n;
 
-    if (s == NULL || nargs != 1 || kwnames != NULL)
-        return PyObject_Vectorcall(w->target, args, nargsf, kwnames);
-    data = args[0];
     switch (w->mode) {
     case WRITER_FRAMED:
         if (s->frame_dirty)
