@@ -15,7 +15,7 @@ PyObject *str_trace_depth, *str_save, *str_dump, *str_module;
 PyObject *str_frame_target;
 PyObject *str_save_reduce, *str_batch_setitems, *str_batch_appends, *str_self, *str_obj;
 PyObject *str_k, *str_v, *str_cls, *str_args, *str_kwargs, *str_func, *str_state;
-PyObject *str_state_setter;
+PyObject *str_state_setter, *str_save_pers, *str_persistent_id;
 
 
 static PyMethodDef module_methods[] = {
@@ -70,6 +70,8 @@ PyMODINIT_FUNC PyInit__pyhook(void)
     INTERN(str_save_reduce, "save_reduce");
     INTERN(str_batch_setitems, "_batch_setitems");
     INTERN(str_batch_appends, "_batch_appends");
+    INTERN(str_save_pers, "save_pers");
+    INTERN(str_persistent_id, "persistent_id");
     INTERN(str_self, "self");
     INTERN(str_obj, "obj");
     INTERN(str_k, "k");

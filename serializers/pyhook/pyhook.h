@@ -88,7 +88,7 @@ extern PyObject *str_trace_depth, *str_save, *str_dump, *str_module;
 extern PyObject *str_frame_target;
 extern PyObject *str_save_reduce, *str_batch_setitems, *str_batch_appends, *str_self, *str_obj;
 extern PyObject *str_k, *str_v, *str_cls, *str_args, *str_kwargs, *str_func, *str_state;
-extern PyObject *str_state_setter;
+extern PyObject *str_state_setter, *str_save_pers, *str_persistent_id;
 
 /* ---- per-dump state ---------------------------------------------------- */
 
@@ -136,7 +136,8 @@ typedef struct hook_state {
     PyObject *dispatch;    /* strong, dict (or subclass) or NULL */
     saver *saver;              /* shadows pickler.save during the dump */
     PyObject *saved_own_save;  /* strong: the instance's own save, or NULL */
-    saver *batcher[2];         /* shadow _batch_appends / _batch_setitems, or NULL */
+    saver *batcher[3];         /* shadow _batch_appends / _batch_setitems / save_pers */
+    bool persid;               /* the pickler has its own persistent_id */
     writer *w_write;       /* replaces pickler.write */
     writer *w_file;        /* replaces framer.file_write */
     PyObject *saved_write; /* strong: the instance's write (framer.write) */

@@ -202,7 +202,7 @@ static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, si
     uint64_t enter_pos;
     uint32_t my_index;
     uint8_t tag;
-    bool by_dill;
+    bool by_dill, memo;
 
     type_info(s, obj, &tag, &by_dill);
     /* An atom is folded into its parent unless the dump asks for atoms;
@@ -230,12 +230,15 @@ static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, si
     if (s->framed && s->inframe >= s->frame_target)
         enter_pos += 9;
     n->enter_pos = enter_pos;
-    if (memo_hit(s, obj)) {
+    memo = memo_hit(s, obj);
+    if (s->persid || (by_dill && !memo)) {
+        /* until dill's trace call names it, or save_pers makes it PERSID
+         * (a persistent id comes before the memo, as in the C pickler) */
+        n->tag = memo ? SERTRACE_TAG_MEMO : tag;
+        n->kind = NODE_PENDING;
+    } else if (memo) {
         emit_enter(s, n, SERTRACE_TAG_MEMO, enter_pos);
         n->kind = NODE_OPEN;
-    } else if (by_dill) {
-        n->tag = tag; /* until dill's trace call names it */
-        n->kind = NODE_PENDING;
     } else {
         emit_enter(s, n, tag, enter_pos);
         n->kind = NODE_OPEN;
@@ -376,8 +379,50 @@ static PyObject *batcher_call(PyObject *self, PyObject *const *args, size_t narg
     return r;
 }
 
-/* Shadow pickler.<name> with a batcher when it is the class's method. */
-static saver *install_batcher(hook_state *s, PyObject *name)
+/* A persistent id: pickle's save(obj) calls self.save_pers(pid) instead of
+ * writing obj.  The C pickler makes that a PERSID node named by obj's type
+ * (objdesc's tree); here the node of obj is still pending (see
+ * save_traced: nodes wait for their tag when the pickler has its own
+ * persistent_id), so save_pers just gives it that tag. */
+static PyObject *pers_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                           PyObject *kwnames)
+{
+    saver *sv = (saver *)self;
+    hook_state *s = sv->st;
+
+    if (s != NULL && tls_top == s && !s->suspended && s->depth > 0 &&
+        s->nodes[s->depth - 1].kind == NODE_PENDING)
+        s->nodes[s->depth - 1].tag = SERTRACE_TAG_PERSID;
+    return call_original(sv, args, nargsf, kwnames);
+}
+
+/* Does the pickler have a persistent_id of its own (not pickle._Pickler's,
+ * which returns None)?  Read from the function's own fields. */
+static bool own_persistent_id(hook_state *s)
+{
+    PyObject *f = PyObject_GetAttr(s->pickler, str_persistent_id), *fn;
+    bool own = false;
+
+    if (f == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    fn = PyMethod_Check(f) ? PyMethod_GET_FUNCTION(f) : f;
+    if (!PyFunction_Check(fn))
+        own = true;
+    else {
+        PyFunctionObject *func = (PyFunctionObject *)fn;
+        own = !(func->func_module && PyUnicode_Check(func->func_module) &&
+                PyUnicode_CompareWithASCIIString(func->func_module, "pickle") == 0 &&
+                func->func_qualname && PyUnicode_Check(func->func_qualname) &&
+                PyUnicode_CompareWithASCIIString(func->func_qualname, "_Pickler.persistent_id") == 0);
+    }
+    Py_DECREF(f);
+    return own;
+}
+
+/* Shadow pickler.<name> with `call` when it is the class's method. */
+static saver *install_batcher(hook_state *s, PyObject *name, vectorcallfunc call)
 {
     PyObject *cls_fn = _PyType_Lookup(Py_TYPE(s->pickler), name), *cur;
     saver *sv = NULL;
@@ -391,7 +436,7 @@ static saver *install_batcher(hook_state *s, PyObject *name)
     sv = PyObject_GC_New(saver, &saver_type);
     if (sv == NULL)
         goto end;
-    sv->vectorcall = batcher_call;
+    sv->vectorcall = call;
     sv->st = s;
     sv->pickler = Py_NewRef(s->pickler);
     sv->original = Py_NewRef(cls_fn);
@@ -434,8 +479,12 @@ int install_saver(hook_state *s)
         goto end;
     s->saver = sv;
     sv = NULL;
-    s->batcher[0] = install_batcher(s, str_batch_appends);
-    s->batcher[1] = install_batcher(s, str_batch_setitems);
+    s->batcher[0] = install_batcher(s, str_batch_appends, batcher_call);
+    s->batcher[1] = install_batcher(s, str_batch_setitems, batcher_call);
+    if (own_persistent_id(s)) {
+        s->batcher[2] = install_batcher(s, str_save_pers, pers_call);
+        s->persid = s->batcher[2] != NULL;
+    }
     rc = 0;
 end:
     Py_XDECREF(sv);
@@ -450,11 +499,12 @@ end:
 
 void remove_saver(hook_state *s)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
+        PyObject *names[3] = {str_batch_appends, str_batch_setitems, str_save_pers};
         if (s->batcher[i] == NULL)
             continue;
         s->batcher[i]->st = NULL;
-        if (PyObject_DelAttr(s->pickler, i ? str_batch_setitems : str_batch_appends) < 0)
+        if (PyObject_DelAttr(s->pickler, names[i]) < 0)
             PyErr_Clear();
         Py_CLEAR(s->batcher[i]);
     }

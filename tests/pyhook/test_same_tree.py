@@ -71,9 +71,35 @@ def graphs():
         return sorted(named().items())
     return [("seed %d" % s, graphgen.build(s, PROTOCOL)) for s in range(SEEDS)]
 
-def pure(obj):
+# Persistent ids: a Plain instance is written as its id (a str below
+# protocol 1, whose PERSID line takes text; else a tuple, a node of its own).
+def pid_of(obj):
+    if isinstance(obj, Plain):
+        return "plain" if PROTOCOL == 0 else ("plain", 7)
+    return None
+
+class CPid(sertrace.Pickler):
+    def persistent_id(self, obj):
+        return pid_of(obj)
+
+class PyPid(pickle._Pickler):
+    def persistent_id(self, obj):
+        return pid_of(obj)
+
+def pid_cases():
+    if WHICH != "named":
+        return []
+    shared = Plain()
+    return [("persistent_ids", [shared, "text", [shared, Plain()], {"k": shared}])]
+
+def pure(obj, cls=pickle._Pickler):
     f = io.BytesIO()
-    pickle._Pickler(f, PROTOCOL).dump(obj)
+    cls(f, PROTOCOL).dump(obj)
+    return f.getvalue()
+
+def c_pickler(obj, cls):
+    f = io.BytesIO()
+    cls(f, PROTOCOL).dump(obj)
     return f.getvalue()
 
 pt_types.add_extensions()
@@ -96,6 +122,16 @@ for name, obj in graphs():
     c = sertrace.dumps(obj, PROTOCOL)
     with sd.traced(pickle._Pickler, name="pickle._Pickler"):
         h = pure(obj)
+    out.append({"name": name, "len": len(ref), "c_same": c == ref, "h_same": h == ref})
+for name, obj in pid_cases():
+    class RefPid(pickle.Pickler):
+        def persistent_id(self, obj):
+            return pid_of(obj)
+    ref = c_pickler(obj, RefPid)
+    assert pure(obj, PyPid) == ref
+    c = c_pickler(obj, CPid)
+    with sd.traced(pickle._Pickler, name="pickle._Pickler"):
+        h = pure(obj, PyPid)
     out.append({"name": name, "len": len(ref), "c_same": c == ref, "h_same": h == ref})
 print(json.dumps(out))
 '''
@@ -209,5 +245,11 @@ def test_named_cases_same_tree(tmp_path, protocol):
     assert by_name["root_bytes"][0][1] == "By", by_name["root_bytes"]
     # bytes below protocol 3 pickle through a reduce: folded, no parts shown
     assert [row[1] for row in by_name["bytes_in_list"]] == ["L"], by_name["bytes_in_list"]
+    pids = by_name["persistent_ids"]
+    assert [row[1] for row in pids if row[0] == 2] == ["Pid", "L", "D2"], pids
+    assert pids[1][2] == "<__main__.Plain object>", pids  # named by the object's type
+    assert [row[1] for row in pids].count("Pid") == 4, pids
+    if protocol > 0:  # the tuple id is a node inside its Pid
+        assert pids[2][:2] == (3, "Tu"), pids
     assert [row[1] for row in by_name["singletons"] if row[0] <= 2] == \
         ["L", "G", "G", "Mo", "T4"], by_name["singletons"]

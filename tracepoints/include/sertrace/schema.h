@@ -158,12 +158,12 @@ enum sertrace_status {
     X(BYTEARRAY, 8, "BA", "bytearray")                                         \
     X(INT, 9, "I", "int")                                                      \
     X(FLOAT, 10, "Fl", "float")                                                \
-    X(ATOM, 11, "A", "None, True, False, Ellipsis, NotImplemented")            \
+    X(ATOM, 11, "A", "None, True, False")                                      \
     X(INSTANCE, 12, "O", "instance rebuilt from __reduce_ex__/__reduce__")     \
     X(REDUCE, 13, "R", "object from a reduce tuple (copyreg, dispatch_table)") \
     X(CLASS, 14, "T4", "class by reference (global)")                          \
     X(FUNCTION, 15, "F2", "function by reference (global)")                    \
-    X(GLOBAL, 16, "G", "other object by reference (global)")                   \
+    X(GLOBAL, 16, "G", "other object by name (Ellipsis, NotImplemented)")      \
     X(MEMO, 17, "Mo", "back-reference to an object already written")           \
     X(PICKLEBUFFER, 18, "PB", "PickleBuffer (in-band or out-of-band)")         \
     X(PERSID, 19, "Pid", "persistent id")                                      \
