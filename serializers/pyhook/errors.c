@@ -243,7 +243,7 @@ static void chain_notes(const chain *c, PyObject *exc)
 }
 
 /* The path, as the C pickler writes it: the root type's qualname, then a
- * segment per note: [3], ['b'] (key_text()), .name for an identifier key
+ * segment per note: [3], ['b'] (od_key_text()), .name for an identifier key
  * of a state dict, {element}, (args), (reconstructor); states are
  * transparent.  A very deep path keeps its root and its last 200
  * characters. */

@@ -32,8 +32,14 @@
  *   pickle's save() does first, so a FRAME header committed mid-dump counts
  *   in the enclosing object, exactly as dill's tracer counts it.
  * - Atoms (int, float, str, bytes, None, bool) are folded into their parent
- *   unless the dump asks for them (SERTRACE_DUMP_ATOMS).  sertrace's tags
- *   are used (L, Tu, O, Mo ...), except where dill has its own.
+ *   unless the dump asks for them (SERTRACE_DUMP_ATOMS); the dumped object
+ *   is always a node.  Tags, names and lengths are serializers/objdesc's,
+ *   shared with the C pickler, so the same bytes give the same tree (L, Tu,
+ *   O, Mo ...), except where dill has its own tags.  The C pickler's parts
+ *   are seen from outside: a reduce's listitems/dictitems (It: _batch_*
+ *   shadowed, called by save_reduce), an extension code (Ext: an EXT
+ *   opcode written as a global's only write), a persistent id (Pid:
+ *   save_pers shadowed when the pickler has its own persistent_id).
  * - dill's tags: each dill save function calls
  *   `logger.trace(pickler, "D2: %s", ...)` on entry and
  *   `logger.trace(pickler, "# D2")` on exit.  wrap_logger() builds a C proxy
@@ -50,7 +56,7 @@
  *   ONE sertrace_error() with the innermost failing object's tag and type,
  *   the C pickler's message and path ("State.suspended[0].frame.stack[5][1]").
  *   All of it is built on the error path only, without user code; the
- *   trace has no object values: dict keys in the path follow key_text()'s
+ *   trace has no object values: dict keys in the path follow od_key_text()'s
  *   rule, the message od_exception_message()'s (serializers/objdesc).
  *
  * Per-thread state: the dump being traced on this thread is found through
