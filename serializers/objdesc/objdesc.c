@@ -123,93 +123,8 @@ PyObject *od_type_name(PyTypeObject *type)
 
 /* ---- tags and type names ----------------------------------------------- */
 
-uint8_t od_tag(PyObject *obj, bool atoms)
+uint32_t od_type_intern(sertrace_dump *d, PyObject *obj, int naming, const void *key)
 {
-    PyTypeObject *type = Py_TYPE(obj);
-
-    if (obj == Py_None || obj == Py_True || obj == Py_False)
-        return atoms ? SERTRACE_TAG_ATOM : 0;
-    if (type == &PyLong_Type)
-        return atoms ? SERTRACE_TAG_INT : 0;
-    if (type == &PyFloat_Type)
-        return atoms ? SERTRACE_TAG_FLOAT : 0;
-    if (type == &PyUnicode_Type)
-        return atoms ? SERTRACE_TAG_STR : 0;
-    if (type == &PyBytes_Type)
-        return atoms ? SERTRACE_TAG_BYTES : 0;
-    if (type == &PyDict_Type)
-        return SERTRACE_TAG_DICT;
-    if (type == &PyList_Type)
-        return SERTRACE_TAG_LIST;
-    if (type == &PyTuple_Type)
-        return SERTRACE_TAG_TUPLE;
-    if (type == &PySet_Type)
-        return SERTRACE_TAG_SET;
-    if (type == &PyFrozenSet_Type)
-        return SERTRACE_TAG_FROZENSET;
-    if (type == &PyByteArray_Type)
-        return SERTRACE_TAG_BYTEARRAY;
-    if (type == &PyPickleBuffer_Type)
-        return SERTRACE_TAG_PICKLEBUFFER;
-    if (obj == Py_Ellipsis || obj == Py_NotImplemented)
-        return SERTRACE_TAG_GLOBAL;
-    if (PyType_Check(obj))
-        return SERTRACE_TAG_CLASS;
-    if (type == &PyFunction_Type || PyCFunction_Check(obj))
-        return SERTRACE_TAG_FUNCTION;
-    if (PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE))
-        return SERTRACE_TAG_INSTANCE;
-    return SERTRACE_TAG_REDUCE;
-}
-
-uint8_t od_atom_tag(PyObject *obj)
-{
-    PyTypeObject *type = Py_TYPE(obj);
-    return type == &PyUnicode_Type ? SERTRACE_TAG_STR
-           : type == &PyBytes_Type ? SERTRACE_TAG_BYTES
-           : type == &PyLong_Type  ? SERTRACE_TAG_INT
-           : type == &PyFloat_Type ? SERTRACE_TAG_FLOAT
-                                   : SERTRACE_TAG_ATOM;
-}
-
-bool od_is_class_tag(uint8_t tag)
-{
-    return tag == SERTRACE_TAG_CLASS || tag == SERTRACE_TAG_DILL_T1 ||
-           tag == SERTRACE_TAG_DILL_T2 || tag == SERTRACE_TAG_DILL_T6 ||
-           tag == SERTRACE_TAG_DILL_T7;
-}
-
-bool od_is_function_tag(uint8_t tag)
-{
-    return tag == SERTRACE_TAG_FUNCTION || tag == SERTRACE_TAG_DILL_F1 ||
-           tag == SERTRACE_TAG_DILL_F3;
-}
-
-static bool is_named_global(PyObject *obj)
-{
-    return PyType_Check(obj) || PyFunction_Check(obj) || PyCFunction_Check(obj);
-}
-
-int od_naming(PyObject *obj, uint8_t tag)
-{
-    if (tag == SERTRACE_TAG_MEMO)
-        return is_named_global(obj) ? OD_REF_SELF : OD_BY_TYPE;
-    if (od_is_class_tag(tag) && PyType_Check(obj))
-        return OD_BY_SELF;
-    if ((od_is_function_tag(tag) || tag == SERTRACE_TAG_EXT) && is_named_global(obj))
-        return OD_BY_SELF;
-    return OD_BY_TYPE;
-}
-
-uint32_t od_type_index(sertrace_dump *d, PyObject *obj, int naming)
-{
-    const void *key = naming == OD_BY_TYPE   ? (const void *)Py_TYPE(obj)
-                      : naming == OD_BY_SELF ? (const void *)obj
-                                             : (const void *)((const char *)obj + 1);
-    uint32_t index = sertrace_type_known(d, key);
-    if (index != 0)
-        return index;
-
     char buf[512];
     const char *name = "?";
     PyObject *exc_type, *exc_value, *exc_tb;
@@ -232,26 +147,6 @@ uint32_t od_type_index(sertrace_dump *d, PyObject *obj, int naming)
     PyErr_Clear();
     PyErr_Restore(exc_type, exc_value, exc_tb);
     return sertrace_type(d, key, name);
-}
-
-uint64_t od_length(PyObject *obj)
-{
-    PyTypeObject *type = Py_TYPE(obj);
-    if (type == &PyDict_Type)
-        return (uint64_t)PyDict_GET_SIZE(obj) + 1;
-    if (type == &PyList_Type)
-        return (uint64_t)PyList_GET_SIZE(obj) + 1;
-    if (type == &PyTuple_Type)
-        return (uint64_t)PyTuple_GET_SIZE(obj) + 1;
-    if (type == &PySet_Type || type == &PyFrozenSet_Type)
-        return (uint64_t)PySet_GET_SIZE(obj) + 1;
-    if (type == &PyUnicode_Type)
-        return (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
-    if (type == &PyBytes_Type)
-        return (uint64_t)PyBytes_GET_SIZE(obj) + 1;
-    if (type == &PyByteArray_Type)
-        return (uint64_t)PyByteArray_GET_SIZE(obj) + 1;
-    return 0;
 }
 
 /* ---- the error path ---------------------------------------------------- */

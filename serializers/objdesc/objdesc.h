@@ -68,20 +68,20 @@ enum od_naming { OD_BY_TYPE, OD_BY_SELF, OD_REF_SELF };
  *   an instance of a heap type              O
  *   anything else (reduce-based)            R
  * A memo hit is MEMO (SERTRACE_TAG_MEMO) whatever the object. */
-uint8_t od_tag(PyObject *obj, bool atoms);
+static inline uint8_t od_tag(PyObject *obj, bool atoms);
 
 /* The tag recorded for a failure of an object that had no node (a folded
  * atom): I, Fl, Str, By or A. */
-uint8_t od_atom_tag(PyObject *obj);
+static inline uint8_t od_atom_tag(PyObject *obj);
 
 /* Class and function tags, sertrace's and dill's (named by the object). */
-bool od_is_class_tag(uint8_t tag);
-bool od_is_function_tag(uint8_t tag);
+static inline bool od_is_class_tag(uint8_t tag);
+static inline bool od_is_function_tag(uint8_t tag);
 
 /* How a node of `tag` for `obj` is named: MEMO of a class or function
  * refers to it (OD_REF_SELF); a class or function tag on a class or
  * function names it (OD_BY_SELF); everything else is named by its type. */
-int od_naming(PyObject *obj, uint8_t tag);
+static inline int od_naming(PyObject *obj, uint8_t tag);
 
 /* The dump's type index for `obj` named per `naming`, interning the name
  * the first time (sertrace_type_known first: one probe when known).
@@ -90,11 +90,13 @@ int od_naming(PyObject *obj, uint8_t tag);
  * "class mod.Name" or "function mod.name", which the formatter shows as
  * <ref class 'mod.Name'> / <ref function mod.name at 0x...>).  Call with
  * no exception set or with one: it is kept. */
-uint32_t od_type_index(sertrace_dump *d, PyObject *obj, int naming);
+static inline uint32_t od_type_index(sertrace_dump *d, PyObject *obj, int naming);
+/* The slow half of od_type_index: build and intern the name. */
+uint32_t od_type_intern(sertrace_dump *d, PyObject *obj, int naming, const void *key);
 
 /* The node's length field: item count + 1 for dict, list, tuple, set,
  * frozenset, str, bytes and bytearray (exact), else 0. */
-uint64_t od_length(PyObject *obj);
+static inline uint64_t od_length(PyObject *obj);
 
 /* ---- the error path ---------------------------------------------------- */
 
@@ -156,5 +158,116 @@ PyObject *od_safe_repr(PyObject *obj);
  * whose str runs no user code, else "<module.Type>" (+ ": " and the args'
  * text when all are exact str). */
 PyObject *od_exception_message(PyObject *exc);
+
+/* ---- inline definitions (the traced path calls these on every node) --- */
+
+static inline uint8_t od_tag(PyObject *obj, bool atoms)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+
+    if (obj == Py_None || obj == Py_True || obj == Py_False)
+        return atoms ? SERTRACE_TAG_ATOM : 0;
+    if (type == &PyLong_Type)
+        return atoms ? SERTRACE_TAG_INT : 0;
+    if (type == &PyFloat_Type)
+        return atoms ? SERTRACE_TAG_FLOAT : 0;
+    if (type == &PyUnicode_Type)
+        return atoms ? SERTRACE_TAG_STR : 0;
+    if (type == &PyBytes_Type)
+        return atoms ? SERTRACE_TAG_BYTES : 0;
+    if (type == &PyDict_Type)
+        return SERTRACE_TAG_DICT;
+    if (type == &PyList_Type)
+        return SERTRACE_TAG_LIST;
+    if (type == &PyTuple_Type)
+        return SERTRACE_TAG_TUPLE;
+    if (type == &PySet_Type)
+        return SERTRACE_TAG_SET;
+    if (type == &PyFrozenSet_Type)
+        return SERTRACE_TAG_FROZENSET;
+    if (type == &PyByteArray_Type)
+        return SERTRACE_TAG_BYTEARRAY;
+    if (type == &PyPickleBuffer_Type)
+        return SERTRACE_TAG_PICKLEBUFFER;
+    if (obj == Py_Ellipsis || obj == Py_NotImplemented)
+        return SERTRACE_TAG_GLOBAL;
+    if (PyType_Check(obj))
+        return SERTRACE_TAG_CLASS;
+    if (type == &PyFunction_Type || PyCFunction_Check(obj))
+        return SERTRACE_TAG_FUNCTION;
+    if (PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE))
+        return SERTRACE_TAG_INSTANCE;
+    return SERTRACE_TAG_REDUCE;
+}
+
+static inline uint8_t od_atom_tag(PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    return type == &PyUnicode_Type ? SERTRACE_TAG_STR
+           : type == &PyBytes_Type ? SERTRACE_TAG_BYTES
+           : type == &PyLong_Type  ? SERTRACE_TAG_INT
+           : type == &PyFloat_Type ? SERTRACE_TAG_FLOAT
+                                   : SERTRACE_TAG_ATOM;
+}
+
+static inline bool od_is_class_tag(uint8_t tag)
+{
+    return tag == SERTRACE_TAG_CLASS || tag == SERTRACE_TAG_DILL_T1 ||
+           tag == SERTRACE_TAG_DILL_T2 || tag == SERTRACE_TAG_DILL_T6 ||
+           tag == SERTRACE_TAG_DILL_T7;
+}
+
+static inline bool od_is_function_tag(uint8_t tag)
+{
+    return tag == SERTRACE_TAG_FUNCTION || tag == SERTRACE_TAG_DILL_F1 ||
+           tag == SERTRACE_TAG_DILL_F3;
+}
+
+static inline bool od_is_named_global(PyObject *obj)
+{
+    return PyType_Check(obj) || PyFunction_Check(obj) || PyCFunction_Check(obj);
+}
+
+static inline int od_naming(PyObject *obj, uint8_t tag)
+{
+    if (tag <= SERTRACE_TAG_REDUCE) /* containers, atoms, O, R: the common case */
+        return OD_BY_TYPE;
+    if (tag == SERTRACE_TAG_MEMO)
+        return od_is_named_global(obj) ? OD_REF_SELF : OD_BY_TYPE;
+    if (od_is_class_tag(tag) && PyType_Check(obj))
+        return OD_BY_SELF;
+    if ((od_is_function_tag(tag) || tag == SERTRACE_TAG_EXT) && od_is_named_global(obj))
+        return OD_BY_SELF;
+    return OD_BY_TYPE;
+}
+
+static inline uint64_t od_length(PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    if (type == &PyDict_Type)
+        return (uint64_t)PyDict_GET_SIZE(obj) + 1;
+    if (type == &PyList_Type)
+        return (uint64_t)PyList_GET_SIZE(obj) + 1;
+    if (type == &PyTuple_Type)
+        return (uint64_t)PyTuple_GET_SIZE(obj) + 1;
+    if (type == &PySet_Type || type == &PyFrozenSet_Type)
+        return (uint64_t)PySet_GET_SIZE(obj) + 1;
+    if (type == &PyUnicode_Type)
+        return (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
+    if (type == &PyBytes_Type)
+        return (uint64_t)PyBytes_GET_SIZE(obj) + 1;
+    if (type == &PyByteArray_Type)
+        return (uint64_t)PyByteArray_GET_SIZE(obj) + 1;
+    return 0;
+}
+
+static inline uint32_t od_type_index(sertrace_dump *d, PyObject *obj, int naming)
+{
+    const void *key = naming == OD_BY_TYPE   ? (const void *)Py_TYPE(obj)
+                      : naming == OD_BY_SELF ? (const void *)obj
+                                             : (const void *)((const char *)obj + 1);
+    uint32_t index = sertrace_type_known(d, key);
+    return index != 0 ? index : od_type_intern(d, obj, naming, key);
+}
 
 #endif /* SERTRACE_OBJDESC_H */
