@@ -16,7 +16,8 @@
  *
  * objdesc.c is compiled into each extension module (python/sertrace/
  * meson.build builds them with hidden visibility), so each has its own
- * copy; nothing here keeps state.
+ * copy; the only state is one interned string ("__module__").  The
+ * functions called on every traced node are inline, at the end.
  */
 #ifndef SERTRACE_OBJDESC_H
 #define SERTRACE_OBJDESC_H
