@@ -82,7 +82,9 @@ static const char inspect_help[] =
     "same printers, so the options below behave as in `report`.  What only an\n"
     "import could tell is shown as such: a global (class, function, other) is `G`\n"
     "with its name as type; REDUCE builds `R`, NEWOBJ/NEWOBJ_EX/INST/OBJ build `O`.\n"
-    "There is no process: the header says pid -1, tid -1 and the epoch.\n"
+    "There is no process: a tree's header names the input and the pickle's byte\n"
+    "offset in it (`── dump 2 · FILE · byte 188 · pickle protocol 4 · ...`); in\n"
+    "JSON, pid and tid are -1 and the time 0.\n"
     "\n"
     "  --tree             one tree per pickle (default)\n"
     "  --summary          per-dump and overall totals: bytes by kind and type,\n"
@@ -580,6 +582,7 @@ int sertrace_cli_inspect(int argc, char **argv)
         to.max_depth = (uint32_t)o.max_depth;
         to.min_size = o.min_size;
         to.exact = o.exact;
+        to.input = strcmp(o.input, "-") ? o.input : "standard input";
         tree = sertrace_treeprint_create(&to, sertrace_summary_write_file, stdout);
         if (tree)
             sertrace_treeprint_visitor(tree, &v);
