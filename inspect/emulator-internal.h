@@ -190,8 +190,10 @@ typedef struct emu {
     uint32_t nmarks, cap_marks;
     node *nodes;
     uint32_t nnodes, cap_nodes;
-    memo_entry *memo;
+    memo_entry *memo; /* sparse keys: open-addressing hash */
     uint64_t memo_cap, memo_used;
+    memo_entry *dense; /* keys below dense_cap (MEMOIZE's 0, 1, 2 ...): indexed */
+    uint64_t dense_cap, dense_used;
 
     /* per-pickle type table: names in an arena, open hash for dedupe */
     char *names;

@@ -1,8 +1,9 @@
 /* emulator-tables.c -- the pickle emulator's tables: the memory budget
  * (every table grows through emu_grow, counted against --max-memory), the
  * per-pickle type-name table (interned module.qualname strings) and the memo
- * (an open-addressing hash keyed by the 64-bit memo key, so sparse
- * LONG_BINPUT keys cost nothing).
+ * (an array indexed by the key for the dense keys picklers write -- MEMOIZE
+ * and PUT count 0, 1, 2 ... -- and an open-addressing hash keyed by the
+ * 64-bit memo key for the rest, so sparse LONG_BINPUT keys cost nothing).
  */
 #include "emulator-internal.h"
 
@@ -181,9 +182,80 @@ static uint64_t hash_key(uint64_t k)
     return k;
 }
 
+/* Grow the dense array to hold `key`, if it stays dense: keys well past
+ * its end, or a growth that would leave it mostly empty, go to the hash.
+ * 1: grown, 0: not (use the hash), -1: limit or out of memory. */
+static int grow_dense(emu *e, uint64_t key)
+{
+    uint64_t cap = e->dense_cap ? e->dense_cap : 1024;
+    memo_entry *m;
+
+    if (key >= 2 * cap)
+        return 0;
+    while (cap <= key)
+        cap *= 2;
+    if (e->dense_cap && (e->dense_used + 1) * 4 < cap)
+        return 0; /* under a quarter used: sparse keys */
+    if (e->memory + (cap - e->dense_cap) * sizeof *m > e->lim->max_memory) {
+        emu_fail(e, SERTRACE_INSPECT_LIMIT, e->base,
+                 "memory limit reached (memo%s; raise it with --max-memory)", "");
+        return -1;
+    }
+    m = realloc(e->dense, cap * sizeof *m);
+    if (!m) {
+        emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "out of memory%s", "");
+        return -1;
+    }
+    memset(m + e->dense_cap, 0, (cap - e->dense_cap) * sizeof *m);
+    e->memory += (cap - e->dense_cap) * sizeof *m;
+    if (e->memory > e->peak)
+        e->peak = e->memory;
+    e->dense = m;
+    e->dense_cap = cap;
+    return 1;
+}
+
+static memo_entry *memo_find_hashed(emu *e, uint64_t key)
+{
+    uint64_t h;
+    if (!e->memo_cap)
+        return NULL;
+    h = hash_key(key) & (e->memo_cap - 1);
+    while (e->memo[h].used) {
+        if (e->memo[h].key == key)
+            return &e->memo[h];
+        h = (h + 1) & (e->memo_cap - 1);
+    }
+    return NULL;
+}
+
 memo_entry *emu_memo_find(emu *e, uint64_t key, bool insert)
 {
     uint64_t h;
+
+    /* The dense array, then the hash.  A key is in one of them only: one
+     * that went to the hash before the array grew over it stays there. */
+    if (key < e->dense_cap) {
+        memo_entry *m = &e->dense[key];
+        if (m->used)
+            return m;
+        if (insert) {
+            memo_entry *old = e->memo_used ? memo_find_hashed(e, key) : NULL;
+            if (old)
+                return old;
+            m->used = true;
+            m->key = key;
+            e->dense_used++;
+            return m;
+        }
+    }
+    if (insert && key >= e->dense_cap) {
+        int g = grow_dense(e, key);
+        if (g < 0)
+            return NULL;
+        if (g > 0)
+            return emu_memo_find(e, key, true);
+    }
 
     if (insert && (e->memo_used + 1) * 2 > e->memo_cap) {
         uint64_t cap = e->memo_cap ? e->memo_cap * 2 : 64;

@@ -306,7 +306,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_LONG_BINPUT:
         return emu_memo_put(e, o, o->num);
     case OP_MEMOIZE:
-        return emu_memo_put(e, o, e->memo_used);
+        return emu_memo_put(e, o, e->memo_used + e->dense_used); /* len(memo) */
     case OP_GET: {
         uint64_t key;
         if (decimal(o->data, o->data_len, &key) < 0)
@@ -663,6 +663,15 @@ static void reset_pickle(emu *e, size_t base)
         memset(e->memo, 0, e->memo_cap * sizeof *e->memo);
     }
     e->memo_used = 0;
+    if (e->dense_cap > 4096) {
+        e->memory -= e->dense_cap * sizeof *e->dense;
+        free(e->dense);
+        e->dense = NULL;
+        e->dense_cap = 0;
+    } else if (e->dense_cap) {
+        memset(e->dense, 0, e->dense_cap * sizeof *e->dense);
+    }
+    e->dense_used = 0;
     e->ntypes = 0;
     e->names_len = 0;
     memset(e->common_types, 0, sizeof e->common_types);
@@ -805,6 +814,7 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
     free(e->marks);
     free(e->nodes);
     free(e->memo);
+    free(e->dense);
     free(e->names);
     free(e->type_off);
     free(e->type_len);
