@@ -139,6 +139,8 @@ typedef struct item {
     uint8_t kind;
     uint8_t tag; /* node tag, or the tag a root atom would get */
 } item;
+/* push() sets each field: a field added here must be set there too. */
+_Static_assert(sizeof(item) == 112, "item changed: update push()");
 
 typedef struct mark {
     uint64_t start;
@@ -257,7 +259,6 @@ typedef struct tuple_args {
 int emu_fail(emu *e, int status, uint64_t at, const char *fmt, const char *arg);
 int emu_grow(emu *e, void **p, uint32_t *cap, uint64_t need, size_t size);
 uint32_t emu_intern_type2(emu *e, const char *mod, size_t mlen, const char *name, size_t nlen);
-uint32_t emu_intern_type(emu *e, const char *name);
 memo_entry *emu_memo_find(emu *e, uint64_t key, bool insert);
 const char *emu_type_name(emu *e, uint32_t type, uint32_t *len);
 bool emu_name_is(emu *e, uint32_t type, const char *s);
@@ -311,16 +312,31 @@ static inline item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t ki
                                               (uint64_t)e->nstack + 1, sizeof *e->stack) < 0)
         return NULL;
     it = &e->stack[e->nstack++];
-    memset(it, 0, sizeof *it);
+    /* every field stored one by one: a memset (or a struct literal) of an
+     * item compiles to `rep stos`, which cost half of an atom's opcode */
     it->start = start;
     it->first_node = first_node;
     it->node = NO_NODE;
+    it->type = 0;
     it->it_node = NO_NODE;
+    it->text_len = 0;
+    it->text_off = 0;
+    it->atom_nodes_end = 0;
     it->memo_key = NO_KEY;
     it->arg0_key = NO_KEY;
+    it->arg0_type = 0;
+    it->arg1_len = 0;
+    it->arg1_off = 0;
+    it->arg0_global = false;
+    it->arg0_len = 0;
+    it->arg0_off = 0;
+    it->nargs = 0;
+    memset(it->shape, 0, sizeof it->shape);
+    it->global = kind == IK_GLOBAL;
+    it->from_memo = false;
+    it->call_result = false;
     it->kind = kind;
     it->tag = tag;
-    it->global = kind == IK_GLOBAL;
     return it;
 }
 
@@ -329,6 +345,22 @@ static inline void touch(emu *e, item *it)
 {
     if (it->node != NO_NODE)
         e->nodes[it->node].end = e->pos;
+}
+
+/* The type index of a builtin `name`.  Inline: with a literal name the
+ * compiler resolves the cache slot at compile time (no strcmp per opcode). */
+static inline uint32_t emu_intern_type(emu *e, const char *name)
+{
+    /* the few builtin names every container asks for: cached per pickle */
+    static const char *const common[8] = {
+        "list", "dict", "tuple", "set", "frozenset", "bytearray", "pickle.PickleBuffer", NULL};
+    for (int i = 0; common[i]; i++)
+        if (strcmp(common[i], name) == 0) {
+            if (!e->common_types[i])
+                e->common_types[i] = emu_intern_type2(e, NULL, 0, name, strlen(name));
+            return e->common_types[i];
+        }
+    return emu_intern_type2(e, NULL, 0, name, strlen(name));
 }
 
 #endif /* SERTRACE_EMULATOR_INTERNAL_H */

@@ -39,7 +39,7 @@ tuple_args emu_take_args(emu *e, uint32_t from, uint64_t k)
 {
     tuple_args a = {NO_KEY, 0, 0, 0, 0, 0, 0, {0}, false};
     a.nargs = k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
-    for (uint32_t i = 0; i < 4 && i < k; i++) {
+    for (uint32_t i = 0; e->obs && i < 4 && i < k; i++) { /* shapes: for the audit */
         const item *x = &e->stack[from + i];
         a.shape[i] = x->node != NO_NODE ? e->nodes[x->node].tag : x->tag;
     }

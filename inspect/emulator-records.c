@@ -108,6 +108,29 @@ static int cmp_nodes(const void *a, const void *b, void *base)
     return i > j ? -1 : (i < j);
 }
 
+/* Sort order[0..n) by cmp_nodes.  The nodes are created nearly in that
+ * order: only a node made after its parts (a tuple at TUPLE, an object at
+ * REDUCE) moves back, over the nodes inside it.  So insertion sort first,
+ * with a budget of moves linear in n; a hostile stream that needs more
+ * (tuples nested 10^6 deep) gets the O(n log n) sort instead. */
+static void sort_nodes(uint32_t *order, uint32_t n, node *base)
+{
+    uint64_t budget = 8 * (uint64_t)n + 1024;
+    for (uint32_t k = 1; k < n; k++) {
+        uint32_t x = order[k], j = k;
+        while (j > 0 && cmp_nodes(&order[j - 1], &x, base) > 0) {
+            order[j] = order[j - 1];
+            j--;
+            if (--budget == 0) {
+                order[j] = x;
+                qsort_r(order, n, sizeof *order, cmp_nodes, base);
+                return;
+            }
+        }
+        order[j] = x;
+    }
+}
+
 /* Nest the pickle's nodes by span and feed them to the core. */
 int emu_emit_dump(emu *e, uint64_t total)
 {
@@ -135,7 +158,7 @@ int emu_emit_dump(emu *e, uint64_t total)
     for (uint32_t i = 0; i < e->nnodes; i++)
         if (!e->nodes[i].dead)
             order[live++] = i;
-    qsort_r(order, live, sizeof *order, cmp_nodes, e->nodes);
+    sort_nodes(order, live, e->nodes);
 
     if (sertrace_core_dump_begin(e->core, -1, -1, 0, e->dump_id, "pickle", 6,
                                  e->protocol >= 0 ? e->protocol : (e->max_op_proto >= 1))) {

@@ -140,20 +140,6 @@ uint32_t emu_intern_type2(emu *e, const char *mod, size_t mlen, const char *name
     return i;
 }
 
-uint32_t emu_intern_type(emu *e, const char *name)
-{
-    /* the few builtin names every container asks for: cached per pickle */
-    static const char *const common[8] = {
-        "list", "dict", "tuple", "set", "frozenset", "bytearray", "pickle.PickleBuffer", NULL};
-    for (int i = 0; common[i]; i++)
-        if (strcmp(common[i], name) == 0) {
-            if (!e->common_types[i])
-                e->common_types[i] = emu_intern_type2(e, NULL, 0, name, strlen(name));
-            return e->common_types[i];
-        }
-    return emu_intern_type2(e, NULL, 0, name, strlen(name));
-}
-
 /* Name of a global item (for REDUCE's special callables), or NULL. */
 const char *emu_type_name(emu *e, uint32_t type, uint32_t *len)
 {
