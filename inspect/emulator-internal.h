@@ -274,8 +274,6 @@ int emu_need_items(emu *e, const op *o, uint32_t k);
 int emu_pop_mark(emu *e, const op *o, mark *m);
 item *emu_replace(emu *e, uint32_t from, uint64_t start, uint32_t first_node, uint8_t kind,
                   uint8_t tag);
-tuple_args emu_take_args(emu *e, uint32_t from, uint64_t k);
-void emu_give_args(item *it, const tuple_args *a);
 int emu_add_items(emu *e, item *target, uint64_t items_start, uint64_t count);
 int emu_memo_put(emu *e, const op *o, uint64_t key);
 int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t first,
@@ -361,6 +359,47 @@ static inline uint32_t emu_intern_type(emu *e, const char *name)
             return e->common_types[i];
         }
     return emu_intern_type2(e, NULL, 0, name, strlen(name));
+}
+
+/* What a tuple built from the items at [from, from + k) remembers for a
+ * REDUCE (take before they are replaced, give to the tuple's item).
+ * Inline: returned through memory, the struct cost a store-forwarding
+ * stall per tuple. */
+static inline tuple_args emu_take_args(emu *e, uint32_t from, uint64_t k)
+{
+    tuple_args a = {NO_KEY, 0, 0, 0, 0, 0, 0, {0}, false};
+    a.nargs = k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
+    for (uint32_t i = 0; e->obs && i < 4 && i < k; i++) { /* shapes: for the audit */
+        const item *x = &e->stack[from + i];
+        a.shape[i] = x->node != NO_NODE ? e->nodes[x->node].tag : x->tag;
+    }
+    if (k >= 1) {
+        a.arg0_key = e->stack[from].memo_key;
+        a.arg0_type = e->stack[from].type;
+        a.arg0_global = e->stack[from].global;
+        if (e->stack[from].tag == SERTRACE_TAG_BYTES && e->stack[from].kind == IK_ATOM) {
+            a.arg0_off = e->stack[from].text_off;
+            a.arg0_len = e->stack[from].text_len;
+        }
+    }
+    if (k >= 2 && e->stack[from + 1].kind == IK_STR) {
+        a.arg1_off = e->stack[from + 1].text_off;
+        a.arg1_len = e->stack[from + 1].text_len;
+    }
+    return a;
+}
+
+static inline void emu_give_args(item *it, const tuple_args *a)
+{
+    it->arg0_key = a->arg0_key;
+    it->arg0_type = a->arg0_type;
+    it->arg1_off = a->arg1_off;
+    it->arg1_len = a->arg1_len;
+    it->nargs = a->nargs;
+    memcpy(it->shape, a->shape, sizeof it->shape);
+    it->arg0_global = a->arg0_global;
+    it->arg0_off = a->arg0_off;
+    it->arg0_len = a->arg0_len;
 }
 
 #endif /* SERTRACE_EMULATOR_INTERNAL_H */

@@ -35,43 +35,6 @@ item *emu_replace(emu *e, uint32_t from, uint64_t start, uint32_t first_node, ui
     return push(e, start, first_node, kind, tag);
 }
 
-tuple_args emu_take_args(emu *e, uint32_t from, uint64_t k)
-{
-    tuple_args a = {NO_KEY, 0, 0, 0, 0, 0, 0, {0}, false};
-    a.nargs = k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
-    for (uint32_t i = 0; e->obs && i < 4 && i < k; i++) { /* shapes: for the audit */
-        const item *x = &e->stack[from + i];
-        a.shape[i] = x->node != NO_NODE ? e->nodes[x->node].tag : x->tag;
-    }
-    if (k >= 1) {
-        a.arg0_key = e->stack[from].memo_key;
-        a.arg0_type = e->stack[from].type;
-        a.arg0_global = e->stack[from].global;
-        if (e->stack[from].tag == SERTRACE_TAG_BYTES && e->stack[from].kind == IK_ATOM) {
-            a.arg0_off = e->stack[from].text_off;
-            a.arg0_len = e->stack[from].text_len;
-        }
-    }
-    if (k >= 2 && e->stack[from + 1].kind == IK_STR) {
-        a.arg1_off = e->stack[from + 1].text_off;
-        a.arg1_len = e->stack[from + 1].text_len;
-    }
-    return a;
-}
-
-void emu_give_args(item *it, const tuple_args *a)
-{
-    it->arg0_key = a->arg0_key;
-    it->arg0_type = a->arg0_type;
-    it->arg1_off = a->arg1_off;
-    it->arg1_len = a->arg1_len;
-    it->nargs = a->nargs;
-    memcpy(it->shape, a->shape, sizeof it->shape);
-    it->arg0_global = a->arg0_global;
-    it->arg0_off = a->arg0_off;
-    it->arg0_len = a->arg0_len;
-}
-
 /* Attach items to a container item through APPEND(S)/SETITEM(S)/ADDITEMS:
  * a reduce-built object gets them inside an It node. */
 int emu_add_items(emu *e, item *target, uint64_t items_start, uint64_t count)
