@@ -345,19 +345,25 @@ static inline void touch(emu *e, item *it)
         e->nodes[it->node].end = e->pos;
 }
 
-/* The type index of a builtin `name`.  Inline: with a literal name the
- * compiler resolves the cache slot at compile time (no strcmp per opcode). */
+/* The type index of `name`; the builtin names containers ask for are
+ * cached per pickle, found by pointer (no strcmp per container). */
 static inline uint32_t emu_intern_type(emu *e, const char *name)
 {
     /* the few builtin names every container asks for: cached per pickle */
     static const char *const common[8] = {
         "list", "dict", "tuple", "set", "frozenset", "bytearray", "pickle.PickleBuffer", NULL};
-    for (int i = 0; common[i]; i++)
-        if (strcmp(common[i], name) == 0) {
-            if (!e->common_types[i])
-                e->common_types[i] = emu_intern_type2(e, NULL, 0, name, strlen(name));
-            return e->common_types[i];
-        }
+    int i;
+    /* the same literal is one object in a file, as a rule: pointers first */
+    for (i = 0; common[i] && common[i] != name; i++)
+        ;
+    if (!common[i])
+        for (i = 0; common[i] && strcmp(common[i], name) != 0; i++)
+            ;
+    if (common[i]) {
+        if (!e->common_types[i])
+            e->common_types[i] = emu_intern_type2(e, NULL, 0, name, strlen(name));
+        return e->common_types[i];
+    }
     return emu_intern_type2(e, NULL, 0, name, strlen(name));
 }
 
