@@ -108,14 +108,44 @@ static int cmp_nodes(const void *a, const void *b, void *base)
     return i > j ? -1 : (i < j);
 }
 
-/* Sort order[0..n) by cmp_nodes.  The nodes are created nearly in that
- * order: only a node made after its parts (a tuple at TUPLE, an object at
- * REDUCE) moves back, over the nodes inside it.  So insertion sort first,
- * with a budget of moves linear in n; a hostile stream that needs more
- * (tuples nested 10^6 deep) gets the O(n log n) sort instead. */
-static void sort_nodes(uint32_t *order, uint32_t n, node *base)
+/* One stable counting pass of the radix sort: src to dst by the 16-bit
+ * digit at `shift` of the node's start (by_start) or of ~end (so that later
+ * ends come first).  False, with nothing moved, when every key has the
+ * same digit. */
+static bool radix_pass(const uint32_t *src, uint32_t *dst, uint32_t n, const node *b,
+                       bool by_start, unsigned shift, uint32_t *cnt)
 {
-    uint64_t budget = 8 * (uint64_t)n + 1024;
+#define DIGIT(i) ((by_start ? (uint32_t)b[i].start : ~(uint32_t)b[i].end) >> shift & 0xffffu)
+    uint32_t sum = 0;
+    memset(cnt, 0, 65536 * sizeof *cnt);
+    for (uint32_t k = 0; k < n; k++)
+        cnt[DIGIT(src[k])]++;
+    if (cnt[DIGIT(src[0])] == n)
+        return false;
+    for (uint32_t d = 0; d < 65536; d++) {
+        uint32_t c = cnt[d];
+        cnt[d] = sum;
+        sum += c;
+    }
+    for (uint32_t k = 0; k < n; k++)
+        dst[cnt[DIGIT(src[k])]++] = src[k];
+    return true;
+#undef DIGIT
+}
+
+/* Sort order[0..n) (the live nodes, by index) into cmp_nodes' order.  The
+ * nodes are created nearly in that order: only a node made after its parts
+ * (a tuple at TUPLE, an object at REDUCE or NEWOBJ) moves back, over the
+ * nodes inside it.  So insertion sort first, with a budget of moves linear
+ * in n.  Past it (objects nested in objects: the moves grow with n times
+ * the depth), a stable LSD radix sort, linear: from index order reversed
+ * (later-created first), by end descending, then by start ascending, 16
+ * bits a pass, passes where all keys agree skipped.  Positions past 4 GiB,
+ * or no memory for it: qsort.  The order is total, so all three give the
+ * same result. */
+static void sort_nodes(uint32_t *order, uint32_t n, node *base, uint32_t nnodes)
+{
+    uint64_t budget = 2 * (uint64_t)n + 1024;
     for (uint32_t k = 1; k < n; k++) {
         uint32_t x = order[k], j = k;
         while (j > 0 && cmp_nodes(&order[j - 1], &x, base) > 0) {
@@ -123,12 +153,38 @@ static void sort_nodes(uint32_t *order, uint32_t n, node *base)
             j--;
             if (--budget == 0) {
                 order[j] = x;
-                qsort_r(order, n, sizeof *order, cmp_nodes, base);
-                return;
+                goto radix;
             }
         }
         order[j] = x;
     }
+    return;
+radix:;
+    uint32_t *tmp = malloc((size_t)n * sizeof *tmp), *cnt = malloc(65536 * sizeof *cnt);
+    uint64_t max_pos = 0;
+    for (uint32_t i = 0; i < nnodes; i++)
+        if (!base[i].dead && base[i].end > max_pos)
+            max_pos = base[i].end;
+    if (!tmp || !cnt || max_pos > UINT32_MAX) {
+        free(tmp);
+        free(cnt);
+        qsort_r(order, n, sizeof *order, cmp_nodes, base);
+        return;
+    }
+    uint32_t m = 0, *src = order, *dst = tmp;
+    for (uint32_t i = nnodes; i-- > 0;)
+        if (!base[i].dead)
+            order[m++] = i;
+    for (int p = 0; p < 4; p++)
+        if (radix_pass(src, dst, n, base, p >= 2, (p & 1) ? 16 : 0, cnt)) {
+            uint32_t *t = src;
+            src = dst;
+            dst = t;
+        }
+    if (src != order)
+        memcpy(order, src, (size_t)n * sizeof *order);
+    free(tmp);
+    free(cnt);
 }
 
 /* Nest the pickle's nodes by span and feed them to the core. */
@@ -136,7 +192,7 @@ int emu_emit_dump(emu *e, uint64_t total)
 {
     uint32_t *order = NULL, *open = NULL, nopen = 0;
     bool *typed = NULL;
-    uint64_t extra = (uint64_t)e->nnodes * 8 + (e->ntypes + 1);
+    uint64_t extra = (uint64_t)e->nnodes * 12 + (e->ntypes + 1) + 65536 * 4; /* + the sort's */
     int rc = -1;
 
     if (!e->core)
@@ -158,7 +214,7 @@ int emu_emit_dump(emu *e, uint64_t total)
     for (uint32_t i = 0; i < e->nnodes; i++)
         if (!e->nodes[i].dead)
             order[live++] = i;
-    sort_nodes(order, live, e->nodes);
+    sort_nodes(order, live, e->nodes, e->nnodes);
 
     if (sertrace_core_dump_begin(e->core, -1, -1, 0, e->dump_id, "pickle", 6,
                                  e->protocol >= 0 ? e->protocol : (e->max_op_proto >= 1))) {
