@@ -281,7 +281,10 @@ Test(emulator, nodes_created_after_their_parts_deeply)
     b[k++] = 2;
     b[k++] = ')';
     for (int i = 0; i < N; i++) {
-        memcpy(b + k, "]K\x01" "a\x86", 5); /* EMPTY_LIST BININT1 1 APPEND TUPLE2 */
+        memcpy(b + k,
+               "]K\x01"
+               "a\x86",
+               5); /* EMPTY_LIST BININT1 1 APPEND TUPLE2 */
         k += 5;
     }
     b[k++] = '.';
