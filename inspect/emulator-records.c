@@ -112,8 +112,8 @@ static int cmp_nodes(const void *a, const void *b, void *base)
  * digit at `shift` of the node's start (by_start) or of ~end (so that later
  * ends come first).  False, with nothing moved, when every key has the
  * same digit. */
-static bool radix_pass(const uint32_t *src, uint32_t *dst, uint32_t n, const node *b,
-                       bool by_start, unsigned shift, uint32_t *cnt)
+static bool radix_pass(const uint32_t *src, uint32_t *dst, uint32_t n, const node *b, bool by_start,
+                       unsigned shift, uint32_t *cnt)
 {
 #define DIGIT(i) ((by_start ? (uint32_t)b[i].start : ~(uint32_t)b[i].end) >> shift & 0xffffu)
     uint32_t sum = 0;
@@ -141,10 +141,12 @@ static bool radix_pass(const uint32_t *src, uint32_t *dst, uint32_t n, const nod
  * the depth), a stable LSD radix sort, linear: from index order reversed
  * (later-created first), by end descending, then by start ascending, 16
  * bits a pass, passes where all keys agree skipped.  Positions past 4 GiB,
- * or no memory for it: qsort.  The order is total, so all three give the
- * same result. */
-static void sort_nodes(uint32_t *order, uint32_t n, node *base, uint32_t nnodes)
+ * or no memory for it (its n + 64 Ki words over the limit): qsort.  The order is total, so all
+ * three give the same result. */
+static void sort_nodes(emu *e, uint32_t *order, uint32_t n, uint64_t extra)
 {
+    node *base = e->nodes;
+    uint32_t nnodes = e->nnodes;
     uint64_t budget = 2 * (uint64_t)n + 1024;
     for (uint32_t k = 1; k < n; k++) {
         uint32_t x = order[k], j = k;
@@ -160,7 +162,10 @@ static void sort_nodes(uint32_t *order, uint32_t n, node *base, uint32_t nnodes)
     }
     return;
 radix:;
-    uint32_t *tmp = malloc((size_t)n * sizeof *tmp), *cnt = malloc(65536 * sizeof *cnt);
+    uint64_t radix_mem = ((uint64_t)n + 65536) * sizeof(uint32_t);
+    bool fits = e->memory + extra + radix_mem <= e->lim->max_memory;
+    uint32_t *tmp = fits ? malloc((size_t)n * sizeof *tmp) : NULL;
+    uint32_t *cnt = fits ? malloc(65536 * sizeof *cnt) : NULL;
     uint64_t max_pos = 0;
     for (uint32_t i = 0; i < nnodes; i++)
         if (!base[i].dead && base[i].end > max_pos)
@@ -171,6 +176,8 @@ radix:;
         qsort_r(order, n, sizeof *order, cmp_nodes, base);
         return;
     }
+    if (e->memory + extra + radix_mem > e->peak)
+        e->peak = e->memory + extra + radix_mem;
     uint32_t m = 0, *src = order, *dst = tmp;
     for (uint32_t i = nnodes; i-- > 0;)
         if (!base[i].dead)
@@ -192,7 +199,7 @@ int emu_emit_dump(emu *e, uint64_t total)
 {
     uint32_t *order = NULL, *open = NULL, nopen = 0;
     bool *typed = NULL;
-    uint64_t extra = (uint64_t)e->nnodes * 12 + (e->ntypes + 1) + 65536 * 4; /* + the sort's */
+    uint64_t extra = (uint64_t)e->nnodes * 8 + (e->ntypes + 1);
     int rc = -1;
 
     if (!e->core)
@@ -214,7 +221,7 @@ int emu_emit_dump(emu *e, uint64_t total)
     for (uint32_t i = 0; i < e->nnodes; i++)
         if (!e->nodes[i].dead)
             order[live++] = i;
-    sort_nodes(order, live, e->nodes, e->nnodes);
+    sort_nodes(e, order, live, extra);
 
     if (sertrace_core_dump_begin(e->core, -1, -1, 0, e->dump_id, "pickle", 6,
                                  e->protocol >= 0 ? e->protocol : (e->max_op_proto >= 1))) {
