@@ -256,6 +256,10 @@ typedef struct tuple_args {
 
 /* ---- shared functions (each file's section says what they do) ------------ */
 
+/* Internal to the emulator: hidden, so calls between its files are direct
+ * even in a shared object (no PLT), and nothing else can bind to them. */
+#pragma GCC visibility push(hidden)
+
 int emu_fail(emu *e, int status, uint64_t at, const char *fmt, const char *arg);
 int emu_grow(emu *e, void **p, uint32_t *cap, uint64_t need, size_t size);
 uint32_t emu_intern_type2(emu *e, const char *mod, size_t mlen, const char *name, size_t nlen);
@@ -281,6 +285,7 @@ int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t fir
 int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limits *lim,
                      sertrace_core *core, const sertrace_inspect_observer *obs, bool single,
                      int nesting, sertrace_inspect_result *res);
+#pragma GCC visibility pop
 
 #define MAX_NESTING 4
 
