@@ -27,9 +27,17 @@ src=$1
 work=$2
 secs=$3
 shift 3
+# sources relative to the current directory (meson's generated ones are
+# relative to the build directory) made absolute: the run below cd's away
 incs=
-for f in "$@"; do
+n=$#
+while [ "$n" -gt 0 ]; do
+    f=$1
+    shift
+    case $f in /*) ;; *) f=$PWD/$f ;; esac
     incs="$incs -I$(dirname "$f")"
+    set -- "$@" "$f"
+    n=$((n - 1))
 done
 cc=${CLANG:-clang}
 if ! command -v "$cc" >/dev/null 2>&1; then
