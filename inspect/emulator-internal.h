@@ -196,6 +196,7 @@ typedef struct emu {
     uint64_t memo_cap, memo_used;
     memo_entry *dense; /* keys below dense_cap (MEMOIZE's 0, 1, 2 ...): indexed */
     uint64_t dense_cap, dense_used;
+    uint64_t dense_init; /* entries [0, dense_init) are initialized */
 
     /* per-pickle type table: names in an arena, open hash for dedupe */
     char *names;

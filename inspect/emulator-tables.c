@@ -192,7 +192,6 @@ static int grow_dense(emu *e, uint64_t key)
         emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "out of memory%s", "");
         return -1;
     }
-    memset(m + e->dense_cap, 0, (cap - e->dense_cap) * sizeof *m);
     e->memory += (cap - e->dense_cap) * sizeof *m;
     if (e->memory > e->peak)
         e->peak = e->memory;
@@ -223,9 +222,15 @@ memo_entry *emu_memo_find(emu *e, uint64_t key, bool insert)
      * that went to the hash before the array grew over it stays there. */
     if (key < e->dense_cap) {
         memo_entry *m = &e->dense[key];
-        if (m->used)
+        if (key < e->dense_init && m->used)
             return m;
         if (insert) {
+            /* entries are zeroed as keys reach them, not when the array
+             * grows: only the pages in use are touched */
+            if (key >= e->dense_init) {
+                memset(&e->dense[e->dense_init], 0, (key + 1 - e->dense_init) * sizeof *m);
+                e->dense_init = key + 1;
+            }
             memo_entry *old = e->memo_used ? memo_find_hashed(e, key) : NULL;
             if (old)
                 return old;

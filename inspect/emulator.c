@@ -668,10 +668,9 @@ static void reset_pickle(emu *e, size_t base)
         free(e->dense);
         e->dense = NULL;
         e->dense_cap = 0;
-    } else if (e->dense_cap) {
-        memset(e->dense, 0, e->dense_cap * sizeof *e->dense);
     }
     e->dense_used = 0;
+    e->dense_init = 0;
     e->ntypes = 0;
     e->names_len = 0;
     memset(e->common_types, 0, sizeof e->common_types);
