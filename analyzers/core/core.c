@@ -2,7 +2,8 @@
  *
  * Live dumps sit in a small chained hash table keyed by (pid, dump_id).
  * Each records batch is decoded in place with bounds-checked LEB128
- * readers; ENTER/EXIT maintain the dump's stack of open nodes and every
+ * readers; ENTER/EXIT (and ATOM, schema v4: an ENTER and its EXIT in one
+ * record) maintain the dump's stack of open nodes and every
  * decision is made by comparing the record's depth with the stack depth,
  * so a lost record costs the sizes around it, never the rest of the tree.
  * Nothing here recurses and nothing allocates per record except the
@@ -556,6 +557,38 @@ static int rec_exit(sertrace_core *c, sertrace_dump_state *d, reader *r)
     return pop_node(c, d, pos, 0) < 0 ? -1 : 0;
 }
 
+/* ATOM (schema v4): the node an ENTER followed at once by its EXIT gives,
+ * placed by the same depth rules (earlier siblings that lost their EXIT
+ * are closed, lost ancestors invented), then closed at pos + bytes. */
+static int rec_atom(sertrace_core *c, sertrace_dump_state *d, reader *r)
+{
+    uint8_t tag;
+    uint64_t depth, type, addr, length, pos, bytes;
+    if (!read_u8(r, &tag) || !read_varint(r, &depth) ||
+        !read_varint(r, &type) || !read_varint(r, &addr) ||
+        !read_varint(r, &length) || !read_varint(r, &pos) ||
+        !read_varint(r, &bytes))
+        return 1;
+    if (!valid_depth(depth) || type > CORE_MAX_TYPES || bytes > UINT64_MAX - pos)
+        return 1;
+    if (depth > (uint64_t)d->depth + 1 + CORE_MAX_INVENTED) {
+        d->skipped_deep++;
+        return 2;
+    }
+    see_pos(d, pos);
+    while (d->depth >= depth)
+        if (pop_node(c, d, 0, SERTRACE_NODE_NO_EXIT) < 0)
+            return -1;
+    while (d->depth + 1 < depth)
+        if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, pos,
+                      SERTRACE_NODE_NO_ENTER) < 0)
+            return -1;
+    if (push_node(c, d, tag, (uint32_t)type, addr, length, pos, 0) < 0)
+        return -1;
+    see_pos(d, pos + bytes);
+    return pop_node(c, d, pos + bytes, 0) < 0 ? -1 : 0;
+}
+
 static int rec_type(sertrace_dump_state *d, reader *r)
 {
     uint64_t type;
@@ -701,6 +734,9 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
             break;
         case SERTRACE_REC_EXIT:
             rc = rec_exit(c, d, &r);
+            break;
+        case SERTRACE_REC_ATOM:
+            rc = rec_atom(c, d, &r);
             break;
         case SERTRACE_REC_TYPE:
             rc = rec_type(d, &r);

@@ -658,6 +658,9 @@ static inline int trace_plain_atom(const pickler *p, PyObject *obj)
 }
 void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind);
 void trace_close(pickler *p);
+/* A node that has no children, written from `pos` to the current output
+ * position (ATOM record); `failed`: left open as a failed node instead. */
+void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t pos, int failed);
 /* Remember obj as the innermost failure (the first call of a dump wins);
  * tag 0: the atom's own tag. */
 void trace_failed(pickler *p, PyObject *obj, uint8_t tag);

@@ -463,6 +463,26 @@ static int write_persistent_id(pickler *p, PyObject *pid)
     return output_write_byte(p, OP_BINPERSID);
 }
 
+/* Whether a node of kind `tag` never has children, so that it is recorded
+ * as one ATOM once written: atoms (None/bool, int, float, str; bytes from
+ * protocol 3 on: below, bytes pickle through a reduce whose parts are
+ * nodes) and memo hits (one GET). */
+static inline int is_leaf(const pickler *p, uint8_t tag)
+{
+    switch (tag) {
+    case SERTRACE_TAG_ATOM:
+    case SERTRACE_TAG_INT:
+    case SERTRACE_TAG_FLOAT:
+    case SERTRACE_TAG_STR:
+    case SERTRACE_TAG_MEMO:
+        return 1;
+    case SERTRACE_TAG_BYTES:
+        return p->proto >= 3;
+    default:
+        return 0;
+    }
+}
+
 /* A traced dump: obj's node around its savers.  A failure leaves the node
  * open (sertrace_dump_end closes it as failed) and is remembered.  An
  * object that is no node (an atom at this granularity) is one unit of its
@@ -483,6 +503,14 @@ static int traced_object(pickler *p, PyObject *obj, int root)
     uint8_t tag = plain ? 0 : trace_classify(p, obj, &key_kind);
     p->trace_flags = flags;
 
+    if (is_leaf(p, tag)) {
+        uint64_t pos = output_pos(p);
+        int status = save_object(p, obj);
+        trace_leaf(p, tag, obj, key_kind, pos, status < 0);
+        if (status < 0)
+            trace_failed(p, obj, tag);
+        return status;
+    }
     if (tag != 0)
         trace_open(p, tag, obj, key_kind);
     else if (!plain)

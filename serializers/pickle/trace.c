@@ -3,7 +3,9 @@
  * save.c's step (save_child_slow) asks trace_classify() whether an object
  * is a node at this granularity, opens it with trace_open() at the
  * current output position, runs the ordinary savers and closes it with
- * trace_close() at the new position.  Positions come from output_pos()
+ * trace_close() at the new position; a node without children (an atom, a
+ * memo hit) is one trace_leaf() after it was written (one ATOM record).
+ * Positions come from output_pos()
  * (output.c), so node bytes are exact by construction: a node's bytes are
  * everything the write path appended while it was open, frame headers and
  * memo opcodes included, and children nest inside.  The plain atoms
@@ -278,6 +280,20 @@ void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind)
 void trace_close(pickler *p)
 {
     sertrace_exit(p->trace, output_pos(p));
+}
+
+/* A node without children, written from `pos` to the current position:
+ * one ATOM record.  `failed`: writing it failed, so it is an ENTER left
+ * open like any failed node (same tree as before the ATOM record). */
+void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t pos, int failed)
+{
+    PyObject *key = key_kind == KEY_SELF ? obj : (PyObject *)Py_TYPE(obj);
+    uint32_t type = trace_type(p, key);
+    uint64_t length = length_of(obj);
+    if (failed)
+        sertrace_enter(p->trace, tag, type, (uintptr_t)obj, length, pos);
+    else
+        sertrace_atom(p->trace, tag, type, (uintptr_t)obj, length, pos, output_pos(p));
 }
 
 void trace_failed(pickler *p, PyObject *obj, uint8_t tag)
