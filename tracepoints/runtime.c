@@ -337,6 +337,9 @@ static void pool_put(struct sertrace_dump *d)
 
 /* ---- records ----------------------------------------------------------- */
 
+/* LEB128, one byte first (depths, types, lengths, small sizes).  (A
+ * loop-free encoder for long values was tried: more instructions per atom
+ * record on `builtins` at every-object granularity, so the loop stays.) */
 static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
     while (v >= 0x80) {

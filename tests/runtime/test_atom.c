@@ -357,3 +357,60 @@ Test(atom, text_tree_lines_identical_to_enter_exit)
     cr_expect(strstr(atoms, "└ # I [2 B]") != NULL, "leaf exit line:\n%s", atoms);
     cr_expect(strstr(atoms, "# L [20023 B]") != NULL, "root exit line:\n%s", atoms);
 }
+
+/* ---- varints of every length ---------------------------------------------- */
+
+static uint64_t get_varint(const uint8_t **pp)
+{
+    const uint8_t *p = *pp;
+    uint64_t v = 0;
+    unsigned sh = 0;
+    while (*p & 0x80) {
+        v |= (uint64_t)(*p++ & 0x7f) << sh;
+        sh += 7;
+    }
+    v |= (uint64_t)*p++ << sh;
+    *pp = p;
+    return v;
+}
+
+/* The runtime encodes values below 2^56 without a loop: every length from
+ * 1 to 10 bytes, at the edges (2^k - 1, 2^k), must decode to the value,
+ * and records must stay whole across batches. */
+Test(atom, varints_of_every_length_round_trip)
+{
+    uint64_t vals[130];
+    size_t n = 0;
+    for (unsigned k = 0; k < 64; k++) {
+        vals[n++] = ((uint64_t)1 << k) - 1;
+        vals[n++] = (uint64_t)1 << k;
+    }
+    vals[n++] = UINT64_MAX;
+    vals[n++] = 0x0123456789abcdefull;
+    sertrace_dump *d = sertrace_dump_begin("pickle", 4);
+    cr_assert_not_null(d);
+    for (int round = 0; round < 40; round++) /* > 4 KiB: several batches */
+        for (size_t i = 0; i < n; i++)
+            sertrace_atom(d, SERTRACE_TAG_INT, 0, (uintptr_t)vals[i], vals[(i + 1) % n],
+                          vals[i] >> 1, (vals[i] >> 1) + (vals[(i + 2) % n] >> 1));
+    sertrace_dump_end(d, 0, SERTRACE_STATUS_OK);
+    cr_assert_gt(cap.nbatch, 1);
+    size_t seen = 0;
+    for (size_t k = 0; k < cap.nbatch; k++) {
+        const uint8_t *p = cap.bytes + cap.batch[k].off, *e = p + cap.batch[k].len;
+        while (p < e) {
+            cr_assert_eq(*p, SERTRACE_REC_ATOM);
+            p += 2;
+            size_t i = seen % n;
+            cr_expect_eq(get_varint(&p), 1, "depth");
+            cr_expect_eq(get_varint(&p), 0, "type");
+            cr_expect_eq(get_varint(&p), vals[i], "addr of record %zu", seen);
+            cr_expect_eq(get_varint(&p), vals[(i + 1) % n], "length of record %zu", seen);
+            cr_expect_eq(get_varint(&p), vals[i] >> 1, "pos of record %zu", seen);
+            cr_expect_eq(get_varint(&p), vals[(i + 2) % n] >> 1, "bytes of record %zu", seen);
+            seen++;
+        }
+        cr_assert_eq(p, e);
+    }
+    cr_expect_eq(seen, 40 * n);
+}
