@@ -287,9 +287,26 @@ void trace_close(pickler *p)
  * open like any failed node (same tree as before the ATOM record). */
 void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t pos, int failed)
 {
-    PyObject *key = key_kind == KEY_SELF ? obj : (PyObject *)Py_TYPE(obj);
-    uint32_t type = trace_type(p, key);
-    uint64_t length = length_of(obj);
+    PyTypeObject *t = Py_TYPE(obj);
+    PyObject *key = key_kind == KEY_SELF ? obj : (PyObject *)t;
+    int slot = key_kind == KEY_SELF       ? -1
+               : t == &PyLong_Type        ? 0
+               : t == &PyFloat_Type       ? 1
+               : t == &PyUnicode_Type     ? 2
+               : t == &PyBytes_Type       ? 3
+               : obj == Py_None           ? 4
+               : t == &PyBool_Type        ? 5
+                                          : -1;
+    uint32_t type = slot >= 0 ? p->leaf_type[slot] : 0;
+    if (type == 0) {
+        type = trace_type(p, key);
+        if (slot >= 0)
+            p->leaf_type[slot] = type;
+    }
+    uint64_t length = slot == 2   ? (uint64_t)PyUnicode_GET_LENGTH(obj) + 1
+                      : slot == 3 ? (uint64_t)PyBytes_GET_SIZE(obj) + 1
+                      : slot >= 0 ? 0
+                                  : length_of(obj);
     if (failed)
         sertrace_enter(p->trace, tag, type, (uintptr_t)obj, length, pos);
     else
