@@ -268,6 +268,8 @@ def main(argv):
     ap.add_argument("--configs", default=",".join(c[0] for c in CONFIGS))
     ap.add_argument("--workloads", default=None, help="comma-separated (default: all)")
     ap.add_argument("--out", default=None, help="write the raw results as JSON here")
+    ap.add_argument("--without-dill", action="store_true",
+                    help="drop the dill contenders (a Python without dill: --also-python)")
     # child mode
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--contenders", help=argparse.SUPPRESS)
@@ -290,6 +292,9 @@ def main(argv):
             name, _, want_session, contenders, non_picklable = cfg
             if name not in wanted:
                 continue
+            if args.without_dill:
+                contenders = [c for c in contenders if not c.startswith("dill")]
+                cfg = (name, cfg[1], want_session, contenders, non_picklable)
             if want_session and not lttng_ok:
                 results["skipped"][name] = "no lttng-sessiond reachable"
                 continue

@@ -991,7 +991,7 @@ def bench(args, isolation):
             r = run_part("overhead (CPython %s)" % ver,
                          [py, os.path.join(HERE, "overhead.py"), "--out", out,
                           "--reps", str(reps), "--target-ms", "5" if args.quick else "10",
-                          "--configs", "dormant,lttng-default,lttng-all",
+                          "--configs", "dormant,lttng-default,lttng-all", "--without-dill",
                           "--build", vtools.build], venv)
             if r.returncode == 0:
                 versions[ver] = common.read_json(out)
