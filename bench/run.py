@@ -635,17 +635,18 @@ def section_sinks(sk):
     if not traces:
         return "\n".join(L + ["No trace.", ""]), {}
     big = traces[-1]
-    rec = 2 * (big.get("nodes") or 0)
+    rec = big.get("nodes") or 0  # per node: an ENTER/EXIT pair, or one ATOM (schema v4)
     L.append("Trace: %d dumps of `builtins` at every-object granularity, recorded with `sertrace "
              "record --cmd-only --buffer-size 64M`: %s on disk, %s CTF events (4 KiB record "
-             "batches), %s nodes = %s enter/exit records (%s). Each command's output goes to "
+             "batches), %s nodes (containers as ENTER/EXIT record pairs, atoms as one ATOM "
+             "record each, schema v4; %s). Each command's output goes to "
              "/dev/null; %d interleaved rounds; wall time, and CPU time and peak RSS from `wait4`. "
              "Goal: each sink's wall time ≤ %.2fx `sink.utils.dummy`'s (the verdict: the default "
              "configurations; with 2+ CPUs the sinks run the tree core on a worker thread beside "
              "babeltrace2's decoding, so their CPU time exceeds their wall time; the "
              "`worker-thread=no` rows are the core inline, what a 1-CPU machine runs)."
              % (big["dumps"], human(big["trace_bytes"]), "{:,}".format(big.get("ctf_events", 0)),
-                "{:,}".format(big.get("nodes") or 0), "{:,}".format(rec),
+                "{:,}".format(big.get("nodes") or 0),
                 (big.get("record_stderr") or ["?"])[0].replace("sertrace: ", ""), sk["reps"],
                 GOALS["sinks"]))
     L.append("")
@@ -674,7 +675,7 @@ def section_sinks(sk):
                      "%.0f" % (med([r["maxrss_kib"] for r in rs]) / 1024),
                      "—" if name == "dummy" else fmt_ratio(st) + mark,
                      "—" if name == "dummy" else fmt_ratio(stc)])
-    L.append(table(["command", "wall s", "CPU s", "M records/CPU s", "MB/CPU s", "peak RSS MiB",
+    L.append(table(["command", "wall s", "CPU s", "M nodes/CPU s", "MB/CPU s", "peak RSS MiB",
                     "wall ratio to dummy (verdict)", "CPU ratio to dummy"], rows))
     L.append("")
     for name, err in (sk.get("failed") or {}).items():
@@ -842,21 +843,28 @@ EXPLAIN = {
             "~100-200 ns for the whole `pickle.dumps` call; what would close it: a cheaper "
             "dormant check (one load of LTTng's enabled flag and the DISPATCH_TRACE setting, "
             "no pthread_once) and a smaller fixed path in dumps().",
-    "recording": "Recording costs two records per container node in a 4 KiB batch (~20-30 ns per "
-                 "node, `record` in the C API cost section) plus one LTTng event per 4 KiB; the "
-                 "ratio is highest where pickle is cheapest per node (large str/bytes payloads are "
-                 "a memcpy for pickle, their containers still cost two records each). What would "
-                 "close it: cheaper records (delta-encoded positions, no per-node type lookup "
-                 "after the first), so the per-node cost drops below ~10 ns.",
-    "recording_all": "Every-object granularity makes every atom (int, float, str, memo "
-                     "reference) a node: `builtins` has ~99k nodes per dump instead of ~13k "
-                     "containers, and its ints, floats and short strings cost pickle only a few "
-                     "ns each. Atoms are one ATOM record each (schema v4) instead of an "
-                     "ENTER/EXIT pair; what remains is the per-node work around the record "
-                     "(classification, the type lookup, the call into libsertrace) at a few ns "
-                     "per atom. What would close it: classify and intern the type of the common "
-                     "atoms (int, float, str) once per dump, not per object.",
-    "versions": "See the goal's row for CPython 3.11 above: the same code paths, the cost is "
+    "recording": "`state-16` is the smallest and most blob-heavy workload: ~0.16 ms per dump for "
+                 "pickle, whose str and bytes payloads are a memcpy, and 1,112 nodes at the default "
+                 "granularity (containers, instances, memo references), i.e. ~140 ns of pickle time per "
+                 "node against ~30 ns of recording per node: classification (with a memo lookup of "
+                 "its own before the saver's), the type lookup, an ENTER and an EXIT record through "
+                 "two calls into libsertrace, plus ~1.5 µs per dump for the dump_begin, records and "
+                 "dump_end events. The larger workloads are within the goal. What would close it: "
+                 "share the memo lookup between classification and saver and cache the type index of "
+                 "the common container types per dump, as was done for atoms (`traced_atom()`, "
+                 "`trace_leaf()` in serializers/pickle).",
+    "recording_all": "Every-object granularity makes every atom (int, float, str, memo reference) a "
+                     "node: `builtins` has 98,807 nodes per dump instead of 13,002, and its ints, "
+                     "floats and short strings cost pickle ~220 instructions each. Atoms are one "
+                     "ATOM record each (schema v4) instead of an ENTER/EXIT pair (46.8 M -> ~41 M "
+                     "instructions per `builtins` dump, pickle 22.0 M), with the memo looked up once "
+                     "and the atom types' indices cached per dump; what remains per atom is "
+                     "~130 instructions in `sertrace_atom()` (seven LEB128 fields, the batch, the "
+                     "checks of a call into a shared library) and ~40 to classify it. What would "
+                     "close it: a smaller atom record (address and position as deltas from the "
+                     "previous record of the batch: ~6 bytes instead of ~14, fewer LEB128 loops) "
+                     "and appending to the batch without a call per atom.",
+    "versions": "The same code paths as on 3.11 (see the goal's row above and its explanation), "
                 "measured against that version's own `_pickle`.",
     "text": "The text tree is written in full: `dataclass-graph` is 137 levels deep and every line "
             "repeats its indentation (`│` is 3 bytes in UTF-8), so one dump writes ~22 MB of text "
@@ -875,17 +883,21 @@ EXPLAIN = {
     "closures": "Informational: for a graph only dill can serialize, dill's pure-Python pickler "
                 "(20-45x pickle untraced) dominates both traced runs, so tracing it through "
                 "sertrace can only remove dill's logging cost (~3.4x dill), not reach 25x.",
-    "sinks_small": "A trace of many tiny dumps (3 events each) costs the sinks per dump, not per "
-                   "byte: the summary sink drops from ~1.7x to ~1.3x with `per-dump=no`, so its "
-                   "per-dump tables and output are most of the gap. What would close it: cheaper "
-                   "per-dump bookkeeping (reuse the dump's state instead of rebuilding it) and "
-                   "buffered per-dump output.",
-    "sinks": "babeltrace2's CTF decoding (all the dummy sink pays) is ~1.2 CPU s for this 72 MiB "
-             "trace; the sinks add the decoding of ~8 M varint records into per-thread trees "
-             "(the summary sink: ~+0.3 s, at the goal) and, for the tree sink, formatting ~8 M "
-             "lines (+0.5 s). Peak memory does not grow with the trace (streaming). What would "
-             "close it: a cheaper line formatter in the tree sink (the indentation prefix built "
-             "once per depth, not per line) and a tighter record-decoding loop.",
+    "sinks_small": "Measured on a loaded machine (load average 6-7 at the start, see the table at "
+                   "the top): the wall-clock ratios spread widely between rounds (their [min-max] "
+                   "above), and this trace has no atoms (gen_trace: ENTER/EXIT only), so nothing of "
+                   "the ATOM change applies; on a quiet machine (the previous RESULTS.md) these "
+                   "sinks measured 1.08-1.20x. The summary sink's per-dump tables and output are "
+                   "its gap (`per-dump=no` is within the goal): cheaper per-dump bookkeeping and "
+                   "buffered per-dump output would close it.",
+    "sinks": "Two things: the machine was loaded (load average 6-7: the dummy sink took 2.6 CPU s "
+             "but ~6.8 s of wall time, and the wall ratios spread over the rounds, see the "
+             "[min-max]); and the trace is smaller per node since schema v4 (atoms are one ATOM "
+             "record: 59.7 MiB for this trace where ENTER/EXIT pairs made 72.3 MiB), so the dummy "
+             "sink, which only decodes CTF, got cheaper while the sinks still build every node "
+             "(3.95 M): their ratio to the dummy rises with the same per-node cost. What would "
+             "close it: a cheaper tree core per node (the record decoding loop, the summary's "
+             "per-node accounting), measured on a quiet machine.",
 }
 
 
