@@ -28,7 +28,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-PYTHON = "/usr/bin/python3"  # Debian's CPython (see README): never the first python3 on PATH
+# Debian's CPython (see README): never the first python3 on PATH.  run.py's
+# --also-python runs the timing parts under another CPython by setting
+# SERTRACE_BENCH_PYTHON for them (with that version's build directory).
+PYTHON = os.environ.get("SERTRACE_BENCH_PYTHON") or "/usr/bin/python3"
 
 
 class Tools:

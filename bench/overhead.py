@@ -16,7 +16,10 @@ tables give the median of those ratios and their min-max over the rounds.
 
 Configurations:
   dormant              sertrace.dumps, nobody listening (also on the
-                       single-kind lists of workloads.MICRO)
+                       single-kind lists of workloads.MICRO, and on the tiny
+                       payloads of workloads.TINY, where an invocation is a
+                       loop of TINY_LOOP calls of the bare function:
+                       `for _ in r: dumps(obj, 4)`, no lambda per call)
   lttng-default        sertrace.dumps recorded by a live LTTng session
                        (sertrace:*, vtid+vpid, per-UID 8 x 1 MiB, only this
                        child's pid tracked), default granularity
@@ -54,6 +57,8 @@ sys.path.insert(0, HERE)
 import common  # noqa: E402
 
 PROTOCOL = 4
+# Calls per timed invocation for the tiny payloads (workloads.TINY).
+TINY_LOOP = 1000
 
 CONFIGS = [
     # name, extra env, LTTng session?, contenders, include non-picklable workloads
@@ -92,6 +97,20 @@ def child(args):
     if "dill-sertrace" in contenders:
         import sertrace.dill as sdill
 
+    def make_loop(c, obj):
+        # A tiny payload: LOOP calls of the function itself per invocation
+        # (no lambda around each call), so a sample times a loop of calls.
+        f = {"pickle": pickle.dumps, "sertrace": sertrace.dumps}[c] if c in (
+            "pickle", "sertrace") else None
+        if f is None:
+            raise SystemExit("tiny payloads time pickle and sertrace only, not " + c)
+        calls = range(TINY_LOOP)
+
+        def loop():
+            for _ in calls:
+                f(obj, PROTOCOL)
+        return loop
+
     def make(c, obj):
         if c == "pickle":
             return lambda: pickle.dumps(obj, PROTOCOL)
@@ -121,7 +140,7 @@ def child(args):
         fns = {}
         for c in contenders:
             target = stand_in if c in ("pickle", "sertrace") else obj
-            fns[c] = make(c, target)
+            fns[c] = make_loop(c, target) if name in wl.TINY else make(c, target)
         plan.append((name, fns))
 
     # Warm up (imports, dill's dispatch tables, memo growth) before the session starts.
@@ -178,7 +197,12 @@ def child(args):
                 gc.enable()
                 samples[c].append((t1 - t0) / n)
                 cpu[c].append((c1 - c0) / n)
-        out["workloads"][name] = {"samples_ns": samples, "samples_cpu_ns": cpu, "inner": inner}
+        if name in wl.TINY:  # per call, not per loop
+            for c in fns:
+                samples[c] = [v / TINY_LOOP for v in samples[c]]
+                cpu[c] = [v / TINY_LOOP for v in cpu[c]]
+        out["workloads"][name] = {"samples_ns": samples, "samples_cpu_ns": cpu, "inner": inner,
+                                  "calls_per_invocation": TINY_LOOP if name in wl.TINY else 1}
     trunc()
     print(json.dumps(out), flush=True)
 
@@ -244,6 +268,8 @@ def main(argv):
     ap.add_argument("--configs", default=",".join(c[0] for c in CONFIGS))
     ap.add_argument("--workloads", default=None, help="comma-separated (default: all)")
     ap.add_argument("--out", default=None, help="write the raw results as JSON here")
+    ap.add_argument("--without-dill", action="store_true",
+                    help="drop the dill contenders (a Python without dill: --also-python)")
     # child mode
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--contenders", help=argparse.SUPPRESS)
@@ -266,15 +292,18 @@ def main(argv):
             name, _, want_session, contenders, non_picklable = cfg
             if name not in wanted:
                 continue
+            if args.without_dill:
+                contenders = [c for c in contenders if not c.startswith("dill")]
+                cfg = (name, cfg[1], want_session, contenders, non_picklable)
             if want_session and not lttng_ok:
                 results["skipped"][name] = "no lttng-sessiond reachable"
                 continue
             if "dill-sertrace" in contenders and not pyhook:
                 results["skipped"][name] = "sertrace._pyhook (the dill hook) is not built/installed"
                 continue
-            names = [n for n in all_names if non_picklable or wl.WORKLOADS[n][1]]
+            names = [n for n in all_names if non_picklable or wl.WORKLOADS.get(n, (None, True))[1]]
             if name == "dormant" and not args.workloads:
-                names += list(wl.MICRO)
+                names += list(wl.MICRO) + list(wl.TINY)
             common.log("overhead: %s (%s) on %d workloads" % (name, " vs ".join(contenders), len(names)))
             try:
                 results["configs"][name] = run_config(tools, cfg, names, args.reps,

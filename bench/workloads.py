@@ -231,10 +231,26 @@ MICRO = {
 for _k in MICRO:
     DESCRIPTIONS[_k] = "a list of one kind of object"
 
+# Tiny payloads: the fixed cost of one dumps() call (argument parsing,
+# pickler setup, output buffer, the bytes result) dominates.  Timed in the
+# dormant configuration over loops of calls (overhead.py), not one call.
+TINY = {
+    "tiny-list": lambda: [1, 2],
+    "tiny-dict": lambda: {"id": 7, "name": "ada", "ok": True},
+    "tiny-str": lambda: "hello, world",
+    "tiny-none": lambda: None,
+}
+DESCRIPTIONS["tiny-list"] = "`[1, 2]`"
+DESCRIPTIONS["tiny-dict"] = "a 3-key dict"
+DESCRIPTIONS["tiny-str"] = "a short str"
+DESCRIPTIONS["tiny-none"] = "`None`"
+
 
 def build(name):
     if name in MICRO:
         return MICRO[name]()
+    if name in TINY:
+        return TINY[name]()
     if name in SIZE_ONLY:
         return SIZE_ONLY[name][0]()
     return WORKLOADS[name][0]()

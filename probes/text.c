@@ -943,6 +943,14 @@ void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t ta
     maybe_flush(t, start);
 }
 
+void sertrace_text_atom(struct sertrace_text_dump *t, uint32_t depth, uint8_t tag, uint32_t type,
+                        const char *name, size_t name_len, uint64_t addr, uint64_t length,
+                        uint64_t bytes)
+{
+    sertrace_text_enter(t, depth, tag, type, name, name_len, addr, length);
+    sertrace_text_exit(t, depth, tag, bytes, false);
+}
+
 void sertrace_text_note(struct sertrace_text_dump *t, uint32_t depth, const char *key,
                         size_t key_len, const char *value, size_t value_len)
 {

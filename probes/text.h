@@ -155,6 +155,13 @@ SERTRACE_TEXT_INTERNAL void sertrace_text_enter(struct sertrace_text_dump *t, ui
 /* `unfinished`: closed by dump end, not by an exit. */
 SERTRACE_TEXT_INTERNAL void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth,
                                                uint8_t tag, uint64_t bytes, bool unfinished);
+/* A node without children (the ATOM record): exactly the lines of
+ * sertrace_text_enter() followed by sertrace_text_exit(depth, tag, bytes,
+ * false), so the live tree does not change with the record used. */
+SERTRACE_TEXT_INTERNAL void sertrace_text_atom(struct sertrace_text_dump *t, uint32_t depth,
+                                               uint8_t tag, uint32_t type, const char *name,
+                                               size_t name_len, uint64_t addr, uint64_t length,
+                                               uint64_t bytes);
 SERTRACE_TEXT_INTERNAL void sertrace_text_note(struct sertrace_text_dump *t, uint32_t depth,
                                                const char *key, size_t key_len, const char *value,
                                                size_t value_len);

@@ -60,7 +60,7 @@
 #define NODE_STACK_INITIAL 64
 #define TYPE_TABLE_INITIAL 64 /* slots; always a power of two */
 #define SERIALIZER_MAX 63
-#define RECORD_FIXED_MAX 64 /* op + tag + 5 varints of at most 10 bytes */
+#define RECORD_FIXED_MAX 64 /* op + tag + 6 varints of at most 10 bytes */
 
 struct node {
     uint64_t pos;
@@ -337,6 +337,9 @@ static void pool_put(struct sertrace_dump *d)
 
 /* ---- records ----------------------------------------------------------- */
 
+/* LEB128, one byte first (depths, types, lengths, small sizes).  (A
+ * loop-free encoder for long values was tried: more instructions per atom
+ * record on `builtins` at every-object granularity, so the loop stays.) */
 static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
     while (v >= 0x80) {
@@ -845,6 +848,51 @@ void sertrace_exit(sertrace_dump *d, uint64_t pos)
         sertrace_text_exit(&d->text, d->depth, nd->tag, pos >= nd->pos ? pos - nd->pos : 0, false);
     }
     d->depth--;
+}
+
+void sertrace_atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr, uint64_t length,
+                   uint64_t pos, uint64_t end_pos)
+{
+    uint32_t depth;
+
+    if (d == NULL)
+        return;
+    if (d->overflow > 0 || d->depth >= d->max_depth) {
+        /* As an enter beyond the cap: reported once, not recorded; no
+         * exit will follow, so nothing is counted in `overflow`. */
+        if (!d->too_deep_reported) {
+            d->too_deep_reported = true;
+            report_misuse(d, "too deep: node not recorded (depth cap reached)");
+        }
+        return;
+    }
+    depth = d->depth + 1;
+    if (d->records_on) {
+        uint8_t tmp[RECORD_FIXED_MAX];
+        uint8_t *start = batch_fixed_begin(d, tmp);
+        uint8_t *p = start;
+        *p++ = SERTRACE_REC_ATOM;
+        *p++ = tag;
+        p = put_varint(p, depth);
+        p = put_varint(p, type);
+        p = put_varint(p, addr);
+        p = put_varint(p, length);
+        p = put_varint(p, pos);
+        p = put_varint(p, end_pos >= pos ? end_pos - pos : 0);
+        batch_fixed_commit(d, start, p);
+    }
+    if (d->text_on) {
+        size_t n;
+        const char *name = type_name(d, type, &n);
+        uint32_t known = type <= d->ntypes ? type : 0;
+        if (end_pos >= pos) {
+            sertrace_text_atom(&d->text, depth, tag, known, name, n, addr, length, end_pos - pos);
+        } else { /* misuse: the lines of sertrace_exit()'s check */
+            sertrace_text_enter(&d->text, depth, tag, known, name, n, addr, length);
+            sertrace_text_misuse(&d->text, depth, "exit position before enter position");
+            sertrace_text_exit(&d->text, depth, tag, 0, false);
+        }
+    }
 }
 
 void sertrace_error(sertrace_dump *d, uint8_t tag, uint32_t type, const char *message,

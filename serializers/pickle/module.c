@@ -590,6 +590,79 @@ static PyObject *module_dump(PyObject *module, PyObject *const *args, Py_ssize_t
     Py_RETURN_NONE;
 }
 
+/* dumps() keeps one spare pickler between calls (the fixed cost of a
+ * call is most of the time of a tiny pickle: allocating the object, its
+ * memo table and output buffer, and freeing them).  The spare is taken
+ * for the duration of a call, so a dumps() nested in a __reduce__ makes
+ * its own; it goes back only after a successful dump, emptied: no
+ * reference but its own output buffer, its memo cleared (or freed and
+ * made again when it grew large), and untracked by the GC while parked,
+ * so nothing can reach it between calls.  The GIL serializes the take and
+ * the put back. */
+/* The output buffer of a dumps() starts at the size of the previous
+ * dumps() result (plus 1/16), when larger than the usual 4 KiB and at most
+ * SIZE_HINT_MAX: a program that pickles objects of similar size in a loop
+ * then never grows the buffer (each growth copies what was written; the
+ * 1.2 MB list of 2 KiB bytes objects grew 14 times), and the result is
+ * the buffer shrunk in place as before.  A one-off dumps() is unchanged. */
+#define SIZE_HINT_MAX ((Py_ssize_t)16 << 20)
+#define SPARE_MEMO_MAX 1024 /* slots kept in a parked memo */
+static pickler *spare_pickler;
+static Py_ssize_t dumps_size_hint;
+
+static pickler *dumps_pickler(void)
+{
+    pickler *p = spare_pickler;
+    if (p != NULL && Py_TYPE(p) == pickler_type) {
+        spare_pickler = NULL;
+        PyObject_GC_Track(p);
+        int status;
+        if (p->output_buffer == NULL) {
+            p->max_output_len =
+                dumps_size_hint > PICKLE_WRITE_BUF_SIZE ? dumps_size_hint : PICKLE_WRITE_BUF_SIZE;
+            status = output_reset(p);
+        } else {
+            status = output_start(p);
+        }
+        if (status < 0) {
+            Py_DECREF(p);
+            return NULL;
+        }
+        return p;
+    }
+    p = pickler_alloc(pickler_type);
+    if (p != NULL)
+        p->internal = 1;
+    return p;
+}
+
+static void dumps_done(pickler *p, int ok)
+{
+    if (ok && spare_pickler == NULL) {
+        Py_CLEAR(p->buffer_callback);
+        if (p->output_buffer != NULL && p->max_output_len > PICKLE_WRITE_BUF_SIZE)
+            Py_CLEAR(p->output_buffer); /* output_start() makes a small one */
+        if (p->memo.mask + 1 > SPARE_MEMO_MAX) {
+            memo_free(&p->memo);
+            if (memo_init(&p->memo) < 0) {
+                PyErr_Clear();
+                Py_DECREF(p);
+                return;
+            }
+        } else {
+            memo_clear(&p->memo);
+        }
+        /* Clearing the memo may have run a __del__ that called dumps() and
+         * parked its own pickler: keep that one. */
+        if (spare_pickler == NULL) {
+            PyObject_GC_UnTrack(p);
+            spare_pickler = p;
+            return;
+        }
+    }
+    Py_DECREF(p);
+}
+
 static PyObject *module_dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
@@ -603,12 +676,16 @@ static PyObject *module_dumps(PyObject *module, PyObject *const *args, Py_ssize_
 
     if (parse_fastcall(&spec, args, nargs, kwnames, a) < 0 || bool_arg(a[2], &fix_imports) < 0)
         return NULL;
-    p = pickler_alloc(pickler_type);
+    p = dumps_pickler();
     if (p == NULL)
         return NULL;
     if (pickler_configure(p, a[1], fix_imports, NULL, a[3]) == 0 && pickler_dump(p, a[0]) == 0)
-        result = output_take_bytes(p);
-    Py_DECREF(p);
+        result = output_result(p);
+    if (result != NULL) {
+        Py_ssize_t n = PyBytes_GET_SIZE(result);
+        dumps_size_hint = n > SIZE_HINT_MAX ? SIZE_HINT_MAX : n + n / 16 + 64;
+    }
+    dumps_done(p, result != NULL);
     return result;
 }
 

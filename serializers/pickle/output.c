@@ -145,6 +145,17 @@ PyObject *output_take_bytes(pickler *p)
     return result;
 }
 
+PyObject *output_result(pickler *p)
+{
+    output_end_frame(p);
+    if (p->output_buffer == NULL || p->output_len > PICKLE_WRITE_BUF_SIZE)
+        return output_take_bytes(p);
+    PyObject *result = PyBytes_FromStringAndSize(OUTPUT_DATA(p), p->output_len);
+    p->output_len = 0;
+    output_sync(p);
+    return result;
+}
+
 static int call_write(pickler *p, PyObject *chunk)
 {
     PyObject *ret = PyObject_CallOneArg(p->write, chunk);

@@ -216,6 +216,10 @@ typedef struct pickler {
     uint64_t flushed; /* bytes of this dump already handed to file.write() */
 
     int dumping; /* a dump is running: re-entry (dump, __init__) is refused */
+    /* Made by the module-level dumps() for itself, of the exact Pickler
+     * type, never seen by Python code: it has no reducer_override, so the
+     * lookup is skipped. */
+    int internal;
     int proto;
     int bin;
     int fix_imports;
@@ -236,6 +240,10 @@ typedef struct pickler {
     /* Tracing: NULL when nobody listens (the dormant case). */
     sertrace_dump *trace;
     unsigned trace_flags;
+    /* This dump's type indices of the atom types (int, float, str, bytes,
+     * NoneType, bool; 0 = not interned yet), zeroed when a traced dump
+     * begins: trace_leaf() looks them up once per dump, not per atom. */
+    uint32_t leaf_type[6];
     /* Error path of a traced dump. */
     int err_recorded;
     uint8_t err_tag;
@@ -348,6 +356,11 @@ static inline int output_opcode_boundary(pickler *p)
 int output_flush(pickler *p);
 /* The pickle as a bytes object (frame ended); the buffer is given away. */
 PyObject *output_take_bytes(pickler *p);
+/* The same for dumps() with a pickler that is kept for the next call: a
+ * small pickle (<= PICKLE_WRITE_BUF_SIZE) is copied into a new bytes object
+ * and the buffer stays, emptied (cheaper than shrinking the buffer and
+ * allocating another next time); a larger one is given away as above. */
+PyObject *output_result(pickler *p);
 /* Bytes of this dump so far, as they appear in the payload: frame headers
  * count once their frame is committed (a frame shorter than 4 bytes loses
  * its header, which is therefore never counted). */
@@ -567,13 +580,24 @@ static inline __attribute__((always_inline)) int save_object(pickler *p, PyObjec
  * traced dump, persistent ids) goes through the one step of
  * save_child_slow().  On failure the edge names the child in the error
  * note and the path. */
+static inline int trace_plain_atom(const pickler *p, PyObject *obj);
+void trace_failed(pickler *p, PyObject *obj, uint8_t tag);
+
 static inline __attribute__((always_inline)) int save_child(pickler *p, PyObject *obj, edge e)
 {
     int status;
-    if (__builtin_expect(p->trace == NULL && p->pers_func == NULL, 1)) {
+    /* Dormant, or traced but obj is an atom that is no node at this
+     * granularity (written exactly as when dormant: the inline path). */
+    if (__builtin_expect(p->pers_func == NULL && (p->trace == NULL || (e.kind != EDGE_ROOT &&
+                                                                      trace_plain_atom(p, obj))),
+                         1)) {
         status = output_opcode_boundary(p);
-        if (__builtin_expect(status == 0, 1))
+        if (__builtin_expect(status == 0, 1)) {
             status = save_object(p, obj);
+            /* as save_child_slow() does for an atom that is no node */
+            if (__builtin_expect(status < 0 && p->trace != NULL, 0))
+                trace_failed(p, obj, 0);
+        }
     } else {
         status = save_child_slow(p, obj, e.kind);
     }
@@ -658,6 +682,9 @@ static inline int trace_plain_atom(const pickler *p, PyObject *obj)
 }
 void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind);
 void trace_close(pickler *p);
+/* A node that has no children, written from `pos` to the current output
+ * position (ATOM record); `failed`: left open as a failed node instead. */
+void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t pos, int failed);
 /* Remember obj as the innermost failure (the first call of a dump wins);
  * tag 0: the atom's own tag. */
 void trace_failed(pickler *p, PyObject *obj, uint8_t tag);

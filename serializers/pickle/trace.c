@@ -3,7 +3,9 @@
  * save.c's step (save_child_slow) asks trace_classify() whether an object
  * is a node at this granularity, opens it with trace_open() at the
  * current output position, runs the ordinary savers and closes it with
- * trace_close() at the new position.  Positions come from output_pos()
+ * trace_close() at the new position; a node without children (an atom, a
+ * memo hit) is one trace_leaf() after it was written (one ATOM record).
+ * Positions come from output_pos()
  * (output.c), so node bytes are exact by construction: a node's bytes are
  * everything the write path appended while it was open, frame headers and
  * memo opcodes included, and children nest inside.  The plain atoms
@@ -64,6 +66,38 @@ void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind)
 void trace_close(pickler *p)
 {
     sertrace_exit(p->trace, output_pos(p));
+}
+
+/* A node without children, written from `pos` to the current position:
+ * one ATOM record.  `failed`: writing it failed, so it is an ENTER left
+ * open like any failed node (same tree as before the ATOM record). */
+void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t pos, int failed)
+{
+    (void)key_kind; /* naming: od_naming() decides from the object and the tag */
+    PyTypeObject *t = Py_TYPE(obj);
+    /* The atom types' indices, cached per dump: od_naming() names them by
+     * their type whatever the tag (a memo hit on a str included). */
+    int slot = t == &PyLong_Type      ? 0
+               : t == &PyFloat_Type   ? 1
+               : t == &PyUnicode_Type ? 2
+               : t == &PyBytes_Type   ? 3
+               : obj == Py_None       ? 4
+               : t == &PyBool_Type    ? 5
+                                      : -1;
+    uint32_t type = slot >= 0 ? p->leaf_type[slot] : 0;
+    if (type == 0) {
+        type = od_type_index(p->trace, obj, od_naming(obj, tag));
+        if (slot >= 0)
+            p->leaf_type[slot] = type;
+    }
+    uint64_t length = slot == 2   ? (uint64_t)PyUnicode_GET_LENGTH(obj) + 1
+                      : slot == 3 ? (uint64_t)PyBytes_GET_SIZE(obj) + 1
+                      : slot >= 0 ? 0
+                                  : od_length(obj);
+    if (failed)
+        sertrace_enter(p->trace, tag, type, (uintptr_t)obj, length, pos);
+    else
+        sertrace_atom(p->trace, tag, type, (uintptr_t)obj, length, pos, output_pos(p));
 }
 
 void trace_failed(pickler *p, PyObject *obj, uint8_t tag)

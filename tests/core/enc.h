@@ -51,6 +51,21 @@ static inline void enc_enter(enc *e, uint8_t tag, uint64_t depth, uint64_t type,
     enc_varint(e, pos);
 }
 
+/* ATOM (schema v4): a node without children, `bytes` its size. */
+static inline void enc_atom(enc *e, uint8_t tag, uint64_t depth, uint64_t type,
+                            uint64_t addr, uint64_t length, uint64_t pos,
+                            uint64_t bytes)
+{
+    enc_u8(e, SERTRACE_REC_ATOM);
+    enc_u8(e, tag);
+    enc_varint(e, depth);
+    enc_varint(e, type);
+    enc_varint(e, addr);
+    enc_varint(e, length);
+    enc_varint(e, pos);
+    enc_varint(e, bytes);
+}
+
 static inline void enc_exit(enc *e, uint64_t depth, uint64_t pos)
 {
     enc_u8(e, SERTRACE_REC_EXIT);

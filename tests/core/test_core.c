@@ -1087,3 +1087,98 @@ Test(core, varints_of_every_length_fast_and_slow_path)
             }
     }
 }
+
+/* ---- ATOM records (schema v4) --------------------------------------------- */
+
+/* The regular dump with its str leaf as one ATOM: the same tree. */
+Test(core, atom_gives_the_node_of_its_enter_exit_pair)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 100, 101, 1, 1, "pickle", 6, 5), 0);
+    enc_type(&E, 1, "dict");
+    enc_enter(&E, SERTRACE_TAG_DICT, 1, 1, 0x1000, 3, 2);
+    enc_type(&E, 2, "list");
+    enc_enter(&E, SERTRACE_TAG_LIST, 2, 2, 0x2000, 2, 10);
+    enc_type(&E, 3, "str");
+    enc_atom(&E, SERTRACE_TAG_STR, 3, 3, 0x3000, 5, 12, 10);
+    enc_exit(&E, 2, 50);
+    enc_type(&E, 4, "mod.Thing");
+    enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, 4, 0x4000, 0, 60);
+    enc_note(&E, 2, "frame", "ip=3");
+    enc_exit(&E, 2, 90);
+    enc_exit(&E, 1, 102);
+    flush(100, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 100, 101, 2, 1, 103, SERTRACE_STATUS_OK), 0);
+    rnode atom_nodes[4];
+    cr_assert_eq(R->nnodes, 4);
+    memcpy(atom_nodes, R->nodes, sizeof atom_nodes);
+    rdump atom_dump = R->dumps[0];
+
+    R->nnodes = 0;
+    R->ndumps = 0;
+    regular_dump(100, 101, 2);
+    cr_assert_eq(R->nnodes, 4);
+    for (size_t i = 0; i < 4; i++) {
+        cr_expect_eq(atom_nodes[i].tag, R->nodes[i].tag, "node %zu", i);
+        cr_expect_eq(atom_nodes[i].depth, R->nodes[i].depth, "node %zu", i);
+        cr_expect_eq(atom_nodes[i].type, R->nodes[i].type, "node %zu", i);
+        cr_expect_eq(atom_nodes[i].bytes, R->nodes[i].bytes, "node %zu", i);
+        cr_expect_eq(atom_nodes[i].self, R->nodes[i].self, "node %zu", i);
+        cr_expect_eq(atom_nodes[i].flags, R->nodes[i].flags, "node %zu", i);
+    }
+    cr_expect(atom_dump.complete);
+    cr_expect_eq(atom_dump.st.nodes, R->dumps[0].st.nodes);
+    cr_expect_eq(atom_dump.st.max_depth, 3);
+    cr_expect_eq(atom_nodes[0].bytes, 10);
+}
+
+/* Placed by its depth like an ENTER: it closes an earlier sibling that
+ * lost its EXIT (a lower bound), and invents ancestors lost with an
+ * earlier batch. */
+Test(core, atom_resynchronises_like_an_enter)
+{
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "x", 1, 0), 0);
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 0);
+    enc_enter(&E, SERTRACE_TAG_DICT, 2, 0, 2, 0, 1);
+    enc_atom(&E, SERTRACE_TAG_STR, 3, 0, 3, 0, 2, 5);
+    /* dict's EXIT lost; an atom sibling at depth 2 arrives */
+    enc_atom(&E, SERTRACE_TAG_INT, 2, 0, 4, 0, 12, 8);
+    enc_exit(&E, 1, 21);
+    flush(1, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 1, 21, 0), 0);
+    const rnode *dict = find_node(2, SERTRACE_TAG_DICT);
+    cr_assert(dict->flags & SERTRACE_NODE_NO_EXIT);
+    cr_assert_eq(dict->bytes, 6, "lower bound: the atom inside ended at 7");
+    cr_assert_eq(find_node(2, SERTRACE_TAG_INT)->bytes, 8);
+    cr_assert_eq(find_node(3, SERTRACE_TAG_STR)->bytes, 5);
+    cr_assert_eq(R->dumps[0].st.lost_exits, 1);
+    cr_assert_not(R->dumps[0].complete);
+
+    /* a dump whose first batch was lost: the atom at depth 3 gets two
+     * invented ancestors */
+    cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 2, "x", 1, 0), 0);
+    enc_atom(&E, SERTRACE_TAG_FLOAT, 3, 0, 5, 0, 40, 9);
+    enc_exit(&E, 2, 60);
+    enc_exit(&E, 1, 70);
+    flush(1, 2, 1);
+    cr_assert_eq(sertrace_core_dump_end(C, 1, 1, 0, 2, 73, 0), 0);
+    rdump *d = &R->dumps[R->ndumps - 1];
+    cr_assert_eq(d->st.lost_enters, 2);
+    cr_assert_not(d->complete);
+    const rnode *fl = find_node(3, SERTRACE_TAG_FLOAT);
+    cr_assert_not_null(fl);
+    cr_assert_eq(fl->bytes, 9);
+    cr_assert_eq(fl->flags & SERTRACE_NODE_NO_ENTER, 0, "the atom itself was seen");
+}
+
+Test(core, malformed_atom_truncated)
+{
+    uint8_t b[] = {SERTRACE_REC_ATOM, SERTRACE_TAG_INT, 1, 0, 0x10, 0, 2};
+    one_malformed(b, sizeof b);
+}
+
+Test(core, malformed_atom_end_beyond_64_bits)
+{
+    enc_atom(&E, SERTRACE_TAG_INT, 1, 0, 1, 0, UINT64_MAX - 3, 10);
+    one_malformed(E.buf, E.n);
+    enc_reset(&E);
+}

@@ -104,9 +104,19 @@ def test_pickler_workloads_protocols_targets_exact(granularity):
     > 64 KiB bytes/str, protocols 0-5, via dumps, dump(file) and
     Pickler(file).dump: every dump complete, payload_bytes == len(payload),
     root bytes + header + trailer == len(payload)."""
+    # The live text tree of the same dumps (DISPATCH_TRACE, exact sizes):
+    # with "all", atoms are recorded as ATOM records (schema v4) but the
+    # text probe prints their enter/exit lines, so the tree rebuilt from
+    # the trace must repeat the live tree node for node (below).
+    live = tempfile.NamedTemporaryFile(prefix="sertrace-live-", suffix=".txt", delete=False)
+    live.close()
     with session(channel=BIG) as (_, out):
-        pid, sizes, _ = run_child("workloads", SERTRACE_GRANULARITY=granularity)
+        pid, sizes, _ = run_child("workloads", SERTRACE_GRANULARITY=granularity,
+                                  DISPATCH_TRACE=live.name, SERTRACE_EXACT="1")
     try:
+        with open(live.name, encoding="utf-8") as f:
+            live_trees = split_dumps(f.read())
+        os.unlink(live.name)
         assert len(sizes) == 4 * 6 * 3
         # the large workload crosses 64 KiB frames (protocols 4 and 5)
         big = [s for s in sizes if s["label"] == "large" and s["protocol"] >= 4]
@@ -147,6 +157,16 @@ def test_pickler_workloads_protocols_targets_exact(granularity):
         for want, d in zip(sizes, dumps):
             last = exits(trees[d["dump_id"]])[-1]
             assert last[0] == 1 and last[2] == root_rule(want), (d["dump_id"], last, want)
+        # node for node (depth, tag, exact bytes) the same tree as the live
+        # text probe's, atoms included: the ATOM records give the nodes the
+        # enter/exit pairs gave
+        assert sorted(live_trees) == sorted(trees), (sorted(live_trees), sorted(trees))
+        natoms = 0
+        for i in trees:
+            got, want = exits(trees[i]), exits(live_trees[i])
+            assert got == want, (i, len(got), len(want))
+            natoms += sum(1 for _, tag, _ in got if tag in ("I", "Str", "By", "Fl", "A"))
+        assert (natoms > 1000) == (granularity == "all"), natoms
     finally:
         cleanup(out)
 

@@ -15,7 +15,7 @@
  * private 4 KiB buffer (a few ns each) and flushes the buffer as ONE
  * `sertrace:records` event when it is full and at the end of the dump.
  *
- * LTTng events (provider "sertrace"), schema version 3:
+ * LTTng events (provider "sertrace"), schema version 4:
  *   sertrace:dump_begin { dump_id u64, serializer string, protocol s32,
  *                         pid s32, tid s32, scope string }
  *   sertrace:records    { dump_id u64, seq u32, records: sequence<u8>,
@@ -46,7 +46,12 @@
  * Versions.  1: the fields above without `batches`, `pid`, `tid` and
  * `scope`.  2: adds them, at the end of their events.  Readers find fields
  * by name, so a reader of either version reads both (a v1 trace: batches
- * unknown, pid and tid from the contexts, scope empty).
+ * unknown, pid and tid from the contexts, scope empty).  3: adds
+ * dump_end's `flags` (absent: 0, sizes exact).  4: adds the ATOM record
+ * (below), one record for a node without children where v1-v3 wrote an
+ * ENTER/EXIT pair; the events are unchanged, so a v4 reader reads v1-v3
+ * traces as they are (they simply hold no ATOM), and a v3 reader stops at
+ * the first ATOM of a batch (unknown opcode) and marks the dump incomplete.
  *
  * Record layout (inside `records`).  `varint` is unsigned LEB128 (7 bits per
  * byte, low group first, high bit = more follows, at most 10 bytes);
@@ -61,6 +66,8 @@
  *   TYPE   0x03  type varint, name str
  *   ERROR  0x04  tag u8, depth varint, type varint, message str, path str
  *   NOTE   0x05  depth varint, key str, value str
+ *   ATOM   0x06  tag u8, depth varint, type varint, addr varint,
+ *                length varint, pos varint, bytes varint            (v4)
  *
  *   depth : 1 for the root node of a dump, parent depth + 1 below it.  ENTER
  *           and EXIT both carry it so a reader can resynchronise after lost
@@ -73,13 +80,21 @@
  *   length: number of items + 1 for objects that have a length (list, dict,
  *           str, bytes ...); 0 when the object has none.
  *   tag   : one of SERTRACE_TAGS below.
+ *   ATOM  : a whole node that has no children (an int, a str, a memo
+ *           reference ...), in place of ENTER followed at once by its EXIT:
+ *           the fields of that ENTER, then `bytes`, the node's size
+ *           (exit.pos - enter.pos; a size rather than the end position
+ *           because it is shorter as a varint).  A reader turns it into
+ *           exactly the node the pair would have given.  Emitted only
+ *           after the node was written: a node that fails is an ENTER
+ *           left open, as before.
  * Unknown opcodes end the decoding of that batch (a newer schema); readers
  * skip the rest of the batch and mark the dump incomplete.
  */
 #ifndef SERTRACE_SCHEMA_H
 #define SERTRACE_SCHEMA_H
 
-#define SERTRACE_SCHEMA_VERSION 3
+#define SERTRACE_SCHEMA_VERSION 4
 
 #define SERTRACE_PROVIDER_NAME "sertrace"
 #define SERTRACE_EVENT_DUMP_BEGIN "sertrace:dump_begin"
@@ -128,6 +143,7 @@ enum sertrace_record_op {
     SERTRACE_REC_TYPE = 0x03,
     SERTRACE_REC_ERROR = 0x04,
     SERTRACE_REC_NOTE = 0x05,
+    SERTRACE_REC_ATOM = 0x06, /* v4 */
 };
 
 /* dump_end status. */

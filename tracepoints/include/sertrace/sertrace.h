@@ -1,7 +1,8 @@
 /* sertrace/sertrace.h -- the API that serializer code calls.
  *
  * A serializer brackets each dump with sertrace_dump_begin()/_end() and each
- * object it writes with sertrace_enter()/_exit(), passing its output
+ * object it writes with sertrace_enter()/_exit() (or, for an object without
+ * children, one sertrace_atom() once it is written), passing its output
  * position (bytes written so far in this dump, counted on its single write
  * path).  sertrace turns that into exact per-node byte counts, and sends
  * them to whoever listens: an LTTng session that enabled `sertrace:*`
@@ -110,6 +111,16 @@ void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type,
 /* Close the innermost open node; `pos` is the output position just after
  * its last byte.  Its bytes are pos - (its enter pos). */
 void sertrace_exit(sertrace_dump *d, uint64_t pos);
+
+/* A whole node that has no children (an atom: int, str, a memo reference
+ * ...), written between output positions `pos` and `end_pos`: the same
+ * node as sertrace_enter(d, tag, type, addr, length, pos) followed at once
+ * by sertrace_exit(d, end_pos), in every output, for half the cost (one
+ * ATOM record, schema v4, instead of two).  Call it after the object was
+ * written; if writing it failed, call sertrace_enter() instead (with the
+ * same `pos`) and leave the node open, as for any failed node. */
+void sertrace_atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
+                   uint64_t length, uint64_t pos, uint64_t end_pos);
 
 /* Report that an object could not be serialized.  Call on the error path
  * only, once, at the innermost node (before unwinding): `message` is the

@@ -1,0 +1,416 @@
+/* test_atom.c -- the ATOM record (schema v4) from the runtime to the tree
+ * core, and on the live text tree.
+ *
+ * sertrace_atom() must give exactly the node that sertrace_enter() followed
+ * at once by sertrace_exit() gives, everywhere: the same nodes out of the
+ * analyzers' core (analyzers/core), the same lines on the text tree, the
+ * same misuse handling (depth cap).  So every test writes one scenario
+ * twice, once with enter/exit pairs for its leaves and once with ATOM
+ * records, and compares what comes out; the record itself is decoded by
+ * hand from schema.h (op 0x06: tag, depth, type, addr, length, pos, bytes)
+ * so the layout is checked too, and pre-v4 streams (ENTER/EXIT only) are
+ * the pairs half of each comparison, read by the same core.
+ *
+ * Lives beside test_runtime.c (which has its own decoder) as a separate
+ * executable because it links the core as well as the runtime. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "runtime-internal.h"
+#include "sertrace/sertrace.h"
+
+/* ---- capture: every batch of every dump, as the events would carry them */
+
+#define CAP_BYTES (1u << 20)
+#define CAP_BATCHES 1024
+
+static struct {
+    uint8_t bytes[CAP_BYTES];
+    size_t len;
+    struct {
+        uint64_t dump_id;
+        uint32_t seq, off, len;
+    } batch[CAP_BATCHES];
+    size_t nbatch;
+    uint64_t end_bytes;
+    uint8_t end_status;
+} cap;
+
+static void cap_records(void *ctx, uint64_t id, uint32_t seq, const uint8_t *b, uint32_t n)
+{
+    (void)ctx;
+    cr_assert_lt(cap.nbatch, CAP_BATCHES);
+    cr_assert_leq(cap.len + n, CAP_BYTES);
+    memcpy(cap.bytes + cap.len, b, n);
+    cap.batch[cap.nbatch].dump_id = id;
+    cap.batch[cap.nbatch].seq = seq;
+    cap.batch[cap.nbatch].off = (uint32_t)cap.len;
+    cap.batch[cap.nbatch].len = n;
+    cap.nbatch++;
+    cap.len += n;
+}
+
+static void cap_end(void *ctx, uint64_t id, uint64_t bytes, uint8_t status)
+{
+    (void)ctx;
+    (void)id;
+    cap.end_bytes = bytes;
+    cap.end_status = status;
+}
+
+static void setup(void)
+{
+    struct sertrace_internal_hooks h = {0};
+    memset(&cap, 0, sizeof cap);
+    h.records = cap_records;
+    h.dump_end = cap_end;
+    sertrace_internal_configure(NULL, NULL, NULL, NULL, -1);
+    sertrace_internal_set_hooks(&h);
+}
+
+static void teardown(void)
+{
+    sertrace_internal_set_hooks(NULL);
+    sertrace_internal_set_max_depth(0);
+    sertrace_internal_configure(NULL, NULL, NULL, NULL, -1);
+}
+
+/* ---- the scenario ------------------------------------------------------ */
+
+static const int k_list, k_int, k_str, k_tuple;
+
+/* A leaf: one ATOM, or the ENTER/EXIT pair it replaces. */
+static void leaf(sertrace_dump *d, int atom, uint8_t tag, uint32_t type, uintptr_t addr,
+                 uint64_t length, uint64_t pos, uint64_t end)
+{
+    if (atom) {
+        sertrace_atom(d, tag, type, addr, length, pos, end);
+    } else {
+        sertrace_enter(d, tag, type, addr, length, pos);
+        sertrace_exit(d, end);
+    }
+}
+
+/* [1, 'abc', (7, <memo ref>), big] with made-up but consistent positions:
+ * PROTO (2 bytes) then the list from 2 to 2 + 1 + ... ; nodes chosen so
+ * that varints of one and several bytes both occur (an address above
+ * 2^32, a position above 2^14 for the last leaf). */
+static void scenario(int atom)
+{
+    sertrace_dump *d = sertrace_dump_begin("pickle", 4);
+    cr_assert_not_null(d, "the hooks make every dump record");
+    uint32_t tl = sertrace_type(d, &k_list, "list");
+    uint32_t ti = sertrace_type(d, &k_int, "int");
+    uint32_t ts = sertrace_type(d, &k_str, "str");
+    uint32_t tt = sertrace_type(d, &k_tuple, "tuple");
+    sertrace_enter(d, SERTRACE_TAG_LIST, tl, 0x7f0000001000u, 5, 2);
+    leaf(d, atom, SERTRACE_TAG_INT, ti, 0x7f0000002000u, 0, 4, 6);
+    leaf(d, atom, SERTRACE_TAG_STR, ts, 0x7f0000003000u, 4, 6, 12);
+    sertrace_enter(d, SERTRACE_TAG_TUPLE, tt, 0x7f0000004000u, 3, 12);
+    leaf(d, atom, SERTRACE_TAG_INT, ti, 0x7f0000005000u, 0, 12, 14);
+    leaf(d, atom, SERTRACE_TAG_MEMO, ts, 0x7f0000003000u, 0, 14, 16);
+    sertrace_exit(d, 17);
+    leaf(d, atom, SERTRACE_TAG_STR, ts, 0x7f0000006000u, 20001, 17, 20023);
+    sertrace_exit(d, 20025);
+    sertrace_dump_end(d, 20026, SERTRACE_STATUS_OK);
+}
+
+/* ---- through the core ---------------------------------------------------- */
+
+typedef struct {
+    uint8_t tag;
+    uint32_t depth, type;
+    uint64_t addr, length, enter_pos, bytes, self;
+    uint16_t flags;
+} seen_node;
+
+typedef struct {
+    seen_node v[64];
+    size_t n;
+    sertrace_dump_state end; /* at close (counters only) */
+    int closed;
+} seen;
+
+static int v_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    (void)d;
+    seen *s = ctx;
+    cr_assert_lt(s->n, 64);
+    s->v[s->n++] = (seen_node){n->tag,   n->depth,     n->type,  n->addr, n->length,
+                               n->enter_pos, n->bytes, n->self, n->flags};
+    return 0;
+}
+
+static int v_close(void *ctx, sertrace_dump_state *d)
+{
+    seen *s = ctx;
+    s->end = *d;
+    s->closed++;
+    return 0;
+}
+
+/* Feed what was captured to a fresh core. */
+static seen through_core(void)
+{
+    seen s = {0};
+    sertrace_core_visitor v = {.ctx = &s, .node_exit = v_exit, .dump_close = v_close};
+    sertrace_core *c = sertrace_core_create(&v);
+    cr_assert_not_null(c);
+    uint64_t id = cap.nbatch ? cap.batch[0].dump_id : 1;
+    cr_assert_eq(sertrace_core_dump_begin(c, 1, 1, 0, id, "pickle", 6, 4), 0);
+    for (size_t i = 0; i < cap.nbatch; i++)
+        cr_assert_eq(sertrace_core_records(c, 1, 1, 1, cap.batch[i].dump_id, cap.batch[i].seq,
+                                           cap.bytes + cap.batch[i].off, cap.batch[i].len),
+                     0);
+    cr_assert_eq(sertrace_core_dump_end_batches(c, 1, 1, 2, id, cap.end_bytes, cap.end_status,
+                                                (int64_t)cap.nbatch),
+                 0);
+    sertrace_core_destroy(c);
+    return s;
+}
+
+static int count_op(uint8_t op, int *other)
+{
+    /* Walk the records by their layout (schema.h) and count `op`. */
+    int n = 0;
+    *other = 0;
+    for (size_t k = 0; k < cap.nbatch; k++) {
+        const uint8_t *p = cap.bytes + cap.batch[k].off, *e = p + cap.batch[k].len;
+        while (p < e) {
+            uint8_t o = *p++;
+            int varints = 0, strs = 0, u8 = 0;
+            switch (o) {
+            case SERTRACE_REC_ENTER: u8 = 1; varints = 5; break;
+            case SERTRACE_REC_EXIT: varints = 2; break;
+            case SERTRACE_REC_TYPE: varints = 1; strs = 1; break;
+            case SERTRACE_REC_ERROR: u8 = 1; varints = 2; strs = 2; break;
+            case SERTRACE_REC_NOTE: varints = 1; strs = 2; break;
+            case SERTRACE_REC_ATOM: u8 = 1; varints = 6; break;
+            default: cr_assert_fail("unknown opcode %u", o);
+            }
+            p += u8;
+            for (int i = 0; i < varints + strs; i++) {
+                uint64_t v = 0;
+                unsigned sh = 0;
+                while (*p & 0x80)
+                    v |= (uint64_t)(*p++ & 0x7f) << sh, sh += 7;
+                v |= (uint64_t)*p++ << sh;
+                if (i >= varints)
+                    p += v;
+            }
+            if (o == op)
+                n++;
+            else if (o != SERTRACE_REC_TYPE)
+                (*other)++;
+        }
+        cr_assert_eq(p, e, "records end on the batch boundary");
+    }
+    return n;
+}
+
+TestSuite(atom, .init = setup, .fini = teardown);
+
+Test(atom, same_nodes_through_the_core_as_enter_exit_pairs)
+{
+    scenario(0);
+    int other;
+    cr_expect_eq(count_op(SERTRACE_REC_ATOM, &other), 0);
+    size_t pair_bytes = cap.len;
+    seen pairs = through_core();
+
+    setup();
+    scenario(1);
+    cr_expect_eq(count_op(SERTRACE_REC_ATOM, &other), 5, "one ATOM per leaf");
+    cr_expect_eq(other, 4, "the two containers keep their ENTER and EXIT");
+    cr_expect_lt(cap.len, pair_bytes, "ATOM records are shorter than the pairs");
+    seen atoms = through_core();
+
+    cr_assert_eq(pairs.closed, 1);
+    cr_assert_eq(atoms.closed, 1);
+    cr_assert_eq(atoms.n, 7);
+    cr_assert_eq(pairs.n, atoms.n);
+    for (size_t i = 0; i < atoms.n; i++) {
+        const seen_node *a = &atoms.v[i], *b = &pairs.v[i];
+        cr_expect_eq(a->tag, b->tag, "node %zu tag", i);
+        cr_expect_eq(a->depth, b->depth, "node %zu depth", i);
+        cr_expect_eq(a->type, b->type, "node %zu type", i);
+        cr_expect_eq(a->addr, b->addr, "node %zu addr", i);
+        cr_expect_eq(a->length, b->length, "node %zu length", i);
+        cr_expect_eq(a->enter_pos, b->enter_pos, "node %zu pos", i);
+        cr_expect_eq(a->bytes, b->bytes, "node %zu bytes", i);
+        cr_expect_eq(a->self, b->self, "node %zu self", i);
+        cr_expect_eq(a->flags, b->flags, "node %zu flags", i);
+    }
+    /* And the sizes are the scenario's, exactly (exit order). */
+    static const uint64_t bytes[] = {2, 6, 2, 2, 5, 20006, 20023};
+    static const uint8_t tags[] = {SERTRACE_TAG_INT,  SERTRACE_TAG_STR,  SERTRACE_TAG_INT,
+                                   SERTRACE_TAG_MEMO, SERTRACE_TAG_TUPLE, SERTRACE_TAG_STR,
+                                   SERTRACE_TAG_LIST};
+    for (size_t i = 0; i < 7; i++) {
+        cr_expect_eq(atoms.v[i].bytes, bytes[i], "node %zu: %lu bytes", i,
+                     (unsigned long)atoms.v[i].bytes);
+        cr_expect_eq(atoms.v[i].tag, tags[i], "node %zu tag", i);
+    }
+    cr_expect_eq(atoms.v[6].self, 20023 - 2 - 6 - 5 - 20006);
+    cr_expect_eq(atoms.v[4].self, 1, "the tuple's own byte");
+    cr_expect_eq(atoms.end.nodes, 7);
+    cr_expect_eq(atoms.end.malformed, 0);
+    cr_expect_eq(atoms.end.lost_exits, 0);
+    cr_expect_eq(atoms.end.orphan_exits, 0);
+    cr_expect_eq(atoms.end.max_depth, 3);
+}
+
+Test(atom, record_layout)
+{
+    sertrace_dump *d = sertrace_dump_begin("pickle", 4);
+    cr_assert_not_null(d);
+    uint32_t ts = sertrace_type(d, &k_str, "str");
+    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0x10, 2, 2);
+    sertrace_atom(d, SERTRACE_TAG_STR, ts, 0x4000, 301, 3, 3 + 200);
+    cr_expect_eq(sertrace_depth(d), 1, "an atom leaves nothing open");
+    sertrace_exit(d, 204);
+    sertrace_dump_end(d, 205, SERTRACE_STATUS_OK);
+    /* TYPE(1, "str") ENTER(...) then the ATOM: find it after the ENTER. */
+    const uint8_t *p = cap.bytes;
+    cr_assert_eq(p[0], SERTRACE_REC_TYPE);
+    p += 2 + 1 + 3;            /* op, type, len, "str" */
+    cr_assert_eq(p[0], SERTRACE_REC_ENTER);
+    p += 1 + 1 + 1 + 1 + 1 + 1 + 1; /* op tag depth type addr length pos */
+    static const uint8_t want[] = {SERTRACE_REC_ATOM, SERTRACE_TAG_STR,
+                                   2,                 /* depth */
+                                   1,                 /* type */
+                                   0x80, 0x80, 0x01,  /* addr 0x4000 */
+                                   0xad, 0x02,        /* length 301 */
+                                   3,                 /* pos */
+                                   0xc8, 0x01,        /* bytes 200 */
+                                   SERTRACE_REC_EXIT, 1, 0xcc, 0x01};
+    cr_assert_eq(cap.len, (size_t)(p - cap.bytes) + sizeof want);
+    cr_expect_arr_eq(p, want, sizeof want);
+}
+
+Test(atom, beyond_the_depth_cap_reported_once_and_not_recorded)
+{
+    sertrace_internal_set_max_depth(2);
+    sertrace_dump *d = sertrace_dump_begin("pickle", 4);
+    cr_assert_not_null(d);
+    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 1, 0, 2);
+    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 2, 0, 3);
+    sertrace_atom(d, SERTRACE_TAG_INT, 0, 3, 0, 4, 6);
+    sertrace_atom(d, SERTRACE_TAG_INT, 0, 4, 0, 6, 8);
+    cr_expect_eq(sertrace_depth(d), 2);
+    sertrace_exit(d, 9);
+    sertrace_atom(d, SERTRACE_TAG_INT, 0, 5, 0, 9, 11); /* depth 2: fits again */
+    sertrace_exit(d, 12);
+    sertrace_dump_end(d, 13, SERTRACE_STATUS_OK);
+    int other;
+    cr_expect_eq(count_op(SERTRACE_REC_ATOM, &other), 1, "only the atom within the cap");
+    cr_expect_eq(count_op(SERTRACE_REC_ERROR, &other), 1, "one too-deep error");
+    seen s = through_core();
+    cr_expect_eq(s.end.nodes, 3);
+    cr_expect_eq(s.end.errors, 1);
+    cr_expect_eq(s.end.orphan_exits, 0, "the atoms beyond the cap need no exit");
+    cr_expect_eq(s.v[0].bytes, 6, "the inner list: 3..9");
+    cr_expect_eq(s.v[1].bytes, 2);
+    cr_expect_eq(s.v[1].depth, 2);
+}
+
+/* ---- the live text tree -------------------------------------------------- */
+
+static char *text_of(int atom, const char *path)
+{
+    cr_assert_eq(sertrace_internal_configure(path, "all", NULL, "1", -1), 0); /* exact sizes */
+    scenario(atom);
+    sertrace_internal_configure(NULL, NULL, NULL, NULL, -1); /* flushes and closes */
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    static char buf[2][1 << 16];
+    char *out = buf[atom];
+    size_t n = fread(out, 1, sizeof buf[0] - 1, f);
+    fclose(f);
+    out[n] = '\0';
+    /* Drop the header and footer lines (their dump numbers differ between
+     * the runs); the footer must be there. */
+    char *nl = strchr(out, '\n');
+    cr_assert_not_null(nl);
+    cr_assert(strncmp(out, "# sertrace dump", 15) == 0, "header: %.40s", out);
+    char *end = strstr(nl, "# end dump ");
+    cr_assert_not_null(end, "footer:\n%s", out);
+    *end = '\0';
+    return nl + 1;
+}
+
+Test(atom, text_tree_lines_identical_to_enter_exit)
+{
+    char path[] = "/tmp/sertrace-test-atom-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    char *pairs = text_of(0, path);
+    unlink(path);
+    char *atoms = text_of(1, path);
+    unlink(path);
+    cr_expect_str_eq(atoms, pairs);
+    cr_expect(strstr(atoms, "└ # I [2 B]") != NULL, "leaf exit line:\n%s", atoms);
+    cr_expect(strstr(atoms, "# L [20023 B]") != NULL, "root exit line:\n%s", atoms);
+}
+
+/* ---- varints of every length ---------------------------------------------- */
+
+static uint64_t get_varint(const uint8_t **pp)
+{
+    const uint8_t *p = *pp;
+    uint64_t v = 0;
+    unsigned sh = 0;
+    while (*p & 0x80) {
+        v |= (uint64_t)(*p++ & 0x7f) << sh;
+        sh += 7;
+    }
+    v |= (uint64_t)*p++ << sh;
+    *pp = p;
+    return v;
+}
+
+/* The runtime encodes values below 2^56 without a loop: every length from
+ * 1 to 10 bytes, at the edges (2^k - 1, 2^k), must decode to the value,
+ * and records must stay whole across batches. */
+Test(atom, varints_of_every_length_round_trip)
+{
+    uint64_t vals[130];
+    size_t n = 0;
+    for (unsigned k = 0; k < 64; k++) {
+        vals[n++] = ((uint64_t)1 << k) - 1;
+        vals[n++] = (uint64_t)1 << k;
+    }
+    vals[n++] = UINT64_MAX;
+    vals[n++] = 0x0123456789abcdefull;
+    sertrace_dump *d = sertrace_dump_begin("pickle", 4);
+    cr_assert_not_null(d);
+    for (int round = 0; round < 40; round++) /* > 4 KiB: several batches */
+        for (size_t i = 0; i < n; i++)
+            sertrace_atom(d, SERTRACE_TAG_INT, 0, (uintptr_t)vals[i], vals[(i + 1) % n],
+                          vals[i] >> 1, (vals[i] >> 1) + (vals[(i + 2) % n] >> 1));
+    sertrace_dump_end(d, 0, SERTRACE_STATUS_OK);
+    cr_assert_gt(cap.nbatch, 1);
+    size_t seen = 0;
+    for (size_t k = 0; k < cap.nbatch; k++) {
+        const uint8_t *p = cap.bytes + cap.batch[k].off, *e = p + cap.batch[k].len;
+        while (p < e) {
+            cr_assert_eq(*p, SERTRACE_REC_ATOM);
+            p += 2;
+            size_t i = seen % n;
+            cr_expect_eq(get_varint(&p), 1, "depth");
+            cr_expect_eq(get_varint(&p), 0, "type");
+            cr_expect_eq(get_varint(&p), vals[i], "addr of record %zu", seen);
+            cr_expect_eq(get_varint(&p), vals[(i + 1) % n], "length of record %zu", seen);
+            cr_expect_eq(get_varint(&p), vals[i] >> 1, "pos of record %zu", seen);
+            cr_expect_eq(get_varint(&p), vals[(i + 2) % n] >> 1, "bytes of record %zu", seen);
+            seen++;
+        }
+        cr_assert_eq(p, e);
+    }
+    cr_expect_eq(seen, 40 * n);
+}
