@@ -2,7 +2,8 @@
  *
  * Live dumps sit in a small chained hash table keyed by (pid, dump_id).
  * Each records batch is decoded in place with bounds-checked LEB128
- * readers; ENTER/EXIT maintain the dump's stack of open nodes and every
+ * readers; ENTER/EXIT (and ATOM, schema v4: an ENTER and its EXIT in one
+ * record) maintain the dump's stack of open nodes and every
  * decision is made by comparing the record's depth with the stack depth,
  * so a lost record costs the sizes around it, never the rest of the tree.
  * Nothing here recurses and nothing allocates per record except the
@@ -48,6 +49,11 @@ struct sertrace_core {
     size_t live;
     size_t lossy_live; /* live dumps with discarded > 0 */
     sertrace_core_stats stats;
+    /* The processes whose events the tracer discarded (a notice for every
+     * process: any_pid_lossy), for the dumps still unfinished at the end. */
+    int64_t *lossy_pids;
+    size_t nlossy_pids, lossy_pids_cap;
+    bool any_pid_lossy;
 };
 
 /* ---- hash table of live dumps ---------------------------------------- */
@@ -192,6 +198,7 @@ void sertrace_core_destroy(sertrace_core *c)
             d = next;
         }
     }
+    free(c->lossy_pids);
     while (c->free_dumps) {
         sertrace_dump_state *next = c->free_dumps->hash_next;
         free_dump(c->free_dumps);
@@ -562,6 +569,38 @@ static int rec_exit(sertrace_core *c, sertrace_dump_state *d, reader *r)
     return pop_node(c, d, pos, 0) < 0 ? -1 : 0;
 }
 
+/* ATOM (schema v4): the node an ENTER followed at once by its EXIT gives,
+ * placed by the same depth rules (earlier siblings that lost their EXIT
+ * are closed, lost ancestors invented), then closed at pos + bytes. */
+static int rec_atom(sertrace_core *c, sertrace_dump_state *d, reader *r)
+{
+    uint8_t tag;
+    uint64_t depth, type, addr, length, pos, bytes;
+    if (!read_u8(r, &tag) || !read_varint(r, &depth) ||
+        !read_varint(r, &type) || !read_varint(r, &addr) ||
+        !read_varint(r, &length) || !read_varint(r, &pos) ||
+        !read_varint(r, &bytes))
+        return 1;
+    if (!valid_depth(depth) || type > CORE_MAX_TYPES || bytes > UINT64_MAX - pos)
+        return 1;
+    if (depth > (uint64_t)d->depth + 1 + CORE_MAX_INVENTED) {
+        d->skipped_deep++;
+        return 2;
+    }
+    see_pos(d, pos);
+    while (d->depth >= depth)
+        if (pop_node(c, d, 0, SERTRACE_NODE_NO_EXIT) < 0)
+            return -1;
+    while (d->depth + 1 < depth)
+        if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, pos,
+                      SERTRACE_NODE_NO_ENTER) < 0)
+            return -1;
+    if (push_node(c, d, tag, (uint32_t)type, addr, length, pos, 0) < 0)
+        return -1;
+    see_pos(d, pos + bytes);
+    return pop_node(c, d, pos + bytes, 0) < 0 ? -1 : 0;
+}
+
 static int rec_type(sertrace_dump_state *d, reader *r)
 {
     uint64_t type;
@@ -708,6 +747,9 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
         case SERTRACE_REC_EXIT:
             rc = rec_exit(c, d, &r);
             break;
+        case SERTRACE_REC_ATOM:
+            rc = rec_atom(c, d, &r);
+            break;
         case SERTRACE_REC_TYPE:
             rc = rec_type(d, &r);
             break;
@@ -820,10 +862,44 @@ int sertrace_core_dump_end_flags(sertrace_core *c, int64_t pid, int64_t tid, int
     return close_dump(c, d, SERTRACE_NODE_NO_EXIT);
 }
 
+/* Remember that events of `pid` were discarded (< 0: of every process). */
+static int note_lossy_pid(sertrace_core *c, int64_t pid)
+{
+    if (pid < 0) {
+        c->any_pid_lossy = true;
+        return 0;
+    }
+    for (size_t i = 0; i < c->nlossy_pids; i++)
+        if (c->lossy_pids[i] == pid)
+            return 0;
+    if (c->nlossy_pids == c->lossy_pids_cap) {
+        size_t cap = c->lossy_pids_cap ? 2 * c->lossy_pids_cap : 8;
+        int64_t *p = realloc(c->lossy_pids, cap * sizeof *p);
+        if (!p)
+            return -1;
+        c->lossy_pids = p;
+        c->lossy_pids_cap = cap;
+    }
+    c->lossy_pids[c->nlossy_pids++] = pid;
+    return 0;
+}
+
+static bool pid_lossy(const sertrace_core *c, int64_t pid)
+{
+    if (c->any_pid_lossy || pid < 0)
+        return c->any_pid_lossy || c->nlossy_pids > 0;
+    for (size_t i = 0; i < c->nlossy_pids; i++)
+        if (c->lossy_pids[i] == pid)
+            return true;
+    return false;
+}
+
 int sertrace_core_discarded(sertrace_core *c, int64_t pid, uint64_t count)
 {
     c->stats.discarded_events += count;
     c->stats.discarded_notices++;
+    if (count && note_lossy_pid(c, pid) != 0)
+        return -1;
     for (size_t i = 0; i < c->nbuckets; i++)
         for (sertrace_dump_state *d = c->buckets[i]; d; d = d->hash_next)
             if (pid < 0 || d->pid < 0 || d->pid == pid) {
@@ -863,6 +939,8 @@ int sertrace_core_finish(sertrace_core *c)
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         all[i]->flags |= SERTRACE_DUMPF_UNFINISHED;
+        if (pid_lossy(c, all[i]->pid))
+            all[i]->flags |= SERTRACE_DUMPF_TRACE_DISCARDS;
         rc = close_dump(c, all[i], SERTRACE_NODE_UNFINISHED);
     }
     free(all);

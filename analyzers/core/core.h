@@ -122,6 +122,13 @@ enum sertrace_core_dump_flag {
     /* dump_end flags had SERTRACE_END_LOWER_BOUNDS (schema v3): the
      * payload and every node's size are lower bounds. */
     SERTRACE_DUMPF_LOWER_BOUNDS = 1u << 7,
+    /* Set by sertrace_core_finish() on an unfinished dump when the tracer
+     * discarded events of its process at any time, even none while this
+     * dump was live as far as the notices tell (a notice can come before
+     * the dump's last events are lost at the end of the stream): its
+     * dump_end may be among them, so the loss wording must not say only
+     * that the process stopped in it. */
+    SERTRACE_DUMPF_TRACE_DISCARDS = 1u << 8,
 };
 
 /* One node, while open (on the stack) and when it closes. */

@@ -11,7 +11,8 @@
 #include <stddef.h>
 
 /* A whole-dump loss: shown when the dump's flags, masked, equal `when`,
- * and (with `discarded` >= 0) when events were discarded (1) or not (0). */
+ * and (with `discarded` >= 0) when events that may be the dump's were
+ * discarded (1) or not (0): may_have_lost_events(). */
 static const struct {
     unsigned mask, when;
     int discarded;
@@ -43,12 +44,19 @@ static const struct {
                                                   "chain)"},
 };
 
+/* Whether the tracer discarded events that may be this dump's: while it
+ * was live, or (an unfinished dump) anywhere in the trace. */
+static int may_have_lost_events(const sertrace_dump_state *d)
+{
+    return d->discarded != 0 || (d->flags & SERTRACE_DUMPF_TRACE_DISCARDS) != 0;
+}
+
 int sertrace_dump_losses(sertrace_buf *b, const sertrace_dump_state *d)
 {
     const char *sep = "";
     for (size_t i = 0; i < sizeof whole_losses / sizeof *whole_losses; i++) {
         if ((d->flags & whole_losses[i].mask) != whole_losses[i].when ||
-            (whole_losses[i].discarded >= 0 && (d->discarded != 0) != whole_losses[i].discarded))
+            (whole_losses[i].discarded >= 0 && may_have_lost_events(d) != whole_losses[i].discarded))
             continue;
         sertrace_buf_appendf(b, "%s%s", sep, whole_losses[i].text);
         sep = "; ";

@@ -546,6 +546,34 @@ static void feed_end_lost(sertrace_core *c)
     cr_assert_eq(sertrace_core_dump_begin(c, 6, 6, 30, 4, "pickle", 6, 4), 0);
 }
 
+/* Events of pid 7 discarded before its dump began (the notice came first,
+ * the dump's own end was lost later, at the end of the stream, with no
+ * notice after it); pid 8 never lost anything. */
+static void feed_unfinished_after_discards(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_discarded(c, 7, 3), 0);
+    cr_assert_eq(sertrace_core_dump_begin(c, 7, 7, 40, 1, "pickle", 6, 4), 0);
+    cr_assert_eq(sertrace_core_dump_begin(c, 8, 8, 40, 1, "pickle", 6, 4), 0);
+}
+
+Test(sinks, unfinished_dump_of_a_lossy_process_may_have_lost_its_end)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.json = true;
+    run_summary(&o, feed_unfinished_after_discards);
+    const char *s = OUT.data;
+    const char *d7 = strstr(s, "\"pid\": 7,");
+    const char *d8 = strstr(s, "\"pid\": 8,");
+    cr_assert(d7 && d8 && d7 < d8, "got:\n%s", s);
+    const char *m = strstr(d7, "unfinished (no dump_end: the process stopped inside it, or its end "
+                               "was among the discarded events)");
+    cr_assert(m && m < d8, "got:\n%s", s);
+    m = strstr(d7, "\"discarded_events\": 0,");
+    cr_assert(m && m < d8, "no notice while it was live, got:\n%s", s);
+    cr_assert_not_null(strstr(d8, "unfinished (no dump_end: the process stopped inside it)\""),
+                       "got:\n%s", s);
+}
+
 Test(sinks, dump_end_discarded_is_end_lost_not_unfinished)
 {
     sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
