@@ -292,6 +292,11 @@ static int push_node(sertrace_core *c, sertrace_dump_state *d, uint8_t tag,
     n->depth = d->depth;
     n->gap_epoch = d->gap_epoch;
     n->flags = flags;
+    if (!(flags & SERTRACE_NODE_NO_ENTER)) { /* its own ENTER: the pending label is its */
+        n->label_kind = d->label_kind;
+        n->label = d->label;
+        d->label_kind = SERTRACE_LABEL_NONE;
+    }
     if (d->depth > d->max_depth)
         d->max_depth = d->depth;
     if (flags & SERTRACE_NODE_NO_ENTER)
@@ -544,6 +549,7 @@ static int rec_exit(sertrace_core *c, sertrace_dump_state *d, reader *r)
     if (!valid_depth(depth))
         return 1;
     see_pos(d, pos);
+    d->label_kind = SERTRACE_LABEL_NONE; /* a label is for the next ENTER only */
     if (depth > d->depth) {
         d->orphan_exits++;
         if (d->depth > 0 && pos > d->stack[d->depth - 1].inner_max)
@@ -556,6 +562,19 @@ static int rec_exit(sertrace_core *c, sertrace_dump_state *d, reader *r)
     return pop_node(c, d, pos, 0) < 0 ? -1 : 0;
 }
 
+/* LABEL (schema v5): kept for the next ENTER. */
+static int rec_label(sertrace_dump_state *d, reader *r)
+{
+    uint8_t kind;
+    uint64_t value;
+    if (!read_u8(r, &kind) || !read_varint(r, &value))
+        return 1;
+    d->label_kind = kind;
+    d->label = value;
+    return 0;
+}
+
+/* TYPE, and NAME (schema v5: label texts share the type index space). */
 static int rec_type(sertrace_dump_state *d, reader *r)
 {
     uint64_t type;
@@ -656,6 +675,7 @@ static void mark_gap(sertrace_dump_state *d)
     for (uint32_t i = d->depth; i-- > 0 && d->stack[i].gap_epoch >= d->rec_gap_at;)
         d->stack[i].lost_at = d->max_pos;
     d->gap_epoch++;
+    d->label_kind = SERTRACE_LABEL_NONE; /* its node may be lost */
     d->rec_gap_at = d->gap_epoch; /* records lost: exits after it unsure */
 }
 
@@ -703,7 +723,11 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
             rc = rec_exit(c, d, &r);
             break;
         case SERTRACE_REC_TYPE:
+        case SERTRACE_REC_NAME:
             rc = rec_type(d, &r);
+            break;
+        case SERTRACE_REC_LABEL:
+            rc = rec_label(d, &r);
             break;
         case SERTRACE_REC_ERROR:
             rc = rec_error(c, d, &r);

@@ -243,6 +243,13 @@ typedef struct pickler {
     path_segment *path;
     Py_ssize_t path_len;
     Py_ssize_t path_cap;
+    /* Edge labels of a traced dump (labels.c): the str keys interned this
+     * dump (kept alive: they are interned by address), the number of the
+     * last hidden key, and the state dict being written (borrowed; its
+     * keys are attribute names). */
+    PyObject *label_keys;
+    uint64_t hidden_keys;
+    PyObject *label_state;
 
 } pickler;
 
@@ -476,7 +483,7 @@ typedef struct edge {
  * "when serializing T object" before the edge's note). */
 #define SAVE_FAILED_REDUCED (-2)
 
-int save_child_slow(pickler *p, PyObject *obj, int edge_kind);
+int save_child_slow(pickler *p, PyObject *obj, const edge *e);
 int save_child_failed(pickler *p, PyObject *obj, int status, const edge *e);
 /* The object behind the inline path: everything but int / None / float /
  * bool, which are never memoized. */
@@ -575,7 +582,7 @@ static inline __attribute__((always_inline)) int save_child(pickler *p, PyObject
         if (__builtin_expect(status == 0, 1))
             status = save_object(p, obj);
     } else {
-        status = save_child_slow(p, obj, e.kind);
+        status = save_child_slow(p, obj, &e);
     }
     if (__builtin_expect(status < 0, 0)) {
         /* Only here does the edge reach memory. */
@@ -668,5 +675,12 @@ void trace_note_object(PyObject *obj);
 /* Emit the error event of a failed traced dump (path of `root`). */
 void trace_report_error(pickler *p, PyObject *root);
 void trace_reset_error(pickler *p);
+
+/* ---- labels.c --------------------------------------------------------- */
+
+/* Label the node about to open for the child `e` (a traced dump only). */
+void trace_label(pickler *p, const edge *e);
+/* Forget the dump's labels (interned keys, hidden key numbers). */
+void trace_labels_end(pickler *p);
 
 #endif /* SERTRACE_PICKLER_H */

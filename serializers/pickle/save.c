@@ -469,9 +469,10 @@ static int write_persistent_id(pickler *p, PyObject *pid)
  * parent, even when it pickles through a reduce (bytes below protocol 3):
  * tracing is suspended while it is written, so its reduce's parts get no
  * nodes either (plain atoms save no children: nothing to suspend). */
-static int traced_object(pickler *p, PyObject *obj, int root)
+static int traced_object(pickler *p, PyObject *obj, const edge *e)
 {
     sertrace_dump *trace = p->trace;
+    int root = e->kind == EDGE_ROOT;
     /* The dumped object itself is a node at every granularity (issue 12
      * item 6): `dumps(None)` reads as one complete node, tagged as atoms
      * are with SERTRACE_GRANULARITY=all.  Only its classification sees
@@ -483,11 +484,17 @@ static int traced_object(pickler *p, PyObject *obj, int root)
     uint8_t tag = plain ? 0 : trace_classify(p, obj, &key_kind);
     p->trace_flags = flags;
 
-    if (tag != 0)
+    if (tag != 0) {
+        trace_label(p, e);
         trace_open(p, tag, obj, key_kind);
+    }
     else if (!plain)
         p->trace = NULL;
+    PyObject *outer_state = p->label_state;
+    if (e->kind == EDGE_STATE)
+        p->label_state = obj; /* its keys are attribute names (labels.c) */
     int status = save_object(p, obj);
+    p->label_state = outer_state;
     p->trace = trace;
     if (status < 0)
         trace_failed(p, obj, tag);
@@ -498,10 +505,11 @@ static int traced_object(pickler *p, PyObject *obj, int root)
 
 /* obj has a persistent id (pid, not None): the id instead of the object;
  * in a traced dump a node of its own, named by obj's type. */
-static int save_persistent(pickler *p, PyObject *obj, PyObject *pid)
+static int save_persistent(pickler *p, PyObject *obj, PyObject *pid, const edge *e)
 {
     if (p->trace == NULL)
         return write_persistent_id(p, pid);
+    trace_label(p, e);
     trace_open(p, SERTRACE_TAG_PERSID, obj, KEY_TYPE);
     if (write_persistent_id(p, pid) < 0)
         return -1; /* left open; the caller remembers the failure */
@@ -509,14 +517,15 @@ static int save_persistent(pickler *p, PyObject *obj, PyObject *pid)
     return 0;
 }
 
-int save_child_slow(pickler *p, PyObject *obj, int edge_kind)
+int save_child_slow(pickler *p, PyObject *obj, const edge *e)
 {
+    int edge_kind = e->kind;
     if (output_opcode_boundary(p) < 0)
         return -1;
     if (p->pers_func != NULL && edge_kind != EDGE_PERSID) {
         PyObject *pid = persistent_id_of(p, obj);
         if (pid != Py_None) {
-            int status = pid != NULL ? save_persistent(p, obj, pid) : -1;
+            int status = pid != NULL ? save_persistent(p, obj, pid, e) : -1;
             if (status < 0 && p->trace != NULL)
                 trace_failed(p, obj, SERTRACE_TAG_PERSID);
             Py_XDECREF(pid);
@@ -526,7 +535,7 @@ int save_child_slow(pickler *p, PyObject *obj, int edge_kind)
     }
     if (p->trace == NULL)
         return save_object(p, obj);
-    return traced_object(p, obj, edge_kind == EDGE_ROOT);
+    return traced_object(p, obj, e);
 }
 
 __attribute__((noinline, cold)) int save_child_failed(pickler *p, PyObject *obj, int status,
@@ -644,6 +653,7 @@ int pickler_dump(pickler *p, PyObject *obj)
         sertrace_dump_end(trace, output_pos(p),
                           status < 0 ? SERTRACE_STATUS_ERROR : SERTRACE_STATUS_OK);
         trace_reset_error(p);
+        trace_labels_end(p);
     }
     Py_CLEAR(p->reducer_override);
     return status;
