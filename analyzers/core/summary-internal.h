@@ -22,6 +22,7 @@
 #include "summary.h"
 
 #define ANC_MAX 8 /* ancestry kept per top/flag entry */
+#define PATH_KEPT 240 /* bytes of a top/flag entry's path kept (paths.h) */
 #define FLUSH_AT (64u << 10)
 
 typedef struct summary_writer summary_writer;
@@ -44,6 +45,11 @@ typedef struct top_raw {
     uint8_t anc_tag[ANC_MAX];
     uint32_t anc_type[ANC_MAX];
     uint32_t anc_depth[ANC_MAX];
+    /* Its path (paths.h, escaped), rendered when captured; empty when no
+     * node of its chain has a label (traces before schema v5) or it is the
+     * root.  A longer path keeps its root and its innermost end. */
+    uint16_t path_len;
+    char path[PATH_KEPT];
 } top_raw;
 
 /* A rendered entry (overall top, flag) in the output's format. */

@@ -144,6 +144,16 @@ static void put_type_row_cached(sertrace_summary *s, sertrace_buf *b, const sert
     put_stat(b, st, whole, true);
 }
 
+/* `, "path": "Session.cache"` of a top entry (null without labels). */
+static void put_path(sertrace_buf *b, const top_raw *r)
+{
+    buf_lit(b, ", \"path\": ");
+    if (r->path_len > 0)
+        sertrace_fmt_json_string(b, r->path, r->path_len);
+    else
+        buf_lit(b, "null");
+}
+
 /* A top entry of the dump being written: one ensure, written through a
  * pointer (every dump's top-N goes through here). */
 static int top_entry_cached(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
@@ -182,8 +192,9 @@ static int top_entry_cached(sertrace_summary *s, sertrace_buf *b, const sertrace
     } else {
         p = p_lit(p, "null");
     }
-    p = p_lit(p, ", \"ancestry\": ");
     put_end(b, p);
+    put_path(b, r);
+    buf_lit(b, ", \"ancestry\": ");
     if (summary_ancestry(s, b, d, r, true) < 0)
         return summary_fail(b);
     buf_lit(b, "}");
@@ -238,6 +249,8 @@ static int json_entry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_
     put_str(b, sertrace_tag_text(r->tag, tmp));
     buf_lit(b, "\", \"type\": ");
     put_string_or_null(b, name, name_len);
+    if (!kind)
+        put_path(b, r);
     buf_lit(b, ", \"ancestry\": ");
     if (summary_ancestry(s, b, d, r, true) < 0)
         return summary_fail(b);

@@ -209,8 +209,14 @@ static int text_entry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_
         buf_lit(b, ")");
     }
     buf_lit(b, "  ");
+    if (!kind && r->path_len > 0) { /* "Session.cache  (Session › dict › dict)" */
+        app(b, r->path, r->path_len);
+        buf_lit(b, "  (");
+    }
     if (summary_ancestry(s, b, d, r, false) < 0)
         return summary_fail(b);
+    if (!kind && r->path_len > 0)
+        buf_lit(b, ")");
     if (message) {
         buf_lit(b, ": ");
         sertrace_fmt_escape(b, message, message_len);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "losses.h"
+#include "paths.h"
 #include "summary-internal.h"
 
 #define OVERALL_TYPES_MAX 100000u
@@ -211,6 +212,30 @@ static void capture(const sertrace_dump_state *d, const sertrace_node *n,
         k++;
     }
     r->anc_n = k;
+    r->path_len = 0;
+    bool labelled = false;
+    for (uint32_t i = 1; i < n->depth && !labelled; i++)
+        labelled = d->stack[i].label_kind != SERTRACE_LABEL_NONE;
+    if (labelled) {
+        sertrace_buf p = SERTRACE_BUF_INIT;
+        if (sertrace_path_append(&p, d, d->stack, n->depth, false) == 0) {
+            if (p.len <= PATH_KEPT) {
+                memcpy(r->path, p.data, p.len);
+                r->path_len = (uint16_t)p.len;
+            } else { /* root segment … innermost end (cut at a UTF-8 start) */
+                size_t head = 0, tail = p.len - (PATH_KEPT - 80 - 3);
+                while (head < 80 && p.data[head] != '.' && p.data[head] != '[')
+                    head++;
+                while (tail < p.len && ((unsigned char)p.data[tail] & 0xC0) == 0x80)
+                    tail++;
+                memcpy(r->path, p.data, head);
+                memcpy(r->path + head, "\xe2\x80\xa6", 3);
+                memcpy(r->path + head + 3, p.data + tail, p.len - tail);
+                r->path_len = (uint16_t)(head + 3 + p.len - tail);
+            }
+        }
+        sertrace_buf_free(&p);
+    }
 }
 
 int summary_ancestry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
