@@ -571,6 +571,7 @@ static int rec_label(sertrace_dump_state *d, reader *r)
         return 1;
     d->label_kind = kind;
     d->label = value;
+    d->labels++;
     return 0;
 }
 

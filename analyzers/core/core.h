@@ -199,6 +199,7 @@ typedef struct sertrace_dump_state {
     uint64_t max_pos;   /* largest position seen */
     uint64_t label;     /* pending LABEL (schema v5) for the next ENTER */
     uint8_t label_kind; /* SERTRACE_LABEL_NONE: none pending */
+    uint64_t labels;    /* LABEL records seen: nonzero = the dump has paths */
 
     sertrace_node *stack; /* stack[0] = root .. stack[depth-1] innermost */
     uint32_t depth, stack_cap;

@@ -46,8 +46,7 @@ typedef struct top_raw {
     uint32_t anc_type[ANC_MAX];
     uint32_t anc_depth[ANC_MAX];
     /* Its path (paths.h, escaped), rendered when captured; empty when no
-     * node of its chain has a label (traces before schema v5) or it is the
-     * root.  A longer path keeps its root and its innermost end. */
+     * LABEL record was seen in its dump (traces before schema v5).  A longer path keeps its root and its innermost end. */
     uint16_t path_len;
     char path[PATH_KEPT];
 } top_raw;

@@ -213,10 +213,7 @@ static void capture(const sertrace_dump_state *d, const sertrace_node *n,
     }
     r->anc_n = k;
     r->path_len = 0;
-    bool labelled = false;
-    for (uint32_t i = 1; i < n->depth && !labelled; i++)
-        labelled = d->stack[i].label_kind != SERTRACE_LABEL_NONE;
-    if (labelled) {
+    if (d->labels > 0) { /* a dump with labels (schema v5): every node has a path */
         sertrace_buf p = SERTRACE_BUF_INIT;
         if (sertrace_path_append(&p, d, d->stack, n->depth, false) == 0) {
             if (p.len <= PATH_KEPT) {
