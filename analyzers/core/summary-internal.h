@@ -20,6 +20,7 @@
 #include "format.h"
 #include "outbuf.h"
 #include "summary.h"
+#include "pathstats.h"
 
 #define ANC_MAX 8 /* ancestry kept per top/flag entry */
 #define PATH_KEPT 240 /* bytes of a top/flag entry's path kept (paths.h) */
@@ -84,6 +85,7 @@ typedef struct dump_sum {
     char *died_json;
     uint64_t root_bytes;
     bool root_exact;
+    sertrace_pathstats *paths; /* opts.paths: the dump's path patterns */
     struct dump_sum *next_free;
 } dump_sum;
 
@@ -137,6 +139,7 @@ struct sertrace_summary {
     uint64_t gen;
     bool cache_on;
     time_cache tcache;
+    sertrace_pathstats *paths; /* opts.paths: the patterns of every dump */
 };
 
 /* ---- what a writer provides ------------------------------------------- *

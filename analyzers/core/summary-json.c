@@ -425,6 +425,10 @@ static int json_dump(sertrace_summary *s, const sertrace_dump_state *d, const du
     if (ds->notes.len)
         app(b, ds->notes.data, ds->notes.len);
     put_u64_field(b, "], \"notes_dropped\": ", ds->notes_dropped);
+    if (s->o.paths) {
+        buf_lit(b, ", \"paths\": ");
+        sertrace_pathstats_write(ds->paths, b, true, s->o.top, d->payload_bytes, false, 0);
+    }
     buf_lit(b, "}");
     return sertrace_buf_error(b);
 }
@@ -462,7 +466,15 @@ static int json_totals(sertrace_summary *s, type_total *const *rows, size_t nrow
             buf_lit(b, ", ");
         put_str(b, s->top[i].str);
     }
-    buf_lit(b, "]}, \"filter\": ");
+    buf_lit(b, "]");
+    if (s->o.paths) {
+        buf_lit(b, ", \"paths\": ");
+        if (s->paths)
+            sertrace_pathstats_write(s->paths, b, true, s->o.top, s->payload_bytes, false, 0);
+        else
+            buf_lit(b, "[]");
+    }
+    buf_lit(b, "}, \"filter\": ");
     if (s->filter.len)
         app(b, s->filter.data, s->filter.len);
     else

@@ -330,6 +330,19 @@ static void dump_types(sertrace_summary *s, sertrace_buf *b, const sertrace_dump
     put_types(s, b, names, lens, st, shown, nrows - shown, whole);
 }
 
+/* "paths" section: the largest path patterns (pathstats.h). */
+static void text_paths(sertrace_summary *s, sertrace_buf *b, const sertrace_pathstats *p,
+                       uint64_t payload)
+{
+    size_t n = p ? sertrace_pathstats_count(p) : 0;
+    unsigned top = s->o.top;
+    sertrace_buf_appendf(b, "  paths (%zu patterns%s; bytes incl. children; share = bytes / payload)\n",
+                         n, top && n > top ? ", largest first" : "");
+    buf_lit(b, "       count         bytes          self   share  pattern\n");
+    if (p)
+        sertrace_pathstats_write(p, b, false, top, payload, s->o.exact, 4);
+}
+
 static int text_dump(sertrace_summary *s, const sertrace_dump_state *d, const dump_sum *ds,
                      const type_row *rows, unsigned nrows, uint64_t whole)
 {
@@ -360,6 +373,8 @@ static int text_dump(sertrace_summary *s, const sertrace_dump_state *d, const du
                 buf_lit(b, "\n");
             }
         }
+        if (s->o.paths)
+            text_paths(s, b, ds->paths, d->payload_bytes);
         if (ds->nnotes || ds->notes_dropped) {
             buf_lit(b, "  notes (");
             put_u64(b, ds->nnotes + ds->notes_dropped);

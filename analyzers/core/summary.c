@@ -406,8 +406,20 @@ static int v_dump_open(void *ctx, sertrace_dump_state *d)
             return -1;
         }
     }
+    if (s->o.paths) {
+        if (ds->paths == NULL && (ds->paths = sertrace_pathstats_create()) == NULL)
+            return -1;
+        sertrace_pathstats_reset(ds->paths);
+    }
     d->user = ds;
     return 0;
+}
+
+static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    (void)ctx;
+    dump_sum *ds = d->user;
+    return sertrace_pathstats_enter(ds->paths, d, n);
 }
 
 static int add_flag(sertrace_summary *s, sertrace_dump_state *d,
@@ -460,6 +472,8 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
 {
     sertrace_summary *s = ctx;
     dump_sum *ds = d->user;
+    if (s->o.paths && sertrace_pathstats_exit(ds->paths, n) < 0)
+        return -1;
     node_stat *k = &ds->kinds[n->tag];
     if (!k->count)
         ds->touched[ds->ntouched++] = n->tag;
@@ -703,6 +717,7 @@ static void free_dump_sum(dump_sum *ds)
     free(ds->died_text);
     free(ds->died_json);
     sertrace_buf_free(&ds->notes);
+    sertrace_pathstats_destroy(ds->paths);
     free(ds);
 }
 
@@ -816,6 +831,12 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     sertrace_buf_clear(&s->esc);
     s->cache_on = true;
     rc = s->w->dump(s, d, ds, s->rows, nrows, whole);
+    if (rc == 0 && s->o.paths) {
+        if (s->paths == NULL && (s->paths = sertrace_pathstats_create()) == NULL)
+            rc = -1;
+        else
+            rc = sertrace_pathstats_merge(s->paths, ds->paths);
+    }
     /* fold into the overall totals */
     s->dumps++;
     if (sertrace_dump_complete(d))
@@ -881,6 +902,8 @@ void sertrace_summary_visitor(sertrace_summary *s, sertrace_core_visitor *v)
     v->ctx = s;
     v->dump_open = v_dump_open;
     v->node_exit = v_node_exit;
+    if (s->o.paths)
+        v->node_enter = v_node_enter;
     v->note = v_note;
     v->error = v_error;
     v->dump_close = v_dump_close;
@@ -932,6 +955,7 @@ void sertrace_summary_destroy(sertrace_summary *s)
         free_rendered(&s->top[i]);
     free(s->top);
     free(s->order);
+    sertrace_pathstats_destroy(s->paths);
     while (s->free_list) {
         dump_sum *next = s->free_list->next_free;
         free_dump_sum(s->free_list);
