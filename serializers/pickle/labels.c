@@ -16,9 +16,10 @@
  * SERTRACE_KEY_NAME_MAX characters are recorded; any other key is
  * recorded as HIDDEN with a per-dump number.  SERTRACE_KEYS=all
  * (SERTRACE_DUMP_KEYS_ALL) records every str key.  The keys of an
- * instance's state dict are attribute names -- code, not data -- and are
- * recorded whatever they are: save.c tells which dict is the state being
- * written (p->label_state).
+ * instance's state dict follow the same rule: an attribute name is an
+ * identifier, so it is recorded; a state key that is no identifier is
+ * what a __getstate__ made of data, and stays hidden, as in the error
+ * paths of trace.c (tests/pyhook/test_safety.py holds both to it).
  *
  * Interning by address is sound only while no other str can get the same
  * address during the dump: every str interned is kept alive in
@@ -54,8 +55,7 @@ static void label_key(pickler *p, const edge *e)
 {
     PyObject *key = e->key;
     if (PyUnicode_CheckExact(key)) {
-        int attribute = e->parent != NULL && e->parent == p->label_state;
-        int shown = attribute || (p->trace_flags & SERTRACE_DUMP_KEYS_ALL) ||
+        int shown = (p->trace_flags & SERTRACE_DUMP_KEYS_ALL) ||
                     (PyUnicode_GET_LENGTH(key) <= SERTRACE_KEY_NAME_MAX &&
                      PyUnicode_IsIdentifier(key) == 1);
         uint32_t index = shown ? label_name(p, key) : 0;
@@ -110,5 +110,4 @@ void trace_labels_end(pickler *p)
 {
     Py_CLEAR(p->label_keys);
     p->hidden_keys = 0;
-    p->label_state = NULL;
 }

@@ -244,12 +244,10 @@ typedef struct pickler {
     Py_ssize_t path_len;
     Py_ssize_t path_cap;
     /* Edge labels of a traced dump (labels.c): the str keys interned this
-     * dump (kept alive: they are interned by address), the number of the
-     * last hidden key, and the state dict being written (borrowed; its
-     * keys are attribute names). */
+     * dump (kept alive: they are interned by address) and the number of
+     * the last hidden key. */
     PyObject *label_keys;
     uint64_t hidden_keys;
-    PyObject *label_state;
 
 } pickler;
 

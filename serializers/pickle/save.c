@@ -490,11 +490,7 @@ static int traced_object(pickler *p, PyObject *obj, const edge *e)
     }
     else if (!plain)
         p->trace = NULL;
-    PyObject *outer_state = p->label_state;
-    if (e->kind == EDGE_STATE)
-        p->label_state = obj; /* its keys are attribute names (labels.c) */
     int status = save_object(p, obj);
-    p->label_state = outer_state;
     p->trace = trace;
     if (status < 0)
         trace_failed(p, obj, tag);

@@ -24,7 +24,8 @@ class Session:
         self.cache = {"blob": "x" * BLOB}
         self.users = [User("u%d" % i) for i in range(3)]
         self.contacts = {e: [i] for i, e in enumerate(EMAILS)}
-        setattr(self, "not-an-identifier", [1, 2])  # an attribute name: code, recorded
+        # a state key that is no identifier: data a __getstate__ made, hidden
+        setattr(self, "not-an-identifier", [1, 2])
 
 
 payload = sertrace.dumps(Session(), protocol=2)

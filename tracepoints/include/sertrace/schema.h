@@ -115,9 +115,10 @@
  * SERTRACE_KEY_NAME_MAX characters, an int as INT; every other key is
  * HIDDEN -- unless the process runs with SERTRACE_KEYS=all
  * (SERTRACE_DUMP_KEYS_ALL), then every str key is recorded as KEY (other
- * keys stay HIDDEN: no repr is ever called).  Attribute names (the keys
- * of an instance's state dict, slots) are code, not data: always
- * recorded.  A v5 reader reads v1-v4 traces (no NAME, no LABEL: no
+ * keys stay HIDDEN: no repr is ever called).  Attribute names are code,
+ * not data: an instance's state dict keys are identifiers and so are
+ * recorded (a state key that is no identifier is a __getstate__'s data
+ * and follows the key rule), ATTR names (slots) always.  A v5 reader reads v1-v4 traces (no NAME, no LABEL: no
  * paths); an older reader stops at a v5 batch's first LABEL (unknown
  * opcode) and marks the dump incomplete.
  *
