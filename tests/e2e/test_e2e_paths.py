@@ -101,3 +101,91 @@ def test_email_keys_are_recorded_with_keys_all(tmp_path):
         assert "  ['%s']\n" % email in tree
     assert "[\u2026]" not in tree
     assert "  ['not-an-identifier']\n" in tree
+
+
+# ---- path patterns (`sertrace report --paths`) ---------------------------
+
+def report_paths(trace):
+    import json
+    import subprocess
+    r = subprocess.run([er.BIN, "report", "--paths", "--json", "--top", "1000", trace],
+                       capture_output=True, text=True, env=er.env(), timeout=300)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    return json.loads(r.stdout)
+
+
+def patterns_from_tree(tree):
+    """The patterns rebuilt here from `report --tree --exact`'s lines: each
+    enter line's label after its repr, each exit line's exact size.  An
+    instance's state ("(state)") has no segment and is no match of its
+    own; positions and keys become [*]."""
+    import re
+    stats = {}
+    stack = []  # [pattern, bytes of children, is_state]
+    for line in tree.splitlines():
+        body = line.lstrip("\u2502")
+        if body.startswith(("\u252c ", "\u251c\u252c ")):
+            m = re.search(r"  (\S+)$", body)
+            label = m.group(1) if m and not body.endswith(">") and "len=" not in m.group(1) else ""
+            if not stack:
+                name = re.search(r"<(?:ref )?([\w.]+) object", body).group(1)
+                pattern, state = name.rsplit(".", 1)[-1], False
+            else:
+                state = label == "(state)"
+                seg = "" if state else re.sub(r"\[[^\]]*\]", "[*]", label)
+                pattern = stack[-1][0] + seg
+            stack.append([pattern, 0, state])
+        elif body.startswith("\u2514 # "):
+            size = int(re.search(r"\[(\d+) B\]", body).group(1))
+            pattern, child_bytes, state = stack.pop()
+            e = stats.setdefault(pattern, {"count": 0, "bytes": 0, "self_bytes": 0})
+            e["self_bytes"] += size - child_bytes
+            if not state:
+                e["count"] += 1
+                e["bytes"] += size
+            if stack:
+                stack[-1][1] += size
+    return stats
+
+
+def test_pattern_bytes_are_the_sum_of_their_nodes(default_run):
+    import subprocess
+    trace, out, _live = default_run
+    r = subprocess.run([er.BIN, "report", "--tree", "--exact", trace], capture_output=True,
+                       text=True, env=er.env(), timeout=300)
+    assert r.returncode == 0, r.stderr
+    expected = patterns_from_tree(r.stdout)
+    report = report_paths(trace)
+    (dump,) = report["dumps"]
+    got = {p["pattern"]: p for p in dump["paths"]}
+    assert set(got) == set(expected)
+    for pattern, e in expected.items():
+        for k in ("count", "bytes", "self_bytes"):
+            assert got[pattern][k] == e[k], (pattern, k, got[pattern], e)
+        assert abs(got[pattern]["share"] - e["bytes"] / out["payload"]) < 1e-6
+    # the ones the program's structure fixes
+    assert got["Session.users[*]"]["count"] == 3
+    assert got["Session.users[*].avatar"]["count"] == 3
+    assert got["Session.contacts[*]"]["count"] == 3
+    assert got["Session"]["count"] == 1  # the instance, not its state too
+    assert got["Session"]["bytes"] == out["payload"] - 3
+    # sorted by bytes, the root first, then the cache
+    assert [p["pattern"] for p in dump["paths"][:2]] == ["Session", "Session.cache"]
+    # self bytes never overlap: over all patterns they add up to the root
+    assert sum(p["self_bytes"] for p in dump["paths"]) == out["payload"] - 3
+    # totals: one dump, the same list
+    assert report["totals"]["paths"] == dump["paths"]
+
+
+def test_paths_text_and_top(default_run):
+    import subprocess
+    trace, _out, _live = default_run
+    r = subprocess.run([er.BIN, "report", "--paths", "--top", "2", trace], capture_output=True,
+                       text=True, env=er.env(), timeout=300)
+    assert r.returncode == 0, r.stderr
+    section = r.stdout.split("  paths (")[1].split("\n\n")[0].splitlines()
+    rows = [l for l in section[2:] if l.strip()]
+    assert len(rows) == 2 and rows[1].endswith("  Session.cache"), section
+    bad = subprocess.run([er.BIN, "report", "--paths", "--tree", trace], capture_output=True,
+                         text=True, env=er.env(), timeout=300)
+    assert bad.returncode != 0 and "--paths applies to --summary and --json" in bad.stderr
