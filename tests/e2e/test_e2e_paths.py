@@ -189,3 +189,23 @@ def test_paths_text_and_top(default_run):
     bad = subprocess.run([er.BIN, "report", "--paths", "--tree", trace], capture_output=True,
                          text=True, env=er.env(), timeout=300)
     assert bad.returncode != 0 and "--paths applies to --summary and --json" in bad.stderr
+
+
+def test_html_export_data_has_paths(default_run, tmp_path):
+    import json
+    import re
+    import subprocess
+    trace, out, _live = default_run
+    page = tmp_path / "page.html"
+    r = subprocess.run([er.BIN, "report", "--html", str(page), trace], capture_output=True,
+                       text=True, env=er.env(), timeout=300)
+    assert r.returncode == 0, r.stderr
+    block = re.search(r'<script type="application/json" id="sertrace-dump-0">(.*?)</script>',
+                      page.read_text(encoding="utf-8"), re.S).group(1)
+    dump = json.loads(block)
+    assert len(dump["path"]) == len(dump["tag"]) == dump["nodes"]
+    i = dump["path"].index("Session.cache")
+    assert dump["bytes"][i] == cache_bytes(out["blob"])
+    assert dump["path"][0] == "Session"
+    assert "Session.users[2].avatar" in dump["path"]
+    assert not any("@" in p for p in dump["path"])  # e-mail keys stay hidden
