@@ -13,6 +13,7 @@
  * string (sertrace_fmt_escape).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "format.h"
 #include "sertrace/schema.h"
@@ -31,6 +32,30 @@ static bool is_ascii_identifier(const char *s, size_t n)
             return false;
     }
     return true;
+}
+
+int sertrace_fmt_exit_oob(sertrace_buf *b, size_t line_start, uint64_t oob, bool exact)
+{
+    if (oob == 0 || b->err || line_start >= b->len)
+        return b->err;
+    char *close = memchr(b->data + line_start, ']', b->len - line_start);
+    if (close == NULL)
+        return 0;
+    size_t at = (size_t)(close - b->data);
+    sertrace_buf ins = SERTRACE_BUF_INIT;
+    sertrace_buf_append(&ins, " + ", 3);
+    sertrace_fmt_size(&ins, oob, exact);
+    sertrace_buf_append(&ins, " out of band", 12);
+    int rc = sertrace_buf_error(&ins);
+    if (rc == 0)
+        rc = sertrace_buf_reserve(b, ins.len);
+    if (rc == 0) {
+        memmove(b->data + at + ins.len, b->data + at, b->len - at + 1);
+        memcpy(b->data + at, ins.data, ins.len);
+        b->len += ins.len;
+    }
+    sertrace_buf_free(&ins);
+    return rc;
 }
 
 static int append_name(sertrace_buf *b, const char *name, size_t name_len)

@@ -916,6 +916,11 @@ void sertrace_text_enter(struct sertrace_text_dump *t, uint32_t depth, uint8_t t
     maybe_flush(t, start);
 }
 
+void sertrace_text_oob(struct sertrace_text_dump *t, uint64_t bytes)
+{
+    t->oob = bytes;
+}
+
 void sertrace_text_label(struct sertrace_text_dump *t, uint8_t kind, uint64_t value,
                          const char *name, size_t name_len, bool in_state)
 {
@@ -952,10 +957,13 @@ void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t ta
             sertrace_fmt_exit_bound(
                 &t->buf, depth, tag, bytes, t->exact,
                 unfinished || t->lower ? SERTRACE_FMT_LOWER : SERTRACE_FMT_EXACT, t->flags.data);
-        maybe_flush(t, start);
-        return;
+    } else {
+        sertrace_lines_exit(&t->buf, depth, tag, bytes, t->exact);
     }
-    sertrace_lines_exit(&t->buf, depth, tag, bytes, t->exact);
+    if (t->oob > 0) { /* "[1 B + 512.0 KiB out of band]" */
+        sertrace_fmt_exit_oob(&t->buf, start, t->oob, t->exact);
+        t->oob = 0;
+    }
     maybe_flush(t, start);
 }
 

@@ -69,6 +69,7 @@ struct node {
     uint32_t type;
     uint8_t tag;
     bool state; /* labelled ROLE STATE: its str-key children are attributes */
+    uint64_t oob; /* out-of-band bytes (sertrace_oob), for the text tree */
 };
 
 struct type_slot {
@@ -783,6 +784,23 @@ uint32_t sertrace_name(sertrace_dump *d, const void *key, const char *text, size
     return intern(d, key, text != NULL ? text : "", len, SERTRACE_REC_NAME);
 }
 
+void sertrace_oob(sertrace_dump *d, uint64_t bytes)
+{
+    if (d == NULL)
+        return;
+    if (d->records_on) {
+        uint8_t tmp[RECORD_FIXED_MAX];
+        uint8_t *start = batch_fixed_begin(d, tmp);
+        uint8_t *p = start;
+        *p++ = SERTRACE_REC_OOB;
+        p = put_varint(p, d->depth);
+        p = put_varint(p, bytes);
+        batch_fixed_commit(d, start, p);
+    }
+    if (d->overflow == 0 && d->depth > 0)
+        d->stack[d->depth - 1].oob += bytes;
+}
+
 void sertrace_label(sertrace_dump *d, uint8_t kind, uint64_t value)
 {
     if (d == NULL)
@@ -842,6 +860,7 @@ void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr
     nd->type = type;
     nd->tag = tag;
     nd->state = d->label_kind == SERTRACE_LABEL_ROLE && d->label_value == SERTRACE_ROLE_STATE;
+    nd->oob = 0;
     if (d->records_on) {
         uint8_t tmp[RECORD_FIXED_MAX];
         uint8_t *start = batch_fixed_begin(d, tmp);
@@ -902,6 +921,8 @@ void sertrace_exit(sertrace_dump *d, uint64_t pos)
     if (d->text_on) {
         if (pos < nd->pos)
             sertrace_text_misuse(&d->text, d->depth, "exit position before enter position");
+        if (nd->oob > 0)
+            sertrace_text_oob(&d->text, nd->oob);
         sertrace_text_exit(&d->text, d->depth, nd->tag, pos >= nd->pos ? pos - nd->pos : 0, false);
     }
     d->depth--;

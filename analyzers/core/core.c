@@ -562,6 +562,21 @@ static int rec_exit(sertrace_core *c, sertrace_dump_state *d, reader *r)
     return pop_node(c, d, pos, 0) < 0 ? -1 : 0;
 }
 
+static sertrace_node *node_at(sertrace_dump_state *d, uint64_t depth);
+
+/* OOB (schema v5): out-of-band bytes of the node open at `depth`. */
+static int rec_oob(sertrace_dump_state *d, reader *r)
+{
+    uint64_t depth, bytes;
+    if (!read_varint(r, &depth) || !read_varint(r, &bytes))
+        return 1;
+    sertrace_node *n = depth == 0 ? NULL : node_at(d, depth);
+    if (n != NULL)
+        n->oob += bytes;
+    d->oob_bytes += bytes;
+    return 0;
+}
+
 /* LABEL (schema v5): kept for the next ENTER. */
 static int rec_label(sertrace_dump_state *d, reader *r)
 {
@@ -729,6 +744,9 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
             break;
         case SERTRACE_REC_LABEL:
             rc = rec_label(d, &r);
+            break;
+        case SERTRACE_REC_OOB:
+            rc = rec_oob(d, &r);
             break;
         case SERTRACE_REC_ERROR:
             rc = rec_error(c, d, &r);

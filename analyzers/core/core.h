@@ -139,6 +139,7 @@ typedef struct sertrace_node {
     uint64_t self;        /* bytes - child_bytes, set when it closes */
     uint64_t user;        /* the visitor's slot (e.g. an index) */
     uint64_t label;       /* its LABEL record's value (schema v5) */
+    uint64_t oob;         /* out-of-band bytes (OOB records, v5): not in bytes */
     uint32_t type;        /* per-dump type index, 0 = none */
     uint32_t depth;       /* 1 = root */
     uint32_t gap_epoch;   /* dump's gap counter when it opened */
@@ -200,6 +201,7 @@ typedef struct sertrace_dump_state {
     uint64_t label;     /* pending LABEL (schema v5) for the next ENTER */
     uint8_t label_kind; /* SERTRACE_LABEL_NONE: none pending */
     uint64_t labels;    /* LABEL records seen: nonzero = the dump has paths */
+    uint64_t oob_bytes; /* out-of-band bytes of its nodes (OOB records, v5) */
 
     sertrace_node *stack; /* stack[0] = root .. stack[depth-1] innermost */
     uint32_t depth, stack_cap;

@@ -119,6 +119,7 @@ struct sertrace_summary {
     size_t rows_cap;
     /* overall */
     uint64_t dumps, complete, unfinished, payload_bytes, nodes;
+    uint64_t oob_bytes; /* out-of-band bytes of every dump (schema v5) */
     uint64_t end_lost;
     uint64_t lower_dumps; /* dumps whose sizes are lower bounds */
     bool lower;           /* the dump (or totals) being written: sizes are lower bounds */

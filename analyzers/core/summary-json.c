@@ -331,6 +331,7 @@ static void dump_header(sertrace_summary *s, sertrace_buf *b, const sertrace_dum
     put_u64_field(b, ", \"root_bytes\": ", ds->root_bytes);
     put_bool_field(b, ", \"root_exact\": ", ds->root_exact);
     put_u64_field(b, ", \"seen_bytes\": ", d->max_pos);
+    put_u64_field(b, ", \"oob_bytes\": ", d->oob_bytes);
     put_bool_field(b, ", \"sizes_are_lower_bounds\": ", s->lower);
     put_bool_field(b, ", \"complete\": ", sertrace_dump_complete(d));
     put_bool_field(b, ", \"unfinished\": ", (d->flags & SERTRACE_DUMPF_UNFINISHED) != 0);
@@ -442,14 +443,15 @@ static int json_totals(sertrace_summary *s, type_total *const *rows, size_t nrow
                          "\n], \"totals\": {\"dumps\": %llu, \"complete\": %llu, "
                          "\"incomplete\": %llu, \"unfinished\": %llu, "
                          "\"end_lost\": %llu, "
-                         "\"payload_bytes\": %llu, \"nodes\": %llu, "
+                         "\"payload_bytes\": %llu, \"oob_bytes\": %llu, \"nodes\": %llu, "
                          "\"lower_bound_dumps\": %llu, "
                          "\"discarded_events\": %llu, \"lost_records_events\": %llu, "
                          "\"by_kind\": ",
                          (unsigned long long)s->dumps, (unsigned long long)s->complete,
                          (unsigned long long)(s->dumps - s->complete),
                          (unsigned long long)s->unfinished, (unsigned long long)s->end_lost,
-                         (unsigned long long)s->payload_bytes, (unsigned long long)s->nodes,
+                         (unsigned long long)s->payload_bytes,
+                         (unsigned long long)s->oob_bytes, (unsigned long long)s->nodes,
                          (unsigned long long)s->lower_dumps, (unsigned long long)discarded,
                          (unsigned long long)lost);
     put_kinds(b, s->kinds, NULL, 0, whole);

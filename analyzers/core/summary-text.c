@@ -291,6 +291,11 @@ static void dump_header(sertrace_summary *s, sertrace_buf *b, const sertrace_dum
         put_u64(b, d->max_pos);
         buf_lit(b, " B seen)");
     }
+    if (d->oob_bytes) { /* "payload 19 B + 513.0 KiB out of band" (schema v5) */
+        buf_lit(b, " + ");
+        sertrace_fmt_size(b, d->oob_bytes, s->o.exact);
+        buf_lit(b, " out of band");
+    }
     buf_lit(b, " \xc2\xb7 ");
     put_u64(b, d->nodes);
     buf_lit(b, " nodes \xc2\xb7 depth ");
@@ -413,6 +418,10 @@ static int text_totals(sertrace_summary *s, type_total *const *rows, size_t nrow
                          (unsigned long long)(s->dumps - s->complete),
                          (unsigned long long)s->unfinished, s->lower_dumps ? "\xe2\x89\xa5 " : "",
                          (unsigned long long)s->payload_bytes, (unsigned long long)s->nodes);
+    if (s->oob_bytes)
+        sertrace_buf_appendf(b, "  + %llu B out of band (protocol 5 buffers handed to the "
+                                "application, not in the payload)\n",
+                             (unsigned long long)s->oob_bytes);
     if (s->lower_dumps)
         sertrace_buf_appendf(
             b, "  %llu dumps' sizes are lower bounds: the totals below are lower bounds\n",

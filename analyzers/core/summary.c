@@ -848,6 +848,7 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     if (d->flags & SERTRACE_DUMPF_END)
         s->payload_bytes += d->payload_bytes;
     s->nodes += d->nodes;
+    s->oob_bytes += d->oob_bytes;
     for (unsigned i = 0; i < ds->ntouched; i++) {
         unsigned t = ds->touched[i];
         s->kinds[t].count += ds->kinds[t].count;

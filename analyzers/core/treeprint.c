@@ -34,6 +34,7 @@ typedef struct tnode {
     uint8_t label_kind; /* its edge label (schema v5), shown after the repr */
     bool in_state;      /* its parent is an instance's state */
     uint64_t label;
+    uint64_t oob; /* out-of-band bytes, shown in its exit line's brackets */
 } tnode;
 
 typedef struct extra {
@@ -232,6 +233,7 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     tnode *tn = &db->nodes[n->user];
     tn->bytes = n->bytes;
     tn->flags = n->flags;
+    tn->oob = n->oob;
     tn->end = db->n;
     if ((n->flags & SERTRACE_NODE_UNFINISHED) && !db->died) {
         sertrace_buf_clear(&t->tmp);
@@ -538,6 +540,17 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
     return rc;
 }
 
+/* put_exit, with the node's out-of-band bytes in the brackets (v5). */
+static int put_exit_oob(sertrace_treeprint *t, const sertrace_dump_state *d, const tnode *tn,
+                        uint64_t oversize)
+{
+    size_t start = t->out.len;
+    int rc = put_exit(t, d, tn, oversize);
+    if (rc == 0 && tn->oob > 0)
+        rc = sertrace_fmt_exit_oob(&t->out, start, tn->oob, t->o.exact);
+    return rc;
+}
+
 static int put_folds(sertrace_treeprint *t, const struct open_entry *e,
                      uint32_t child_depth)
 {
@@ -627,7 +640,7 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
             const tnode *on = &db->nodes[e->idx];
             rc = put_folds(t, e, on->depth + 1);
             if (rc == 0)
-                rc = put_exit(t, d, on, oversize);
+                rc = put_exit_oob(t, d, on, oversize);
             if (rc == 0)
                 rc = flush_out(t, false);
         }
@@ -677,7 +690,7 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
         const tnode *on = &db->nodes[e->idx];
         rc = put_folds(t, e, on->depth + 1);
         if (rc == 0)
-            rc = put_exit(t, d, on, oversize);
+            rc = put_exit_oob(t, d, on, oversize);
         if (rc == 0)
             rc = flush_out(t, false);
     }

@@ -219,6 +219,8 @@ static int save_picklebuffer(pickler *p, PyObject *obj)
     const Py_buffer *view = NULL;
     switch (picklebuffer_route(p, obj, &view)) {
     case PB_OUT_OF_BAND:
+        if (p->trace != NULL) /* its bytes go to the application, not the payload */
+            sertrace_oob(p->trace, (uint64_t)view->len);
         return output_write(p, out_of_band, view->readonly ? 2 : 1);
     case PB_IN_BAND:
         if ((view->readonly ? emit_bytes : emit_bytearray)(p, view->buf, view->len, obj) == 0)

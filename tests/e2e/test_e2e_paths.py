@@ -209,3 +209,31 @@ def test_html_export_data_has_paths(default_run, tmp_path):
     assert dump["path"][0] == "Session"
     assert "Session.users[2].avatar" in dump["path"]
     assert not any("@" in p for p in dump["path"])  # e-mail keys stay hidden
+
+
+# ---- out-of-band bytes (issue 13 item 6) ----------------------------------
+
+def test_out_of_band_bytes_on_their_node_and_per_dump(tmp_path):
+    import subprocess
+    er.skip_unless_built()
+    pytest.importorskip("numpy")
+    live = str(tmp_path / "tree.txt")
+    trace, (out,) = er.record("oob_prog.py", DISPATCH_TRACE=live, SERTRACE_EXACT="1")
+    assert sorted(out["buffers"]) == [1000, 65536 * 8]
+    (dump,) = er.report_json(trace)
+    assert dump["payload_bytes"] == out["payload"]  # node bytes stay payload bytes
+    assert dump["oob_bytes"] == sum(out["buffers"])
+    r = subprocess.run([er.BIN, "report", "--tree", "--exact", trace], capture_output=True,
+                       text=True, env=er.env(), timeout=300)
+    assert r.returncode == 0, r.stderr
+    with open(live, encoding="utf-8") as f:
+        live_text = f.read()
+    for text in (r.stdout, live_text):
+        # NEXT_BUFFER (+ READONLY_BUFFER for a read-only view) in the payload
+        assert "# PB [1 B + 524288 B out of band]" in text or \
+            "# PB [2 B + 524288 B out of band]" in text, text
+        assert "B + 1000 B out of band]" in text
+        assert "  .weights" not in text and "  ['weights']\n" in text
+    summary = subprocess.run([er.BIN, "report", "--summary", "--exact", trace],
+                             capture_output=True, text=True, env=er.env(), timeout=300)
+    assert "+ 525288 B out of band" in summary.stdout

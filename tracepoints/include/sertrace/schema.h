@@ -67,6 +67,7 @@
  *   (ATOM  0x06  schema v4, see its own paragraph when present)
  *   NAME   0x07  index varint, text str                      (v5)
  *   LABEL  0x08  kind u8, value varint                        (v5)
+ *   OOB    0x09  depth varint, bytes varint                  (v5)
  *
  *   depth : 1 for the root node of a dump, parent depth + 1 below it.  ENTER
  *           and EXIT both carry it so a reader can resynchronise after lost
@@ -121,6 +122,13 @@
  * and follows the key rule), ATTR names (slots) always.  A v5 reader reads v1-v4 traces (no NAME, no LABEL: no
  * paths); an older reader stops at a v5 batch's first LABEL (unknown
  * opcode) and marks the dump incomplete.
+ *
+ * Out-of-band bytes (v5): an OOB record says that the node open at
+ * `depth` handed `bytes` bytes to the application instead of writing
+ * them into the payload (pickle protocol 5: a PickleBuffer given to
+ * buffer_callback).  They are no part of any node's bytes (node bytes
+ * stay payload bytes, exact and additive); readers show them beside the
+ * node's size ("PB [1 B + 512.0 KiB out of band]") and sum them per dump.
  *
  * Unknown opcodes end the decoding of that batch (a newer schema); readers
  * skip the rest of the batch and mark the dump incomplete.
@@ -180,6 +188,7 @@ enum sertrace_record_op {
     /* 0x06: ATOM (schema v4) */
     SERTRACE_REC_NAME = 0x07,  /* v5: label text, in the TYPE index space */
     SERTRACE_REC_LABEL = 0x08, /* v5: label of the next node */
+    SERTRACE_REC_OOB = 0x09,   /* v5: out-of-band bytes of the open node */
 };
 
 /* LABEL kinds (v5), see "Edge labels" above.  Stable values. */

@@ -118,6 +118,13 @@ uint32_t sertrace_name(sertrace_dump *d, const void *key, const char *text, size
  * (an exit comes first) is dropped.  Costs one short record. */
 void sertrace_label(sertrace_dump *d, uint8_t kind, uint64_t value);
 
+/* Say that the innermost open node handed `bytes` bytes to the
+ * application out of band instead of writing them into the payload
+ * (schema v5 OOB record; pickle protocol 5's buffer_callback).  They are
+ * shown beside the node's size and summed per dump, never added to node
+ * bytes.  `d` may be NULL. */
+void sertrace_oob(sertrace_dump *d, uint64_t bytes);
+
 /* Open a node.  `tag` is a SERTRACE_TAG_* value; `type` an index from
  * sertrace_type() (or 0); `addr` the object's address (identity only);
  * `length` the item count + 1, or 0 for objects without a length;
