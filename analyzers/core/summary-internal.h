@@ -34,6 +34,15 @@ typedef struct summary_writer summary_writer;
  * type shows the objects written apart from the references to them. */
 typedef struct node_stat {
     uint64_t count, bytes, self, refs;
+    /* Bytes owned (types only, issue 13 item 7): a node's self bytes,
+     * except that the whole subtree of a reduce's arguments (a node
+     * labelled ROLE ARGS, schema v5), and of the state of an object
+     * rebuilt by a reduce function (tag R), is charged to the reduced
+     * object's type and to none inside it -- numpy.ndarray owns its data,
+     * not the bytes / tuple / PickleBuffer that carry it.  An instance's
+     * state (tag O, its __dict__) is not charged: its attributes own
+     * themselves.  Additive like self: each byte owned once. */
+    uint64_t owned;
 } node_stat;
 
 /* A node as kept for the top-N: no strings, names resolved at render. */
@@ -86,6 +95,8 @@ typedef struct dump_sum {
     uint64_t root_bytes;
     bool root_exact;
     sertrace_pathstats *paths; /* opts.paths: the dump's path patterns */
+    uint32_t args_depth; /* depth of the open reduce-arguments node whose
+                          * bytes its parent's type owns (0: none) */
     struct dump_sum *next_free;
 } dump_sum;
 

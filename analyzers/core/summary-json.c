@@ -82,6 +82,8 @@ static void put_stat(sertrace_buf *b, const node_stat *st, uint64_t whole, bool 
         p = p_u64(p, st->count - st->refs);
         p = p_lit(p, ", \"refs\": ");
         p = p_u64(p, st->refs);
+        p = p_lit(p, ", \"owned\": ");
+        p = p_u64(p, st->owned);
     }
     *p++ = '}';
     put_end(b, p);

@@ -174,6 +174,15 @@ static void put_types(sertrace_summary *s, sertrace_buf *b, const char *const *n
             tail_len = snprintf(tail, sizeof tail, "+ %llu ref%s", (unsigned long long)objects.refs,
                                 objects.refs == 1 ? "" : "s");
         }
+        if (objects.owned > objects.self) { /* "owns 512.0 KiB": its reduce's arguments */
+            sertrace_buf o = SERTRACE_BUF_INIT;
+            sertrace_fmt_size(&o, objects.owned, s->o.exact);
+            int n = snprintf(tail + tail_len, sizeof tail - (size_t)tail_len, "%sowns %s",
+                             tail_len ? "  " : "", o.data ? o.data : "?");
+            if (n > 0 && (size_t)n < sizeof tail - (size_t)tail_len)
+                tail_len += n;
+            sertrace_buf_free(&o);
+        }
         put_row(s, b, names[i], lens[i], width, &objects, whole, tail, (size_t)tail_len);
     }
     if (more)

@@ -417,9 +417,58 @@ static int v_dump_open(void *ctx, sertrace_dump_state *d)
 
 static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
 {
-    (void)ctx;
+    sertrace_summary *s = ctx;
     dump_sum *ds = d->user;
-    return sertrace_pathstats_enter(ds->paths, d, n);
+    /* the outermost reduce-arguments node open (and the state of an
+     * object rebuilt by a reduce function, tag R: numpy keeps its data
+     * there below protocol 5), owned by its parent's type; an instance's
+     * state (tag O: its __dict__) stays its attributes' own */
+    if (ds->args_depth == 0 && n->depth >= 2 && n->label_kind == SERTRACE_LABEL_ROLE &&
+        (n->label == SERTRACE_ROLE_ARGS ||
+         (n->label == SERTRACE_ROLE_STATE && d->stack[n->depth - 2].tag == SERTRACE_TAG_REDUCE)))
+        ds->args_depth = n->depth;
+    return s->o.paths ? sertrace_pathstats_enter(ds->paths, d, n) : 0;
+}
+
+/* The dump's stats of type index `type` (grown on demand); NULL: out of
+ * memory. */
+static node_stat *type_stat(dump_sum *ds, uint32_t type)
+{
+    if (type >= ds->types_cap) {
+        uint32_t cap = ds->types_cap ? ds->types_cap : 16;
+        while (cap <= type)
+            cap *= 2;
+        node_stat *t = realloc(ds->types, (size_t)cap * sizeof *t);
+        if (!t)
+            return NULL;
+        memset(t + ds->types_cap, 0, (cap - ds->types_cap) * sizeof *t);
+        ds->types = t;
+        ds->types_cap = cap;
+    }
+    if (type >= ds->types_max)
+        ds->types_max = type + 1;
+    return &ds->types[type];
+}
+
+/* Owned bytes (node_stat.owned) of a closing node. */
+static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_node *n)
+{
+    if (ds->args_depth != 0 && n->depth > ds->args_depth)
+        return 0; /* inside a reduce's arguments: its parent's type owns it */
+    if (ds->args_depth != 0 && n->depth == ds->args_depth) {
+        ds->args_depth = 0;
+        uint32_t owner = n->depth >= 2 ? d->stack[n->depth - 2].type : 0;
+        if (owner == 0)
+            return 0;
+        node_stat *t = type_stat(ds, owner);
+        if (!t)
+            return -1;
+        t->owned += n->bytes;
+        return 0;
+    }
+    if (n->type)
+        ds->types[n->type].owned += n->self; /* grown by the caller */
+    return 0;
 }
 
 static int add_flag(sertrace_summary *s, sertrace_dump_state *d,
@@ -481,25 +530,16 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     k->bytes += n->bytes;
     k->self += n->self;
     if (n->type) {
-        if (n->type >= ds->types_cap) {
-            uint32_t cap = ds->types_cap ? ds->types_cap : 16;
-            while (cap <= n->type)
-                cap *= 2;
-            node_stat *t = realloc(ds->types, (size_t)cap * sizeof *t);
-            if (!t)
-                return -1;
-            memset(t + ds->types_cap, 0, (cap - ds->types_cap) * sizeof *t);
-            ds->types = t;
-            ds->types_cap = cap;
-        }
-        if (n->type >= ds->types_max)
-            ds->types_max = n->type + 1;
-        node_stat *t = &ds->types[n->type];
+        node_stat *t = type_stat(ds, n->type);
+        if (!t)
+            return -1;
         t->count++;
         t->bytes += n->bytes;
         t->self += n->self;
         t->refs += sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF;
     }
+    if (charge_owned(d, ds, n) < 0)
+        return -1;
     if (n->depth == 1) {
         ds->root_bytes += n->bytes;
         ds->root_exact = sertrace_node_bytes_exact(n);
@@ -659,6 +699,7 @@ static int add_overall_type(sertrace_summary *s, const char *name, size_t len,
             t->st.bytes += st->bytes;
             t->st.self += st->self;
             t->st.refs += st->refs;
+            t->st.owned += st->owned;
             return 0;
         }
     if (s->ntypes >= OVERALL_TYPES_MAX) {
@@ -703,6 +744,7 @@ static void recycle_dump_sum(sertrace_summary *s, dump_sum *ds)
     ds->died_text = ds->died_json = NULL;
     ds->root_bytes = 0;
     ds->root_exact = false;
+    ds->args_depth = 0;
     ds->next_free = s->free_list;
     s->free_list = ds;
 }
@@ -903,8 +945,7 @@ void sertrace_summary_visitor(sertrace_summary *s, sertrace_core_visitor *v)
     v->ctx = s;
     v->dump_open = v_dump_open;
     v->node_exit = v_node_exit;
-    if (s->o.paths)
-        v->node_enter = v_node_enter;
+    v->node_enter = v_node_enter;
     v->note = v_note;
     v->error = v_error;
     v->dump_close = v_dump_close;

@@ -1,7 +1,8 @@
 """Out-of-band buffers, for test_e2e_paths.py: a numpy array and a
 bytearray pickled at protocol 5 with a buffer_callback, so their data goes
 to the application, not into the payload.  Prints one JSON line: the
-payload's length and each buffer's length."""
+payload's length and each buffer's length.  Then the same array in band
+(protocol 4), for the bytes its type owns."""
 import json
 import pickle
 
@@ -16,4 +17,7 @@ payload = sertrace.dumps(state, protocol=5, buffer_callback=buffers.append)
 # the round trip: the buffers are the data
 back = pickle.loads(payload, buffers=buffers)
 assert (back["weights"] == arr).all()
-print(json.dumps({"payload": len(payload), "buffers": [len(b.raw()) for b in buffers]}))
+# the same array in band, protocol 4: its data in the reduce's state
+in_band = sertrace.dumps({"weights": arr}, protocol=4)
+print(json.dumps({"payload": len(payload), "buffers": [len(b.raw()) for b in buffers],
+                  "in_band": len(in_band), "nbytes": arr.nbytes}))

@@ -220,8 +220,9 @@ def test_out_of_band_bytes_on_their_node_and_per_dump(tmp_path):
     live = str(tmp_path / "tree.txt")
     trace, (out,) = er.record("oob_prog.py", DISPATCH_TRACE=live, SERTRACE_EXACT="1")
     assert sorted(out["buffers"]) == [1000, 65536 * 8]
-    (dump,) = er.report_json(trace)
+    dump, in_band = er.report_json(trace)
     assert dump["payload_bytes"] == out["payload"]  # node bytes stay payload bytes
+    assert in_band["oob_bytes"] == 0 and in_band["payload_bytes"] == out["in_band"]
     assert dump["oob_bytes"] == sum(out["buffers"])
     r = subprocess.run([er.BIN, "report", "--tree", "--exact", trace], capture_output=True,
                        text=True, env=er.env(), timeout=300)
@@ -237,3 +238,24 @@ def test_out_of_band_bytes_on_their_node_and_per_dump(tmp_path):
     summary = subprocess.run([er.BIN, "report", "--summary", "--exact", trace],
                              capture_output=True, text=True, env=er.env(), timeout=300)
     assert "+ 525288 B out of band" in summary.stdout
+
+
+def test_reduced_objects_own_their_arguments(tmp_path):
+    """Issue 13 item 7: numpy.ndarray owns its data (in band, protocol 4:
+    in its reduce's state; out of band: the arguments), not the tuple or
+    bytes that carry it; owned bytes add up like self bytes."""
+    er.skip_unless_built()
+    pytest.importorskip("numpy")
+    trace, (out,) = er.record("oob_prog.py")
+    for dump in er.report_json(trace):
+        types = {t["type"]: t for t in dump["by_type"]}
+        assert sum(t["owned"] for t in dump["by_type"]) == sum(t["self"] for t in dump["by_type"])
+        nd = types["numpy.ndarray"]
+        if dump["oob_bytes"] == 0:  # in band: the 512 KiB are the array's
+            assert nd["owned"] > out["nbytes"] > nd["self"]
+            assert types["tuple"]["owned"] < out["nbytes"] < types["tuple"]["self"]
+        else:
+            assert nd["owned"] > nd["self"]
+        for t in dump["by_type"]:  # a type outside any reduce owns its self bytes
+            if t["type"] == "dict":
+                assert t["owned"] == t["self"]
