@@ -27,13 +27,16 @@ static const char top_help[] =
     "  stop      stop and destroy a session made by `start` (the trace stays)\n"
     "  snapshot  write the in-memory buffers of a --snapshot session to disk\n"
     "  report    print the trees or the summary of a trace (or of a live session)\n"
+    "  inspect   the size tree of stored pickle bytes, without a trace and\n"
+    "            without unpickling them\n"
     "\n"
     "Run `sertrace SUBCOMMAND --help` for the options of each.  `sertrace\n"
     "--version` also prints which babeltrace2 plugin `report` would load.\n"
     "\n"
     "Exit status: 0 success, 1 runtime error, 2 usage error; `record` exits\n"
     "with the status of the command it ran; `report` exits 3 when part of the\n"
-    "trace could not be read (the rest is reported).\n";
+    "trace could not be read (the rest is reported); `inspect` exits 4 when the\n"
+    "input is malformed or a limit was reached.\n";
 
 int main(int argc, char **argv)
 {
@@ -63,6 +66,8 @@ int main(int argc, char **argv)
         return sertrace_cli_snapshot(argc - 1, argv + 1);
     if (strcmp(sub, "report") == 0)
         return sertrace_cli_report(argc - 1, argv + 1);
+    if (strcmp(sub, "inspect") == 0)
+        return sertrace_cli_inspect(argc - 1, argv + 1);
     sertrace_cli_err("unknown subcommand '%s' (try `sertrace --help`)", sub);
     return SERTRACE_CLI_USAGE;
 }

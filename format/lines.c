@@ -7,9 +7,14 @@
  * the per-node work is the indentation, the hex digits, " len=N" and the
  * newline.  tests/format checks every tag, depth, name, address, length
  * and size against the formatter.
+ *
+ * Invariant (asserted in debug builds): a line never ends past the `n`
+ * bytes its line_reserve() asked for, and the chunked copies' overrun
+ * stays inside the SLACK that line_reserve() adds (the NUL too).
  */
 #include "lines.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,11 +61,15 @@ static inline char *line_reserve(sertrace_buf *b, size_t n)
         return b->data + b->len;
     if (n > (size_t)-1 / 4 || sertrace_buf_reserve(b, n + SLACK) != 0)
         return NULL;
+    assert(b->cap - b->len > n + SLACK);
     return b->data + b->len;
 }
 
-static inline void line_commit(sertrace_buf *b, char *end)
+/* End the line at `end`; `reserved` is what line_reserve() was asked for. */
+static inline void line_commit(sertrace_buf *b, char *end, size_t reserved)
 {
+    assert(end >= b->data + b->len && (size_t)(end - (b->data + b->len)) <= reserved);
+    (void)reserved;
     *end = '\0';
     b->len = (size_t)(end - b->data);
 }
@@ -188,7 +197,8 @@ int sertrace_lines_enter(sertrace_lines *c, sertrace_buf *b, uint32_t depth, uin
     if (h == NULL) /* no type, or no memory for the cache: the formatter */
         return sertrace_fmt_enter(b, depth, tag, name, name_len, addr, length);
     /* bars 3*depth + "├┬ " 7 + head + 16 digits + ">" + " len=" 5 + 20 + "\n" */
-    p = line_reserve(b, (size_t)depth * 3 + h->len + 64);
+    const size_t room = (size_t)depth * 3 + h->len + 64;
+    p = line_reserve(b, room);
     if (p == NULL)
         return -1;
     if (depth <= 1) {
@@ -209,7 +219,7 @@ int sertrace_lines_enter(sertrace_lines *c, sertrace_buf *b, uint32_t depth, uin
         p = sertrace_fmt_u64_to(p + 5, length - 1);
     }
     *p++ = '\n';
-    line_commit(b, p);
+    line_commit(b, p, room);
     return 0;
 }
 
@@ -220,7 +230,8 @@ int sertrace_lines_exit(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t b
     if (exit_heads[tag].len == 0)
         return sertrace_fmt_exit(b, depth, tag, bytes, exact, NULL);
     /* bars 3*depth + "└ # TAG [" + size (at most SIZE_MAX_TEXT) + "]\n" */
-    p = line_reserve(b, (size_t)depth * 3 + sizeof exit_heads[tag].text + SIZE_MAX_TEXT + 4);
+    const size_t room = (size_t)depth * 3 + sizeof exit_heads[tag].text + SIZE_MAX_TEXT + 4;
+    p = line_reserve(b, room);
     if (p == NULL)
         return -1;
     p = put_bars(p, depth >= 1 ? depth - 1 : 0);
@@ -235,6 +246,6 @@ int sertrace_lines_exit(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t b
         memcpy(p, "]\n", 2);
         p += 2;
     }
-    line_commit(b, p);
+    line_commit(b, p, room);
     return 0;
 }

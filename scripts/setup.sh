@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential pkg-config meson ninja-build
+  clang clang-format   # scripts/test.sh: the clang release build, scripts/check-format.sh
   liblttng-ust-dev lttng-tools liblttng-ctl-dev
   babeltrace2 libbabeltrace2-dev python3-bt2
   libcriterion-dev

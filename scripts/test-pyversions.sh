@@ -7,9 +7,10 @@
 #   cpython-pickle  CPython's own pickle tests (that version's test.pickletester) on sertrace
 #   pickle-pytest   tests/pickle: API, differential against that version's pickle, hostile
 #                   input, byte accounting, on smaller corpora than the primary build's
-#                   (CI time): per protocol PT_GRAPHS=500 random graphs (primary 10,000),
-#                   PT_ACCOUNTING_GRAPHS=500 streamed (10,000), PT_TRACED_GRAPHS=150
-#                   traced (600), PT_ACCOUNTING_DUMPS=100 parsed (300); set them to change
+#                   (CI time): per protocol PT_GRAPHS=500 random graphs (primary: 1,000,
+#                   10,000 in the soak), PT_ACCOUNTING_GRAPHS=500 streamed (1,000; 10,000),
+#                   PT_TRACED_GRAPHS=100 traced (100; 600), PT_ACCOUNTING_DUMPS=100 parsed
+#                   (100; 300); set them to change
 #   pyhook          tests/pyhook: pickle._Pickler traced (dill's tests skip: no dill there)
 # It says which versions it ran and which it did not find.  Usage:
 #   bash scripts/test-pyversions.sh                 # every 3.12/3.13 found
@@ -21,7 +22,7 @@ cd "$(dirname "$0")/.."
 
 TESTS=(cpython-pickle pickle-pytest pyhook)
 export PT_GRAPHS="${PT_GRAPHS:-500}" PT_ACCOUNTING_GRAPHS="${PT_ACCOUNTING_GRAPHS:-500}"
-export PT_TRACED_GRAPHS="${PT_TRACED_GRAPHS:-150}" PT_ACCOUNTING_DUMPS="${PT_ACCOUNTING_DUMPS:-100}"
+export PT_TRACED_GRAPHS="${PT_TRACED_GRAPHS:-100}" PT_ACCOUNTING_DUMPS="${PT_ACCOUNTING_DUMPS:-100}"
 
 pythons=()
 if [ "$#" -gt 0 ]; then

@@ -8,6 +8,12 @@
 #      (./build-asan);
 #   4. the pickler's Python tests on the other CPythons found (pyenv's 3.12, 3.13), a
 #      build each (./build-py3.X): scripts/test-pyversions.sh, which says which ran;
+#   5. release builds (what packagers build: -O3, NDEBUG) with gcc and with clang,
+#      warning-free under -Werror, and the C unit tests on each (./build-release-gcc,
+#      ./build-release-clang);
+#   6. the format check (scripts/check-format.sh: the C files against .clang-format);
+#   7. the soak: tests/pickle on its full corpus (PT_SOAK=1: 10,000 graphs per
+#      protocol, tests/README.md), which the default run in step 1 samples;
 # and print a closing line "tests: N passed, N failed" (meson tests, every build).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,12 +42,34 @@ echo "== other CPython versions: the pickler's Python tests (build-py3.X) =="
 rm -f build-py3.*/meson-logs/testlog.json
 bash scripts/test-pyversions.sh || status=1
 
+echo "== release builds: gcc and clang, -Werror, C unit tests (build-release-CC) =="
+# Build and unit suite only, to keep CI time small; `meson setup` once per directory.
+for cc in gcc clang; do
+  dir=build-release-$cc
+  rm -f "$dir/meson-logs/testlog.json"
+  if [ ! -f "$dir/build.ninja" ]; then
+    CC=$cc meson setup "$dir" -Dpython=/usr/bin/python3 --buildtype=release >/dev/null || {
+      status=1; continue; }
+  fi
+  # The build's output only when it fails (a warning is an error here).
+  ninja -C "$dir" >"$dir/ninja.log" 2>&1 || { cat "$dir/ninja.log"; status=1; continue; }
+  meson test -C "$dir" --suite unit --print-errorlogs || status=1
+done
+
+echo "== format: scripts/check-format.sh =="
+bash scripts/check-format.sh || status=1
+
+echo "== soak: tests/pickle on the full corpus (PT_SOAK=1) =="
+PT_SOAK=1 meson test -C build --print-errorlogs --logbase soak pickle-pytest || status=1
+
 # What the runners said (Criterion synthesis, pytest summaries), then one closing line.
 /usr/bin/python3 - <<'PY' || status=1
 import glob, json, os, re
 passed = failed = 0
 logs = [("", "build/meson-logs/testlog.json"), ("", "build/meson-logs/pydebug.json"),
-        ("", "build-asan/meson-logs/testlog.json")]
+        ("", "build-asan/meson-logs/testlog.json"), ("soak:", "build/meson-logs/soak.json"),
+        ("release-gcc:", "build-release-gcc/meson-logs/testlog.json"),
+        ("release-clang:", "build-release-clang/meson-logs/testlog.json")]
 logs += [(os.path.dirname(os.path.dirname(l))[len("build-"):] + ":", l)
          for l in sorted(glob.glob("build-py3.*/meson-logs/testlog.json"))]
 for prefix, log in logs:

@@ -669,7 +669,10 @@ static inline uint32_t slot_of(const void *key, uint32_t cap)
     return (uint32_t)(h >> 32) & (cap - 1);
 }
 
-uint32_t sertrace_type_known(const sertrace_dump *d, const void *key)
+/* The lookup behind sertrace_type_known(); static so that sertrace_type()
+ * calls it directly, not through the PLT (the exported function could be
+ * interposed). */
+static uint32_t type_lookup(const sertrace_dump *d, const void *key)
 {
     uint32_t mask, i;
 
@@ -683,6 +686,11 @@ uint32_t sertrace_type_known(const sertrace_dump *d, const void *key)
         if (s->key == key)
             return s->index;
     }
+}
+
+uint32_t sertrace_type_known(const sertrace_dump *d, const void *key)
+{
+    return type_lookup(d, key);
 }
 
 /* Double the slot table, keeping this dump's entries. */
@@ -717,7 +725,7 @@ static uint32_t intern(sertrace_dump *d, const void *key, const char *name, size
 
     if (d == NULL)
         return 0;
-    index = sertrace_type_known(d, key);
+    index = type_lookup(d, key);
     if (index != 0)
         return index;
     if (d->ntypes >= SERTRACE_MAX_TYPES)

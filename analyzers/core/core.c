@@ -10,6 +10,7 @@
  */
 #include "core.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -280,6 +281,9 @@ static int push_node(sertrace_core *c, sertrace_dump_state *d, uint8_t tag,
         d->stack = s;
         d->stack_cap = cap;
     }
+    /* The stack of open nodes: stack[i] is the open node at depth i + 1. */
+    assert(d->depth < d->stack_cap && d->depth <= CORE_MAX_DEPTH);
+    assert(d->depth == 0 || d->stack[d->depth - 1].depth == d->depth);
     sertrace_node *n = &d->stack[d->depth++];
     memset(n, 0, sizeof *n);
     n->tag = tag;
@@ -314,7 +318,9 @@ static int push_node(sertrace_core *c, sertrace_dump_state *d, uint8_t tag,
 static int pop_node(sertrace_core *c, sertrace_dump_state *d, uint64_t pos,
                     uint16_t how)
 {
+    assert(d->depth > 0 && d->depth <= d->stack_cap);
     sertrace_node *n = &d->stack[d->depth - 1];
+    assert(n->depth == d->depth); /* stack[i] is the open node at depth i + 1 */
     /* end unknown: the largest position seen inside it, or, when records
      * were lost while it was open, the largest position seen before that
      * (positions after a loss may be later nodes', wrongly placed under

@@ -202,9 +202,8 @@ static void capture(const sertrace_dump_state *d, const sertrace_node *n,
     r->tag = n->tag;
     uint32_t first_close = n->depth > ANC_MAX ? n->depth - (ANC_MAX - 2) : 2;
     uint8_t k = 0;
-    for (uint32_t i = 1; i <= n->depth; i++) {
-        if (i > 1 && i < first_close)
-            continue;
+    /* the root, then the closest ancestors: O(ANC_MAX), not O(depth) */
+    for (uint32_t i = 1; i <= n->depth; i = i == 1 ? first_close : i + 1) {
         const sertrace_node *a = &d->stack[i - 1];
         r->anc_tag[k] = a->tag;
         r->anc_type[k] = a->type;

@@ -10,9 +10,14 @@
  * memory is bounded).  An op larger than a chunk (a hostile trace's huge
  * sequence) grows that one chunk.  One mutex and two condition variables;
  * each hand-over is one lock per chunk, not per event.
+ *
+ * Invariant (asserted in debug builds, see chunks_accounted_locked()):
+ * each of the FEED_CHUNKS chunks is in exactly one place: being filled
+ * (`cur`), queued (`full`), being run by the worker (`busy`) or spare.
  */
 #include "feed.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -80,6 +85,16 @@ static size_t pad8(size_t n)
     return (n + 7) & ~(size_t)7;
 }
 
+#ifndef NDEBUG
+/* The queue's counts add up: every chunk is in exactly one place.  Caller
+ * holds mu (the producer changes `cur` only under it). */
+static bool chunks_accounted_locked(const feed *f)
+{
+    return f->full_n <= FEED_CHUNKS && f->spare_n <= FEED_CHUNKS && f->full_head < FEED_CHUNKS &&
+           (size_t)(f->cur != NULL) + f->full_n + (size_t)f->busy + f->spare_n == FEED_CHUNKS;
+}
+#endif
+
 /* ---- worker ------------------------------------------------------------ */
 
 static int run_op(sertrace_core *core, const op *o, const uint8_t *payload)
@@ -110,6 +125,7 @@ static void *worker_main(void *arg)
             pthread_cond_wait(&f->cv_full, &f->mu);
         if (f->full_n == 0) /* stop, and nothing left */
             break;
+        assert(chunks_accounted_locked(f) && !f->busy);
         chunk *c = f->full[f->full_head];
         f->full_head = (f->full_head + 1) % FEED_CHUNKS;
         f->full_n--;
@@ -118,6 +134,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&f->mu);
         for (size_t off = 0; !skip && off < c->len;) {
             const op *o = (const op *)(c->data + off);
+            assert(off + sizeof *o + pad8(o->len) <= c->len); /* ops never straddle the end */
             if (!atomic_load_explicit(&f->failed, memory_order_relaxed) &&
                 run_op(f->core, o, c->data + off + sizeof *o) < 0)
                 atomic_store(&f->failed, 1);
@@ -127,6 +144,7 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&f->mu);
         f->busy = false;
         f->spare[f->spare_n++] = c;
+        assert(chunks_accounted_locked(f));
         pthread_cond_signal(&f->cv_spare);
     }
     pthread_mutex_unlock(&f->mu);
@@ -140,9 +158,11 @@ static void hand_over_locked(feed *f)
 {
     if (!f->cur || f->cur->len == 0)
         return;
+    assert(f->full_n < FEED_CHUNKS);
     f->full[(f->full_head + f->full_n) % FEED_CHUNKS] = f->cur;
     f->full_n++;
     f->cur = NULL;
+    assert(chunks_accounted_locked(f));
     f->handed_ns = now_ns();
     pthread_cond_signal(&f->cv_full);
 }
@@ -164,6 +184,7 @@ static op *reserve(feed *f, size_t payload)
         while (f->spare_n == 0)
             pthread_cond_wait(&f->cv_spare, &f->mu);
         f->cur = f->spare[--f->spare_n];
+        assert(chunks_accounted_locked(f));
         pthread_mutex_unlock(&f->mu);
     }
     chunk *c = f->cur;
@@ -178,6 +199,7 @@ static op *reserve(feed *f, size_t payload)
     memset(o, 0, sizeof *o);
     o->len = (uint32_t)payload;
     c->len += need;
+    assert(c->len <= c->cap);
     return o;
 }
 
@@ -258,10 +280,13 @@ void feed_destroy(feed *f)
     free(f);
 }
 
-/* An op without record bytes: run now (inline) or queued with its
- * `payload` copied after it. */
-static int submit(feed *f, op o, const void *payload)
+/* An op without record bytes: run now (inline) or queued.  `payload`
+ * holds o.len bytes that are copied after the queued op; it may be NULL
+ * only when o.len is 0.  The ops that never carry bytes (end, discarded)
+ * go through submit(), which has no copy at all. */
+static int submit_with(feed *f, op o, const void *payload)
 {
+    assert(payload != NULL || o.len == 0);
     if (!f->worker)
         return run_op(f->core, &o, payload);
     if (failed(f))
@@ -270,8 +295,22 @@ static int submit(feed *f, op o, const void *payload)
     if (!q)
         return -1;
     *q = o;
-    if (o.len)
+    if (payload != NULL && o.len != 0)
         memcpy(q + 1, payload, o.len);
+    return 0;
+}
+
+static int submit(feed *f, op o)
+{
+    o.len = 0;
+    if (!f->worker)
+        return run_op(f->core, &o, NULL);
+    if (failed(f))
+        return -1;
+    op *q = reserve(f, 0);
+    if (!q)
+        return -1;
+    *q = o;
     return 0;
 }
 
@@ -280,7 +319,7 @@ int feed_dump_begin(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump
 {
     if (!serializer || serializer_len > UINT32_MAX)
         serializer_len = 0;
-    return submit(
+    return submit_with(
         f, (op){OP_BEGIN, (uint32_t)serializer_len, pid, tid, ts, dump_id, 0, protocol, 0, 0},
         serializer);
 }
@@ -323,12 +362,12 @@ int feed_dump_end(feed *f, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_i
                   int status, int64_t batches, uint32_t end_flags)
 {
     int32_t nb = batches < 0 ? -1 : batches > INT32_MAX ? INT32_MAX : (int32_t)batches;
-    return submit(f, (op){OP_END, 0, pid, tid, ts, dump_id, bytes, status, nb, end_flags}, NULL);
+    return submit(f, (op){OP_END, 0, pid, tid, ts, dump_id, bytes, status, nb, end_flags});
 }
 
 int feed_discarded(feed *f, int64_t pid, uint64_t count)
 {
-    return submit(f, (op){OP_DISCARDED, 0, pid, -1, 0, 0, count, 0, 0, 0}, NULL);
+    return submit(f, (op){OP_DISCARDED, 0, pid, -1, 0, 0, count, 0, 0, 0});
 }
 
 void feed_publish(feed *f, bool now)

@@ -10,6 +10,8 @@ byte-identical to CPython's C pickle and traced through libsertrace:
     sertrace.HIGHEST_PROTOCOL, sertrace.DEFAULT_PROTOCOL
     sertrace.note(key, value)   annotate the innermost node of the current dump
     sertrace.install(), sertrace.uninstall()   trace an unmodified program's pickling
+    sertrace.inspect(data)      the size summary of stored pickle bytes, without
+                                unpickling them (as `sertrace inspect --json`)
 
 With no listener (no LTTng session enabling sertrace:*, DISPATCH_TRACE off)
 nothing is traced and the cost is one branch per object.  See
@@ -38,7 +40,58 @@ __all__ = [
     "note",
     "install",
     "uninstall",
+    "inspect",
+    "InspectError",
 ]
+
+
+class InspectError(ValueError):
+    """sertrace.inspect() could not read the bytes to the end: malformed or
+    truncated input, or a limit reached.  `offset` is the byte where it
+    stopped, `reason` why, `summary` the summary of the pickles read before
+    it (a dict, as inspect() returns)."""
+
+    def __init__(self, reason, offset, summary):
+        super().__init__("inconclusive at byte %d: %s" % (offset, reason))
+        self.reason = reason
+        self.offset = offset
+        self.summary = summary
+
+
+def inspect(data, *, top=10, oversize=None, max_memory=1 << 30):
+    """The size summary of pickle bytes, as a dict: the object `sertrace
+    inspect --json` prints ({"format": "sertrace-summary", "version": 1,
+    "dumps": [...], "totals": {...}}, analyzers/README.md), one dump per
+    pickle when several are back to back.  Nothing in `data` is imported or
+    called: the pickle machine is emulated (inspect/README.md).
+
+    top: largest nodes kept per dump; oversize: flag nodes of at least this
+    many bytes (int) or this share of their dump (a str such as "10%");
+    max_memory: limit of the emulator's tables, in bytes.  Raises
+    InspectError (a ValueError) when the bytes are malformed, truncated or
+    over a limit, TypeError when `data` is not bytes-like."""
+    import json
+
+    from . import _inspect
+
+    if isinstance(data, str):
+        raise TypeError("inspect() needs pickle bytes (bytes, bytearray, memoryview), not str")
+    obytes, opercent = 0, 0.0
+    if isinstance(oversize, str) and oversize.endswith("%"):
+        opercent = float(oversize[:-1])
+        if not 0.0 < opercent <= 100.0:
+            raise ValueError("oversize: a share must be more than 0% and at most 100%")
+    elif oversize is not None:
+        obytes = int(oversize)
+        if obytes <= 0:
+            raise ValueError("oversize: must be more than 0 bytes")
+    if not 0 <= int(top) <= 100000:
+        raise ValueError("top: expected 0 to 100000")
+    status, offset, reason, text = _inspect.summary_json(data, int(top), obytes, opercent, int(max_memory))
+    summary = json.loads(text)
+    if status != _inspect.OK:
+        raise InspectError(reason, offset, summary)
+    return summary
 
 
 def install():

@@ -15,12 +15,25 @@
  * allocation pattern are _pickle.c's exactly (see memo_set and
  * memo_resize): both pickles then make the same malloc calls, which
  * decides where glibc puts the output buffer (README.md, "Speed").
+ *
+ * Invariant (asserted in debug builds, memo_load_ok()): the size is a power
+ * of two of at least MEMO_MIN_SIZE and the load factor stays below 2/3, so
+ * a probe always reaches an empty slot.
  */
+#include <assert.h>
 #include <string.h>
 
 #include "pickler.h"
 
 #define MEMO_MIN_SIZE 8
+
+#ifndef NDEBUG
+static int memo_load_ok(const memo_table *m)
+{
+    size_t size = m->mask + 1;
+    return size >= MEMO_MIN_SIZE && (size & m->mask) == 0 && m->used * 3 < size * 2;
+}
+#endif
 
 int memo_init(memo_table *m)
 {
@@ -31,6 +44,7 @@ int memo_init(memo_table *m)
     }
     m->mask = MEMO_MIN_SIZE - 1;
     m->used = 0;
+    assert(memo_load_ok(m));
     return 0;
 }
 
@@ -105,6 +119,7 @@ static int memo_resize(memo_table *m, size_t min_size)
             *memo_slot_(m, old[i].key) = old[i];
     }
     PyMem_Free(old);
+    assert(memo_load_ok(m));
     return 0;
 }
 
@@ -120,6 +135,8 @@ int memo_set(memo_table *m, PyObject *key, Py_ssize_t value)
 
 int memo_set_at(memo_table *m, memo_entry *e, PyObject *key, Py_ssize_t value)
 {
+    assert(e->key == NULL && e >= m->table && e <= m->table + m->mask); /* an empty slot of m */
+    assert(memo_load_ok(m));
     Py_INCREF(key);
     e->key = key;
     e->value = value;

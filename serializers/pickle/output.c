@@ -24,10 +24,28 @@
  * the position from the state (flushed + buffered - an open frame's
  * reserved header), so a header counts when its frame ends and a dropped
  * header never counts.
+ *
+ * Invariant (asserted in debug builds on the slow paths, output_limits_ok()):
+ * what is written fits the buffer, the buffer's size is max_output_len, an
+ * open frame's reserved header lies inside what is written, and the
+ * inline fast path's limit never lets a write pass the buffer's end.
  */
+#include <assert.h>
 #include <string.h>
 
 #include "pickler.h"
+
+#ifndef NDEBUG
+static int output_limits_ok(const pickler *p)
+{
+    if (p->output_buffer == NULL)
+        return p->write_limit == -1;
+    return 0 <= p->output_len && p->output_len <= p->max_output_len &&
+           p->max_output_len == PyBytes_GET_SIZE(p->output_buffer) && p->frame_start >= -1 &&
+           (p->frame_start < 0 || p->frame_start + PICKLE_FRAME_HEADER_SIZE <= p->output_len) &&
+           p->write_limit <= p->max_output_len;
+}
+#endif
 
 int output_reset(pickler *p)
 {
@@ -38,6 +56,7 @@ int output_reset(pickler *p)
     p->output_len = 0;
     p->frame_start = -1;
     output_sync(p);
+    assert(output_limits_ok(p));
     return 0;
 }
 
@@ -50,6 +69,7 @@ int output_start(pickler *p)
     p->output_len = 0;
     p->frame_start = -1;
     output_sync(p);
+    assert(output_limits_ok(p));
     return 0;
 }
 
@@ -87,6 +107,7 @@ char *output_claim_slow(pickler *p, Py_ssize_t n)
     }
     char *at = OUTPUT_DATA(p) + p->output_len;
     p->output_len += n;
+    assert(output_limits_ok(p));
     return at;
 }
 
@@ -107,6 +128,7 @@ void output_end_frame(pickler *p)
     }
     p->frame_start = -1;
     output_sync(p);
+    assert(output_limits_ok(p));
 }
 
 PyObject *output_take_bytes(pickler *p)

@@ -1,7 +1,7 @@
 """End-to-end test of the sertrace runtime under a real LTTng session.
 
-Creates a session with the `lttng` CLI (unique name, own output directory
-under /tmp), enables `sertrace:*` with the vpid/vtid contexts, runs the
+Creates a session with the `lttng` CLI (testlib.lttng, tests/lib: unique
+name, own output directory under /tmp, always destroyed), enables `sertrace:*` with the vpid/vtid contexts, runs the
 tiny instrumented C serializer (tests/e2e/mini_serializer.c, linked to
 libsertrace, no LD_PRELOAD), stops and destroys the session, reads the
 trace back with babeltrace2's Python bindings, decodes the batched records
@@ -24,6 +24,9 @@ import sys
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from testlib import lttng as L  # noqa: E402
+
 bt2 = pytest.importorskip("bt2")
 
 SCHEMA_H = os.path.join(os.path.dirname(__file__), "..", "..", "tracepoints", "include",
@@ -33,15 +36,11 @@ REC_ENTER, REC_EXIT, REC_TYPE, REC_ERROR, REC_NOTE = 1, 2, 3, 4, 5
 TAG_MAP, TAG_ARRAY, TAG_SCALAR, TAG_STR, TAG_FUNCTION = 32, 33, 34, 6, 15
 
 
-def lttng(*args, check=True):
-    return subprocess.run(["lttng", *args], check=check, capture_output=True, text=True)
-
-
 def ensure_sessiond():
-    if lttng("list", check=False).returncode == 0:
+    if L.available(need_babeltrace2=False):
         return
     subprocess.run(["lttng-sessiond", "--daemonize"], check=False)
-    if lttng("list", check=False).returncode != 0:
+    if not L.available(need_babeltrace2=False):
         pytest.skip("no lttng-sessiond available")
 
 
@@ -162,19 +161,9 @@ def read_events(outdir, pid):
 def trace():
     program = program_path()
     ensure_sessiond()
-    name = f"sertrace-runtime-e2e-{os.getpid()}"
-    outdir = f"/tmp/{name}"
-    shutil.rmtree(outdir, ignore_errors=True)
-    lttng("create", name, f"--output={outdir}")
-    try:
-        lttng("enable-event", "-u", "sertrace:*", "-s", name)
-        lttng("add-context", "-u", "-t", "vpid", "-t", "vtid", "-s", name)
-        lttng("start", name)
+    with L.session("sertrace-runtime-e2e") as (_, outdir):
         run = subprocess.run([program], check=True, capture_output=True, text=True,
                              env=clean_env(SERTRACE_GRANULARITY="all"))
-        lttng("stop", name)
-    finally:
-        lttng("destroy", name, check=False)
     report = json.loads(run.stdout)
     events = read_events(outdir, report["pid"])
     shutil.rmtree(outdir, ignore_errors=True)
@@ -300,23 +289,13 @@ def test_session_enabled_after_start_records_without_restart():
     """The program runs first; a session enables sertrace:* afterwards."""
     program = program_path()
     ensure_sessiond()
-    name = f"sertrace-runtime-late-{os.getpid()}"
-    outdir = f"/tmp/{name}"
-    shutil.rmtree(outdir, ignore_errors=True)
     proc = subprocess.Popen([program, "--wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=clean_env())
     try:
         assert proc.stdout.readline() == "ready\n"
-        lttng("create", name, f"--output={outdir}")
-        try:
-            lttng("enable-event", "-u", "sertrace:*", "-s", name)
-            lttng("add-context", "-u", "-t", "vpid", "-t", "vtid", "-s", name)
-            lttng("start", name)
+        with L.session("sertrace-runtime-late") as (_, outdir):
             out, err = proc.communicate("go\n", timeout=60)
             assert proc.returncode == 0, err
-            lttng("stop", name)
-        finally:
-            lttng("destroy", name, check=False)
     finally:
         if proc.poll() is None:
             proc.kill()

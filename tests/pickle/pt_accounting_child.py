@@ -8,7 +8,7 @@ file, and reports every dump on stdout as one JSON line, in dump order:
 proto_len is 2 when the payload opens with PROTO, else 0; stop_framed tells
 whether the final STOP opcode sits inside a FRAME (then that frame's 9-byte
 header is committed after STOP, outside the root node).  Both are read
-from the payload with pickletools, never assumed.
+from the payload (testlib.payload.shape, tests/lib), never assumed.
 
 Targets: dumps (sertrace.dumps), bytesio (Pickler(BytesIO).dump), pipe
 (Pickler on os.pipe's write end, read by a thread) and socket
@@ -26,35 +26,21 @@ import io
 import json
 import os
 import pickle
-import pickletools
 import socket
 import sys
 import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 
 import graphgen  # noqa: E402
 import pt_types as T  # noqa: E402
 import sertrace  # noqa: E402
+from testlib.payload import shape  # noqa: E402
 
 WORKLOADS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "workloads")
 SEED_STRIDE = 1_000_000  # test_differential.py's seeds: the first graphs of the differential corpus
-
-
-def payload_shape(data):
-    proto_len = 0
-    frames = []
-    stop_pos = None
-    for op, arg, pos in pickletools.genops(data):
-        if op.name == "PROTO" and pos == 0:
-            proto_len = 2
-        elif op.name == "FRAME":
-            frames.append((pos + 9, pos + 9 + arg))
-        elif op.name == "STOP":
-            stop_pos = pos
-    stop_framed = any(a <= stop_pos < b for a, b in frames)
-    return proto_len, stop_framed
 
 
 def _reader(rfile, sink):
@@ -136,7 +122,7 @@ def main():
                     except Exception as pe:  # noqa: BLE001
                         rec["pickle_error"] = "%s: %s" % (type(pe).__name__, pe)
                 else:
-                    proto_len, stop_framed = payload_shape(data)
+                    proto_len, stop_framed, _ = shape(data)
                     try:
                         kw = {"buffer_callback": [].append} if target == "oob" else {}
                         same = data == pickle.dumps(obj, p, **kw)

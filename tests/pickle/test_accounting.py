@@ -5,7 +5,7 @@ A child process (pt_accounting_child.py) dumps the differential corpus
 workload, a few > 64 KiB objects) with sertrace to dumps(), a BytesIO, a
 pipe and a socket, with DISPATCH_TRACE=<file> SERTRACE_EXACT=1
 SERTRACE_GRANULARITY=all, and prints each payload's length and shape.  The
-text tree (parsed by pt_tree.py) must satisfy, for every dump:
+text tree (parsed by testlib.tree, tests/lib) must satisfy, for every dump:
   - nesting is balanced (enter/exit depths and tags match, one root);
   - every node's bytes >= the sum of its children's bytes (self >= 0);
   - the footer's total == len(payload);
@@ -19,35 +19,36 @@ text tree (parsed by pt_tree.py) must satisfy, for every dump:
 Failed dumps (pickle refused the object) must be balanced and say "error".
 
 test_whole_differential_corpus_adds_up streams the same checks (without
-holding trees) over the first PT_ACCOUNTING_GRAPHS (10,000) graphs per
-protocol of test_differential.py's corpus, 1,000 of them also through a
-BytesIO, a pipe and a socket.
+holding trees) over the first PT_ACCOUNTING_GRAPHS graphs per protocol of
+test_differential.py's corpus (1,000 by default, 10,000 in the soak,
+PT_SOAK=1), up to 1,000 of them also through a BytesIO, a pipe and a socket.
 """
 
+import concurrent.futures
 import json
 import re
 import os
 import subprocess
-import sys
 
 import pytest
 
 import pt_impl
-import pt_tree
+from testlib import child, knobs, lttng
+from testlib import tree as pt_tree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# "a few hundred graphs per protocol" (dumps and BytesIO each); fewer for the
-# non-primary CPythons (scripts/test-pyversions.sh: CI time).
-DUMPS_PER_PROTOCOL = int(os.environ.get("PT_ACCOUNTING_DUMPS", "300"))
+# Graphs per protocol whose whole trees are held and checked (dumps and
+# BytesIO each): 100 by default, 300 in the soak; the non-primary CPythons
+# set their own (scripts/test-pyversions.sh).  The streamed check below
+# covers the whole differential corpus.
+DUMPS_PER_PROTOCOL = knobs.size("PT_ACCOUNTING_DUMPS", 100, 300)
 STREAM_PER_PROTOCOL = 60  # graphs per protocol through a pipe and through a socket
 
 pytestmark = pytest.mark.skipif(pt_impl.IMPL_NAME != "sertrace", reason="accounting needs sertrace's trace")
 
 
 def _env(trace_path, **extra):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([HERE] + [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env.update(DISPATCH_TRACE=trace_path, SERTRACE_EXACT="1", SERTRACE_GRANULARITY="all")
+    env = dict(DISPATCH_TRACE=trace_path, SERTRACE_EXACT="1", SERTRACE_GRANULARITY="all")
     env.update(extra)
     return env
 
@@ -55,15 +56,42 @@ def _env(trace_path, **extra):
 OVERSIZE = 4096  # SERTRACE_OVERSIZE for the corpus run: flags must match sizes
 
 
+def _corpus_child(root, granularity):
+    trace = str(root / ("trace-%s.txt" % granularity))
+    env = _env(trace, SERTRACE_GRANULARITY=granularity, SERTRACE_OVERSIZE=str(OVERSIZE))
+    return child.run([os.path.join(HERE, "pt_accounting_child.py"), str(DUMPS_PER_PROTOCOL),
+                      str(STREAM_PER_PROTOCOL)], paths=[HERE], env=env, cwd=HERE), trace
+
+
+def _whole_corpus_child(root):
+    trace, out = str(root / "trace-whole.txt"), str(root / "records-whole.jsonl")
+    env = _env(trace, SERTRACE_GRANULARITY="containers")
+    with open(out, "w") as f:
+        proc = child.run([os.path.join(HERE, "pt_accounting_child.py"), str(FULL_GRAPHS),
+                          str(FULL_STREAM), str(FULL_STREAM)], paths=[HERE], env=env,
+                         stdout=f, stderr=subprocess.PIPE, timeout=1200, cwd=HERE)
+    return proc, trace, out
+
+
+@pytest.fixture(scope="module")
+def corpus_children(tmp_path_factory):
+    """The three corpus children (granularity all, containers, the whole
+    corpus), started together on a pool of os.cpu_count() workers the first
+    time a test needs one: each is a process of its own, and the parent
+    parses one trace while the others are still being written."""
+    root = tmp_path_factory.mktemp("accounting")
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0))))
+    futures = {g: pool.submit(_corpus_child, root, g) for g in ("all", "containers")}
+    futures["whole"] = pool.submit(_whole_corpus_child, root)
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 @pytest.fixture(scope="module", params=["all", "containers"])
-def traced_corpus(request, tmp_path_factory):
+def traced_corpus(request, corpus_children):
     """granularity all: atoms are nodes too; containers (the default): atoms
     are folded into their parent's self bytes.  Both must add up."""
-    trace = str(tmp_path_factory.mktemp("accounting") / "trace.txt")
-    env = _env(trace, SERTRACE_GRANULARITY=request.param, SERTRACE_OVERSIZE=str(OVERSIZE))
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "pt_accounting_child.py"),
-                           str(DUMPS_PER_PROTOCOL), str(STREAM_PER_PROTOCOL)],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=HERE)
+    proc, trace = corpus_children[request.param].result()
     assert proc.returncode == 0, "child failed (%d): %s" % (proc.returncode, proc.stderr[-3000:])
     records = [json.loads(line) for line in proc.stdout.splitlines()]
     with open(trace, encoding="utf-8") as f:
@@ -154,8 +182,8 @@ def test_oversize_flags(traced_corpus):
     for d in dumps:
         for r in d["roots"]:
             for node in pt_tree.walk(r):
-                has = "OVERSIZED" in node["flags"]
-                assert has == (node["bytes"] >= OVERSIZE), (node["tag"], node["bytes"], node["flags"], node["line"])
+                has = "OVERSIZED" in node["exit_flags"]
+                assert has == (node["bytes"] >= OVERSIZE), (node["tag"], node["bytes"], node["exit_flags"], node["line"])
                 flagged += has
     assert flagged > 0
 
@@ -183,8 +211,8 @@ print(json.dumps(res))
 @pytest.mark.parametrize("protocol", range(6))
 def test_unserializable_flag(tmp_path, protocol):
     trace = str(tmp_path / "trace.txt")
-    proc = subprocess.run([sys.executable, "-c", CHILD_UNSERIALIZABLE % {"here": HERE, "protocol": protocol}],
-                          capture_output=True, text=True, env=_env(trace), timeout=120)
+    proc = child.run(["-c", CHILD_UNSERIALIZABLE % {"here": HERE, "protocol": protocol}],
+                     env=_env(trace), timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout)
     exp, got = res["pickle"], res["sertrace"]
@@ -236,8 +264,7 @@ def test_nested_dumps_trace(tmp_path):
     """Dumps started inside a __reduce__ appear as complete dumps inside
     their parent's text, and every dump's accounting is exact."""
     trace = str(tmp_path / "trace.txt")
-    proc = subprocess.run([sys.executable, "-c", CHILD_NESTED % {"here": HERE}],
-                          capture_output=True, text=True, env=_env(trace), timeout=120)
+    proc = child.run(["-c", CHILD_NESTED % {"here": HERE}], env=_env(trace), timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lengths = json.loads(proc.stdout)
     with open(trace, encoding="utf-8") as f:
@@ -280,36 +307,16 @@ print(json.dumps({"pid": os.getpid(), "dumps": dumps, "fails": fails}))
 """
 
 
-def _lttng_available():
-    import shutil
-
-    if not (shutil.which("lttng") and shutil.which("babeltrace2")):
-        return False
-    return subprocess.run(["lttng", "list"], capture_output=True).returncode == 0
-
-
-@pytest.mark.skipif(not _lttng_available(), reason="needs lttng and a running lttng-sessiond")
+@pytest.mark.skipif(not lttng.available(), reason="needs lttng and a running lttng-sessiond")
 def test_lttng_recorded_dumps(tmp_path):
     """Recorded by a real LTTng session (sertrace:*, vpid context): the bytes
     are still pickle's, and for every dump of the child the recorded
     dump_end.bytes equals len(payload) and the status matches.  Other
     processes may record at the same time: events are filtered by vpid."""
-    import re
-
-    session = "pickletests-%d" % os.getpid()
     out = str(tmp_path / "lttng")
-    run = lambda *a: subprocess.run(["lttng", *a], capture_output=True, text=True)  # noqa: E731
-    assert run("create", session, "--output=" + out).returncode == 0
-    try:
-        assert run("enable-event", "-u", "sertrace:*", "-s", session).returncode == 0
-        assert run("add-context", "-u", "-t", "vpid", "-s", session).returncode == 0
-        assert run("start", session).returncode == 0
-        env = _env("0")
-        proc = subprocess.run([sys.executable, "-c", LTTNG_CHILD % {"here": HERE, "count": 60}],
-                              capture_output=True, text=True, env=env, timeout=300)
-        run("stop", session)
-    finally:
-        run("destroy", session)
+    with lttng.session("pickletests", contexts=("vpid",), output=out):
+        proc = child.run(["-c", LTTNG_CHILD % {"here": HERE, "count": 60}], env=_env("0"),
+                         timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout)
     assert not res["fails"], res["fails"][:10]
@@ -339,25 +346,18 @@ def test_lttng_recorded_dumps(tmp_path):
 
 # ------------------------------------------ the whole differential corpus ----
 
-# The checks above hold trees in memory, so they run on the first few hundred
-# graphs.  This one streams: the first PT_ACCOUNTING_GRAPHS (default 10,000)
-# graphs per protocol of test_differential.py's corpus (same seeds) through
-# dumps() (and out-of-band at protocol 5), 1,000 of them through a BytesIO, a
-# pipe and a socket, at the default granularity, each dump checked against
-# its real payload.
-FULL_GRAPHS = int(os.environ.get("PT_ACCOUNTING_GRAPHS", "10000"))
-FULL_STREAM = min(FULL_GRAPHS, 1000)
+# The checks above hold trees in memory, so they run on the first hundred
+# graphs.  This one streams: the first PT_ACCOUNTING_GRAPHS graphs per
+# protocol of test_differential.py's corpus (same seeds: 1,000 by default,
+# 10,000 in the soak) through dumps() (and out-of-band at protocol 5), up to
+# 1,000 of them (200 by default) through a BytesIO, a pipe and a socket, at
+# the default granularity, each dump checked against its real payload.
+FULL_GRAPHS = knobs.size("PT_ACCOUNTING_GRAPHS", 1000, 10000)
+FULL_STREAM = min(FULL_GRAPHS, 200 if not knobs.soak() else 1000)
 
 
-def test_whole_differential_corpus_adds_up(tmp_path):
-    trace = str(tmp_path / "trace.txt")
-    env = _env(trace, SERTRACE_GRANULARITY="containers")
-    out = tmp_path / "records.jsonl"
-    with open(out, "w") as f:
-        proc = subprocess.run([sys.executable, os.path.join(HERE, "pt_accounting_child.py"),
-                               str(FULL_GRAPHS), str(FULL_STREAM), str(FULL_STREAM)],
-                              stdout=f, stderr=subprocess.PIPE, text=True, env=env,
-                              timeout=1200, cwd=HERE)
+def test_whole_differential_corpus_adds_up(corpus_children):
+    proc, trace, out = corpus_children["whole"].result()
     assert proc.returncode == 0, "child failed (%d): %s" % (proc.returncode, proc.stderr[-3000:])
     with open(out) as f:
         records = [json.loads(line) for line in f]

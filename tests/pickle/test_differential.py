@@ -13,20 +13,23 @@ module, so protocol >= 2 also writes EXT1/EXT2/EXT4.
 A failure prints the seed, the variant, where the bytes part, the smallest
 sub-object of the graph that still differs, and a one-line reproducer.
 
-Counts: GRAPHS_PER_PROTOCOL (10,000) graphs + 7 workload graphs per
-protocol through dumps(), Pickler(BytesIO).dump() and, at protocol 5,
-dumps(buffer_callback=...); SLICE (2,000) through the variants that share
-their code path (dump(), fix_imports=False twins at protocol >= 3) and fast
-mode (cyclic graphs recurse to the limit there, which is slow); 600 per
-protocol again in a child with the live text tree on (test_corpus_traced).
-Speed, measured on the 2-vCPU VM: the module takes 26 s of CPU (68 s wall
-while other jobs kept the load average at 5); PT_IMPL=pickle about 20 s.
+Counts: GRAPHS_PER_PROTOCOL graphs (1,000 by default; 10,000 in the soak,
+PT_SOAK=1, which CI runs as its own step) + 7 workload graphs per protocol
+through dumps(), Pickler(BytesIO).dump() and, at protocol 5,
+dumps(buffer_callback=...); SLICE (a fifth of them, at least 200, at most 2,000)
+through the variants that share their code path (dump(), fix_imports=False
+twins at protocol >= 3) and fast mode (cyclic graphs recurse to the limit
+there, which is slow); 100 per protocol (600 in the soak) again in a child
+with the live text tree on (test_corpus_traced).  The default corpus has
+every kind of case the generator makes (tests/README.md: every line of
+graphgen.py the 10,000-graph corpus runs, the first 1,000 seeds run too).
 
 Self-check: PT_IMPL=pickle must pass everything; PT_IMPL=pypickle (the
 pure-Python pickler) fails hundreds of graphs per protocol, which shows the
 comparison has teeth.
 """
 
+import concurrent.futures
 import functools
 import io
 import os
@@ -39,11 +42,11 @@ import graphgen
 import pt_impl
 import pt_types as T
 from pt_impl import impl, ref
+from testlib import child, knobs
 
-# 10,000 graphs per protocol is what the brief asks for; at ~25 us of CPU
-# per graph and variant (both picklers) the module stays well under 2
-# minutes.  Soak runs: PT_GRAPHS=100000 PT_SEED_OFFSET=500000 (other seeds).
-GRAPHS_PER_PROTOCOL = int(os.environ.get("PT_GRAPHS", "10000"))
+# 10,000 graphs per protocol in the soak (PT_SOAK=1), 1,000 by default.
+# Longer soaks: PT_GRAPHS=100000 PT_SEED_OFFSET=500000 (other seeds).
+GRAPHS_PER_PROTOCOL = knobs.size("PT_GRAPHS", 1000, 10000)
 SEED_OFFSET = int(os.environ.get("PT_SEED_OFFSET", "0"))
 SEED_STRIDE = 1_000_000
 MAX_REPORTED = 12  # failures described in detail per test (all are counted)
@@ -57,6 +60,28 @@ def extension_codes():
     T.add_extensions()
     yield
     T.remove_extensions()
+
+
+def _traced_child(granularity):
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(DISPATCH_TRACE="/dev/null", SERTRACE_GRANULARITY=granularity, SERTRACE_EXACT="1")
+    return child.run(["-c", TRACED_CHILD % {"here": here, "count": TRACED_GRAPHS_PER_PROTOCOL}],
+                     paths=[here], env=env, timeout=600, cwd=here)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def traced_children():
+    """test_corpus_traced's two children, started with the module's first
+    test: they replay the corpus traced on the other CPUs while this process
+    compares the untraced picklers."""
+    if pt_impl.IMPL_NAME != "sertrace":
+        yield {}
+        return
+    workers = max(1, len(os.sched_getaffinity(0)) - 1)
+    pool = concurrent.futures.ThreadPoolExecutor(workers)
+    futures = {g: pool.submit(_traced_child, g) for g in ("containers", "all")}
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def workload_graphs():
@@ -132,11 +157,11 @@ VARIANTS = {
 # run see the whole corpus; the entry points that share their
 # code (dump(), the fix_imports=False twins) a slice of it, and fix_imports
 # only matters below protocol 3.
-SLICE = 2_000
+SLICE = min(2_000, max(GRAPHS_PER_PROTOCOL // 5, 200))
 
 
 def variant_count(protocol, variant):
-    if GRAPHS_PER_PROTOCOL < SLICE:
+    if GRAPHS_PER_PROTOCOL <= SLICE:
         return GRAPHS_PER_PROTOCOL
     if variant in ("dump", "pickler_nofix", "fast"):
         return SLICE  # fast mode: cyclic graphs recurse to the limit, slow
@@ -169,7 +194,7 @@ def shrink(variant, obj, p):
 
 
 def reproducer(seed, p, variant):
-    return ("cd tests/pickle && PYTHONPATH=../../build/python:. /usr/bin/python3 -c "
+    return ("cd tests/pickle && PYTHONPATH=../../build/python:.:../lib /usr/bin/python3 -c "
             "\"import graphgen, test_differential as t, pt_types as T; T.add_extensions(); "
             "o = graphgen.build(%d, %d); from pt_impl import impl, ref; "
             "print(t.VARIANTS[%r](ref, o, %d)); print(t.VARIANTS[%r](impl, o, %d))\""
@@ -691,9 +716,9 @@ def test_memo_attribute():
     assert expected == got, pt_impl.describe(expected, got)
 
 
-# Per granularity; the traced path costs more.  Fewer for the non-primary
-# CPythons (scripts/test-pyversions.sh: CI time).
-TRACED_GRAPHS_PER_PROTOCOL = int(os.environ.get("PT_TRACED_GRAPHS", "600"))
+# Per granularity; the traced path costs more.  100 by default, 600 in the
+# soak; the non-primary CPythons set their own (scripts/test-pyversions.sh).
+TRACED_GRAPHS_PER_PROTOCOL = knobs.size("PT_TRACED_GRAPHS", 100, 600)
 
 TRACED_CHILD = r"""
 import json, sys
@@ -719,18 +744,12 @@ print(json.dumps({"n": n, "fails": fails[:20], "nfails": len(fails)}))
 
 @pytest.mark.skipif(pt_impl.IMPL_NAME != "sertrace", reason="tracing needs sertrace")
 @pytest.mark.parametrize("granularity", ["containers", "all"])
-def test_corpus_traced(granularity):
+def test_corpus_traced(granularity, traced_children):
     """The traced save path (live text tree on, written to /dev/null) writes
     the same bytes and raises the same errors as pickle."""
     import json
-    import subprocess
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([here] + [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env.update(DISPATCH_TRACE="/dev/null", SERTRACE_GRANULARITY=granularity, SERTRACE_EXACT="1")
-    proc = subprocess.run([sys.executable, "-c", TRACED_CHILD % {"here": here, "count": TRACED_GRAPHS_PER_PROTOCOL}],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=here)
+    proc = traced_children[granularity].result()
     assert proc.returncode == 0, "child died (%d): %s" % (proc.returncode, proc.stderr[-3000:])
     res = json.loads(proc.stdout.splitlines()[-1])
     assert res["n"] >= 6 * 3 * TRACED_GRAPHS_PER_PROTOCOL

@@ -10,33 +10,59 @@ then with the implementation under test.  The test asserts that the child
 exits normally (a segfault or abort is a failure, with its signal shown),
 that the interpreter is still usable afterwards ("alive"), and that both
 results are equal: same bytes, or same exception class and message.
+
+The children are the suite's largest cost (200 of them, a tenth of a
+second each just to start and import): they run ahead of the tests, as many
+at a time as there are CPUs (case_runs below), each still a process of its
+own; each test waits for its own child and asserts on it.
 """
+import concurrent.futures
 
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
 import pt_hostile
 import pt_impl
-import pt_tree
+from testlib import child
+from testlib import tree as pt_tree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TIMEOUT = 300
 
 
+def _runnable(name, traced):
+    if name in pt_hostile.REF_CRASHES and pt_impl.IMPL_NAME != "sertrace":
+        return False
+    return not (traced and pt_impl.IMPL_NAME != "sertrace")
+
+
+@pytest.fixture(scope="module")
+def case_runs(request, tmp_path_factory):
+    """{(name, traced): (future of the child's CompletedProcess, trace path)}
+    for the cases this session runs, submitted in test order to a pool of
+    os.cpu_count() workers."""
+    root = tmp_path_factory.mktemp("hostile")
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0))))
+    runs = {}
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if getattr(item, "originalname", None) != "test_hostile" or \
+                not _runnable(params["name"], params["traced"]):
+            continue
+        key = (params["name"], params["traced"])
+        trace = str(root / ("%s.txt" % params["name"])) if key[1] else None
+        runs[key] = (pool.submit(run_case, key[0], trace), trace)
+    yield runs
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 def run_case(name, trace=None):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([HERE] + [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env.pop("DISPATCH_TRACE", None)
-    if trace:
-        env.update(DISPATCH_TRACE=trace, SERTRACE_GRANULARITY="all", SERTRACE_EXACT="1")
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "pt_hostile.py"), name],
-                          capture_output=True, text=True, timeout=TIMEOUT, env=env, cwd=HERE)
-    return proc
+    env = dict(DISPATCH_TRACE=trace, SERTRACE_GRANULARITY="all", SERTRACE_EXACT="1") if trace else {}
+    return child.run([os.path.join(HERE, "pt_hostile.py"), name], paths=[HERE], env=env,
+                     unset=["DISPATCH_TRACE"], timeout=TIMEOUT, cwd=HERE)
 
 
 def _diff(a, b, path="result"):
@@ -65,7 +91,7 @@ def _diff(a, b, path="result"):
 
 @pytest.mark.parametrize("traced", [False, True], ids=["untraced", "traced"])
 @pytest.mark.parametrize("name", sorted(pt_hostile.CASES))
-def test_hostile(name, traced, tmp_path):
+def test_hostile(name, traced, case_runs):
     """traced: the same case with the live text tree on (atoms included,
     exact sizes), which runs sertrace's tracing and error-path code; the
     trace written must then parse as balanced trees."""
@@ -73,8 +99,8 @@ def test_hostile(name, traced, tmp_path):
         pytest.skip("the reference pickler itself crashes on this case")
     if traced and pt_impl.IMPL_NAME != "sertrace":
         pytest.skip("tracing needs sertrace")
-    trace = str(tmp_path / "trace.txt") if traced else None
-    proc = run_case(name, trace)
+    future, trace = case_runs[(name, traced)]
+    proc = future.result()
     if proc.returncode < 0:
         pytest.fail("child killed by signal %s (crash)\nstderr tail:\n%s"
                     % (signal.Signals(-proc.returncode).name, proc.stderr[-3000:]), pytrace=False)
@@ -87,13 +113,17 @@ def test_hostile(name, traced, tmp_path):
         results.update(json.loads(line))
     assert set(results) == {"ref", "impl"}, lines
     if traced and name not in TRACE_UNPARSABLE:
+        # Streamed (no trees held: some cases trace 100,000-node dumps): every
+        # line placed, every dump balanced, tags matching, no node smaller
+        # than its children.
         with open(trace, encoding="utf-8") as f:
-            text = f.read()
-        try:
-            dumps = pt_tree.parse(text)
-        except pt_tree.TreeError as e:
-            pytest.fail("trace of case %s does not parse: %s" % (name, e), pytrace=False)
+            try:
+                dumps = list(pt_tree.check_stream(f))
+            except pt_tree.TreeError as e:
+                pytest.fail("trace of case %s does not parse: %s" % (name, e), pytrace=False)
         assert dumps, "no dump traced"
+        problems = [p for d in dumps for p in d["problems"]]
+        assert not problems, "trace of case %s: %s" % (name, problems[:10])
     if name in pt_hostile.REF_CRASHES:
         return  # pickle itself crashes: surviving is all we can ask
     d = _diff(results["ref"], results["impl"])

@@ -5,17 +5,18 @@ sizes of known nodes, memo hits as their own nodes, notes, and the error
 event of an unserializable object with its path.
 
 The child process runs the dumps; this process parses the tree with the
-grammar of format/format.h.
+shared parser (testlib.tree: the grammar of format/format.h) and reads each
+payload's header and trailer with testlib.payload (tests/lib).
 """
 import json
-import os
-import pickletools
 import re
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from testlib import child
+from testlib.payload import header_trailer
+from testlib.tree import parse, walk
 
 CHILD = textwrap.dedent(r'''
     import json, sys, pickle
@@ -58,78 +59,12 @@ CHILD = textwrap.dedent(r'''
     print(json.dumps(out))
 ''')
 
-ENTER = re.compile(r"^(?P<bars>│*)(?:┬|├┬) (?P<tag>\S+): (?P<repr>.*)$")
-EXIT = re.compile(r"^(?P<bars>│*)└ # (?P<tag>\S+) \[(?P<size>\d+) B\](?P<flags>.*)$")
-NOTE = re.compile(r"^(?P<bars>│*) @ (?P<key>.*?) = (?P<value>.*)$")
-FLAG = re.compile(r"^(?P<bars>│*) !! (?P<text>.*)$")
-
-
-def parse(text):
-    """Dumps as lists of nodes {tag, repr, bytes, children, notes, flags}."""
-    dumps, stack, current = [], [], None
-    for line in text.splitlines():
-        if line.startswith("# sertrace dump"):
-            current = {"roots": [], "header": line, "end": None}
-            dumps.append(current)
-            stack = []
-            continue
-        if line.startswith("# end dump"):
-            current["end"] = line
-            continue
-        m = ENTER.match(line)
-        if m:
-            node = {"tag": m["tag"], "repr": m["repr"], "bytes": None, "children": [],
-                    "notes": [], "flags": []}
-            (stack[-1]["children"] if stack else current["roots"]).append(node)
-            stack.append(node)
-            continue
-        m = EXIT.match(line)
-        if m:
-            node = stack.pop()
-            assert node["tag"] == m["tag"], line
-            node["bytes"] = int(m["size"])
-            node["exit_flags"] = m["flags"]
-            continue
-        m = NOTE.match(line)
-        if m:
-            stack[-1]["notes"].append((m["key"], m["value"]))
-            continue
-        m = FLAG.match(line)
-        if m:
-            # After the root closed (a failing final write), the flag
-            # belongs to the dump's last root.
-            (stack[-1] if stack else current["roots"][-1])["flags"].append(m["text"])
-            continue
-    return dumps
-
-
-def walk(node):
-    yield node
-    for c in node["children"]:
-        yield from walk(c)
-
-
-def header_trailer(data):
-    """PROTO header + STOP + the header of the frame committed after STOP."""
-    proto_len = 2 if data[:1] == b"\x80" else 0
-    frames, stop = [], None
-    for op, arg, pos in pickletools.genops(data):
-        if op.name == "FRAME":
-            frames.append((pos + 9, pos + 9 + arg))
-        elif op.name == "STOP":
-            stop = pos
-    stop_framed = any(a <= stop < b for a, b in frames)
-    return proto_len + 1 + (9 if stop_framed else 0)
-
-
 def run_child(tmp_path, granularity=None):
     tree = tmp_path / "tree.txt"
-    env = dict(os.environ, DISPATCH_TRACE=str(tree), SERTRACE_EXACT="1")
-    env.pop("SERTRACE_GRANULARITY", None)
+    env = dict(DISPATCH_TRACE=str(tree), SERTRACE_EXACT="1")
     if granularity:
         env["SERTRACE_GRANULARITY"] = granularity
-    proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
-                          text=True, timeout=120)
+    proc = child.run(["-c", CHILD], env=env, unset=["SERTRACE_GRANULARITY"], timeout=120)
     assert proc.returncode == 0, proc.stderr
     results = json.loads(proc.stdout)
     if not tree.exists():
@@ -235,15 +170,11 @@ def run_script(tmp_path, script, traced=True, granularity=None):
     SERTRACE_GRANULARITY=granularity if given); returns (its stdout parsed as
     JSON, the tree text or None)."""
     tree = tmp_path / "tree.txt"
-    env = dict(os.environ)
-    for name in ("DISPATCH_TRACE", "SERTRACE_EXACT", "SERTRACE_GRANULARITY"):
-        env.pop(name, None)
-    if traced:
-        env.update(DISPATCH_TRACE=str(tree), SERTRACE_EXACT="1")
+    env = dict(DISPATCH_TRACE=str(tree), SERTRACE_EXACT="1") if traced else {}
     if granularity:
         env["SERTRACE_GRANULARITY"] = granularity
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = child.run(["-c", textwrap.dedent(script)], env=env, timeout=120,
+                     unset=["DISPATCH_TRACE", "SERTRACE_EXACT", "SERTRACE_GRANULARITY"])
     assert proc.returncode == 0, proc.stderr
     if not traced:
         return json.loads(proc.stdout), None

@@ -6,8 +6,9 @@ session records it, and prints what it wrote, one JSON object a line:
   {"tid": T, "len": N, "proto_len": 0|2, "stop_framed": bool, "frames": F,
    "label": "...", "protocol": p, "target": "..."}   one per dump, in order
 
-proto_len and stop_framed are read from the payload with pickletools (the
-header/trailer rule of tests/pickle/test_accounting.py): root bytes +
+proto_len, stop_framed and frames are read from the payload by
+testlib.payload.shape (tests/lib; the header/trailer rule of
+tests/pickle/test_accounting.py): root bytes +
 proto_len + 1 (STOP) + 9 if STOP sits in a frame == len(payload).
 
   pickler_child.py workloads          every workload x protocol 0-5 x target
@@ -31,16 +32,17 @@ Environment: SERTRACE_WORKLOADS (the workloads/ folder).
 import dataclasses
 import json
 import os
-import pickletools
 import signal
 import sys
 import tempfile
 import threading
 
 sys.path.insert(0, os.environ["SERTRACE_WORKLOADS"])
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 
 import dispatch_like_state as dls  # noqa: E402
 import sertrace  # noqa: E402
+from testlib.payload import shape  # noqa: E402
 
 OUT_LOCK = threading.Lock()
 
@@ -49,20 +51,6 @@ def emit(obj):
     with OUT_LOCK:
         sys.stdout.write(json.dumps(obj) + "\n")
         sys.stdout.flush()
-
-
-def shape(data):
-    proto_len = 0
-    frames = []
-    stop_pos = None
-    for op, arg, pos in pickletools.genops(data):
-        if op.name == "PROTO" and pos == 0:
-            proto_len = 2
-        elif op.name == "FRAME":
-            frames.append((pos + 9, pos + 9 + arg))
-        elif op.name == "STOP":
-            stop_pos = pos
-    return proto_len, any(a <= stop_pos < b for a, b in frames), len(frames)
 
 
 def record(data, **kw):

@@ -20,29 +20,26 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from testlib import lttng as L  # noqa: E402
 
 GEN = os.environ.get("SERTRACE_GEN_TRACE", "")
 PLUGIN_DIR = os.environ.get("SERTRACE_PLUGIN_DIR", "")
 WORKLOADS = os.environ.get("SERTRACE_WORKLOADS", "")
 PYPATH = os.environ.get("SERTRACE_PYTHONPATH", "")
-COUNTER = [0]
 
 pytestmark = pytest.mark.skipif(not (GEN and PLUGIN_DIR), reason="run through meson test")
 
 
-def lttng(*args, check=True):
-    r = subprocess.run(["lttng", *args], capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise AssertionError("lttng %s failed: %s%s" % (" ".join(args), r.stdout, r.stderr))
-    return r
+lttng = L.run
 
 
 @pytest.fixture(scope="session", autouse=True)
 def sessiond():
-    if lttng("list", check=False).returncode != 0:
+    if not L.available(need_babeltrace2=False):
         subprocess.run(["lttng-sessiond", "--daemonize"], check=True)
     yield
 
@@ -54,33 +51,12 @@ def session(kind="uid", snapshot=False, channel=None):
     small for the workload; `channel` (a list of `lttng enable-channel -u`
     options, e.g. ["--buffers-pid", "--subbuf-size=4096"]) records into a
     channel made with those options instead."""
-    COUNTER[0] += 1
-    name = "analyzers-%d-%d" % (os.getpid(), COUNTER[0])
-    out = tempfile.mkdtemp(prefix="sertrace-analyzers-")
-    shutil.rmtree(out)
-    created = False
-    try:
-        args = ["create", name, "--output=" + out]
-        if snapshot:
-            args.append("--snapshot")
-        lttng(*args)
-        created = True
-        chan = []
-        if kind == "small-pid":
-            lttng("enable-channel", "-u", "--buffers-pid", "--subbuf-size=8192",
-                  "--num-subbuf=2", "-s", name, "small")
-            chan = ["-c", "small"]
-        elif channel is not None:
-            lttng("enable-channel", "-u", *channel, "-s", name, "chan")
-            chan = ["-c", "chan"]
-        lttng("enable-event", "-u", "sertrace:*", "-s", name, *chan)
-        lttng("add-context", "-u", "-t", "vpid", "-t", "vtid", "-s", name, *chan)
-        lttng("start", name)
-        yield name, out
-    finally:
-        if created:
-            lttng("stop", name, check=False)
-            lttng("destroy", name, check=False)
+    name = "chan"
+    if kind == "small-pid":
+        channel = ["--buffers-pid", "--subbuf-size=8192", "--num-subbuf=2"]
+        name = "small"
+    with L.session("analyzers", snapshot=snapshot, channel=channel, channel_name=name) as s:
+        yield s
 
 
 def gen(*args, expect_kill=False):

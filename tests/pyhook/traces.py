@@ -11,6 +11,9 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from testlib import tree  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = os.path.normpath(os.path.join(HERE, "..", "..", "workloads"))
 PYTHON = os.environ.get("SERTRACE_TEST_PYTHON", sys.executable)
@@ -112,61 +115,40 @@ def dill_trace(graph, protocol):
     return json.loads(p.stdout)
 
 
-ENTER = re.compile(r"^([│]*)(?:┬|├┬) (\S+): ")
-# "[≥ N B]": a lower bound (a node a failed dump left open)
-EXIT = re.compile(r"^([│]*)└ # (\S+) \[(?:≥ )?(\d+) B\]")
-NOTE = re.compile(r"^([│]*) @ (\S+) = (.*)$")
-
-
 def parse_text_tree(text):
-    """Parse sertrace's live text output (exact sizes) into dumps, in the
-    order they began: [{"header", "end", "nodes": [...], "flags": [str]}].
-    A dump begun inside another one on the same thread (a __reduce__ that
-    pickles) prints inside it: open dumps form a stack.  "text_len" is the
-    UTF-8 length of the dump's lines (header and end included).
+    """sertrace's live text output (exact sizes), parsed by the shared
+    parser (testlib.tree, tests/lib), as the flat lists these tests walk:
+    dumps in the order they began, [{"header", "end", "nodes": [...],
+    "flags": [line], "text_len"}]; a node is {"tag", "line_tag", "size",
+    "line" (its enter line), "depth", "parent" (index, -1 for a root)}, in
+    pre-order.  "tag" is dill's own tag where the line shows "Dx" and a
+    "tag" note names it.  "text_len" is the UTF-8 length of the dump's own
+    lines (header and end included).
 
     Dumps of different threads must not interleave line by line: the live
     text tree writes a dump's text in one piece at its end, unless it passes
     16 KiB mid-dump (probes/text.c), so tests running dumps on several
     threads keep each dump small and check text_len."""
-    dumps = []
-    open_dumps = []  # stack of (dump, node stack)
-    for line in text.splitlines():
-        if line.startswith("# sertrace dump "):
-            cur = {"header": line, "end": None, "nodes": [], "flags": [], "text_len": 0}
-            dumps.append(cur)
-            open_dumps.append((cur, []))
-            cur["text_len"] += len(line.encode("utf-8")) + 1
-            continue
-        if not open_dumps:
-            continue
-        cur, stack = open_dumps[-1]
-        cur["text_len"] += len(line.encode("utf-8")) + 1
-        if line.startswith("# end dump "):
-            cur["end"] = line
-            open_dumps.pop()
-            continue
-        m = ENTER.match(line)
-        if m:
-            cur["nodes"].append({"tag": m.group(2), "line_tag": m.group(2), "size": None,
-                                 "line": line, "depth": len(stack) + 1,
-                                 "parent": stack[-1] if stack else -1})
-            stack.append(len(cur["nodes"]) - 1)
-            continue
-        m = EXIT.match(line)
-        if m:
-            i = stack.pop()
-            node = cur["nodes"][i]
-            assert node["line_tag"] == m.group(2), line
-            node["size"] = int(m.group(3))
-            continue
-        m = NOTE.match(line)
-        if m and m.group(2) == "tag" and stack and cur["nodes"][stack[-1]]["line_tag"] == "Dx":
-            cur["nodes"][stack[-1]]["tag"] = m.group(3)  # dill's own text
-            continue
-        if " !! " in line or line.lstrip("│").startswith(" !!"):
-            cur["flags"].append(line)
-    return dumps
+    out = []
+    for d in tree.parse(text, text_len=True):
+        nodes = []
+        todo = [(r, -1) for r in reversed(d["roots"])]
+        while todo:
+            node, parent = todo.pop()
+            depth = node["depth"]
+            bars = "" if depth == 1 else "\u2502" * (depth - 2) + "\u251c"
+            tag = node["tag"]
+            if tag == "Dx":
+                tag = next((v for k, v in reversed(node["notes"]) if k == "tag"), tag)
+            nodes.append({"tag": tag, "line_tag": node["tag"], "size": node["bytes"],
+                          "line": "%s\u252c %s: %s" % (bars, node["tag"], node["repr"]),
+                          "depth": depth, "parent": parent})
+            me = len(nodes) - 1
+            todo.extend((c, me) for c in reversed(node["children"]))
+        out.append({"header": d["header"], "end": d["end"], "nodes": nodes,
+                    "flags": ["\u2502" * depth + " !! " + t for depth, t in d["flags"]],
+                    "text_len": d["text_len"]})
+    return out
 
 
 def end_bytes(end_line):

@@ -36,6 +36,11 @@
 extern "C" {
 #endif
 
+/* Everything declared from here to the matching pop is libsertrace's API:
+ * the library is built with hidden visibility and exports exactly these
+ * functions (tracepoints/README.md, "Exported symbols"). */
+#pragma GCC visibility push(default)
+
 typedef struct sertrace_dump sertrace_dump;
 
 /* Bits of sertrace_dump_flags(). */
@@ -160,6 +165,8 @@ uint32_t sertrace_depth(const sertrace_dump *d);
 
 /* SERTRACE_MAX_DEPTH and SERTRACE_MAX_TYPES: schema.h (the analyzers
  * share them). */
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

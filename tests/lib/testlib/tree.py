@@ -1,4 +1,5 @@
-"""Parser of sertrace's live text tree (DISPATCH_TRACE), for the tests.
+"""Parser of sertrace's live text tree (DISPATCH_TRACE), for the tests (the one
+parser the test folders share; tests/lib/README.md).
 
 Line grammar (format/format.h; header/footer from probes/text.c):
   # sertrace dump ID pid PID tid TID SERIALIZER[ protocol N]
@@ -14,17 +15,29 @@ Dumps nest (a dump started inside a __reduce__ flushes its parent's text
 first) and each has its own stack of open nodes.
 
 parse(text) returns the list of dumps in the order they *began*, each a
-dict: id, serializer, protocol, total, status, unfinished, roots (list of
-nodes), flags (list of (depth, text)), notes; a node is a dict: tag, repr,
-depth, bytes, flags (exit-line text), children, line (1-based number).
+dict: id, pid, tid, serializer, protocol, total, status, unfinished,
+lower_bounds, header and end (the header and footer lines), roots (list of nodes), flags
+and notes (lists of (depth, text), every flag and note line of the dump);
+a node is a dict: tag, repr, depth, bytes, exit_flags (the exit line's text
+after the size, "" when none), flags (texts of its "!!" lines), notes
+((key, value) of its "@" lines), lines (its flag and note lines in order,
+as (kind, text)), children, line (1-based number).  A flag line written
+after the root closed (a failing final write) belongs to the last root.
 Malformed or unbalanced input raises TreeError with the line number.
+
+check_stream(lines) checks a trace too big to hold as trees, one dump at a
+time; walk(node) visits a tree without recursion.
 """
 
 import re
 
 HEADER = re.compile(r"^# sertrace dump (\d+) pid (\d+) tid (\d+) (\S+)(?: protocol (-?\d+))?$")
 CONTINUED = re.compile(r"^# continued dump (\d+) pid (\d+) tid (\d+)$")
-FOOTER = re.compile(r"^# end dump (\d+): (\d+) B, (ok|error)(, unfinished)?$")
+# "N B" with SERTRACE_EXACT=1, else "1.2 KiB (1234 B)" from 1 KiB; "≥ " before
+# both and ", sizes are lower bounds" after when the serializer could not
+# see every byte (sertrace_dump_lower_bounds()).
+FOOTER = re.compile(r"^# end dump (\d+): (?:≥ )?(?:[\d.]+ \S+ \((?:≥ )?)?(\d+) B\)?, (ok|error)"
+                    r"(, unfinished)?(, sizes are lower bounds)?$")
 ENTER = re.compile(r"^(│*)(┬|├┬) (\S+): (.*)$")
 # "[≥ N B]": a lower bound (a node a failed dump left open)
 EXIT = re.compile(r"^(│*)└ # (\S+) \[(?:≥ )?(\d+) B\](?:  (.*))?$")
@@ -36,27 +49,37 @@ class TreeError(Exception):
     pass
 
 
-def parse(text):
+def parse(text, text_len=False):
+    """The dumps of `text`.  text_len=True also gives each dump its
+    "text_len": the UTF-8 bytes of its own lines, newlines included (a
+    nested dump's lines count for it, not for the dump around it)."""
     dumps = []
     active = []  # stack of dumps being written (nested dumps)
     for n, line in enumerate(text.split("\n"), 1):
         if line == "":
             continue
-        m = HEADER.match(line)
+        if text_len and active and not line.startswith("# sertrace dump "):
+            active[-1]["text_len"] += len(line.encode("utf-8")) + 1
+        # Only "#" lines can be headers and footers: node lines (nearly all
+        # of a big trace) skip those three patterns.
+        m = HEADER.match(line) if line[0] == "#" else None
         if m:
             d = {"id": int(m.group(1)), "pid": int(m.group(2)), "tid": int(m.group(3)),
                  "serializer": m.group(4), "protocol": int(m.group(5)) if m.group(5) else None,
-                 "roots": [], "stack": [], "flags": [], "notes": [], "line": n, "total": None}
+                 "roots": [], "stack": [], "flags": [], "notes": [], "line": n, "total": None,
+                 "header": line, "end": None}
+            if text_len:
+                d["text_len"] = len(line.encode("utf-8")) + 1
             dumps.append(d)
             active.append(d)
             continue
-        m = CONTINUED.match(line)
+        m = CONTINUED.match(line) if line[0] == "#" else None
         if m:
             # One thread's text: the chunk continues the innermost open dump.
             if not active or active[-1]["id"] != int(m.group(1)):
                 raise TreeError("line %d: continues dump %s, not the open dump" % (n, m.group(1)))
             continue
-        m = FOOTER.match(line)
+        m = FOOTER.match(line) if line[0] == "#" else None
         if m:
             if not active or active[-1]["id"] != int(m.group(1)):
                 raise TreeError("line %d: footer of dump %s does not close the open dump" % (n, m.group(1)))
@@ -66,6 +89,9 @@ def parse(text):
             d["total"] = int(m.group(2))
             d["status"] = m.group(3)
             d["unfinished"] = bool(m.group(4))
+            d["lower_bounds"] = bool(m.group(5))
+            d["end"] = line
+            del d["stack"]
             continue
         if not active:
             raise TreeError("line %d outside any dump: %r" % (n, line))
@@ -79,8 +105,11 @@ def parse(text):
                 raise TreeError("line %d: root enter with bars" % n)
             if depth != len(st) + 1:
                 raise TreeError("line %d: enter at depth %d with %d open" % (n, depth, len(st)))
+            # flags, notes, lines: a shared empty tuple until the first one
+            # (most nodes have none; a big trace has a million nodes).
             node = {"tag": m.group(3), "repr": m.group(4), "depth": depth, "bytes": None,
-                    "flags": None, "children": [], "line": n, "lines": []}
+                    "exit_flags": None, "flags": (), "notes": (), "children": [], "line": n,
+                    "lines": ()}
             (st[-1]["children"] if st else d["roots"]).append(node)
             st.append(node)
             continue
@@ -93,7 +122,7 @@ def parse(text):
             if node["tag"] != m.group(2):
                 raise TreeError("line %d: exit tag %s closes %s" % (n, m.group(2), node["tag"]))
             node["bytes"] = int(m.group(3))
-            node["flags"] = m.group(4) or ""
+            node["exit_flags"] = m.group(4) or ""
             continue
         m = NOTE.match(line) or FLAG.match(line)
         if m:
@@ -102,8 +131,14 @@ def parse(text):
                 raise TreeError("line %d: note/flag at depth %d with %d open" % (n, depth, len(st)))
             kind = "notes" if line[len(m.group(1)):].startswith(" @ ") else "flags"
             d[kind].append((depth, m.group(2)))
-            if st:
-                st[-1]["lines"].append((kind, m.group(2)))
+            owner = st[-1] if st else d["roots"][-1] if kind == "flags" and d["roots"] else None
+            if owner is not None:
+                owner["lines"] += ((kind, m.group(2)),)
+                if kind == "flags":
+                    owner["flags"] += (m.group(2),)
+                else:
+                    key, _, value = m.group(2).partition(" = ")
+                    owner["notes"] += ((key, value),)
             continue
         raise TreeError("line %d: not a tree line: %r" % (n, line))
     if active:

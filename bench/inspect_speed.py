@@ -1,0 +1,112 @@
+"""Speed of `sertrace inspect` (issue 14 item 5): the summary of a stored
+payload, side by side with unpickling it and with walking it.
+
+    /usr/bin/python3 bench/inspect_speed.py --build build [--rounds 7] [--json OUT]
+
+For each workload of bench/workloads.py (and the micro lists), its payload
+(pickle.dumps at the default protocol) is timed, interleaved per round
+(A B C D A B C D ...; bench/common.py), with:
+  - loads:   pickle.loads(payload)                 (CPython's C unpickler)
+  - inspect: sertrace.inspect(payload)             (emulator + tree core +
+             JSON summary, in process: what `inspect --json` does after
+             reading the file)
+  - cli:     `sertrace inspect --summary FILE`      (a whole process: exec,
+             mmap, emulate, text summary; includes ~1-2 ms of process start)
+  - genops:  for _ in pickletools.genops(payload)   (the pure-Python walk
+             scanners use)
+and the table gives the median time of each and the paired ratios
+loads/inspect (>= 1: inspect is at least as fast as unpickling) and
+genops/inspect (the issue asks >= 50).  Memory: peak RSS of the cli run.
+"""
+import argparse
+import os
+import pickle
+import pickletools
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import common  # noqa: E402
+import workloads as W  # noqa: E402
+
+
+def timed(fn):
+    t = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - t
+
+
+def walk(data):
+    for _ in pickletools.genops(data):
+        pass
+
+
+def cli_run(tools, path):
+    t = time.perf_counter_ns()
+    proc = subprocess.run([tools.sertrace, "inspect", "--summary", path], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE)
+    dt = time.perf_counter_ns() - t
+    if proc.returncode != 0:
+        raise SystemExit("sertrace inspect failed: %s" % proc.stderr.decode())
+    return dt
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.environ.get("SERTRACE_BENCH_BUILD"))
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--json")
+    ap.add_argument("--only", action="append", help="workload name (repeatable)")
+    a = ap.parse_args()
+    tools = common.Tools(a.build)
+    if tools.pythonpath:
+        sys.path.insert(0, tools.pythonpath)
+    import sertrace
+
+    names = a.only or list(W.WORKLOADS) + list(W.MICRO)
+    rows, out = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            obj = W.build(name)
+            name_used = W.PICKLE_STAND_IN.get(name, name)
+            if name_used != name:
+                obj = W.build(name_used)
+            data = pickle.dumps(obj, pickle.DEFAULT_PROTOCOL)
+            path = os.path.join(tmp, name + ".pkl")
+            with open(path, "wb") as f:
+                f.write(data)
+            summary = sertrace.inspect(data)
+            nodes = summary["totals"]["nodes"]
+            t = {"loads": [], "inspect": [], "cli": [], "genops": []}
+            for _ in range(a.rounds):
+                t["loads"].append(timed(lambda: pickle.loads(data)))
+                t["inspect"].append(timed(lambda: sertrace.inspect(data)))
+                t["cli"].append(cli_run(tools, path))
+                t["genops"].append(timed(lambda: walk(data)))
+            rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            r1 = common.ratio_stats(t["loads"], t["inspect"])
+            r2 = common.ratio_stats(t["genops"], t["inspect"])
+            rows.append((name_used, common.human(len(data)), nodes, common.fmt_ms(t["loads"]),
+                         common.fmt_ms(t["inspect"]), common.fmt_ms(t["cli"]), common.fmt_ms(t["genops"]),
+                         common.fmt_ratio(r1), common.fmt_ratio(r2, 0)))
+            out[name_used] = {"bytes": len(data), "nodes": nodes, "ns": t, "loads_over_inspect": r1,
+                              "genops_over_inspect": r2, "cli_children_maxrss_kb": rss}
+            common.log("%s done" % name_used)
+    print("Payloads: pickle.dumps at protocol %d; %d rounds; medians in ms; ratios per round, "
+          "median [min–max]; %s." % (pickle.DEFAULT_PROTOCOL, a.rounds, tools.describe()))
+    print()
+    print("| workload | payload | nodes | loads | inspect | cli --summary | genops | loads/inspect | genops/inspect |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print("| %s | %s | %d | %s | %s | %s | %s | %s | %s |" % r)
+    if a.json:
+        common.write_json(a.json, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,503 @@
+/* inspect.c -- `sertrace inspect`: the size tree of stored pickle bytes.
+ *
+ * No trace and no Python: the bytes go through the pickle emulator
+ * (inspect/, which imports and calls nothing) into the same tree core and
+ * the same sinks `report` uses (analyzers/core: treeprint for --tree,
+ * summary for --summary and --json), so the output reads and parses like
+ * `report`'s.  The options are report's display options with the same
+ * names, values and checks; report parses its own into babeltrace2 sink
+ * parameters, so they are parsed here again into the sinks' option structs
+ * (the value parsers are util.c's, shared).
+ *
+ * The input is mapped when it is a regular file and read into memory
+ * otherwise (standard input, pipes); the emulator's own tables are bounded
+ * by --max-memory.  Exit status: 0 ok, 1 runtime error (cannot read, out of
+ * memory, output not writable), 2 usage, 4 inconclusive (malformed or
+ * truncated input, or a limit reached: the dumps read before it are
+ * printed, and stderr says where and why).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "core.h"
+#include "format.h"
+#include "audit.h"
+#include "inspect.h"
+#include "summary.h"
+#include "treeprint.h"
+
+#define INSPECT_INCONCLUSIVE 4
+
+enum inspect_mode { MODE_TREE, MODE_SUMMARY, MODE_JSON };
+
+struct inspect_opts {
+    enum inspect_mode mode;
+    const char *input;
+    uint64_t oversize_bytes;
+    double oversize_percent;
+    bool has_top, has_min_size, has_max_depth, exact, no_per_dump;
+    uint64_t top, min_size, max_depth, max_memory;
+    bool audit, sarif, has_display;
+    const char **allow; /* sized argc */
+    size_t nallow;
+};
+
+static const char inspect_help[] =
+    "Usage: sertrace inspect [--tree | --summary | --json] [OPTIONS] FILE\n"
+    "       sertrace inspect [--tree | --summary | --json] [OPTIONS] -\n"
+    "\n"
+    "Rebuild the size tree of pickle bytes (protocols 0-5; several pickles back\n"
+    "to back are several dumps; `-` reads standard input) without a trace and\n"
+    "without unpickling: the pickle machine is emulated, nothing is imported or\n"
+    "called.  The tree has the nodes, the bytes and the root a recording of the\n"
+    "same dump shows (`sertrace report` at the default granularity), through the\n"
+    "same printers, so the options below behave as in `report`.  What only an\n"
+    "import could tell is shown as such: a global (class, function, other) is `G`\n"
+    "with its name as type; REDUCE builds `R`, NEWOBJ/NEWOBJ_EX/INST/OBJ build `O`.\n"
+    "There is no process: the header says pid -1, tid -1 and the epoch.\n"
+    "\n"
+    "  --tree             one tree per pickle (default)\n"
+    "  --summary          per-dump and overall totals: bytes by kind and type,\n"
+    "                     largest nodes, flagged nodes\n"
+    "  --json             the summary as one JSON object (format \"sertrace-summary\",\n"
+    "                     the schema of `report --json`)\n"
+    "  --oversize SIZE    flag nodes of at least SIZE bytes (64K, 1.5MiB) or of at\n"
+    "                     least this share of their dump (10%)\n"
+    "  --top N            largest nodes listed in the summary (default 10, at\n"
+    "                     most 100000)\n"
+    "  --min-size SIZE    tree: fold siblings smaller than SIZE into one line\n"
+    "  --max-depth N      tree: fold nodes deeper than N (0: show all)\n"
+    "  --exact            sizes in bytes instead of KiB/MiB\n"
+    "  --no-per-dump      summary: no per-dump tables, then the overall tables\n"
+    "  --max-memory SIZE  limit of the emulator's tables (stack, memo, nodes of\n"
+    "                     one pickle; default 1GiB): beyond it, exit status 4\n"
+    "  -h, --help         this help\n"
+    "\n"
+    "Audit: sertrace inspect --audit [--allow PATTERN]... [--json | --sarif] FILE|-\n"
+    "  --audit            list every global the payload imports and every call it\n"
+    "                     would make (REDUCE, NEWOBJ, NEWOBJ_EX, INST, OBJ, BUILD)\n"
+    "                     with the callable, its arguments' shapes and the byte\n"
+    "                     offset, judged against a built-in allowlist (callables\n"
+    "                     that only build data: copyreg's reconstructors, set,\n"
+    "                     frozenset, bytearray, complex, slice, collections,\n"
+    "                     datetime, decimal, fractions, uuid, numpy's\n"
+    "                     reconstructors), your patterns, and a denylist (os,\n"
+    "                     subprocess, eval, exec, getattr, __import__, open,\n"
+    "                     importlib, runpy, marshal, pickle.loads, ...; it wins);\n"
+    "                     known evasions are named.  Only the first pickle is\n"
+    "                     read: bytes after its STOP are an evasion\n"
+    "  --allow PATTERN    also allow callables matching this glob (myapp.*);\n"
+    "                     repeatable\n"
+    "  --json, --sarif    the audit as JSON (\"sertrace-audit\") or SARIF 2.1.0\n"
+    "  Exit status of --audit: 0 nothing outside the allowlist; 3 unsafe (a\n"
+    "  denied or unknown callable would be called, or an evasion was seen); 4\n"
+    "  inconclusive (malformed, truncated, or a limit); 1 runtime error; 2 usage.\n"
+    "\n"
+    "Not yet: --paths (attribute names and keys of each node) needs the paths of\n"
+    "issue #13.\n"
+    "\n"
+    "Exit status: 0 ok; 1 runtime error (FILE unreadable, out of memory, output\n"
+    "not writable); 2 usage error; 4 inconclusive: the input is malformed or\n"
+    "truncated, or a limit was reached (objects nested deeper than 1000000\n"
+    "levels, --max-memory): the pickles read before it are printed, and stderr\n"
+    "says at which byte offset and why.\n";
+
+enum {
+    OPT_TREE = 256,
+    OPT_SUMMARY,
+    OPT_JSON,
+    OPT_OVERSIZE,
+    OPT_TOP,
+    OPT_MIN_SIZE,
+    OPT_MAX_DEPTH,
+    OPT_EXACT,
+    OPT_NO_PER_DUMP,
+    OPT_MAX_MEMORY,
+    OPT_PATHS,
+    OPT_AUDIT,
+    OPT_ALLOW,
+    OPT_SARIF,
+};
+
+/* 0 ok, 1 --help printed, -1 usage error (message printed). */
+static int parse_opts(int argc, char **argv, struct inspect_opts *o)
+{
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"tree", no_argument, NULL, OPT_TREE},
+        {"summary", no_argument, NULL, OPT_SUMMARY},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"oversize", required_argument, NULL, OPT_OVERSIZE},
+        {"top", required_argument, NULL, OPT_TOP},
+        {"min-size", required_argument, NULL, OPT_MIN_SIZE},
+        {"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
+        {"exact", no_argument, NULL, OPT_EXACT},
+        {"no-per-dump", no_argument, NULL, OPT_NO_PER_DUMP},
+        {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
+        {"paths", no_argument, NULL, OPT_PATHS},
+        {"audit", no_argument, NULL, OPT_AUDIT},
+        {"allow", required_argument, NULL, OPT_ALLOW},
+        {"sarif", no_argument, NULL, OPT_SARIF},
+        {NULL, 0, NULL, 0},
+    };
+    int c, modes = 0;
+
+    memset(o, 0, sizeof *o);
+    o->allow = calloc((size_t)argc + 1, sizeof *o->allow);
+    if (!o->allow) {
+        sertrace_cli_err("out of memory");
+        return -1;
+    }
+    o->max_memory = SERTRACE_INSPECT_DEFAULT_MEMORY;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            fputs(inspect_help, stdout);
+            return 1;
+        case OPT_TREE:
+            o->mode = MODE_TREE;
+            modes++;
+            break;
+        case OPT_SUMMARY:
+            o->mode = MODE_SUMMARY;
+            modes++;
+            break;
+        case OPT_JSON:
+            o->mode = MODE_JSON;
+            modes++;
+            break;
+        case OPT_OVERSIZE:
+            o->has_display = true;
+            if (sertrace_parse_oversize(optarg, &o->oversize_bytes, &o->oversize_percent) != 0 ||
+                (o->oversize_bytes == 0 &&
+                 !(o->oversize_percent > 0.0 && o->oversize_percent <= 100.0))) {
+                sertrace_cli_err("--oversize: invalid value '%s' (a size more than 0 such as 64K, "
+                                 "or a share of the dump such as 10%%)",
+                                 optarg);
+                return -1;
+            }
+            break;
+        case OPT_TOP:
+            o->has_display = true;
+            if (sertrace_cli_parse_uint("--top", optarg, 100000, &o->top) != 0)
+                return -1;
+            o->has_top = true;
+            break;
+        case OPT_MIN_SIZE:
+            o->has_display = true;
+            if (sertrace_cli_parse_size("--min-size", optarg, &o->min_size) != 0)
+                return -1;
+            o->has_min_size = true;
+            break;
+        case OPT_MAX_DEPTH:
+            o->has_display = true;
+            if (sertrace_cli_parse_uint("--max-depth", optarg, UINT32_MAX, &o->max_depth) != 0)
+                return -1;
+            o->has_max_depth = true;
+            break;
+        case OPT_EXACT:
+            o->has_display = true;
+            o->exact = true;
+            break;
+        case OPT_NO_PER_DUMP:
+            o->has_display = true;
+            o->no_per_dump = true;
+            break;
+        case OPT_MAX_MEMORY:
+            if (sertrace_cli_parse_size("--max-memory", optarg, &o->max_memory) != 0)
+                return -1;
+            if (o->max_memory < 4096) {
+                sertrace_cli_err("--max-memory: at least 4K");
+                return -1;
+            }
+            break;
+        case OPT_PATHS:
+            sertrace_cli_err("inspect: --paths needs the node paths of issue #13, which have not "
+                             "landed yet");
+            return -1;
+        case OPT_AUDIT:
+            o->audit = true;
+            break;
+        case OPT_ALLOW:
+            if (*optarg == '\0') {
+                sertrace_cli_err("--allow: give a pattern such as 'myapp.*'");
+                return -1;
+            }
+            o->allow[o->nallow++] = optarg;
+            break;
+        case OPT_SARIF:
+            o->sarif = true;
+            break;
+        case '?':
+        default:
+            if (optopt != 0 && optopt < 256 && optopt != '?')
+                sertrace_cli_err("inspect: unknown option -%c (see `sertrace inspect --help`)",
+                                 optopt);
+            else
+                sertrace_cli_err("inspect: unknown or incomplete option %s (see `sertrace inspect "
+                                 "--help`)",
+                                 argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (o->audit || o->sarif || o->nallow) {
+        if (!o->audit) {
+            sertrace_cli_err("inspect: --allow and --sarif apply to --audit");
+            return -1;
+        }
+        if (o->has_display || (modes && o->mode != MODE_JSON) || (o->sarif && modes)) {
+            sertrace_cli_err("inspect: --audit takes --allow, and one of --json or --sarif; "
+                             "not the tree or summary options");
+            return -1;
+        }
+    }
+    if (modes > 1) {
+        sertrace_cli_err("inspect: choose one of --tree, --summary, --json");
+        return -1;
+    }
+    if (o->mode == MODE_TREE && o->has_top) {
+        sertrace_cli_err("inspect: --top applies to --summary and --json");
+        return -1;
+    }
+    if (o->mode != MODE_SUMMARY && o->no_per_dump) {
+        sertrace_cli_err("inspect: --no-per-dump applies to --summary");
+        return -1;
+    }
+    if (o->mode != MODE_TREE && (o->has_min_size || o->has_max_depth)) {
+        sertrace_cli_err("inspect: --min-size and --max-depth apply to --tree");
+        return -1;
+    }
+    if (argc - optind != 1) {
+        sertrace_cli_err("inspect: expected one FILE, or - for standard input (see `sertrace "
+                         "inspect --help`)");
+        return -1;
+    }
+    o->input = argv[optind];
+    return 0;
+}
+
+/* The input: mapped (regular file) or read whole (anything else). */
+struct input {
+    uint8_t *data;
+    size_t len;
+    bool mapped;
+};
+
+static int read_fd(int fd, struct input *in)
+{
+    size_t cap = 1 << 16;
+    in->data = malloc(cap);
+    in->len = 0;
+    if (!in->data)
+        return -1;
+    for (;;) {
+        ssize_t r;
+        if (in->len == cap) {
+            uint8_t *p = realloc(in->data, cap * 2);
+            if (!p)
+                return -1;
+            in->data = p;
+            cap *= 2;
+        }
+        r = read(fd, in->data + in->len, cap - in->len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            return 0;
+        in->len += (size_t)r;
+    }
+}
+
+static int open_input(const char *path, struct input *in)
+{
+    struct stat st;
+    int fd, rc = 0;
+
+    memset(in, 0, sizeof *in);
+    if (strcmp(path, "-") == 0)
+        return read_fd(STDIN_FILENO, in);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
+        errno = EISDIR;
+        return -1;
+    }
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p != MAP_FAILED) {
+            in->data = p;
+            in->len = (size_t)st.st_size;
+            in->mapped = true;
+            close(fd);
+            return 0;
+        }
+    }
+    rc = read_fd(fd, in);
+    close(fd);
+    return rc;
+}
+
+static void close_input(struct input *in)
+{
+    if (in->mapped)
+        munmap(in->data, in->len);
+    else
+        free(in->data);
+}
+
+/* --audit: the emulator with the audit observer, no tree.  Returns the
+ * exit status (0, 3, 4, or 1). */
+static int run_audit(const struct inspect_opts *o, const struct input *in,
+                     const sertrace_inspect_limits *lim)
+{
+    sertrace_audit *a = sertrace_audit_create();
+    sertrace_inspect_observer obs;
+    sertrace_inspect_result res;
+    int verdict;
+
+    if (!a) {
+        sertrace_cli_err("inspect: out of memory");
+        return SERTRACE_CLI_ERROR;
+    }
+    for (size_t i = 0; i < o->nallow; i++)
+        if (sertrace_audit_allow(a, o->allow[i]) < 0) {
+            sertrace_audit_destroy(a);
+            sertrace_cli_err("inspect: out of memory");
+            return SERTRACE_CLI_ERROR;
+        }
+    sertrace_audit_observer(a, &obs);
+    sertrace_inspect_run_observed(in->data, in->len, lim, NULL, &obs, true, &res);
+    if (res.status == SERTRACE_INSPECT_FAILED) {
+        sertrace_cli_err("inspect: %s", res.reason);
+        sertrace_audit_destroy(a);
+        return SERTRACE_CLI_ERROR;
+    }
+    verdict = sertrace_audit_verdict(a, &res);
+    if (sertrace_audit_write(a, stdout,
+                             o->sarif               ? SERTRACE_AUDIT_SARIF
+                             : o->mode == MODE_JSON ? SERTRACE_AUDIT_JSON
+                                                    : SERTRACE_AUDIT_TEXT,
+                             o->input, &res) < 0 ||
+        fflush(stdout) != 0) {
+        sertrace_cli_err("inspect: cannot write the output: %s", strerror(errno));
+        sertrace_audit_destroy(a);
+        return SERTRACE_CLI_ERROR;
+    }
+    if (res.status != SERTRACE_INSPECT_OK)
+        sertrace_cli_err("inspect: %s: inconclusive at byte %llu: %s",
+                         strcmp(o->input, "-") ? o->input : "standard input",
+                         (unsigned long long)res.offset, res.reason);
+    sertrace_audit_destroy(a);
+    return verdict;
+}
+
+int sertrace_cli_inspect(int argc, char **argv)
+{
+    struct inspect_opts o;
+    struct input in;
+    sertrace_core_visitor v;
+    sertrace_core *core = NULL;
+    sertrace_summary *sum = NULL;
+    sertrace_treeprint *tree = NULL;
+    sertrace_inspect_limits lim = {0, SERTRACE_INSPECT_DEFAULT_DEPTH};
+    sertrace_inspect_result res;
+    int rc, status = SERTRACE_CLI_ERROR;
+
+    rc = parse_opts(argc, argv, &o);
+    if (rc != 0)
+        return rc > 0 ? SERTRACE_CLI_OK : SERTRACE_CLI_USAGE;
+    if (open_input(o.input, &in) != 0) {
+        sertrace_cli_err("inspect: cannot read %s: %s",
+                         strcmp(o.input, "-") ? o.input : "standard input", strerror(errno));
+        return SERTRACE_CLI_ERROR;
+    }
+    if (in.len == 0) {
+        sertrace_cli_err("inspect: %s is empty: no pickle to read; exit status 4",
+                         strcmp(o.input, "-") ? o.input : "standard input");
+        close_input(&in);
+        return INSPECT_INCONCLUSIVE;
+    }
+    lim.max_memory = o.max_memory;
+    if (o.audit) {
+        status = run_audit(&o, &in, &lim);
+        close_input(&in);
+        free(o.allow);
+        return status;
+    }
+    if (o.mode == MODE_TREE) {
+        sertrace_treeprint_opts to = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+        to.oversize_bytes = o.oversize_bytes;
+        to.oversize_percent = o.oversize_percent;
+        to.max_depth = (uint32_t)o.max_depth;
+        to.min_size = o.min_size;
+        to.exact = o.exact;
+        tree = sertrace_treeprint_create(&to, sertrace_summary_write_file, stdout);
+        if (tree)
+            sertrace_treeprint_visitor(tree, &v);
+    } else {
+        sertrace_summary_opts so = SERTRACE_SUMMARY_OPTS_DEFAULT;
+        so.json = o.mode == MODE_JSON;
+        so.exact = o.exact;
+        if (o.has_top)
+            so.top = (unsigned)o.top;
+        so.oversize_bytes = o.oversize_bytes;
+        so.oversize_percent = o.oversize_percent;
+        so.per_dump = !o.no_per_dump;
+        sum = sertrace_summary_create(&so, sertrace_summary_write_file, stdout);
+        if (sum)
+            sertrace_summary_visitor(sum, &v);
+    }
+    if ((!tree && !sum) || !(core = sertrace_core_create(&v))) {
+        sertrace_cli_err("inspect: out of memory");
+        goto end;
+    }
+    rc = sertrace_inspect_run(in.data, in.len, &lim, core, &res);
+    if (sertrace_core_finish(core) < 0 ||
+        (tree ? sertrace_treeprint_finish(tree, sertrace_core_get_stats(core))
+              : sertrace_summary_finish(sum, sertrace_core_get_stats(core))) < 0 ||
+        fflush(stdout) != 0) {
+        sertrace_cli_err("inspect: cannot write the output: %s", strerror(errno));
+        goto end;
+    }
+    switch (rc) {
+    case SERTRACE_INSPECT_OK:
+        status = SERTRACE_CLI_OK;
+        break;
+    case SERTRACE_INSPECT_MALFORMED:
+    case SERTRACE_INSPECT_LIMIT:
+        sertrace_cli_err("inspect: %s: inconclusive at byte %llu (pickle %llu): %s; exit status 4",
+                         strcmp(o.input, "-") ? o.input : "standard input",
+                         (unsigned long long)res.offset, (unsigned long long)res.dumps + 1,
+                         res.reason);
+        status = INSPECT_INCONCLUSIVE;
+        break;
+    default:
+        sertrace_cli_err("inspect: %s", res.reason);
+        break;
+    }
+end:
+    if (core)
+        sertrace_core_destroy(core);
+    if (tree)
+        sertrace_treeprint_destroy(tree);
+    if (sum)
+        sertrace_summary_destroy(sum);
+    close_input(&in);
+    free(o.allow);
+    return status;
+}

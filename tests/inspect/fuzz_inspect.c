@@ -1,0 +1,108 @@
+/* fuzz_inspect.c -- libFuzzer target for the pickle emulator (inspect/).
+ *
+ * Each input is handed to sertrace_inspect_run() exactly as `sertrace
+ * inspect` would, with the tree core and BOTH sinks behind it (the summary
+ * in JSON, the tree printer), their output thrown away: a crash, a leak,
+ * undefined behaviour or a read outside the input anywhere on that path is
+ * a finding.  The memory limit is small (64 MiB) so that a hostile input
+ * reaches it rather than the fuzzer's RSS limit; the result status itself
+ * is not checked (malformed input is expected), only that it is one of the
+ * documented ones and that a reason is given when it is not OK.
+ *
+ * Built and run by tests/inspect/fuzz.sh (clang -fsanitize=fuzzer,address,
+ * undefined), which meson runs as the test `inspect-fuzz` (suite 'fuzz').
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit.h"
+#include "core.h"
+#include "inspect.h"
+#include "summary.h"
+#include "treeprint.h"
+
+static int discard(void *ctx, const char *s, size_t n)
+{
+    (void)ctx;
+    (void)s;
+    (void)n;
+    return 0;
+}
+
+static void run(const uint8_t *data, size_t size, int tree)
+{
+    sertrace_core_visitor v;
+    sertrace_summary *sum = NULL;
+    sertrace_treeprint *tp = NULL;
+    sertrace_core *core;
+    sertrace_inspect_limits lim = {64u << 20, 100000};
+    sertrace_inspect_result res;
+
+    if (tree) {
+        sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
+        o.max_depth = 50;
+        tp = sertrace_treeprint_create(&o, discard, NULL);
+        if (!tp)
+            return;
+        sertrace_treeprint_visitor(tp, &v);
+    } else {
+        sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+        o.json = true;
+        o.oversize_percent = 10.0;
+        sum = sertrace_summary_create(&o, discard, NULL);
+        if (!sum)
+            return;
+        sertrace_summary_visitor(sum, &v);
+    }
+    core = sertrace_core_create(&v);
+    if (core) {
+        /* every other input also goes through the audit (its observer,
+         * nested pickles, the three writers) */
+        sertrace_audit *audit = (size & 2) ? sertrace_audit_create() : NULL;
+        sertrace_inspect_observer obs;
+        int rc;
+        if (audit) {
+            sertrace_audit_observer(audit, &obs);
+            rc = sertrace_inspect_run_observed(data, size, &lim, core, &obs, size & 4, &res);
+            FILE *null = fopen("/dev/null", "w");
+            if (null) {
+                for (int f = SERTRACE_AUDIT_TEXT; f <= SERTRACE_AUDIT_SARIF; f++)
+                    (void)sertrace_audit_write(audit, null, f, "fuzz", &res);
+                fclose(null);
+            }
+            (void)sertrace_audit_verdict(audit, &res);
+            sertrace_audit_destroy(audit);
+        } else {
+            rc = sertrace_inspect_run(data, size, &lim, core, &res);
+        }
+        if (rc < SERTRACE_INSPECT_OK || rc > SERTRACE_INSPECT_FAILED)
+            abort();
+        if (rc != SERTRACE_INSPECT_OK && res.reason[0] == '\0')
+            abort();
+        (void)sertrace_core_finish(core);
+        if (tp)
+            (void)sertrace_treeprint_finish(tp, sertrace_core_get_stats(core));
+        else
+            (void)sertrace_summary_finish(sum, sertrace_core_get_stats(core));
+        sertrace_core_destroy(core);
+    }
+    if (tp)
+        sertrace_treeprint_destroy(tp);
+    if (sum)
+        sertrace_summary_destroy(sum);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* The emulator reads only [data, data + size): copy into an exact-size
+     * buffer so ASan catches a read one byte past the end. */
+    uint8_t *copy = malloc(size ? size : 1);
+    if (!copy)
+        return 0;
+    memcpy(copy, data, size);
+    run(copy, size, size & 1);
+    free(copy);
+    return 0;
+}

@@ -1,0 +1,269 @@
+/* test_emulator.c -- Criterion unit tests of the pickle emulator (inspect/).
+ *
+ * Hand-written pickles (bytes as CPython writes them, checked against
+ * pickletools) go through sertrace_inspect_run() into the real tree core,
+ * with a visitor that records every closed node (tag, depth, bytes, type
+ * name): node boundaries, frame accounting, memo nodes, the positions of
+ * reduce parts, and every error path (truncation, bad stack, limits).
+ * Suite 'unit': also run under ASan+UBSan.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
+#include "inspect.h"
+
+typedef struct seen {
+    uint8_t tag;
+    uint32_t depth;
+    uint64_t bytes;
+    char type[64];
+} seen;
+
+typedef struct rec {
+    seen nodes[256];
+    unsigned n; /* nodes closed, in close order (post-order) */
+    unsigned dumps;
+    uint64_t payload[8];
+    int protocol[8];
+} rec;
+
+static int on_exit_(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    rec *r = ctx;
+    size_t len;
+    const char *name = sertrace_core_type_name(d, n->type, &len);
+    if (r->n < 256) {
+        seen *s = &r->nodes[r->n++];
+        s->tag = n->tag;
+        s->depth = n->depth;
+        s->bytes = n->bytes;
+        snprintf(s->type, sizeof s->type, "%.*s", name ? (int)len : 0, name ? name : "");
+    }
+    return 0;
+}
+
+static int on_close(void *ctx, sertrace_dump_state *d)
+{
+    rec *r = ctx;
+    if (r->dumps < 8) {
+        r->payload[r->dumps] = d->payload_bytes;
+        r->protocol[r->dumps] = d->protocol;
+    }
+    r->dumps++;
+    return 0;
+}
+
+static int run(const void *data, size_t n, rec *r, sertrace_inspect_result *res,
+               const sertrace_inspect_limits *lim)
+{
+    sertrace_core_visitor v = {0};
+    memset(r, 0, sizeof *r);
+    v.ctx = r;
+    v.node_exit = on_exit_;
+    v.dump_close = on_close;
+    sertrace_core *c = sertrace_core_create(&v);
+    cr_assert(c);
+    int rc = sertrace_inspect_run(data, n, lim, c, res);
+    cr_assert_eq(sertrace_core_finish(c), 0);
+    sertrace_core_destroy(c);
+    return rc;
+}
+
+#define P(s) s, sizeof(s) - 1
+
+Test(emulator, list_protocol4_frame_outside_root)
+{
+    /* pickle.dumps([[1, 2], (3, 4), {'a': 1}], 4) */
+    static const char b[] =
+        "\x80\x04\x95\x1e\x00\x00\x00\x00\x00\x00\x00]\x94(K\x01]\x94(K\x02K\x03"
+        "eK"
+        "\x04K\x05\x86\x94}\x94\x8c\x01"
+        "a\x94K\x01se.";
+    rec r;
+    sertrace_inspect_result res;
+    cr_assert_eq(run(P(b), &r, &res, NULL), SERTRACE_INSPECT_OK, "%s", res.reason);
+    cr_assert_eq(r.dumps, 1);
+    cr_assert_eq(r.payload[0], sizeof b - 1);
+    cr_assert_eq(r.protocol[0], 4);
+    cr_assert_eq(r.n, 4);
+    cr_assert_eq(r.nodes[0].tag, SERTRACE_TAG_LIST);
+    cr_assert_eq(r.nodes[0].bytes, 8);
+    cr_assert_eq(r.nodes[1].tag, SERTRACE_TAG_TUPLE);
+    cr_assert_eq(r.nodes[1].bytes, 6);
+    cr_assert_eq(r.nodes[2].tag, SERTRACE_TAG_DICT);
+    cr_assert_eq(r.nodes[2].bytes, 9);
+    cr_assert_eq(r.nodes[3].depth, 1);
+    /* PROTO 2 + FRAME 9 + STOP 1 outside the root */
+    cr_assert_eq(r.nodes[3].bytes, sizeof b - 1 - 12);
+    cr_assert_str_eq(r.nodes[3].type, "list");
+}
+
+Test(emulator, instance_newobj_parts)
+{
+    /* class P (module __main__) with a = [1, 2], protocol 4, no frame */
+    static const char b[] =
+        "\x80\x04\x8c\x08__main__\x94\x8c\x01P\x94\x93\x94)\x81\x94}\x94\x8c\x01"
+        "a\x94]\x94(K\x01K\x02"
+        "esb.";
+    rec r;
+    sertrace_inspect_result res;
+    cr_assert_eq(run(P(b), &r, &res, NULL), SERTRACE_INSPECT_OK, "%s", res.reason);
+    /* G (17 B: two strings, their MEMOIZEs, STACK_GLOBAL, MEMOIZE), Tu, L, D2, O */
+    cr_assert_eq(r.n, 5);
+    cr_assert_eq(r.nodes[0].tag, SERTRACE_TAG_GLOBAL);
+    cr_assert_eq(r.nodes[0].bytes, 17);
+    cr_assert_str_eq(r.nodes[0].type, "__main__.P");
+    cr_assert_eq(r.nodes[1].tag, SERTRACE_TAG_TUPLE);
+    cr_assert_eq(r.nodes[1].bytes, 1);
+    cr_assert_eq(r.nodes[2].tag, SERTRACE_TAG_LIST);
+    cr_assert_eq(r.nodes[3].tag, SERTRACE_TAG_DICT);
+    cr_assert_eq(r.nodes[4].tag, SERTRACE_TAG_INSTANCE);
+    cr_assert_str_eq(r.nodes[4].type, "__main__.P");
+    cr_assert_eq(r.nodes[4].bytes, sizeof b - 1 - 3);
+}
+
+Test(emulator, memo_hits_are_nodes_of_containers_only)
+{
+    /* l = [1]; dumps([l, l, 's', 's'], 2) */
+    static const char b[] = "\x80\x02]q\x00(]q\x01K\x01"
+                            "ah\x01X\x01\x00\x00\x00sq\x02h\x02"
+                            "e.";
+    rec r;
+    sertrace_inspect_result res;
+    cr_assert_eq(run(P(b), &r, &res, NULL), SERTRACE_INSPECT_OK, "%s", res.reason);
+    cr_assert_eq(r.n, 3); /* inner L, one Mo (the str's GET is no node), outer L */
+    cr_assert_eq(r.nodes[0].tag, SERTRACE_TAG_LIST);
+    cr_assert_eq(r.nodes[0].bytes, 6);
+    cr_assert_eq(r.nodes[1].tag, SERTRACE_TAG_MEMO);
+    cr_assert_eq(r.nodes[1].bytes, 2);
+    cr_assert_str_eq(r.nodes[1].type, "list");
+}
+
+Test(emulator, bytes_through_encode_is_one_atom)
+{
+    /* [b'abc'] at protocol 2: _codecs.encode('abc', 'latin1') inside a list */
+    static const char b[] = "\x80\x02]q\x00"
+                            "c_codecs\nencode\nq\x01X\x03\x00\x00\x00"
+                            "abcq\x02X\x06"
+                            "\x00\x00\x00latin1q\x03\x86q\x04Rq\x05"
+                            "a.";
+    rec r;
+    sertrace_inspect_result res;
+    cr_assert_eq(run(P(b), &r, &res, NULL), SERTRACE_INSPECT_OK, "%s", res.reason);
+    cr_assert_eq(r.n, 1);
+    cr_assert_eq(r.nodes[0].tag, SERTRACE_TAG_LIST);
+    cr_assert_eq(r.nodes[0].bytes, sizeof b - 1 - 3);
+}
+
+Test(emulator, back_to_back_and_protocols)
+{
+    static const char b[] = "N.\x80\x02]q\x00.(l.";
+    rec r;
+    sertrace_inspect_result res;
+    cr_assert_eq(run(P(b), &r, &res, NULL), SERTRACE_INSPECT_OK, "%s", res.reason);
+    cr_assert_eq(r.dumps, 3);
+    cr_assert_eq(r.payload[0], 2);
+    cr_assert_eq(r.payload[1], 6);
+    cr_assert_eq(r.payload[2], 3);
+    cr_assert_eq(r.protocol[0], 0);
+    cr_assert_eq(r.protocol[1], 2);
+    cr_assert_eq(r.protocol[2], 0);
+    cr_assert_eq(r.nodes[0].tag, SERTRACE_TAG_ATOM); /* the root atom is a node */
+    cr_assert_eq(r.nodes[0].bytes, 1);
+}
+
+Test(emulator, frame_committed_before_unframed_payload)
+{
+    /* [b'x' * 70000, []] at protocol 4: the first frame (EMPTY_LIST,
+     * MEMOIZE, MARK) is committed before the 70000-byte BINBYTES, which is
+     * written outside any frame; the rest is in a second frame. */
+    static unsigned char b[70100];
+    size_t n = 0;
+    memcpy(b + n, "\x80\x04\x95\x03\x00\x00\x00\x00\x00\x00\x00]\x94(", 14);
+    n += 14;
+    b[n++] = 'B';
+    b[n++] = 0x70;
+    b[n++] = 0x11;
+    b[n++] = 0x01;
+    b[n++] = 0x00; /* 70000 */
+    memset(b + n, 'x', 70000);
+    n += 70000;
+    memcpy(b + n,
+           "\x94\x95\x04\x00\x00\x00\x00\x00\x00\x00]\x94"
+           "e.",
+           14);
+    n += 14;
+    rec r;
+    sertrace_inspect_result res;
+    cr_assert_eq(run(b, n, &r, &res, NULL), SERTRACE_INSPECT_OK, "%s", res.reason);
+    cr_assert_eq(r.n, 2);
+    cr_assert_eq(r.nodes[0].bytes, 2);
+    /* every byte but PROTO, STOP and the header of the frame holding STOP */
+    cr_assert_eq(r.nodes[1].bytes, n - 2 - 1 - 9);
+}
+
+static void inconclusive(const void *b, size_t n, int status, const char *needle,
+                         const sertrace_inspect_limits *lim)
+{
+    rec r;
+    sertrace_inspect_result res;
+    cr_assert_eq(run(b, n, &r, &res, lim), status, "got %d (%s)", res.status, res.reason);
+    cr_assert(strstr(res.reason, needle), "reason '%s' lacks '%s'", res.reason, needle);
+}
+
+Test(emulator, malformed_inputs)
+{
+    inconclusive(P("\x80\x04"), SERTRACE_INSPECT_MALFORMED, "before STOP", NULL);
+    inconclusive(P("\x80\x04X\xff\xff\xff\x7f"), SERTRACE_INSPECT_MALFORMED, "declared length",
+                 NULL);
+    inconclusive(P("\x80\x04\x8e\xff\xff\xff\xff\xff\xff\xff\xff."), SERTRACE_INSPECT_MALFORMED,
+                 "declared length", NULL);
+    inconclusive(P("\x80\x04"
+                   "a."),
+                 SERTRACE_INSPECT_MALFORMED, "underflow", NULL);
+    inconclusive(P("\x80\x04"
+                   "e."),
+                 SERTRACE_INSPECT_MALFORMED, "MARK", NULL);
+    inconclusive(P("\x80\x04h\x05."), SERTRACE_INSPECT_MALFORMED, "memo key 5", NULL);
+    inconclusive(P("\x80\x04\xfe."), SERTRACE_INSPECT_MALFORMED, "unknown opcode 0xfe", NULL);
+    inconclusive(P("cos\nsystem"), SERTRACE_INSPECT_MALFORMED, "end of line", NULL);
+    inconclusive(P("\x80\x04K\x01\x93."), SERTRACE_INSPECT_MALFORMED, "underflow", NULL);
+    inconclusive(P("\x80\x04K\x01K\x02\x93."), SERTRACE_INSPECT_MALFORMED, "strings", NULL);
+    inconclusive(P("\x80\x04NN."), SERTRACE_INSPECT_MALFORMED, "exactly one", NULL);
+    inconclusive(P("\x80\x04(N."), SERTRACE_INSPECT_MALFORMED, "MARK", NULL);
+    inconclusive(P("\x80\x04\x95\x01\x00\x00\x00\x00\x00\x00\x00K\x01."),
+                 SERTRACE_INSPECT_MALFORMED, "straddles", NULL);
+    inconclusive(P("\x80\x07N."), SERTRACE_INSPECT_MALFORMED, "protocol 7", NULL);
+    inconclusive(P("pxx\nN."), SERTRACE_INSPECT_MALFORMED, "decimal", NULL);
+}
+
+Test(emulator, limits)
+{
+    static unsigned char deep[4000];
+    size_t n = 0;
+    deep[n++] = 0x80;
+    deep[n++] = 4;
+    for (int i = 0; i < 1000; i++)
+        deep[n++] = ']';
+    for (int i = 0; i < 999; i++)
+        deep[n++] = 'a';
+    deep[n++] = '.';
+    sertrace_inspect_limits lim = {1u << 30, 500};
+    inconclusive(deep, n, SERTRACE_INSPECT_LIMIT, "deeper than 500", &lim);
+    lim.max_depth = 1000;
+    rec r;
+    sertrace_inspect_result res;
+    cr_assert_eq(run(deep, n, &r, &res, &lim), SERTRACE_INSPECT_OK, "%s", res.reason);
+    lim.max_memory = 4096;
+    inconclusive(deep, n, SERTRACE_INSPECT_LIMIT, "memory limit", &lim);
+}
+
+Test(emulator, empty_input_is_no_dump)
+{
+    rec r;
+    sertrace_inspect_result res;
+    cr_assert_eq(run("", 0, &r, &res, NULL), SERTRACE_INSPECT_OK);
+    cr_assert_eq(r.dumps, 0);
+}

@@ -1,0 +1,243 @@
+"""`sertrace inspect`: trees equal to recorded ones, output, usage, hostile input.
+
+Run by meson (suite 'python'), which sets SERTRACE_BIN (the built
+`sertrace`) and PYTHONPATH (the built `sertrace` package, whose pickler
+records the reference trees).
+
+The reference is the live text tree (DISPATCH_TRACE=<file>,
+SERTRACE_EXACT=1, default granularity) printed by the pickler while it
+dumps: the same events a recording carries, turned into a tree by the same
+runtime, without an lttng-sessiond in the loop (robust on a loaded CI
+machine, and exact: a recording can lose events, the live probe cannot).
+The end-to-end path through LTTng is `report`'s own tests; what is compared
+here is the emulator's tree against the pickler's.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "pickle"))
+
+import pt_tree  # noqa: E402
+import treecmp  # noqa: E402
+
+SERTRACE = os.environ.get("SERTRACE_BIN", "")
+GRAPHS = int(os.environ.get("INSPECT_GRAPHS", "150"))
+
+pytestmark = pytest.mark.skipif(not SERTRACE, reason="run through meson (SERTRACE_BIN)")
+
+
+def inspect(*args, data=None, timeout=120):
+    return subprocess.run([SERTRACE, "inspect", *args], input=data, capture_output=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The workloads and GRAPHS differential graphs per protocol, dumped by
+    sertrace's pickler with the live tree on: (payload file, lengths,
+    labels, live dumps)."""
+    d = tmp_path_factory.mktemp("corpus")
+    pkl, tree = d / "all.pkl", d / "all.tree"
+    env = dict(os.environ, DISPATCH_TRACE=str(tree), SERTRACE_EXACT="1")
+    env.pop("SERTRACE_GRANULARITY", None)
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "record_child.py"), str(pkl),
+                           "012345", str(GRAPHS)], capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    meta = json.loads(proc.stdout.splitlines()[-1])
+    live = [x for x in pt_tree.parse(tree.read_text(encoding="utf-8", errors="replace"))
+            if x["status"] == "ok"]
+    return pkl, meta["lengths"], meta["labels"], live
+
+
+def test_trees_equal_recorded(corpus):
+    """Every dump: same node count, same depth and bytes per node (pre-order),
+    same root, total == len(payload); tags equal but for the documented
+    global/reduce ambiguity (counted, and a minority)."""
+    pkl, lengths, labels, live = corpus
+    assert len(live) == len(lengths) >= 6 * GRAPHS
+    proc = inspect("--tree", "--exact", str(pkl), timeout=600)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    mine = treecmp.parse_inspect(proc.stdout.decode())
+    assert len(mine) == len(lengths)
+    bad, nodes, tag_only = [], 0, 0
+    for i, (label, n) in enumerate(zip(labels, lengths)):
+        assert live[i]["total"] == n, label
+        assert mine[i]["total"] == n, label
+        a = treecmp.flatten_live(live[i])
+        b = mine[i]["nodes"]
+        diff = treecmp.first_difference(a, b)
+        if diff is not None:
+            bad.append("%s: node %d: recorded %s, inspect %s" % (label, *diff))
+            continue
+        nodes += len(a)
+        tag_only += sum(1 for x, y in zip(a, b) if not treecmp.exact_tag(x, y))
+        # the root and the header/trailer are the whole payload
+        assert b[0][0] == 1 and b[0][2] < n
+    assert not bad, "%d of %d dumps differ:\n%s" % (len(bad), len(lengths), "\n".join(bad[:20]))
+    assert nodes > 10 * len(lengths)
+    assert tag_only < nodes // 20, (tag_only, nodes)
+
+
+def test_stdin_and_file_agree(corpus):
+    pkl = corpus[0]
+    a = inspect("--summary", "--exact", str(pkl))
+    b = inspect("--summary", "--exact", "-", data=pkl.read_bytes())
+    assert a.returncode == b.returncode == 0
+    assert a.stdout == b.stdout
+
+
+def test_json_totals(corpus):
+    pkl, lengths, labels, live = corpus
+    proc = inspect("--json", "--top", "3", str(pkl))
+    assert proc.returncode == 0, proc.stderr.decode()
+    doc = json.loads(proc.stdout)
+    assert doc["format"] == "sertrace-summary"
+    assert len(doc["dumps"]) == len(lengths)
+    assert [x["payload_bytes"] for x in doc["dumps"]] == lengths
+    assert doc["totals"]["payload_bytes"] == sum(lengths)
+    assert all(x["complete"] and x["status"] == "ok" for x in doc["dumps"])
+    assert doc["totals"]["nodes"] == sum(x["nodes"] for x in doc["dumps"])
+    assert all(len(x["top"]) <= 3 for x in doc["dumps"])
+
+
+def small(obj, protocol=4):
+    import pickle
+
+    return pickle.dumps(obj, protocol)
+
+
+def test_tree_of_a_small_list():
+    import pickle
+
+    data = pickle.dumps([[1, 2], (3, 4), {"a": 1}], 4)
+    proc = inspect("--tree", "--exact", "-", data=data)
+    assert proc.returncode == 0
+    out = proc.stdout.decode()
+    assert "payload %d B" % len(data) in out
+    tree = treecmp.parse_inspect(out)[0]["nodes"]
+    # PROTO (2) + FRAME (9) + STOP (1) are outside the root
+    assert tree == [(1, "L", len(data) - 12), (2, "L", 8), (2, "Tu", 6), (2, "D2", 9)]
+
+
+def test_several_pickles_back_to_back():
+    import pickle
+
+    parts = [pickle.dumps(x, p) for p, x in enumerate([[1], {"a": (1,)}, None, "s", [b"x"], {1}])]
+    proc = inspect("--json", "-", data=b"".join(parts))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [d["payload_bytes"] for d in doc["dumps"]] == [len(p) for p in parts]
+    assert [d["protocol"] for d in doc["dumps"]] == [0, 1, 2, 3, 4, 5]
+
+
+def test_display_options():
+    import pickle
+
+    data = pickle.dumps([list(range(50)) for _ in range(20)], 4)
+    folded = inspect("--tree", "--max-depth", "1", "-", data=data).stdout.decode()
+    assert "nodes below max-depth" in folded
+    small_ = inspect("--tree", "--min-size", "1K", "-", data=data).stdout.decode()
+    assert "more" in small_
+    over = inspect("--tree", "--oversize", "50%", "-", data=data).stdout.decode()
+    assert "OVERSIZED" in over
+
+
+def test_usage_errors():
+    assert inspect("--help").returncode == 0
+    assert b"--paths" in inspect("--help").stdout
+    p = inspect("--paths", "x")
+    assert p.returncode == 2 and b"#13" in p.stderr
+    assert inspect("--bogus", "x").returncode == 2
+    assert inspect().returncode == 2
+    assert inspect("--tree", "--json", "x").returncode == 2
+    assert inspect("--top", "3", "x").returncode == 2
+    assert inspect("/nonexistent/file").returncode == 1
+
+
+# ------------------------------------------------------------- hostile ----
+
+def inconclusive(data, *args):
+    proc = inspect("--summary", *args, "-", data=data)
+    assert proc.returncode == 4, (proc.returncode, proc.stderr)
+    return proc.stderr.decode()
+
+
+def test_empty_and_truncated():
+    assert "empty" in inconclusive(b"")
+    data = small({"k": [1, 2, 3], "s": "x" * 300})
+    for cut in range(1, len(data)):
+        msg = inconclusive(data[:cut])
+        assert "inconclusive at byte" in msg
+
+
+def test_huge_declared_lengths():
+    for op in (b"X", b"B", b"T"):
+        assert "declared length" in inconclusive(b"\x80\x04" + op + b"\xff\xff\xff\x7f" + b"ab.")
+    for op in (b"\x8d", b"\x8e", b"\x96"):
+        assert "declared length" in inconclusive(b"\x80\x05" + op + b"\xff" * 8 + b"ab.")
+    assert "FRAME" in inconclusive(b"\x80\x04\x95" + b"\xff" * 8 + b"N.")
+
+
+def test_unknown_opcode_and_bad_stack():
+    assert "unknown opcode 0xff" in inconclusive(b"\x80\x04\xff.")
+    assert "underflow" in inconclusive(b"\x80\x04a.")
+    assert "memo key 7" in inconclusive(b"\x80\x04h\x07.")
+    assert "STOP" in inconclusive(b"\x80\x04NN.")
+    assert "protocol" in inconclusive(b"\x80\x09N.")
+
+
+def test_bit_flips_never_crash():
+    rnd = random.Random(1414)
+    base = small({"a": [1, 2.5, "x", b"y", (None, True)], "b": {frozenset({1}), 3}}, 4)
+    blobs = []
+    for _ in range(400):
+        b = bytearray(base)
+        for _ in range(rnd.randint(1, 4)):
+            b[rnd.randrange(len(b))] ^= 1 << rnd.randrange(8)
+        blobs.append(bytes(b))
+    for b in blobs:
+        proc = inspect("--summary", "-", data=b)
+        assert proc.returncode in (0, 4), (b, proc.returncode, proc.stderr)
+
+
+def test_deep_nesting():
+    # 10^6 nested lists: EMPTY_LIST ... then 10^6 APPENDs
+    n = 10 ** 6
+    data = b"\x80\x04" + b"]" * (n + 1) + b"a" * n + b"."
+    proc = inspect("--summary", "-", data=data, timeout=300)
+    assert proc.returncode == 4
+    assert b"nested deeper than 1000000" in proc.stderr
+    # within the limit it works, and the summary is printed
+    m = 200000
+    data = b"\x80\x04" + b"]" * m + b"a" * (m - 1) + b"."
+    proc = inspect("--json", "-", data=data, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)["dumps"][0]
+    assert d["nodes"] == m and d["max_depth"] == m and d["payload_bytes"] == len(data)
+
+
+def test_memo_bomb_and_memory_limit():
+    # one list referenced 10^6 times: 10^6 memo nodes, linear, fine
+    n = 10 ** 6
+    data = b"\x80\x04]\x94(" + b"h\x00" * n + b"e."
+    proc = inspect("--json", "-", data=data, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["dumps"][0]["nodes"] == n + 1
+    # the same under a small memory limit: exit 4 with the reason
+    proc = inspect("--summary", "--max-memory", "1M", "-", data=data)
+    assert proc.returncode == 4
+    assert b"memory limit" in proc.stderr and b"--max-memory" in proc.stderr
+    # 10^6 distinct, sparse memo keys (LONG_BINPUT up to 2^32): a hash, not an array
+    keys = b"".join(b"r" + (i * 4099).to_bytes(4, "little") for i in range(10 ** 6))
+    proc = inspect("--json", "-", data=b"\x80\x04N" + keys + b".", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["dumps"][0]["nodes"] == 1
