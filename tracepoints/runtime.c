@@ -780,7 +780,7 @@ uint32_t sertrace_type(sertrace_dump *d, const void *key, const char *name)
 
 uint32_t sertrace_name_known(const sertrace_dump *d, const void *key)
 {
-    return sertrace_type_known(d, key);
+    return type_lookup(d, key);
 }
 
 uint32_t sertrace_name(sertrace_dump *d, const void *key, const char *text, size_t len)

@@ -59,6 +59,8 @@ typedef struct top_raw {
      * LABEL record was seen in its dump (traces before schema v5).  A longer path keeps its root and its innermost end. */
     uint16_t path_len;
     char path[PATH_KEPT];
+    uint64_t addr; /* the object's address (identity) */
+    uint64_t refs; /* memo references to it in its dump (filled at dump close) */
 } top_raw;
 
 /* A rendered entry (overall top, flag) in the output's format. */
@@ -95,6 +97,11 @@ typedef struct dump_sum {
     uint64_t root_bytes;
     bool root_exact;
     sertrace_pathstats *paths; /* opts.paths: the dump's path patterns */
+    /* Memo references per referenced address (Mo nodes' addr): open
+     * addressing, `refs_cap` a power of two (0: none yet). */
+    uint64_t *ref_addr;
+    uint64_t *ref_count;
+    size_t refs_cap, refs_n;
     uint32_t args_depth; /* depth of the open reduce-arguments node whose
                           * bytes its parent's type owns (0: none) */
     struct dump_sum *next_free;

@@ -146,9 +146,11 @@ static void put_type_row_cached(sertrace_summary *s, sertrace_buf *b, const sert
     put_stat(b, st, whole, true);
 }
 
-/* `, "path": "Session.cache"` of a top entry (null without labels). */
+/* `, "path": "Session.cache"` of a top entry (null without labels), and
+ * `, "refs": N`: the memo references to it in its dump. */
 static void put_path(sertrace_buf *b, const top_raw *r)
 {
+    put_u64_field(b, ", \"refs\": ", r->refs);
     buf_lit(b, ", \"path\": ");
     if (r->path_len > 0)
         sertrace_fmt_json_string(b, r->path, r->path_len);

@@ -215,6 +215,9 @@ static int text_entry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_
         if (unsure)
             buf_lit(b, "? ");
         put_size(b, r->self, raw_self_exact(r) || unsure, s->o.exact);
+        if (r->refs) /* "(self 3 B, 2 refs)": memo references to it */
+            sertrace_buf_appendf(b, ", %llu ref%s", (unsigned long long)r->refs,
+                                 r->refs == 1 ? "" : "s");
         buf_lit(b, ")");
     }
     buf_lit(b, "  ");

@@ -211,6 +211,8 @@ static void capture(const sertrace_dump_state *d, const sertrace_node *n,
         k++;
     }
     r->anc_n = k;
+    r->addr = n->addr;
+    r->refs = 0;
     r->path_len = 0;
     if (d->labels > 0) { /* a dump with labels (schema v5): every node has a path */
         sertrace_buf p = SERTRACE_BUF_INIT;
@@ -449,6 +451,56 @@ static node_stat *type_stat(dump_sum *ds, uint32_t type)
     return &ds->types[type];
 }
 
+/* Count a memo reference to `addr` (issue 13 item 5).  0 or -1. */
+static int count_ref(dump_sum *ds, uint64_t addr)
+{
+    if ((ds->refs_n + 1) * 2 > ds->refs_cap) {
+        size_t cap = ds->refs_cap ? ds->refs_cap * 2 : 64;
+        uint64_t *ka = calloc(cap, sizeof *ka), *ca = calloc(cap, sizeof *ca);
+        if (!ka || !ca) {
+            free(ka);
+            free(ca);
+            return -1;
+        }
+        for (size_t i = 0; i < ds->refs_cap; i++) {
+            if (ds->ref_count[i] == 0)
+                continue;
+            size_t j = (ds->ref_addr[i] * 0x9e3779b97f4a7c15ULL >> 20) & (cap - 1);
+            while (ca[j])
+                j = (j + 1) & (cap - 1);
+            ka[j] = ds->ref_addr[i];
+            ca[j] = ds->ref_count[i];
+        }
+        free(ds->ref_addr);
+        free(ds->ref_count);
+        ds->ref_addr = ka;
+        ds->ref_count = ca;
+        ds->refs_cap = cap;
+    }
+    size_t j = (addr * 0x9e3779b97f4a7c15ULL >> 20) & (ds->refs_cap - 1);
+    while (ds->ref_count[j] && ds->ref_addr[j] != addr)
+        j = (j + 1) & (ds->refs_cap - 1);
+    if (ds->ref_count[j] == 0) {
+        ds->ref_addr[j] = addr;
+        ds->refs_n++;
+    }
+    ds->ref_count[j]++;
+    return 0;
+}
+
+static uint64_t refs_of(const dump_sum *ds, uint64_t addr)
+{
+    if (ds->refs_cap == 0)
+        return 0;
+    size_t j = (addr * 0x9e3779b97f4a7c15ULL >> 20) & (ds->refs_cap - 1);
+    while (ds->ref_count[j]) {
+        if (ds->ref_addr[j] == addr)
+            return ds->ref_count[j];
+        j = (j + 1) & (ds->refs_cap - 1);
+    }
+    return 0;
+}
+
 /* Owned bytes (node_stat.owned) of a closing node. */
 static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_node *n)
 {
@@ -538,6 +590,9 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
         t->refs += sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF;
     }
     if (charge_owned(d, ds, n) < 0)
+        return -1;
+    if (sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF && n->addr != 0 &&
+        count_ref(ds, n->addr) < 0)
         return -1;
     if (n->depth == 1) {
         ds->root_bytes += n->bytes;
@@ -744,6 +799,10 @@ static void recycle_dump_sum(sertrace_summary *s, dump_sum *ds)
     ds->root_bytes = 0;
     ds->root_exact = false;
     ds->args_depth = 0;
+    if (ds->refs_n) {
+        memset(ds->ref_count, 0, ds->refs_cap * sizeof *ds->ref_count);
+        ds->refs_n = 0;
+    }
     ds->next_free = s->free_list;
     s->free_list = ds;
 }
@@ -759,6 +818,8 @@ static void free_dump_sum(dump_sum *ds)
     free(ds->died_json);
     sertrace_buf_free(&ds->notes);
     sertrace_pathstats_destroy(ds->paths);
+    free(ds->ref_addr);
+    free(ds->ref_count);
     free(ds);
 }
 
@@ -797,6 +858,11 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     if (!ds)
         return 0;
     int rc = 0;
+    /* how many memo references point to each kept object (they all come
+     * after its first writing, so only now are they all known) */
+    for (unsigned i = 0; i < ds->ntop; i++)
+        if (sertrace_tagclass_of(ds->top[i].tag) != SERTRACE_TAGCLASS_REF)
+            ds->top[i].refs = refs_of(ds, ds->top[i].addr);
     uint64_t whole = 0; /* sum of self bytes = root bytes when exact */
     for (unsigned i = 0; i < ds->ntouched; i++)
         whole += ds->kinds[ds->touched[i]].self;

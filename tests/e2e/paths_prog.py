@@ -24,6 +24,7 @@ class Session:
         self.cache = {"blob": "x" * BLOB}
         self.users = [User("u%d" % i) for i in range(3)]
         self.contacts = {e: [i] for i, e in enumerate(EMAILS)}
+        self.alias = self.cache  # a second reference: a memo GET of 2 bytes
         # a state key that is no identifier: data a __getstate__ made, hidden
         setattr(self, "not-an-identifier", [1, 2])
 

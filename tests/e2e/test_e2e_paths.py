@@ -58,6 +58,9 @@ def test_largest_path_is_the_cache_with_exact_bytes(default_run):
     assert below_state[0]["path"] == "Session.cache"
     assert below_state[0]["bytes"] == cache_bytes(out["blob"])
     assert below_state[0]["exact"] is True
+    # the cache is written once and referenced once more (Session.alias)
+    assert below_state[0]["refs"] == 1
+    assert top[0]["refs"] == 0
 
 
 def test_tree_shows_labels_after_the_repr(default_run):
