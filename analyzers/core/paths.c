@@ -21,8 +21,8 @@ int sertrace_label_append(sertrace_buf *b, const sertrace_dump_state *d, uint8_t
     return sertrace_fmt_label(b, kind, value, name, len, mode);
 }
 
-int sertrace_path_append(sertrace_buf *b, const sertrace_dump_state *d,
-                         const sertrace_node *chain, uint32_t depth, bool pattern)
+int sertrace_path_append(sertrace_buf *b, const sertrace_dump_state *d, const sertrace_node *chain,
+                         uint32_t depth, bool pattern)
 {
     unsigned mode = SERTRACE_FMT_LABEL_PATH | (pattern ? SERTRACE_FMT_LABEL_PATTERN : 0);
     if (depth == 0)

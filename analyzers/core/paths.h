@@ -24,7 +24,7 @@ int sertrace_label_append(sertrace_buf *b, const sertrace_dump_state *d, uint8_t
  * depth - 2] (a dump's open stack during node_exit: d->stack, n->depth).
  * `pattern`: positions and keys read "[*]" (path patterns).  Returns 0 or
  * -1. */
-int sertrace_path_append(sertrace_buf *b, const sertrace_dump_state *d,
-                         const sertrace_node *chain, uint32_t depth, bool pattern);
+int sertrace_path_append(sertrace_buf *b, const sertrace_dump_state *d, const sertrace_node *chain,
+                         uint32_t depth, bool pattern);
 
 #endif /* SERTRACE_CORE_PATHS_H */

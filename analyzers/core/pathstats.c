@@ -23,8 +23,8 @@ typedef struct entry {
 
 struct sertrace_pathstats {
     entry *slots;
-    size_t cap, n; /* cap: power of two */
-    sertrace_buf text; /* every pattern's text */
+    size_t cap, n;      /* cap: power of two */
+    sertrace_buf text;  /* every pattern's text */
     sertrace_buf chain; /* the open chain's pattern */
     uint32_t *ends;
     bool *empty; /* the level's segment is empty (an instance's state) */
@@ -214,8 +214,8 @@ static int by_bytes(const void *a, const void *b)
     return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
 }
 
-int sertrace_pathstats_write(const sertrace_pathstats *p, sertrace_buf *b, bool json,
-                             unsigned top, uint64_t payload, bool exact, unsigned indent)
+int sertrace_pathstats_write(const sertrace_pathstats *p, sertrace_buf *b, bool json, unsigned top,
+                             uint64_t payload, bool exact, unsigned indent)
 {
     entry **rows = malloc((p->n ? p->n : 1) * sizeof *rows);
     if (rows == NULL)
@@ -247,8 +247,8 @@ int sertrace_pathstats_write(const sertrace_pathstats *p, sertrace_buf *b, bool 
             if (e->inexact)
                 sertrace_buf_append(&sz, "\xe2\x89\xa5 ", 4); /* "≥ ": a lower bound */
             sertrace_fmt_size(&sz, e->bytes, exact);
-            sertrace_buf_appendf(b, "%*s%8llu  %12s", (int)indent, "",
-                                 (unsigned long long)e->count, sz.data ? sz.data : "");
+            sertrace_buf_appendf(b, "%*s%8llu  %12s", (int)indent, "", (unsigned long long)e->count,
+                                 sz.data ? sz.data : "");
             sertrace_buf_clear(&sz);
             sertrace_fmt_size(&sz, e->self, exact);
             sertrace_buf_appendf(b, "  %12s  %5.1f%%  ", sz.data ? sz.data : "", share);

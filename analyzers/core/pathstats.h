@@ -48,7 +48,7 @@ size_t sertrace_pathstats_count(const sertrace_pathstats *p);
  * "exact": false when a node's size was a bound).  Text: one line per
  * pattern, indented by `indent` spaces, sizes as format.h's (exact bytes
  * with `exact`).  0 or -1. */
-int sertrace_pathstats_write(const sertrace_pathstats *p, sertrace_buf *b, bool json,
-                             unsigned top, uint64_t payload, bool exact, unsigned indent);
+int sertrace_pathstats_write(const sertrace_pathstats *p, sertrace_buf *b, bool json, unsigned top,
+                             uint64_t payload, bool exact, unsigned indent);
 
 #endif /* SERTRACE_CORE_PATHSTATS_H */

@@ -63,8 +63,7 @@ static void label_key(pickler *p, const edge *e)
             sertrace_label(p->trace, SERTRACE_LABEL_KEY, index);
             return;
         }
-    }
-    else if (PyLong_CheckExact(key)) {
+    } else if (PyLong_CheckExact(key)) {
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(key, &overflow);
         if (!overflow && !(v == -1 && PyErr_Occurred())) {

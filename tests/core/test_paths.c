@@ -44,11 +44,9 @@ Test(labels, text_of_every_kind)
 {
     cr_assert_str_eq(label(SERTRACE_LABEL_POS, 3, NULL, 0), "[3]");
     cr_assert_str_eq(label(SERTRACE_LABEL_KEY, 1, "cache", 0), "['cache']");
-    cr_assert_str_eq(label(SERTRACE_LABEL_KEY, 1, "cache", SERTRACE_FMT_LABEL_IN_STATE),
-                     ".cache");
+    cr_assert_str_eq(label(SERTRACE_LABEL_KEY, 1, "cache", SERTRACE_FMT_LABEL_IN_STATE), ".cache");
     /* a key under a state that is no identifier keeps the subscript */
-    cr_assert_str_eq(label(SERTRACE_LABEL_KEY, 1, "a b", SERTRACE_FMT_LABEL_IN_STATE),
-                     "['a b']");
+    cr_assert_str_eq(label(SERTRACE_LABEL_KEY, 1, "a b", SERTRACE_FMT_LABEL_IN_STATE), "['a b']");
     /* escaped like every string of a trace */
     cr_assert_str_eq(label(SERTRACE_LABEL_KEY, 1, "x\ny", 0), "['x\\x0ay']");
     cr_assert_str_eq(label(SERTRACE_LABEL_KEY, 1, NULL, 0), "['?']");
@@ -59,8 +57,8 @@ Test(labels, text_of_every_kind)
     cr_assert_str_eq(label(SERTRACE_LABEL_HIDDEN, 5, NULL, 0), "[\xe2\x80\xa6]");
     cr_assert_str_eq(label(SERTRACE_LABEL_ATTR, 2, "avatar", 0), ".avatar");
     cr_assert_str_eq(label(SERTRACE_LABEL_ROLE, SERTRACE_ROLE_STATE, NULL, 0), "(state)");
-    cr_assert_str_eq(label(SERTRACE_LABEL_ROLE, SERTRACE_ROLE_STATE, NULL,
-                           SERTRACE_FMT_LABEL_PATH), "");
+    cr_assert_str_eq(label(SERTRACE_LABEL_ROLE, SERTRACE_ROLE_STATE, NULL, SERTRACE_FMT_LABEL_PATH),
+                     "");
     cr_assert_str_eq(label(SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ARGS, NULL, 0), "(args)");
     cr_assert_str_eq(label(SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE, NULL, 0),
                      "(reconstructor)");
@@ -309,11 +307,13 @@ Test(labels, patterns_count_each_byte_once)
                         "\"self_bytes\": 20, \"share\": 0.970874, \"exact\": true}") != NULL,
               "%s", j);
     cr_assert(strstr(j, "{\"pattern\": \"Session.cache\", \"count\": 1, \"bytes\": 50, "
-                        "\"self_bytes\": 30,") != NULL, "%s", j);
+                        "\"self_bytes\": 30,") != NULL,
+              "%s", j);
     cr_assert(strstr(j, "{\"pattern\": \"Session.cache[*]\", \"count\": 1, \"bytes\": 20, "
-                        "\"self_bytes\": 15,") != NULL, "%s", j);
-    cr_assert(strstr(j, "{\"pattern\": \"Session.users[*]\", \"count\": 1, \"bytes\": 10,") !=
-              NULL, "%s", j);
+                        "\"self_bytes\": 15,") != NULL,
+              "%s", j);
+    cr_assert(strstr(j, "{\"pattern\": \"Session.users[*]\", \"count\": 1, \"bytes\": 10,") != NULL,
+              "%s", j);
     /* largest first */
     cr_assert_eq(strncmp(j, "[{\"pattern\": \"Session\",", 23), 0, "%s", j);
 
@@ -323,12 +323,12 @@ Test(labels, patterns_count_each_byte_once)
     cr_assert_eq(sertrace_pathstats_merge(total, s->ps), 0);
     const char *t = patterns_json(total, 206);
     cr_assert(strstr(t, "{\"pattern\": \"Session\", \"count\": 2, \"bytes\": 200, "
-                        "\"self_bytes\": 40, \"share\": 0.970874,") != NULL, "%s", t);
+                        "\"self_bytes\": 40, \"share\": 0.970874,") != NULL,
+              "%s", t);
     /* --top 2 */
     static sertrace_buf b2 = SERTRACE_BUF_INIT;
     cr_assert_eq(sertrace_pathstats_write(total, &b2, true, 2, 206, false, 0), 0);
-    cr_assert_eq(strstr(strstr(b2.data, "Session.cache") + 1, "\"pattern\""), NULL, "%s",
-                 b2.data);
+    cr_assert_eq(strstr(strstr(b2.data, "Session.cache") + 1, "\"pattern\""), NULL, "%s", b2.data);
     sertrace_buf_free(&b2);
     sertrace_pathstats_destroy(total);
     sertrace_pathstats_reset(s->ps);

@@ -14,7 +14,6 @@
 #include "runtime-internal.h"
 #include "sertrace/sertrace.h"
 
-
 static int type_key, name_key_cache, name_key_k;
 
 /* instance > (state) dict > .cache dict > ['k e y'] list > [3] list */

@@ -40,7 +40,8 @@ FOOTER = re.compile(r"^# end dump (\d+): (?:≥ )?(?:[\d.]+ \S+ \((?:≥ )?)?(\d
                     r"(, unfinished)?(, sizes are lower bounds)?$")
 ENTER = re.compile(r"^(│*)(┬|├┬) (\S+): (.*)$")
 # "[≥ N B]": a lower bound (a node a failed dump left open)
-EXIT = re.compile(r"^(│*)└ # (\S+) \[(?:≥ )?(\d+) B\](?:  (.*))?$")
+# "[2 B + 17 B out of band]": a protocol 5 buffer handed to buffer_callback (schema v5)
+EXIT = re.compile(r"^(│*)└ # (\S+) \[(?:≥ )?(\d+) B(?: \+ \d+ B out of band)?\](?:  (.*))?$")
 NOTE = re.compile(r"^(│*) @ (.*)$")
 FLAG = re.compile(r"^(│*) !! (.*)$")
 
