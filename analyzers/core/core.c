@@ -597,7 +597,7 @@ static int rec_label(sertrace_dump_state *d, reader *r)
 }
 
 /* TYPE, and NAME (schema v5: label texts share the type index space). */
-static int rec_type(sertrace_dump_state *d, reader *r)
+static int rec_type(sertrace_dump_state *d, reader *r, bool label)
 {
     uint64_t type;
     const char *name;
@@ -636,6 +636,7 @@ static int rec_type(sertrace_dump_state *d, reader *r)
     d->types[type].off = d->names_len;
     d->types[type].len = (uint32_t)len;
     d->types[type].defined = true;
+    d->types[type].label = label;
     d->names_len += (uint32_t)len;
     return 0;
 }
@@ -746,7 +747,7 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
             break;
         case SERTRACE_REC_TYPE:
         case SERTRACE_REC_NAME:
-            rc = rec_type(d, &r);
+            rc = rec_type(d, &r, op == SERTRACE_REC_NAME);
             break;
         case SERTRACE_REC_LABEL:
             rc = rec_label(d, &r);

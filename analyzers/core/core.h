@@ -159,6 +159,7 @@ typedef struct sertrace_type_entry {
     uint32_t off; /* into the dump's name arena */
     uint32_t len;
     bool defined;
+    bool label; /* defined by a NAME record (a label text, v5), not a type */
 } sertrace_type_entry;
 
 /* A dump, from its first event to its close. */

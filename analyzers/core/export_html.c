@@ -253,6 +253,8 @@ static int put_block(sertrace_buf *b, const xdump *x)
     for (uint32_t t = 1; t <= d->ntypes; t++) {
         size_t len;
         const char *name = sertrace_core_type_name(d, t, &len);
+        if (name && d->types[t].label)
+            name = NULL; /* a label text (v5): no type, and the page needs it not */
         if (lit(b, ",") < 0 || (name ? sertrace_fmt_json_string(b, name, len) : lit(b, "null")) < 0)
             return -1;
     }

@@ -212,6 +212,8 @@ def test_html_export_data_has_paths(default_run, tmp_path):
     assert dump["path"][0] == "Session"
     assert "Session.users[2].avatar" in dump["path"]
     assert not any("@" in p for p in dump["path"])  # e-mail keys stay hidden
+    # label texts share the trace's index space with types, never the page's type list
+    assert "cache" not in dump["types"] and "__main__.Session" in dump["types"]
 
 
 # ---- out-of-band bytes (issue 13 item 6) ----------------------------------
