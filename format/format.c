@@ -504,6 +504,19 @@ static inline char *put_repr_x(char *p, uint8_t tag, const char *name, size_t na
         p = put_lit(p, " at ", 4);
         p = put_hex(p, addr);
         *p++ = '>';
+    } else if (tag == SERTRACE_TAG_MEMO && name_len > 6 && memcmp(name, "class ", 6) == 0) {
+        /* A memo hit on a class: its type name is "class mod.Name"
+         * (serializers/objdesc), read as a reference to that class. */
+        p = put_lit(p, "<ref class '", 12);
+        p = plain ? put_lit(p, name + 6, name_len - 6) : escape_to(p, name + 6, name_len - 6);
+        p = put_lit(p, "'>", 2);
+    } else if (tag == SERTRACE_TAG_MEMO && name_len > 9 && memcmp(name, "function ", 9) == 0) {
+        /* ... and on a function: "function mod.name". */
+        p = put_lit(p, "<ref function ", 14);
+        p = plain ? put_lit(p, name + 9, name_len - 9) : escape_to(p, name + 9, name_len - 9);
+        p = put_lit(p, " at ", 4);
+        p = put_hex(p, addr);
+        *p++ = '>';
     } else {
         *p++ = '<';
         if (tc == SERTRACE_TAGCLASS_REF)

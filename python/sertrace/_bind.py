@@ -268,3 +268,15 @@ def warn_untraced(what, why):
     warnings.warn("sertrace: %s is not traced: it is %s. Call sertrace.install() before "
                   "importing it, or run the program with `python3 -m sertrace run`."
                   % (what, why), RuntimeWarning, stacklevel=level)
+
+
+def drop_finder(finder):
+    """Take one of our import finders off ``sys.meta_path`` (nothing happens when it is not
+    there, or is None); returns None, so callers write ``_finder = drop_finder(_finder)``.
+    Callers hold their own lock."""
+    if finder is not None:
+        try:
+            sys.meta_path.remove(finder)
+        except ValueError:
+            pass
+    return None

@@ -33,6 +33,8 @@ import os
 import sys
 import threading
 
+from . import _bind
+
 _lock = threading.RLock()
 # The modules whose get_preparation_data() starts such children: multiprocessing's, and
 # loky's (joblib.Parallel's default backend, vendored in joblib), which has the same shape
@@ -137,12 +139,7 @@ def uninstall():
     """Children started from now on run untraced again."""
     global _finder
     with _lock:
-        if _finder is not None:
-            try:
-                sys.meta_path.remove(_finder)
-            except ValueError:
-                pass
-            _finder = None
+        _finder = _bind.drop_finder(_finder)
         for spawn, original in _patched.values():
             if getattr(spawn.get_preparation_data, "__sertrace__", False):
                 spawn.get_preparation_data = original

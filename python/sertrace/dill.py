@@ -43,6 +43,8 @@ import pickle
 import sys
 import threading
 
+from . import _bind
+
 from . import _pyhook
 
 __all__ = ["install", "uninstall", "trace_class", "untrace_class", "traced", "is_traced",
@@ -167,10 +169,7 @@ class _DillFinder(importlib.abc.MetaPathFinder):
         if fullname != "dill":
             return None
         with _lock:
-            try:
-                sys.meta_path.remove(self)
-            except ValueError:
-                pass
+            _bind.drop_finder(self)
             spec = importlib.util.find_spec("dill")
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
@@ -221,12 +220,7 @@ def uninstall():
     """Undo :func:`install`: remove its hooks, dill's logger proxy and the import hook."""
     global _finder
     with _lock:
-        if _finder is not None:
-            try:
-                sys.meta_path.remove(_finder)
-            except ValueError:
-                pass
-            _finder = None
+        _finder = _bind.drop_finder(_finder)
         while _hooked:
             untrace_class(_hooked.pop())
         _unwrap_dill_logger()

@@ -108,6 +108,15 @@ Test(format, repr_per_tag_class)
     cr_expect_str_eq(repr(SERTRACE_TAG_DILL_F1, "make_counter.<locals>.incr", 0xabc, 0),
                      "<function make_counter.<locals>.incr at 0xabc>");
     cr_expect_str_eq(repr(SERTRACE_TAG_MEMO, "dict", 0x1000, 0), "<ref dict object at 0x1000>");
+    /* a memo hit on a class or function refers to it (serializers/objdesc) */
+    cr_expect_str_eq(repr(SERTRACE_TAG_MEMO, "class app.User", 0x1000, 0),
+                     "<ref class 'app.User'>");
+    cr_expect_str_eq(repr(SERTRACE_TAG_MEMO, "function app.main", 0x2000, 0),
+                     "<ref function app.main at 0x2000>");
+    cr_expect_str_eq(repr(SERTRACE_TAG_MEMO, "classy.Thing", 0x30, 0),
+                     "<ref classy.Thing object at 0x30>");
+    cr_expect_str_eq(repr(SERTRACE_TAG_INSTANCE, "class app.User", 0x30, 0),
+                     "<class app.User object at 0x30>");
     cr_expect_str_eq(repr(SERTRACE_TAG_DICT, "dict", 0x7710bc313000, 0),
                      "<dict object at 0x7710bc313000>");
     cr_expect_str_eq(repr(SERTRACE_TAG_LIST, "list", 0x20, 4), "<list object at 0x20> len=3");

@@ -24,8 +24,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "pickle"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 
-import pt_tree  # noqa: E402
+from testlib import tree as pt_tree  # noqa: E402
 import treecmp  # noqa: E402
 
 SERTRACE = os.environ.get("SERTRACE_BIN", "")

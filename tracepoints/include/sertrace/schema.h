@@ -249,12 +249,12 @@ enum sertrace_status {
     X(BYTEARRAY, 8, "BA", "bytearray", OBJECT)                                 \
     X(INT, 9, "I", "int", OBJECT)                                              \
     X(FLOAT, 10, "Fl", "float", OBJECT)                                        \
-    X(ATOM, 11, "A", "None, True, False, Ellipsis, NotImplemented", ATOM)      \
+    X(ATOM, 11, "A", "None, True, False", ATOM)                                \
     X(INSTANCE, 12, "O", "instance rebuilt from __reduce_ex__/__reduce__", OBJECT)\
     X(REDUCE, 13, "R", "object from a reduce tuple (copyreg, dispatch_table)", OBJECT)\
     X(CLASS, 14, "T4", "class by reference (global)", CLASS)                   \
     X(FUNCTION, 15, "F2", "function by reference (global)", FUNCTION)          \
-    X(GLOBAL, 16, "G", "other object by reference (global)", OBJECT)           \
+    X(GLOBAL, 16, "G", "other object by name (Ellipsis, NotImplemented)", OBJECT)\
     X(MEMO, 17, "Mo", "back-reference to an object already written", REF)      \
     X(PICKLEBUFFER, 18, "PB", "PickleBuffer (in-band or out-of-band)", OBJECT) \
     X(PERSID, 19, "Pid", "persistent id", OBJECT)                              \
@@ -299,7 +299,7 @@ enum sertrace_tagclass {
     SERTRACE_TAGCLASS_OBJECT = 0, /* an object written here (repr <NAME object at 0x...>) */
     SERTRACE_TAGCLASS_CLASS,       /* a class: the node's type is the class itself */
     SERTRACE_TAGCLASS_FUNCTION,    /* a function: the node's type is the function */
-    SERTRACE_TAGCLASS_ATOM,        /* None, True, False, Ellipsis, NotImplemented */
+    SERTRACE_TAGCLASS_ATOM,        /* None, True, False */
     SERTRACE_TAGCLASS_REF,         /* a memo reference to an object already written */
 };
 
