@@ -473,6 +473,8 @@ static int text_totals(sertrace_summary *s, type_total *const *rows, size_t nrow
         for (unsigned i = 0; i < s->ntop; i++)
             sertrace_buf_appendf(b, "    %s\n", s->top[i].str);
     }
+    if (s->o.paths) /* over all dumps (pathstats merged at each dump close) */
+        text_paths(s, b, s->paths, s->payload_bytes);
     return sertrace_buf_error(b);
 }
 

@@ -189,6 +189,9 @@ def test_paths_text_and_top(default_run):
     section = r.stdout.split("  paths (")[1].split("\n\n")[0].splitlines()
     rows = [l for l in section[2:] if l.strip()]
     assert len(rows) == 2 and rows[1].endswith("  Session.cache"), section
+    # one dump: its section, then the overall one after "== overall"
+    assert r.stdout.count("  paths (") == 2
+    assert "  paths (" in r.stdout.split("== overall")[1]
     bad = subprocess.run([er.BIN, "report", "--paths", "--tree", trace], capture_output=True,
                          text=True, env=er.env(), timeout=300)
     assert bad.returncode != 0 and "--paths applies to --summary and --json" in bad.stderr
