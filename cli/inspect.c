@@ -3,7 +3,8 @@
  * No trace and no Python: the bytes go through the pickle emulator
  * (inspect/, which imports and calls nothing) into the same tree core and
  * the same sinks `report` uses (analyzers/core: treeprint for --tree,
- * summary for --summary and --json), so the output reads and parses like
+ * summary for --summary and --json, export for --html, --folded,
+ * --speedscope and --perfetto), so the output reads and parses like
  * `report`'s.  The options are report's display options with the same
  * names, values and checks; report parses its own into babeltrace2 sink
  * parameters, so they are parsed here again into the sinks' option structs
@@ -29,15 +30,31 @@
 
 #include "cli.h"
 #include "core.h"
+#include "export.h"
 #include "format.h"
 #include "audit.h"
 #include "inspect.h"
+#include "params.h" /* the export options' names, as report and the sink spell them */
 #include "summary.h"
 #include "treeprint.h"
 
 #define INSPECT_INCONCLUSIVE 4
 
-enum inspect_mode { MODE_TREE, MODE_SUMMARY, MODE_JSON };
+enum inspect_mode { MODE_TREE, MODE_SUMMARY, MODE_JSON, MODE_EXPORT };
+
+/* --folded, --speedscope, --perfetto, --html: the export formats, named by
+ * the sinks' parameter table (params.h) as `report` names them. */
+static const struct {
+    enum sertrace_sink_param param;
+    enum sertrace_export_format format;
+} export_opts[] = {
+    {SERTRACE_PARAM_FOLDED, SERTRACE_EXPORT_FOLDED},
+    {SERTRACE_PARAM_SPEEDSCOPE, SERTRACE_EXPORT_SPEEDSCOPE},
+    {SERTRACE_PARAM_PERFETTO, SERTRACE_EXPORT_PERFETTO},
+    {SERTRACE_PARAM_HTML, SERTRACE_EXPORT_HTML},
+};
+#define NEXPORTS (sizeof export_opts / sizeof export_opts[0])
+#define export_name(i) sertrace_sink_param_name(export_opts[i].param)
 
 struct inspect_opts {
     enum inspect_mode mode;
@@ -49,11 +66,13 @@ struct inspect_opts {
     bool audit, sarif, has_display;
     const char **allow; /* sized argc */
     size_t nallow;
+    const char *exports[NEXPORTS]; /* MODE_EXPORT: path per export_opts row, or NULL */
+    int nexports;
 };
 
 static const char inspect_help[] =
-    "Usage: sertrace inspect [--tree | --summary | --json] [OPTIONS] FILE\n"
-    "       sertrace inspect [--tree | --summary | --json] [OPTIONS] -\n"
+    "Usage: sertrace inspect [--tree | --summary | --json | EXPORT...] [OPTIONS] FILE\n"
+    "       sertrace inspect [--tree | --summary | --json | EXPORT...] [OPTIONS] -\n"
     "\n"
     "Rebuild the size tree of pickle bytes (protocols 0-5; several pickles back\n"
     "to back are several dumps; `-` reads standard input) without a trace and\n"
@@ -63,13 +82,25 @@ static const char inspect_help[] =
     "same printers, so the options below behave as in `report`.  What only an\n"
     "import could tell is shown as such: a global (class, function, other) is `G`\n"
     "with its name as type; REDUCE builds `R`, NEWOBJ/NEWOBJ_EX/INST/OBJ build `O`.\n"
-    "There is no process: the header says pid -1, tid -1 and the epoch.\n"
+    "There is no process: a tree's header names the input and the pickle's byte\n"
+    "offset in it (`── dump 2 · FILE · byte 188 · pickle protocol 4 · ...`); in\n"
+    "JSON, pid and tid are -1 and the time 0.\n"
     "\n"
     "  --tree             one tree per pickle (default)\n"
     "  --summary          per-dump and overall totals: bytes by kind and type,\n"
     "                     largest nodes, flagged nodes\n"
     "  --json             the summary as one JSON object (format \"sertrace-summary\",\n"
     "                     the schema of `report --json`)\n"
+    "  --html OUT.html    a self-contained page: per pickle a zoomable icicle of the\n"
+    "                     size tree (hover, search, dump selector); opens offline\n"
+    "  --folded OUT       folded stacks weighted by self bytes (flamegraph.pl,\n"
+    "                     inferno); first frame: the dump\n"
+    "  --speedscope OUT   speedscope JSON: one profile per pickle, unit bytes\n"
+    "  --perfetto OUT     Chrome trace-event JSON (ui.perfetto.dev): one event per\n"
+    "                     pickle (pid and tid -1, time 0: there is no process)\n"
+    "                     The four may be combined (one pass over FILE); OUT `-`\n"
+    "                     is stdout (for one of them).  In every format a pickle's\n"
+    "                     bytes add up to its length\n"
     "  --oversize SIZE    flag nodes of at least SIZE bytes (64K, 1.5MiB) or of at\n"
     "                     least this share of their dump (10%)\n"
     "  --top N            largest nodes listed in the summary (default 10, at\n"
@@ -126,6 +157,7 @@ enum {
     OPT_AUDIT,
     OPT_ALLOW,
     OPT_SARIF,
+    OPT_EXPORT, /* OPT_EXPORT + i: export_opts[i] */
 };
 
 /* 0 ok, 1 --help printed, -1 usage error (message printed). */
@@ -147,6 +179,10 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
         {"audit", no_argument, NULL, OPT_AUDIT},
         {"allow", required_argument, NULL, OPT_ALLOW},
         {"sarif", no_argument, NULL, OPT_SARIF},
+        {"folded", required_argument, NULL, OPT_EXPORT + 0},
+        {"speedscope", required_argument, NULL, OPT_EXPORT + 1},
+        {"perfetto", required_argument, NULL, OPT_EXPORT + 2},
+        {"html", required_argument, NULL, OPT_EXPORT + 3},
         {NULL, 0, NULL, 0},
     };
     int c, modes = 0;
@@ -239,6 +275,19 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
         case OPT_SARIF:
             o->sarif = true;
             break;
+        case OPT_EXPORT + 0:
+        case OPT_EXPORT + 1:
+        case OPT_EXPORT + 2:
+        case OPT_EXPORT + 3:
+            if (*optarg == '\0') {
+                sertrace_cli_err("--%s: give a file name (or - for stdout)",
+                                 export_name(c - OPT_EXPORT));
+                return -1;
+            }
+            if (!o->exports[c - OPT_EXPORT])
+                o->nexports++;
+            o->exports[c - OPT_EXPORT] = optarg;
+            break;
         case '?':
         default:
             if (optopt != 0 && optopt < 256 && optopt != '?')
@@ -256,15 +305,33 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
             sertrace_cli_err("inspect: --allow and --sarif apply to --audit");
             return -1;
         }
-        if (o->has_display || (modes && o->mode != MODE_JSON) || (o->sarif && modes)) {
+        if (o->has_display || o->nexports || (modes && o->mode != MODE_JSON) ||
+            (o->sarif && modes)) {
             sertrace_cli_err("inspect: --audit takes --allow, and one of --json or --sarif; "
-                             "not the tree or summary options");
+                             "not the tree, summary or export options");
             return -1;
         }
     }
-    if (modes > 1) {
-        sertrace_cli_err("inspect: choose one of --tree, --summary, --json");
+    if (modes > 1 || (modes && o->nexports)) {
+        sertrace_cli_err("inspect: choose one of --tree, --summary, --json, or exports "
+                         "(--html, --folded, --speedscope, --perfetto)");
         return -1;
+    }
+    if (o->nexports) {
+        int dash = 0;
+        if (o->has_top || o->exact) {
+            sertrace_cli_err("inspect: --top and --exact apply to the text and JSON reports, "
+                             "not to --html, --folded, --speedscope, --perfetto");
+            return -1;
+        }
+        for (size_t i = 0; i < NEXPORTS; i++)
+            dash += o->exports[i] && strcmp(o->exports[i], "-") == 0;
+        if (dash > 1) {
+            sertrace_cli_err("inspect: only one export can go to stdout (-): give the "
+                             "others a file name");
+            return -1;
+        }
+        o->mode = MODE_EXPORT;
     }
     if (o->mode == MODE_TREE && o->has_top) {
         sertrace_cli_err("inspect: --top applies to --summary and --json");
@@ -406,6 +473,57 @@ static int run_audit(const struct inspect_opts *o, const struct input *in,
     return verdict;
 }
 
+/* The export outputs: one file per format asked for ("-": stdout). */
+struct export_files {
+    FILE *f[NEXPORTS];
+};
+
+/* Opens every output of o->exports and adds it to `x`.  0, or -1 with the
+ * message printed (the files opened so far are left for close_exports). */
+static int open_exports(const struct inspect_opts *o, sertrace_export *x, struct export_files *xf)
+{
+    for (size_t i = 0; i < NEXPORTS; i++) {
+        const char *path = o->exports[i];
+        if (!path)
+            continue;
+        if (strcmp(path, "-") == 0) {
+            xf->f[i] = stdout;
+        } else {
+            xf->f[i] = fopen(path, "w");
+            if (!xf->f[i]) {
+                sertrace_cli_err("inspect: --%s: cannot open %s: %s", export_name(i), path,
+                                 strerror(errno));
+                return -1;
+            }
+            setvbuf(xf->f[i], NULL, _IOFBF, 1 << 16);
+        }
+        if (sertrace_export_add_output(x, export_opts[i].format, sertrace_summary_write_file,
+                                       xf->f[i]) < 0) {
+            sertrace_cli_err("inspect: out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Closes the export files; -1 (message printed) when one could not be
+ * written. */
+static int close_exports(const struct inspect_opts *o, struct export_files *xf)
+{
+    int rc = 0;
+    for (size_t i = 0; i < NEXPORTS; i++) {
+        if (!xf->f[i] || xf->f[i] == stdout)
+            continue;
+        if (fclose(xf->f[i]) != 0 && rc == 0) {
+            sertrace_cli_err("inspect: --%s: cannot write %s: %s", export_name(i), o->exports[i],
+                             strerror(errno));
+            rc = -1;
+        }
+        xf->f[i] = NULL;
+    }
+    return rc;
+}
+
 int sertrace_cli_inspect(int argc, char **argv)
 {
     struct inspect_opts o;
@@ -414,6 +532,8 @@ int sertrace_cli_inspect(int argc, char **argv)
     sertrace_core *core = NULL;
     sertrace_summary *sum = NULL;
     sertrace_treeprint *tree = NULL;
+    sertrace_export *exp = NULL;
+    struct export_files xf = {{NULL}};
     sertrace_inspect_limits lim = {0, SERTRACE_INSPECT_DEFAULT_DEPTH};
     sertrace_inspect_result res;
     int rc, status = SERTRACE_CLI_ERROR;
@@ -439,13 +559,30 @@ int sertrace_cli_inspect(int argc, char **argv)
         free(o.allow);
         return status;
     }
-    if (o.mode == MODE_TREE) {
+    if (o.mode == MODE_EXPORT) {
+        sertrace_export_opts eo = SERTRACE_EXPORT_OPTS_DEFAULT;
+        char title[512];
+        snprintf(title, sizeof title, "sertrace inspect %s",
+                 strcmp(o.input, "-") ? o.input : "(standard input)");
+        eo.oversize_bytes = o.oversize_bytes;
+        eo.oversize_percent = o.oversize_percent;
+        eo.title = title;
+        exp = sertrace_export_create(&eo);
+        if (!exp) {
+            sertrace_cli_err("inspect: out of memory");
+            goto end;
+        }
+        if (open_exports(&o, exp, &xf) < 0)
+            goto end;
+        sertrace_export_visitor(exp, &v);
+    } else if (o.mode == MODE_TREE) {
         sertrace_treeprint_opts to = SERTRACE_TREEPRINT_OPTS_DEFAULT;
         to.oversize_bytes = o.oversize_bytes;
         to.oversize_percent = o.oversize_percent;
         to.max_depth = (uint32_t)o.max_depth;
         to.min_size = o.min_size;
         to.exact = o.exact;
+        to.input = strcmp(o.input, "-") ? o.input : "standard input";
         tree = sertrace_treeprint_create(&to, sertrace_summary_write_file, stdout);
         if (tree)
             sertrace_treeprint_visitor(tree, &v);
@@ -462,18 +599,21 @@ int sertrace_cli_inspect(int argc, char **argv)
         if (sum)
             sertrace_summary_visitor(sum, &v);
     }
-    if ((!tree && !sum) || !(core = sertrace_core_create(&v))) {
+    if ((!tree && !sum && !exp) || !(core = sertrace_core_create(&v))) {
         sertrace_cli_err("inspect: out of memory");
         goto end;
     }
     rc = sertrace_inspect_run(in.data, in.len, &lim, core, &res);
     if (sertrace_core_finish(core) < 0 ||
-        (tree ? sertrace_treeprint_finish(tree, sertrace_core_get_stats(core))
-              : sertrace_summary_finish(sum, sertrace_core_get_stats(core))) < 0 ||
+        (tree  ? sertrace_treeprint_finish(tree, sertrace_core_get_stats(core))
+         : exp ? sertrace_export_finish(exp, sertrace_core_get_stats(core))
+               : sertrace_summary_finish(sum, sertrace_core_get_stats(core))) < 0 ||
         fflush(stdout) != 0) {
         sertrace_cli_err("inspect: cannot write the output: %s", strerror(errno));
         goto end;
     }
+    if (close_exports(&o, &xf) < 0)
+        goto end;
     switch (rc) {
     case SERTRACE_INSPECT_OK:
         status = SERTRACE_CLI_OK;
@@ -497,6 +637,9 @@ end:
         sertrace_treeprint_destroy(tree);
     if (sum)
         sertrace_summary_destroy(sum);
+    close_exports(&o, &xf);
+    if (exp)
+        sertrace_export_destroy(exp);
     close_input(&in);
     free(o.allow);
     return status;

@@ -71,6 +71,7 @@ struct sertrace_treeprint {
     sertrace_buf out;
     sertrace_buf tmp;
     uint64_t dumps;
+    uint64_t input_off; /* o.input: byte offset of the next dump */
     int failed;
     bool lower; /* the dump being printed: its sizes are lower bounds */
     /* print stack, reused across dumps */
@@ -372,13 +373,25 @@ static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
                       const dump_buf *db)
 {
     sertrace_buf *b = &t->out;
-    int rc = buf_lit(b, "\xe2\x94\x80\xe2\x94\x80 dump ") || put_u64(b, d->dump_id) ||
+    int rc;
+    if (t->o.input) { /* "── dump 2 · FILE · byte 188 · pickle ..." */
+        rc = buf_lit(b, "\xe2\x94\x80\xe2\x94\x80 dump ") || put_u64(b, d->dump_id) ||
+                     buf_lit(b, " \xc2\xb7 ") ||
+                     sertrace_fmt_escape(b, t->o.input, strlen(t->o.input)) ||
+                     buf_lit(b, " \xc2\xb7 byte ") || put_u64(b, t->input_off) ||
+                     buf_lit(b, " \xc2\xb7 ")
+                 ? -1
+                 : 0;
+        t->input_off += (d->flags & SERTRACE_DUMPF_END) ? d->payload_bytes : d->max_pos;
+    } else {
+        rc = buf_lit(b, "\xe2\x94\x80\xe2\x94\x80 dump ") || put_u64(b, d->dump_id) ||
                      buf_lit(b, " \xc2\xb7 pid ") || put_i64(b, d->pid) ||
                      buf_lit(b, " \xc2\xb7 tid ") || put_i64(b, d->tid) ||
                      buf_lit(b, " \xc2\xb7 ") || put_time(b, d->ts_begin, &t->tcache) ||
                      buf_lit(b, " \xc2\xb7 ")
                  ? -1
                  : 0;
+    }
     if (rc == 0)
         rc = d->serializer_len
                  ? sertrace_fmt_escape(b, d->serializer, d->serializer_len)

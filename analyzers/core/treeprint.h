@@ -33,9 +33,14 @@ typedef struct sertrace_treeprint_opts {
                               * after the final line, instead of in 64 KiB
                               * chunks: for live viewing */
     int (*flush)(void *write_ctx); /* optional, e.g. sertrace_summary_flush_file */
+    const char *input;             /* NULL: dumps of processes (the header says
+                                    * pid, tid, time); else the dumps are the
+                                    * pickles of this input back to back (`sertrace
+                                    * inspect`): the header names it and the
+                                    * dump's byte offset in it */
 } sertrace_treeprint_opts;
 
-#define SERTRACE_TREEPRINT_OPTS_DEFAULT {0, 0.0, 0, 0, false, false, NULL}
+#define SERTRACE_TREEPRINT_OPTS_DEFAULT {0, 0.0, 0, 0, false, false, NULL, NULL}
 
 typedef struct sertrace_treeprint sertrace_treeprint;
 

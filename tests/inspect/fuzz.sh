@@ -2,7 +2,13 @@
 # Build the libFuzzer target of the pickle emulator with clang
 # (-fsanitize=fuzzer,address,undefined) and run it for a bounded time.
 #
-#   tests/inspect/fuzz.sh SOURCE_ROOT WORK_DIR [SECONDS]     (default 60)
+#   tests/inspect/fuzz.sh SOURCE_ROOT WORK_DIR SECONDS SOURCE.c...
+#
+# The SOURCE.c files are the libraries the target links: meson passes their
+# own source lists (tests/inspect/meson.build: inspect/, analyzers/core/
+# with its generated html_assets.c, format/), so a file added or split
+# there is compiled here without touching this script; each source's
+# directory is an include directory.
 #
 # The seed corpus is made on the spot from Debian's CPython (pickles of
 # every protocol: containers, instances, recursion, big atoms, frames,
@@ -12,9 +18,27 @@
 # libFuzzer runtime is missing, else libFuzzer's status (a crash input is
 # left in WORK_DIR).
 set -eu
+if [ $# -lt 4 ]; then
+    echo "usage: fuzz.sh SOURCE_ROOT WORK_DIR SECONDS SOURCE.c... (meson passes the sources:" \
+         "meson test -C BUILD inspect-fuzz)" >&2
+    exit 2
+fi
 src=$1
 work=$2
-secs=${3:-60}
+secs=$3
+shift 3
+# sources relative to the current directory (meson's generated ones are
+# relative to the build directory) made absolute: the run below cd's away
+incs=
+n=$#
+while [ "$n" -gt 0 ]; do
+    f=$1
+    shift
+    case $f in /*) ;; *) f=$PWD/$f ;; esac
+    incs="$incs -I$(dirname "$f")"
+    set -- "$@" "$f"
+    n=$((n - 1))
+done
 cc=${CLANG:-clang}
 if ! command -v "$cc" >/dev/null 2>&1; then
     echo "fuzz: no $cc: skipped"
@@ -23,11 +47,8 @@ fi
 mkdir -p "$work/corpus"
 bin=$work/fuzz_inspect
 "$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$src/inspect" -I"$src/analyzers/core" -I"$src/format" -I"$src/tracepoints/include" \
-    "$src/tests/inspect/fuzz_inspect.c" "$src/inspect/emulator.c" "$src/inspect/audit.c" \
-    "$src/analyzers/core/core.c" "$src/analyzers/core/summary.c" "$src/analyzers/core/summary-text.c" \
-    "$src/analyzers/core/summary-json.c" "$src/analyzers/core/losses.c" "$src/analyzers/core/treeprint.c" \
-    "$src/format/format.c" "$src/format/lines.c" -lm -o "$bin" 2>"$work/build.log" || {
+    $incs -I"$src/tracepoints/include" \
+    "$src/tests/inspect/fuzz_inspect.c" "$@" -lm -o "$bin" 2>"$work/build.log" || {
     if grep -q "fuzzer" "$work/build.log"; then
         echo "fuzz: clang has no libFuzzer runtime: skipped"; cat "$work/build.log"; exit 77
     fi

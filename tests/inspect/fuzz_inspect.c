@@ -1,8 +1,9 @@
 /* fuzz_inspect.c -- libFuzzer target for the pickle emulator (inspect/).
  *
  * Each input is handed to sertrace_inspect_run() exactly as `sertrace
- * inspect` would, with the tree core and BOTH sinks behind it (the summary
- * in JSON, the tree printer), their output thrown away: a crash, a leak,
+ * inspect` would, with the tree core and one of its sinks behind it (by
+ * input length: the tree printer, the summary in JSON, or the export
+ * visitor with all four formats), their output thrown away: a crash, a leak,
  * undefined behaviour or a read outside the input anywhere on that path is
  * a finding.  The memory limit is small (64 MiB) so that a hostile input
  * reaches it rather than the fuzzer's RSS limit; the result status itself
@@ -10,7 +11,8 @@
  * documented ones and that a reason is given when it is not OK.
  *
  * Built and run by tests/inspect/fuzz.sh (clang -fsanitize=fuzzer,address,
- * undefined), which meson runs as the test `inspect-fuzz` (suite 'fuzz').
+ * undefined), which meson runs as the test `inspect-fuzz` (suite 'fuzz')
+ * and hands the sources of the libraries behind it.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 
 #include "audit.h"
 #include "core.h"
+#include "export.h"
 #include "inspect.h"
 #include "summary.h"
 #include "treeprint.h"
@@ -31,16 +34,28 @@ static int discard(void *ctx, const char *s, size_t n)
     return 0;
 }
 
-static void run(const uint8_t *data, size_t size, int tree)
+/* `sink`: 0 the tree printer, 1 the JSON summary, 2 the four exports. */
+static void run(const uint8_t *data, size_t size, int sink)
 {
     sertrace_core_visitor v;
     sertrace_summary *sum = NULL;
     sertrace_treeprint *tp = NULL;
+    sertrace_export *xp = NULL;
     sertrace_core *core;
     sertrace_inspect_limits lim = {64u << 20, 100000};
     sertrace_inspect_result res;
 
-    if (tree) {
+    if (sink == 2) {
+        sertrace_export_opts o = SERTRACE_EXPORT_OPTS_DEFAULT;
+        o.oversize_percent = 10.0;
+        xp = sertrace_export_create(&o);
+        if (!xp)
+            return;
+        for (int f = 0; f < SERTRACE_EXPORT_NFORMATS; f++)
+            if (sertrace_export_add_output(xp, (enum sertrace_export_format)f, discard, NULL) < 0)
+                abort();
+        sertrace_export_visitor(xp, &v);
+    } else if (sink == 0) {
         sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
         o.max_depth = 50;
         tp = sertrace_treeprint_create(&o, discard, NULL);
@@ -84,6 +99,8 @@ static void run(const uint8_t *data, size_t size, int tree)
         (void)sertrace_core_finish(core);
         if (tp)
             (void)sertrace_treeprint_finish(tp, sertrace_core_get_stats(core));
+        else if (xp)
+            (void)sertrace_export_finish(xp, sertrace_core_get_stats(core));
         else
             (void)sertrace_summary_finish(sum, sertrace_core_get_stats(core));
         sertrace_core_destroy(core);
@@ -92,6 +109,8 @@ static void run(const uint8_t *data, size_t size, int tree)
         sertrace_treeprint_destroy(tp);
     if (sum)
         sertrace_summary_destroy(sum);
+    if (xp)
+        sertrace_export_destroy(xp);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -102,7 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!copy)
         return 0;
     memcpy(copy, data, size);
-    run(copy, size, size & 1);
+    run(copy, size, (int)(size % 3));
     free(copy);
     return 0;
 }

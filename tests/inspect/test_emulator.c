@@ -267,3 +267,42 @@ Test(emulator, empty_input_is_no_dump)
     cr_assert_eq(run("", 0, &r, &res, NULL), SERTRACE_INSPECT_OK);
     cr_assert_eq(r.dumps, 0);
 }
+
+/* t = (t, [1]) nested n times from (), protocol 2: each tuple's node is
+ * created after every node inside it, so nesting them takes ~n^2 moves:
+ * past the insertion sort's budget, the radix sort orders them.  Post-order
+ * must be: (), then per level the list and the tuple. */
+Test(emulator, nodes_created_after_their_parts_deeply)
+{
+    enum { N = 120 };
+    char b[2 + 1 + N * 5 + 1];
+    size_t k = 0;
+    b[k++] = '\x80';
+    b[k++] = 2;
+    b[k++] = ')';
+    for (int i = 0; i < N; i++) {
+        memcpy(b + k,
+               "]K\x01"
+               "a\x86",
+               5); /* EMPTY_LIST BININT1 1 APPEND TUPLE2 */
+        k += 5;
+    }
+    b[k++] = '.';
+    rec r;
+    sertrace_inspect_result res;
+    cr_assert_eq(run(b, k, &r, &res, NULL), SERTRACE_INSPECT_OK, "%s", res.reason);
+    cr_assert_eq(r.n, 1 + 2 * N);
+    cr_assert_eq(r.nodes[0].tag, SERTRACE_TAG_TUPLE);
+    cr_assert_eq(r.nodes[0].depth, N + 1);
+    cr_assert_eq(r.nodes[0].bytes, 1);
+    for (unsigned lvl = 1; lvl <= N; lvl++) {
+        const seen *l = &r.nodes[2 * lvl - 1], *t = &r.nodes[2 * lvl];
+        cr_assert_eq(l->tag, SERTRACE_TAG_LIST, "level %u", lvl);
+        cr_assert_eq(l->depth, N + 2 - lvl, "level %u", lvl);
+        cr_assert_eq(l->bytes, 4);
+        cr_assert_eq(t->tag, SERTRACE_TAG_TUPLE, "level %u", lvl);
+        cr_assert_eq(t->depth, N + 1 - lvl, "level %u", lvl);
+        cr_assert_eq(t->bytes, 1 + 5 * lvl, "level %u", lvl);
+    }
+    cr_assert_eq(r.payload[0], k);
+}

@@ -140,6 +140,30 @@ def test_several_pickles_back_to_back():
     assert [d["protocol"] for d in doc["dumps"]] == [0, 1, 2, 3, 4, 5]
 
 
+def test_tree_header_names_the_input_and_each_pickles_offset(tmp_path):
+    """No process made these bytes: each tree's header says where the
+    pickle lies (the input, its first byte), not pid -1 / tid -1 / t=0."""
+    import pickle
+    import re
+
+    parts = [pickle.dumps(x, p) for p, x in enumerate([[1], {"a": (1,)}, None, "s" * 300,
+                                                         [b"x"], {1}])]
+    path = tmp_path / "six.pkl"
+    path.write_bytes(b"".join(parts))
+    offsets = [sum(len(p) for p in parts[:i]) for i in range(len(parts))]
+    for arg, name, data in ((str(path), str(path), None), ("-", "standard input", path.read_bytes())):
+        proc = inspect("--tree", arg, data=data)
+        assert proc.returncode == 0, proc.stderr
+        heads = [l for l in proc.stdout.decode().splitlines() if l.startswith("── dump ")]
+        assert len(heads) == len(parts)
+        for i, h in enumerate(heads):
+            m = re.match(r"── dump (\d+) · (.*) · byte (\d+) · pickle protocol (\d) · payload ", h)
+            assert m, h
+            assert (int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))) == \
+                (i + 1, name, offsets[i], i)
+            assert "pid" not in h and "tid" not in h
+
+
 def test_display_options():
     import pickle
 

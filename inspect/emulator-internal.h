@@ -1,0 +1,417 @@
+/* emulator-internal.h -- what the files of the pickle emulator share.
+ *
+ * The emulator (inspect.h's sertrace_inspect_run) is split by job:
+ * emulator.c the opcodes' effects and the pickle-by-pickle driver,
+ * emulator-reader.h the bounds-checked opcode decoder (included by
+ * emulator.c only, so that it inlines into the loop), emulator-machine.c the
+ * stack, marks, memo puts and gets, emulator-tables.c the memory budget,
+ * the type-name table and the memo hash, emulator-records.c the nodes'
+ * nesting and their schema records fed to the core, emulator-observe.c the
+ * audit hooks and pickles nested in loads() arguments.  This header holds
+ * their shared state (the opcodes, items, marks, nodes, the machine) and the
+ * small item and node constructors every part uses, inlined.  Internal:
+ * nothing outside inspect/ includes it.
+ */
+#ifndef SERTRACE_EMULATOR_INTERNAL_H
+#define SERTRACE_EMULATOR_INTERNAL_H
+
+#include "inspect.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sertrace/schema.h"
+
+/* ---- opcodes (pickletools' names and values) --------------------------- */
+
+enum {
+    OP_MARK = '(',
+    OP_STOP = '.',
+    OP_POP = '0',
+    OP_POP_MARK = '1',
+    OP_DUP = '2',
+    OP_FLOAT = 'F',
+    OP_INT = 'I',
+    OP_BININT = 'J',
+    OP_BININT1 = 'K',
+    OP_LONG = 'L',
+    OP_BININT2 = 'M',
+    OP_NONE = 'N',
+    OP_PERSID = 'P',
+    OP_BINPERSID = 'Q',
+    OP_REDUCE = 'R',
+    OP_STRING = 'S',
+    OP_BINSTRING = 'T',
+    OP_SHORT_BINSTRING = 'U',
+    OP_UNICODE = 'V',
+    OP_BINUNICODE = 'X',
+    OP_APPEND = 'a',
+    OP_BUILD = 'b',
+    OP_GLOBAL = 'c',
+    OP_DICT = 'd',
+    OP_EMPTY_DICT = '}',
+    OP_APPENDS = 'e',
+    OP_GET = 'g',
+    OP_BINGET = 'h',
+    OP_INST = 'i',
+    OP_LONG_BINGET = 'j',
+    OP_LIST = 'l',
+    OP_EMPTY_LIST = ']',
+    OP_OBJ = 'o',
+    OP_PUT = 'p',
+    OP_BINPUT = 'q',
+    OP_LONG_BINPUT = 'r',
+    OP_SETITEM = 's',
+    OP_TUPLE = 't',
+    OP_EMPTY_TUPLE = ')',
+    OP_SETITEMS = 'u',
+    OP_BINFLOAT = 'G',
+    OP_BINBYTES = 'B',
+    OP_SHORT_BINBYTES = 'C',
+    OP_PROTO = 0x80,
+    OP_NEWOBJ = 0x81,
+    OP_EXT1 = 0x82,
+    OP_EXT2 = 0x83,
+    OP_EXT4 = 0x84,
+    OP_TUPLE1 = 0x85,
+    OP_TUPLE2 = 0x86,
+    OP_TUPLE3 = 0x87,
+    OP_NEWTRUE = 0x88,
+    OP_NEWFALSE = 0x89,
+    OP_LONG1 = 0x8a,
+    OP_LONG4 = 0x8b,
+    OP_SHORT_BINUNICODE = 0x8c,
+    OP_BINUNICODE8 = 0x8d,
+    OP_BINBYTES8 = 0x8e,
+    OP_EMPTY_SET = 0x8f,
+    OP_ADDITEMS = 0x90,
+    OP_FROZENSET = 0x91,
+    OP_NEWOBJ_EX = 0x92,
+    OP_STACK_GLOBAL = 0x93,
+    OP_MEMOIZE = 0x94,
+    OP_FRAME = 0x95,
+    OP_BYTEARRAY8 = 0x96,
+    OP_NEXT_BUFFER = 0x97,
+    OP_READONLY_BUFFER = 0x98,
+};
+
+#define FRAME_HEADER 9u
+#define NO_NODE UINT32_MAX
+#define RECORD_BATCH SERTRACE_BATCH_BYTES
+
+/* What an item is, as far as the bytes tell. */
+#define NO_KEY UINT64_MAX
+
+enum item_kind {
+    IK_SETTER, /* the result of an object's state setter call, POPped next */
+    IK_ATOM,   /* None, bool, int, float, bytes: no node at default granularity */
+    IK_STR,    /* str: text at [text_off, text_off + text_len) of the input */
+    IK_NODE,   /* an object with a node (container, global, reduce-built...) */
+    IK_GLOBAL, /* a global (has a node tagged G; `type` is its name) */
+};
+
+typedef struct item {
+    uint64_t start;      /* position of its first byte */
+    uint32_t first_node; /* arena size when its first byte was read */
+    uint32_t node;       /* its node, or NO_NODE */
+    uint32_t type;       /* type index (0 none) */
+    uint32_t it_node;    /* open It node of a reduce-built object, or NO_NODE */
+    uint32_t text_len;
+    uint64_t text_off;
+    uint32_t atom_nodes_end; /* IK_ATOM from a REDUCE: its nodes are [first_node, this) */
+    uint64_t memo_key;       /* last memo key it was stored under or read from, NO_KEY if none */
+    /* tuples: what a REDUCE needs of its arguments */
+    uint64_t arg0_key;  /* memo key of element 0, NO_KEY if none */
+    uint32_t arg0_type; /* type of element 0 (a global's name) */
+    uint32_t arg1_len;  /* text of element 1 when it is a str */
+    uint64_t arg1_off;
+    bool arg0_global;  /* element 0 is a global */
+    uint32_t arg0_len; /* data of element 0 when it is bytes (a nested pickle?) */
+    uint64_t arg0_off;
+    uint32_t nargs;   /* tuples: number of elements */
+    uint8_t shape[4]; /* tuples: tags of the first elements (audit) */
+    bool global;      /* a global, or a memo hit on one */
+    bool from_memo;   /* pushed by a GET */
+    bool call_result; /* the result of REDUCE / NEWOBJ / ... */
+    uint8_t kind;
+    uint8_t tag; /* node tag, or the tag a root atom would get */
+} item;
+/* push() sets each field: a field added here must be set there too. */
+_Static_assert(sizeof(item) == 112, "item changed: update push()");
+
+typedef struct mark {
+    uint64_t start;
+    uint32_t first_node;
+    uint32_t stack_len; /* items below the mark */
+} mark;
+
+typedef struct node {
+    uint64_t start, end;
+    uint64_t length; /* items + 1, 0 when none */
+    uint32_t type;
+    uint8_t tag;
+    bool dead;    /* inside an atom (bytes through _codecs.encode), unless that atom is the root */
+    uint8_t note; /* NOTE_* said under the node */
+} node;
+
+/* Notes the emulator attaches to nodes whose kind only an import could tell. */
+enum { NOTE_NONE, NOTE_GETATTR };
+static const char note_key[] = "inspect";
+static const char note_getattr[] =
+    "getattr(global, name): a nested class by reference (T4) or an attribute such as a method "
+    "(R); only an import can tell";
+
+typedef struct memo_entry {
+    uint64_t key;
+    bool used;
+    bool global;
+    uint8_t kind, tag;
+    uint32_t type;
+    uint64_t length;
+    uint64_t text_off;
+    uint32_t text_len;
+} memo_entry;
+
+typedef struct emu {
+    const uint8_t *in;
+    size_t n;
+    size_t base;  /* input offset of this pickle's first byte */
+    uint64_t pos; /* logical position (relative to base) */
+    bool frame_pending;
+    uint64_t frame_end;   /* input offset where the current frame ends */
+    uint64_t frame_start; /* input offset of its FRAME opcode */
+    int protocol;
+    int max_op_proto;
+
+    item *stack;
+    uint32_t nstack, cap_stack;
+    mark *marks;
+    uint32_t nmarks, cap_marks;
+    node *nodes;
+    uint32_t nnodes, cap_nodes;
+    memo_entry *memo; /* sparse keys: open-addressing hash */
+    uint64_t memo_cap, memo_used;
+    memo_entry *dense; /* keys below dense_cap (MEMOIZE's 0, 1, 2 ...): indexed */
+    uint64_t dense_cap, dense_used;
+    uint64_t dense_init; /* entries [0, dense_init) are initialized */
+
+    /* per-pickle type table: names in an arena, open hash for dedupe */
+    char *names;
+    uint64_t names_len, names_cap;
+    uint32_t *type_off, *type_len;
+    uint32_t ntypes, cap_types; /* index 0 unused */
+    uint32_t *type_hash;
+    uint32_t type_hash_cap;
+
+    uint32_t common_types[8]; /* type indices of builtin names, 0 until used */
+    uint64_t memory, peak;
+    const sertrace_inspect_limits *lim;
+    sertrace_inspect_result *res;
+    sertrace_core *core;
+    uint64_t dump_id;
+
+    /* Items just discarded by POP / POP_MARK: a GET right after them is the
+     * pickler's way to finish an object that became memoized while its
+     * parts were written (a recursive tuple, a recursive reduce), so it is
+     * part of that object, not a back-reference node. */
+    bool discarded;
+    uint64_t discard_start;
+    uint32_t discard_first;
+    uint32_t discard_node; /* the reduce-built object popped, or NO_NODE */
+    uint8_t last_op;
+    bool discard_call;   /* a call result was among the discarded items */
+    uint64_t discard_at; /* offset of that POP */
+
+    const sertrace_inspect_observer *obs;
+    bool single; /* audit: one pickle, what follows STOP is data */
+    int nesting; /* pickles nested in loads() arguments, audited in turn */
+
+    uint8_t batch[RECORD_BATCH];
+    size_t batch_len;
+    uint32_t seq;
+} emu;
+
+typedef struct op {
+    uint8_t code;
+    size_t at;           /* input offset of the opcode */
+    const uint8_t *arg;  /* argument bytes (after the opcode byte) */
+    uint64_t num;        /* decoded integer argument (lengths, memo keys, ext codes) */
+    const uint8_t *data; /* payload of length-prefixed and line opcodes */
+    uint64_t data_len;
+    const uint8_t *data2; /* second line of GLOBAL / INST */
+    uint64_t data2_len;
+    size_t len; /* whole opcode, in bytes */
+} op;
+
+/* A tuple item built from the items at [from, from + k) remembers what a
+ * REDUCE may need of them; call before they are replaced. */
+typedef struct tuple_args {
+    uint64_t arg0_key, arg1_off, arg0_off;
+    uint32_t arg0_type, arg1_len, nargs, arg0_len;
+    uint8_t shape[4];
+    bool arg0_global;
+} tuple_args;
+
+/* ---- shared functions (each file's section says what they do) ------------ */
+
+/* Internal to the emulator: hidden, so calls between its files are direct
+ * even in a shared object (no PLT), and nothing else can bind to them. */
+#pragma GCC visibility push(hidden)
+
+int emu_fail(emu *e, int status, uint64_t at, const char *fmt, const char *arg);
+int emu_grow(emu *e, void **p, uint32_t *cap, uint64_t need, size_t size);
+uint32_t emu_intern_type2(emu *e, const char *mod, size_t mlen, const char *name, size_t nlen);
+memo_entry *emu_memo_find(emu *e, uint64_t key, bool insert);
+const char *emu_type_name(emu *e, uint32_t type, uint32_t *len);
+bool emu_name_is(emu *e, uint32_t type, const char *s);
+int emu_obs_evasion(emu *e, uint64_t at, int kind, const char *detail);
+int emu_obs_global(emu *e, uint64_t at, int how, uint32_t type);
+int emu_obs_call(emu *e, uint64_t at, int opcode, const item *fn, const item *args,
+                 const char *args_text);
+size_t emu_full_name(emu *e, uint32_t type, char *buf, size_t cap);
+const char *emu_shape_name(uint8_t tag);
+int emu_audit_nested(emu *e, const op *o, const item *fn, const item *args);
+int emu_emit_dump(emu *e, uint64_t total);
+int emu_need_items(emu *e, const op *o, uint32_t k);
+int emu_pop_mark(emu *e, const op *o, mark *m);
+item *emu_replace(emu *e, uint32_t from, uint64_t start, uint32_t first_node, uint8_t kind,
+                  uint8_t tag);
+int emu_add_items(emu *e, item *target, uint64_t items_start, uint64_t count);
+int emu_memo_put(emu *e, const op *o, uint64_t key);
+int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t first,
+                 bool after_discard);
+int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limits *lim,
+                     sertrace_core *core, const sertrace_inspect_observer *obs, bool single,
+                     int nesting, sertrace_inspect_result *res);
+#pragma GCC visibility pop
+
+#define MAX_NESTING 4
+
+/* ---- nodes and items ------------------------------------------------------ */
+
+static inline uint32_t new_node(emu *e, uint8_t tag, uint32_t type, uint64_t start, uint64_t length)
+{
+    node *n;
+    if (e->nnodes == e->cap_nodes && emu_grow(e, (void **)&e->nodes, &e->cap_nodes,
+                                              (uint64_t)e->nnodes + 1, sizeof *e->nodes) < 0)
+        return NO_NODE;
+    n = &e->nodes[e->nnodes];
+    n->start = start;
+    n->end = e->pos;
+    n->length = length;
+    n->type = type;
+    n->tag = tag;
+    n->dead = false;
+    n->note = NOTE_NONE;
+    return e->nnodes++;
+}
+
+static inline item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t kind, uint8_t tag)
+{
+    item *it;
+    if (e->nstack == e->cap_stack && emu_grow(e, (void **)&e->stack, &e->cap_stack,
+                                              (uint64_t)e->nstack + 1, sizeof *e->stack) < 0)
+        return NULL;
+    it = &e->stack[e->nstack++];
+    /* every field stored one by one: a memset (or a struct literal) of an
+     * item compiles to `rep stos`, which cost half of an atom's opcode */
+    it->start = start;
+    it->first_node = first_node;
+    it->node = NO_NODE;
+    it->type = 0;
+    it->it_node = NO_NODE;
+    it->text_len = 0;
+    it->text_off = 0;
+    it->atom_nodes_end = 0;
+    it->memo_key = NO_KEY;
+    it->arg0_key = NO_KEY;
+    it->arg0_type = 0;
+    it->arg1_len = 0;
+    it->arg1_off = 0;
+    it->arg0_global = false;
+    it->arg0_len = 0;
+    it->arg0_off = 0;
+    it->nargs = 0;
+    memset(it->shape, 0, sizeof it->shape);
+    it->global = kind == IK_GLOBAL;
+    it->from_memo = false;
+    it->call_result = false;
+    it->kind = kind;
+    it->tag = tag;
+    return it;
+}
+
+/* The item's node (if any) now ends at the current position. */
+static inline void touch(emu *e, item *it)
+{
+    if (it->node != NO_NODE)
+        e->nodes[it->node].end = e->pos;
+}
+
+/* The type index of `name`; the builtin names containers ask for are
+ * cached per pickle, found by pointer (no strcmp per container). */
+static inline uint32_t emu_intern_type(emu *e, const char *name)
+{
+    /* the few builtin names every container asks for: cached per pickle */
+    static const char *const common[8] = {
+        "list", "dict", "tuple", "set", "frozenset", "bytearray", "pickle.PickleBuffer", NULL};
+    int i;
+    /* the same literal is one object in a file, as a rule: pointers first */
+    for (i = 0; common[i] && common[i] != name; i++)
+        ;
+    if (!common[i])
+        for (i = 0; common[i] && strcmp(common[i], name) != 0; i++)
+            ;
+    if (common[i]) {
+        if (!e->common_types[i])
+            e->common_types[i] = emu_intern_type2(e, NULL, 0, name, strlen(name));
+        return e->common_types[i];
+    }
+    return emu_intern_type2(e, NULL, 0, name, strlen(name));
+}
+
+/* What a tuple built from the items at [from, from + k) remembers for a
+ * REDUCE (take before they are replaced, give to the tuple's item).
+ * Inline: returned through memory, the struct cost a store-forwarding
+ * stall per tuple. */
+static inline tuple_args emu_take_args(emu *e, uint32_t from, uint64_t k)
+{
+    tuple_args a = {NO_KEY, 0, 0, 0, 0, 0, 0, {0}, false};
+    a.nargs = k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
+    for (uint32_t i = 0; e->obs && i < 4 && i < k; i++) { /* shapes: for the audit */
+        const item *x = &e->stack[from + i];
+        a.shape[i] = x->node != NO_NODE ? e->nodes[x->node].tag : x->tag;
+    }
+    if (k >= 1) {
+        a.arg0_key = e->stack[from].memo_key;
+        a.arg0_type = e->stack[from].type;
+        a.arg0_global = e->stack[from].global;
+        if (e->stack[from].tag == SERTRACE_TAG_BYTES && e->stack[from].kind == IK_ATOM) {
+            a.arg0_off = e->stack[from].text_off;
+            a.arg0_len = e->stack[from].text_len;
+        }
+    }
+    if (k >= 2 && e->stack[from + 1].kind == IK_STR) {
+        a.arg1_off = e->stack[from + 1].text_off;
+        a.arg1_len = e->stack[from + 1].text_len;
+    }
+    return a;
+}
+
+static inline void emu_give_args(item *it, const tuple_args *a)
+{
+    it->arg0_key = a->arg0_key;
+    it->arg0_type = a->arg0_type;
+    it->arg1_off = a->arg1_off;
+    it->arg1_len = a->arg1_len;
+    it->nargs = a->nargs;
+    memcpy(it->shape, a->shape, sizeof it->shape);
+    it->arg0_global = a->arg0_global;
+    it->arg0_off = a->arg0_off;
+    it->arg0_len = a->arg0_len;
+}
+
+#endif /* SERTRACE_EMULATOR_INTERNAL_H */
