@@ -99,6 +99,12 @@ static const char report_help[] =
     "                     dump is kept when it matches one of the values given for\n"
     "                     each option given.  Filtered output ends with a line\n"
     "                     `── filter: ... · N dumps left out` (JSON: \"filter\")\n"
+    "  --paths            path patterns (Session.users[*].avatar: positions and\n"
+    "                     dict keys as [*]) with count, bytes incl. children,\n"
+    "                     self bytes and share of the payload, per dump and\n"
+    "                     overall, largest first (--top N of them); with the\n"
+    "                     summary (the default with --paths) or --json (a\n"
+    "                     \"paths\" list per dump and in \"totals\")\n"
     "  --no-per-dump      summary: no per-dump tables (each dump keeps its two\n"
     "                     header lines and its flags), then the overall tables\n"
     "  --live URL         read a live session from an lttng-relayd instead of a\n"
@@ -181,6 +187,9 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
         if (ok && o->no_per_dump)
             ok = bt_value_map_insert_bool_entry(p, PARAM(PER_DUMP), BT_FALSE) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+        if (ok && o->paths)
+            ok = bt_value_map_insert_bool_entry(p, PARAM(PATHS), BT_TRUE) ==
+                 BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     }
     for (int i = 0; ok && o->mode == MODE_EXPORT && i < NEXPORTS; i++)
         if (o->exports[i])
@@ -239,6 +248,7 @@ enum {
     OPT_DUMP,
     OPT_SERIALIZER,
     OPT_NO_PER_DUMP,
+    OPT_PATHS,
     OPT_EXPORT, /* OPT_EXPORT + i: export_name(i) */
 };
 
@@ -371,6 +381,7 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
         {"dump", required_argument, NULL, OPT_DUMP},
         {"serializer", required_argument, NULL, OPT_SERIALIZER},
         {"no-per-dump", no_argument, NULL, OPT_NO_PER_DUMP},
+        {"paths", no_argument, NULL, OPT_PATHS},
         {"folded", required_argument, NULL, OPT_EXPORT + 0},
         {"speedscope", required_argument, NULL, OPT_EXPORT + 1},
         {"perfetto", required_argument, NULL, OPT_EXPORT + 2},
@@ -446,6 +457,9 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
             }
             o->serializers[o->nserializers++] = optarg;
             break;
+        case OPT_PATHS:
+            o->paths = true;
+            break;
         case OPT_NO_PER_DUMP:
             o->no_per_dump = true;
             break;
@@ -502,6 +516,12 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
         }
         o->mode = MODE_EXPORT;
     }
+    if (o->paths && (exports || (modes && o->mode == MODE_TREE))) {
+        sertrace_cli_err("report: --paths applies to --summary and --json");
+        return -1;
+    }
+    if (o->paths && !modes)
+        o->mode = MODE_SUMMARY; /* `report --paths TRACE` */
     if (o->mode == MODE_TREE && o->has_top) {
         sertrace_cli_err("report: --top applies to --summary and --json");
         return -1;

@@ -184,4 +184,23 @@ int sertrace_parse_size(const char *text, uint64_t *out);
 #define SERTRACE_OVERSIZE_ZERO (-3)
 int sertrace_parse_oversize(const char *text, uint64_t *bytes, double *percent);
 
+/* Edge labels (schema v5, "Edge labels"; labels.c): append the path
+ * segment of a label -- "[3]", "['key']", ".attr", "[-3]", "[…]",
+ * "(args)", "(reconstructor)", "{element}", "{key}".  `name` is the label's
+ * text for KEY and ATTR labels (NULL: "?"), escaped.  `mode`: IN_STATE when
+ * the parent node is an instance's state (a str key that is an identifier
+ * then reads ".key"); PATH inside a whole path (the state's own segment is
+ * empty; on a tree line it reads "(state)"); PATTERN for path patterns
+ * (positions and keys read "[*]", attributes stay).  Returns 0 or -1. */
+/* Add " + SIZE out of band" inside the size brackets of the exit line
+ * that starts at `line_start` in `b` ("└ # PB [1 B]" becomes "└ # PB [1 B +
+ * 512.0 KiB out of band]"; flags after it stay).  Returns 0 or -1. */
+int sertrace_fmt_exit_oob(sertrace_buf *b, size_t line_start, uint64_t oob, bool exact);
+
+#define SERTRACE_FMT_LABEL_IN_STATE 0x1u
+#define SERTRACE_FMT_LABEL_PATH 0x2u
+#define SERTRACE_FMT_LABEL_PATTERN 0x4u
+int sertrace_fmt_label(sertrace_buf *b, uint8_t kind, uint64_t value, const char *name,
+                       size_t name_len, unsigned mode);
+
 #endif /* SERTRACE_FORMAT_H */

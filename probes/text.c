@@ -803,6 +803,7 @@ void sertrace_text_free(struct sertrace_text_dump *t)
     t->names = NULL;
     t->names_cap = 0;
     sertrace_buf_free(&t->name_text);
+    sertrace_buf_free(&t->label);
     sertrace_buf_free(&t->flags);
     sertrace_buf_free(&t->buf);
     sertrace_lines_free(&t->lines);
@@ -903,9 +904,29 @@ void sertrace_text_enter(struct sertrace_text_dump *t, uint32_t depth, uint8_t t
     size_t start = t->buf.len;
 
     sertrace_lines_enter(&t->lines, &t->buf, depth, tag, type, name, name_len, addr, length);
+    if (t->label.len > 0 && t->buf.len > start && t->buf.data[t->buf.len - 1] == '\n') {
+        t->buf.len--; /* the label goes at the end of the enter line */
+        sertrace_buf_append(&t->buf, "  ", 2);
+        sertrace_buf_append(&t->buf, t->label.data, t->label.len);
+        sertrace_buf_append(&t->buf, "\n", 1);
+    }
+    sertrace_buf_clear(&t->label);
     if (depth >= 1)
         remember_node(t, depth, tag, type, name, name_len);
     maybe_flush(t, start);
+}
+
+void sertrace_text_oob(struct sertrace_text_dump *t, uint64_t bytes)
+{
+    t->oob = bytes;
+}
+
+void sertrace_text_label(struct sertrace_text_dump *t, uint8_t kind, uint64_t value,
+                         const char *name, size_t name_len, bool in_state)
+{
+    sertrace_buf_clear(&t->label);
+    sertrace_fmt_label(&t->label, kind, value, name, name_len,
+                       in_state ? SERTRACE_FMT_LABEL_IN_STATE : 0);
 }
 
 /* `unfinished`: closed at dump end.  The dump failed inside the node
@@ -936,10 +957,13 @@ void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth, uint8_t ta
             sertrace_fmt_exit_bound(
                 &t->buf, depth, tag, bytes, t->exact,
                 unfinished || t->lower ? SERTRACE_FMT_LOWER : SERTRACE_FMT_EXACT, t->flags.data);
-        maybe_flush(t, start);
-        return;
+    } else {
+        sertrace_lines_exit(&t->buf, depth, tag, bytes, t->exact);
     }
-    sertrace_lines_exit(&t->buf, depth, tag, bytes, t->exact);
+    if (t->oob > 0) { /* "[1 B + 512.0 KiB out of band]" */
+        sertrace_fmt_exit_oob(&t->buf, start, t->oob, t->exact);
+        t->oob = 0;
+    }
     maybe_flush(t, start);
 }
 

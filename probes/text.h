@@ -143,6 +143,8 @@ struct sertrace_text_dump {
     long tid;
     uint32_t chunks;                  /* chunks of this dump written so far */
     sertrace_lines lines; /* the fast enter/exit lines (format/lines.h) */
+    sertrace_buf label;   /* the next enter line's label segment, or empty */
+    uint64_t oob;         /* out-of-band bytes of the next exit line */
 };
 
 SERTRACE_TEXT_INTERNAL void sertrace_text_begin(struct sertrace_text_dump *t, uint64_t dump_id,
@@ -152,6 +154,16 @@ SERTRACE_TEXT_INTERNAL void sertrace_text_begin(struct sertrace_text_dump *t, ui
 SERTRACE_TEXT_INTERNAL void sertrace_text_enter(struct sertrace_text_dump *t, uint32_t depth,
                                                 uint8_t tag, uint32_t type, const char *name,
                                                 size_t name_len, uint64_t addr, uint64_t length);
+/* The label of the next enter line (schema v5): shown after its repr,
+ * two spaces apart ("├┬ D2: <dict object at 0x…> len=2  .cache").  `name`
+ * is the label's text for KEY / ATTR labels; `in_state`: the parent is an
+ * instance's state. */
+SERTRACE_TEXT_INTERNAL void sertrace_text_label(struct sertrace_text_dump *t, uint8_t kind,
+                                                uint64_t value, const char *name,
+                                                size_t name_len, bool in_state);
+/* The next exit line's node handed `bytes` out of band (schema v5):
+ * "[1 B + 512.0 KiB out of band]". */
+SERTRACE_TEXT_INTERNAL void sertrace_text_oob(struct sertrace_text_dump *t, uint64_t bytes);
 /* `unfinished`: closed by dump end, not by an exit. */
 SERTRACE_TEXT_INTERNAL void sertrace_text_exit(struct sertrace_text_dump *t, uint32_t depth,
                                                uint8_t tag, uint64_t bytes, bool unfinished);

@@ -68,6 +68,8 @@ struct node {
     uint64_t length;
     uint32_t type;
     uint8_t tag;
+    bool state; /* labelled ROLE STATE: its str-key children are attributes */
+    uint64_t oob; /* out-of-band bytes (sertrace_oob), for the text tree */
 };
 
 struct type_slot {
@@ -123,6 +125,11 @@ struct sertrace_dump {
     size_t arena_len;
     size_t arena_cap;
 
+    /* The label given by sertrace_label() for the next node (text tree
+     * only: the record is written at once). */
+    uint8_t label_kind; /* SERTRACE_LABEL_NONE: none pending */
+    uint64_t label_value;
+
     uint32_t seq;
     uint32_t batch_len;
     uint8_t batch[SERTRACE_BATCH_BYTES];
@@ -153,6 +160,8 @@ static struct sertrace_internal_hooks hooks;
 static atomic_bool hooks_on;
 static atomic_uint max_depth_cap = SERTRACE_MAX_DEPTH;
 static atomic_bool config_atoms;
+/* SERTRACE_KEYS=all (schema.h, privacy of dict keys). */
+static atomic_bool config_keys_all;
 /* $SERTRACE_SCOPE, read once with the other knobs; every event carries it
  * (`sertrace record` filters on it: CMD and its descendants only). */
 static char scope[SERTRACE_SCOPE_MAX + 1];
@@ -296,6 +305,14 @@ static void config_from_env(void)
         memcpy(scope, sc, n);
         scope[n] = '\0';
     }
+    const char *keys = getenv(SERTRACE_KEYS_ENV);
+    if (keys != NULL && strcmp(keys, "all") == 0)
+        atomic_store(&config_keys_all, true);
+    else if (keys != NULL && keys[0] != '\0' && strcmp(keys, "safe") != 0)
+        dprintf(STDERR_FILENO,
+                "sertrace: %s=%s not understood (use 'all' or 'safe'); dict keys follow the "
+                "default rule\n",
+                SERTRACE_KEYS_ENV, keys);
     pthread_key_create(&pool_key, pool_destroy);
     pthread_atfork(NULL, NULL, atfork_child);
     sertrace_text_configure(&s, STDERR_FILENO);
@@ -476,6 +493,8 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     d->flags = SERTRACE_DUMP_ACTIVE;
     if (atomic_load_explicit(&config_atoms, memory_order_relaxed))
         d->flags |= SERTRACE_DUMP_ATOMS;
+    if (atomic_load_explicit(&config_keys_all, memory_order_relaxed))
+        d->flags |= SERTRACE_DUMP_KEYS_ALL;
     if (lttng)
         d->flags |= SERTRACE_DUMP_LTTNG;
     if (text)
@@ -510,6 +529,7 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
         d->gen = 1;
     }
     d->ntypes = 0;
+    d->label_kind = SERTRACE_LABEL_NONE;
     d->arena_len = 0;
     d->seq = 0;
     d->batch_len = 0;
@@ -699,10 +719,12 @@ static int types_grow(struct sertrace_dump *d)
     return 0;
 }
 
-uint32_t sertrace_type(sertrace_dump *d, const void *key, const char *name)
+/* Intern `name` (`n` bytes; NULL: no name) under `key`: the one string
+ * table of a dump, for type names (TYPE records) and label texts (NAME
+ * records, schema v5) alike. */
+static uint32_t intern(sertrace_dump *d, const void *key, const char *name, size_t n, uint8_t op)
 {
     uint32_t index, i;
-    size_t n;
 
     if (d == NULL)
         return 0;
@@ -721,7 +743,6 @@ uint32_t sertrace_type(sertrace_dump *d, const void *key, const char *name)
         d->names = names;
         d->names_cap = cap;
     }
-    n = cut(name);
     if (d->arena_len + n > d->arena_cap) {
         size_t cap = d->arena_cap ? d->arena_cap : 4096;
         while (cap < d->arena_len + n)
@@ -747,12 +768,65 @@ uint32_t sertrace_type(sertrace_dump *d, const void *key, const char *name)
     if (d->records_on) {
         uint8_t *p = batch_reserve(d, 1 + varint_len(index) + varint_len(n) + n);
         uint8_t *start = p;
-        *p++ = SERTRACE_REC_TYPE;
+        *p++ = op;
         p = put_varint(p, index);
         p = put_str(p, name, n);
         d->batch_len += (uint32_t)(p - start);
     }
     return index;
+}
+
+uint32_t sertrace_type(sertrace_dump *d, const void *key, const char *name)
+{
+    return intern(d, key, name, cut(name), SERTRACE_REC_TYPE);
+}
+
+uint32_t sertrace_name_known(const sertrace_dump *d, const void *key)
+{
+    return type_lookup(d, key);
+}
+
+uint32_t sertrace_name(sertrace_dump *d, const void *key, const char *text, size_t len)
+{
+    if (text == NULL)
+        len = 0;
+    if (len > SERTRACE_STRING_MAX)
+        len = SERTRACE_STRING_MAX;
+    return intern(d, key, text != NULL ? text : "", len, SERTRACE_REC_NAME);
+}
+
+void sertrace_oob(sertrace_dump *d, uint64_t bytes)
+{
+    if (d == NULL)
+        return;
+    if (d->records_on) {
+        uint8_t tmp[RECORD_FIXED_MAX];
+        uint8_t *start = batch_fixed_begin(d, tmp);
+        uint8_t *p = start;
+        *p++ = SERTRACE_REC_OOB;
+        p = put_varint(p, d->depth);
+        p = put_varint(p, bytes);
+        batch_fixed_commit(d, start, p);
+    }
+    if (d->overflow == 0 && d->depth > 0)
+        d->stack[d->depth - 1].oob += bytes;
+}
+
+void sertrace_label(sertrace_dump *d, uint8_t kind, uint64_t value)
+{
+    if (d == NULL)
+        return;
+    if (d->records_on) {
+        uint8_t tmp[RECORD_FIXED_MAX];
+        uint8_t *start = batch_fixed_begin(d, tmp);
+        uint8_t *p = start;
+        *p++ = SERTRACE_REC_LABEL;
+        *p++ = kind;
+        p = put_varint(p, value);
+        batch_fixed_commit(d, start, p);
+    }
+    d->label_kind = kind;
+    d->label_value = value;
 }
 
 /* The node stack is full: grow it, or refuse beyond the cap. */
@@ -786,6 +860,7 @@ void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr
             d->too_deep_reported = true;
             report_misuse(d, "too deep: node not recorded (depth cap reached)");
         }
+        d->label_kind = SERTRACE_LABEL_NONE;
         d->overflow++;
         return;
     }
@@ -795,6 +870,8 @@ void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr
     nd->length = length;
     nd->type = type;
     nd->tag = tag;
+    nd->state = d->label_kind == SERTRACE_LABEL_ROLE && d->label_value == SERTRACE_ROLE_STATE;
+    nd->oob = 0;
     if (d->records_on) {
         uint8_t tmp[RECORD_FIXED_MAX];
         uint8_t *start = batch_fixed_begin(d, tmp);
@@ -811,10 +888,19 @@ void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr
     if (d->text_on) {
         size_t n;
         const char *name = type_name(d, type, &n);
+        if (d->label_kind != SERTRACE_LABEL_NONE) {
+            size_t ln = 0;
+            const char *text = NULL;
+            if (d->label_kind == SERTRACE_LABEL_KEY || d->label_kind == SERTRACE_LABEL_ATTR)
+                text = type_name(d, (uint32_t)d->label_value, &ln);
+            bool in_state = d->depth >= 2 && d->stack[d->depth - 2].state;
+            sertrace_text_label(&d->text, d->label_kind, d->label_value, text, ln, in_state);
+        }
         /* An index not interned (yet) shows "?": not cached under it. */
         sertrace_text_enter(&d->text, d->depth, tag, type <= d->ntypes ? type : 0, name, n, addr,
                             length);
     }
+    d->label_kind = SERTRACE_LABEL_NONE;
 }
 
 void sertrace_exit(sertrace_dump *d, uint64_t pos)
@@ -823,6 +909,7 @@ void sertrace_exit(sertrace_dump *d, uint64_t pos)
 
     if (d == NULL)
         return;
+    d->label_kind = SERTRACE_LABEL_NONE;
     if (d->overflow > 0) {
         d->overflow--;
         return;
@@ -845,6 +932,8 @@ void sertrace_exit(sertrace_dump *d, uint64_t pos)
     if (d->text_on) {
         if (pos < nd->pos)
             sertrace_text_misuse(&d->text, d->depth, "exit position before enter position");
+        if (nd->oob > 0)
+            sertrace_text_oob(&d->text, nd->oob);
         sertrace_text_exit(&d->text, d->depth, nd->tag, pos >= nd->pos ? pos - nd->pos : 0, false);
     }
     d->depth--;

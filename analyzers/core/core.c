@@ -303,6 +303,11 @@ static int push_node(sertrace_core *c, sertrace_dump_state *d, uint8_t tag,
     n->depth = d->depth;
     n->gap_epoch = d->gap_epoch;
     n->flags = flags;
+    if (!(flags & SERTRACE_NODE_NO_ENTER)) { /* its own ENTER: the pending label is its */
+        n->label_kind = d->label_kind;
+        n->label = d->label;
+        d->label_kind = SERTRACE_LABEL_NONE;
+    }
     if (d->depth > d->max_depth)
         d->max_depth = d->depth;
     if (flags & SERTRACE_NODE_NO_ENTER)
@@ -557,6 +562,7 @@ static int rec_exit(sertrace_core *c, sertrace_dump_state *d, reader *r)
     if (!valid_depth(depth))
         return 1;
     see_pos(d, pos);
+    d->label_kind = SERTRACE_LABEL_NONE; /* a label is for the next ENTER only */
     if (depth > d->depth) {
         d->orphan_exits++;
         if (d->depth > 0 && pos > d->stack[d->depth - 1].inner_max)
@@ -601,7 +607,36 @@ static int rec_atom(sertrace_core *c, sertrace_dump_state *d, reader *r)
     return pop_node(c, d, pos + bytes, 0) < 0 ? -1 : 0;
 }
 
-static int rec_type(sertrace_dump_state *d, reader *r)
+static sertrace_node *node_at(sertrace_dump_state *d, uint64_t depth);
+
+/* OOB (schema v5): out-of-band bytes of the node open at `depth`. */
+static int rec_oob(sertrace_dump_state *d, reader *r)
+{
+    uint64_t depth, bytes;
+    if (!read_varint(r, &depth) || !read_varint(r, &bytes))
+        return 1;
+    sertrace_node *n = depth == 0 ? NULL : node_at(d, depth);
+    if (n != NULL)
+        n->oob += bytes;
+    d->oob_bytes += bytes;
+    return 0;
+}
+
+/* LABEL (schema v5): kept for the next ENTER. */
+static int rec_label(sertrace_dump_state *d, reader *r)
+{
+    uint8_t kind;
+    uint64_t value;
+    if (!read_u8(r, &kind) || !read_varint(r, &value))
+        return 1;
+    d->label_kind = kind;
+    d->label = value;
+    d->labels++;
+    return 0;
+}
+
+/* TYPE, and NAME (schema v5: label texts share the type index space). */
+static int rec_type(sertrace_dump_state *d, reader *r, bool label)
 {
     uint64_t type;
     const char *name;
@@ -640,6 +675,7 @@ static int rec_type(sertrace_dump_state *d, reader *r)
     d->types[type].off = d->names_len;
     d->types[type].len = (uint32_t)len;
     d->types[type].defined = true;
+    d->types[type].label = label;
     d->names_len += (uint32_t)len;
     return 0;
 }
@@ -701,6 +737,7 @@ static void mark_gap(sertrace_dump_state *d)
     for (uint32_t i = d->depth; i-- > 0 && d->stack[i].gap_epoch >= d->rec_gap_at;)
         d->stack[i].lost_at = d->max_pos;
     d->gap_epoch++;
+    d->label_kind = SERTRACE_LABEL_NONE; /* its node may be lost */
     d->rec_gap_at = d->gap_epoch; /* records lost: exits after it unsure */
 }
 
@@ -751,7 +788,14 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
             rc = rec_atom(c, d, &r);
             break;
         case SERTRACE_REC_TYPE:
-            rc = rec_type(d, &r);
+        case SERTRACE_REC_NAME:
+            rc = rec_type(d, &r, op == SERTRACE_REC_NAME);
+            break;
+        case SERTRACE_REC_LABEL:
+            rc = rec_label(d, &r);
+            break;
+        case SERTRACE_REC_OOB:
+            rc = rec_oob(d, &r);
             break;
         case SERTRACE_REC_ERROR:
             rc = rec_error(c, d, &r);

@@ -145,17 +145,28 @@ typedef struct sertrace_node {
     uint64_t bytes;       /* set when it closes */
     uint64_t self;        /* bytes - child_bytes, set when it closes */
     uint64_t user;        /* the visitor's slot (e.g. an index) */
+    uint64_t label;       /* its LABEL record's value (schema v5) */
+    uint64_t oob;         /* out-of-band bytes (OOB records, v5): not in bytes */
     uint32_t type;        /* per-dump type index, 0 = none */
     uint32_t depth;       /* 1 = root */
     uint32_t gap_epoch;   /* dump's gap counter when it opened */
     uint16_t flags;       /* SERTRACE_NODE_* */
     uint8_t tag;          /* SERTRACE_TAG_* */
+    uint8_t label_kind;   /* SERTRACE_LABEL_*: NONE without a LABEL record */
 } sertrace_node;
+
+/* True when `n` is an instance's state (a ROLE STATE label): its
+ * children's str keys read as attributes (".cache"). */
+static inline bool sertrace_node_is_state(const sertrace_node *n)
+{
+    return n->label_kind == SERTRACE_LABEL_ROLE && n->label == SERTRACE_ROLE_STATE;
+}
 
 typedef struct sertrace_type_entry {
     uint32_t off; /* into the dump's name arena */
     uint32_t len;
     bool defined;
+    bool label; /* defined by a NAME record (a label text, v5), not a type */
 } sertrace_type_entry;
 
 /* A dump, from its first event to its close. */
@@ -195,6 +206,10 @@ typedef struct sertrace_dump_state {
                           * records (seq gap, skipped batch or record);
                           * discards alone do not set it */
     uint64_t max_pos;   /* largest position seen */
+    uint64_t label;     /* pending LABEL (schema v5) for the next ENTER */
+    uint8_t label_kind; /* SERTRACE_LABEL_NONE: none pending */
+    uint64_t labels;    /* LABEL records seen: nonzero = the dump has paths */
+    uint64_t oob_bytes; /* out-of-band bytes of its nodes (OOB records, v5) */
 
     sertrace_node *stack; /* stack[0] = root .. stack[depth-1] innermost */
     uint32_t depth, stack_cap;
@@ -292,7 +307,8 @@ int sertrace_core_finish(sertrace_core *c);
 
 const sertrace_core_stats *sertrace_core_get_stats(const sertrace_core *c);
 
-/* Name of a per-dump type index, or NULL (len 0) when undefined. */
+/* Name of a per-dump type index, or NULL (len 0) when undefined.  Also
+ * the text of a NAME index (schema v5: one index space for both). */
 const char *sertrace_core_type_name(const sertrace_dump_state *d,
                                     uint32_t type, size_t *len);
 

@@ -467,6 +467,9 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     xn->tag = n->tag;
     xn->type = n->type;
     xn->depth = n->depth;
+    xn->label_kind = n->label_kind;
+    xn->label = n->label;
+    xn->in_state = n->depth >= 2 && sertrace_node_is_state(&d->stack[n->depth - 2]);
     n->user = db->n++;
     return 0;
 }

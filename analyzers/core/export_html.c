@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "export_int.h"
+#include "paths.h"
 #include "sertrace/schema.h"
 
 /* html_assets.c, generated at build time from html/ (html/embed.py). */
@@ -200,6 +201,50 @@ static int put_column(sertrace_buf *b, const xdump *x, const char *name, column_
 static int put_texts(sertrace_buf *b, const xdump *x, const char *name, const xerror *list,
                      uint32_t n);
 
+/* ,"path":["Session", "Session.cache", ...]: each node's path (paths.h),
+ * rebuilt in pre-order from the labels and depths; only for a dump with
+ * labels (schema v5), so the viewer keeps the type chain otherwise. */
+static int put_paths(sertrace_buf *b, const xdump *x)
+{
+    const sertrace_dump_state *d = x->d;
+    if (d->labels == 0 || x->n == 0)
+        return 0;
+    sertrace_buf cur = SERTRACE_BUF_INIT;
+    size_t *ends = calloc((size_t)x->max_depth + 1, sizeof *ends);
+    int rc = ends == NULL ? -1 : lit(b, ",\"path\":[");
+    for (uint32_t i = 0; rc == 0 && i < x->n; i++) {
+        const xnode *n = &x->nodes[i];
+        uint32_t k = n->depth <= x->max_depth ? n->depth : x->max_depth;
+        cur.len = k >= 2 ? ends[k - 1] : 0;
+        if (k <= 1) {
+            size_t len;
+            const char *name = sertrace_core_type_name(d, n->type, &len);
+            size_t start = len;
+            while (name && start > 0 && name[start - 1] != '.')
+                start--;
+            if (name)
+                sertrace_fmt_escape(&cur, name + start, len - start);
+            else
+                sertrace_buf_append(&cur, "?", 1);
+        } else if (n->label_kind == SERTRACE_LABEL_NONE) {
+            sertrace_buf_append(&cur, "/?", 2);
+        } else {
+            sertrace_label_append(&cur, d, n->label_kind, n->label, n->in_state,
+                                  SERTRACE_FMT_LABEL_PATH);
+        }
+        ends[k] = cur.len;
+        rc = sertrace_buf_error(&cur) || (i && lit(b, ",") < 0) ||
+                     sertrace_fmt_json_string(b, cur.data ? cur.data : "", cur.len) < 0
+                 ? -1
+                 : 0;
+    }
+    if (rc == 0)
+        rc = lit(b, "]");
+    free(ends);
+    sertrace_buf_free(&cur);
+    return rc;
+}
+
 static int put_block(sertrace_buf *b, const xdump *x)
 {
     const sertrace_dump_state *d = x->d;
@@ -208,6 +253,8 @@ static int put_block(sertrace_buf *b, const xdump *x)
     for (uint32_t t = 1; t <= d->ntypes; t++) {
         size_t len;
         const char *name = sertrace_core_type_name(d, t, &len);
+        if (name && d->types[t].label)
+            name = NULL; /* a label text (v5): no type, and the page needs it not */
         if (lit(b, ",") < 0 || (name ? sertrace_fmt_json_string(b, name, len) : lit(b, "null")) < 0)
             return -1;
     }
@@ -215,7 +262,7 @@ static int put_block(sertrace_buf *b, const xdump *x)
         put_column(b, x, "type", col_type) < 0 || put_column(b, x, "depth", col_depth) < 0 ||
         put_column(b, x, "bytes", col_bytes) < 0 || put_column(b, x, "self", col_self) < 0 ||
         put_column(b, x, "flags", col_flags) < 0 || put_column(b, x, "bound", col_bound) < 0 ||
-        put_texts(b, x, "error_list", x->errors, x->nerrors) < 0 ||
+        put_paths(b, x) < 0 || put_texts(b, x, "error_list", x->errors, x->nerrors) < 0 ||
         put_texts(b, x, "note_list", x->notes, x->nnotes) < 0)
         return -1;
     return lit(b, "}");

@@ -28,6 +28,9 @@ typedef struct xnode {
     uint16_t flags;
     uint8_t tag;
     uint8_t bound; /* enum sertrace_node_bound_kind */
+    uint8_t label_kind; /* its edge label (schema v5), for the HTML "path" */
+    bool in_state;      /* its parent is an instance's state */
+    uint64_t label;
 } xnode;
 
 /* An ERROR record (message, path) or a NOTE (key, value) of a node. */

@@ -20,8 +20,10 @@
 #include "format.h"
 #include "outbuf.h"
 #include "summary.h"
+#include "pathstats.h"
 
 #define ANC_MAX 8 /* ancestry kept per top/flag entry */
+#define PATH_KEPT 240 /* bytes of a top/flag entry's path kept (paths.h) */
 #define FLUSH_AT (64u << 10)
 
 typedef struct summary_writer summary_writer;
@@ -32,6 +34,15 @@ typedef struct summary_writer summary_writer;
  * type shows the objects written apart from the references to them. */
 typedef struct node_stat {
     uint64_t count, bytes, self, refs;
+    /* Bytes owned (types only, issue 13 item 7): a node's self bytes,
+     * except that the whole subtree of a reduce's arguments (a node
+     * labelled ROLE ARGS, schema v5), and of the state of an object
+     * rebuilt by a reduce function (tag R), is charged to the reduced
+     * object's type and to none inside it -- numpy.ndarray owns its data,
+     * not the bytes / tuple / PickleBuffer that carry it.  An instance's
+     * state (tag O, its __dict__) is not charged: its attributes own
+     * themselves.  Additive like self: each byte owned once. */
+    uint64_t owned;
 } node_stat;
 
 /* A node as kept for the top-N: no strings, names resolved at render. */
@@ -44,6 +55,12 @@ typedef struct top_raw {
     uint8_t anc_tag[ANC_MAX];
     uint32_t anc_type[ANC_MAX];
     uint32_t anc_depth[ANC_MAX];
+    /* Its path (paths.h, escaped), rendered when captured; empty when no
+     * LABEL record was seen in its dump (traces before schema v5).  A longer path keeps its root and its innermost end. */
+    uint16_t path_len;
+    char path[PATH_KEPT];
+    uint64_t addr; /* the object's address (identity) */
+    uint64_t refs; /* memo references to it in its dump (filled at dump close) */
 } top_raw;
 
 /* A rendered entry (overall top, flag) in the output's format. */
@@ -79,6 +96,14 @@ typedef struct dump_sum {
     char *died_json;
     uint64_t root_bytes;
     bool root_exact;
+    sertrace_pathstats *paths; /* opts.paths: the dump's path patterns */
+    /* Memo references per referenced address (Mo nodes' addr): open
+     * addressing, `refs_cap` a power of two (0: none yet). */
+    uint64_t *ref_addr;
+    uint64_t *ref_count;
+    size_t refs_cap, refs_n;
+    uint32_t args_depth; /* depth of the open reduce-arguments node whose
+                          * bytes its parent's type owns (0: none) */
     struct dump_sum *next_free;
 } dump_sum;
 
@@ -112,6 +137,7 @@ struct sertrace_summary {
     size_t rows_cap;
     /* overall */
     uint64_t dumps, complete, unfinished, payload_bytes, nodes;
+    uint64_t oob_bytes; /* out-of-band bytes of every dump (schema v5) */
     uint64_t end_lost;
     uint64_t lower_dumps; /* dumps whose sizes are lower bounds */
     bool lower;           /* the dump (or totals) being written: sizes are lower bounds */
@@ -132,6 +158,7 @@ struct sertrace_summary {
     uint64_t gen;
     bool cache_on;
     time_cache tcache;
+    sertrace_pathstats *paths; /* opts.paths: the patterns of every dump */
 };
 
 /* ---- what a writer provides ------------------------------------------- *

@@ -82,6 +82,8 @@ static void put_stat(sertrace_buf *b, const node_stat *st, uint64_t whole, bool 
         p = p_u64(p, st->count - st->refs);
         p = p_lit(p, ", \"refs\": ");
         p = p_u64(p, st->refs);
+        p = p_lit(p, ", \"owned\": ");
+        p = p_u64(p, st->owned);
     }
     *p++ = '}';
     put_end(b, p);
@@ -144,6 +146,18 @@ static void put_type_row_cached(sertrace_summary *s, sertrace_buf *b, const sert
     put_stat(b, st, whole, true);
 }
 
+/* `, "path": "Session.cache"` of a top entry (null without labels), and
+ * `, "refs": N`: the memo references to it in its dump. */
+static void put_path(sertrace_buf *b, const top_raw *r)
+{
+    put_u64_field(b, ", \"refs\": ", r->refs);
+    buf_lit(b, ", \"path\": ");
+    if (r->path_len > 0)
+        sertrace_fmt_json_string(b, r->path, r->path_len);
+    else
+        buf_lit(b, "null");
+}
+
 /* A top entry of the dump being written: one ensure, written through a
  * pointer (every dump's top-N goes through here). */
 static int top_entry_cached(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
@@ -182,8 +196,9 @@ static int top_entry_cached(sertrace_summary *s, sertrace_buf *b, const sertrace
     } else {
         p = p_lit(p, "null");
     }
-    p = p_lit(p, ", \"ancestry\": ");
     put_end(b, p);
+    put_path(b, r);
+    buf_lit(b, ", \"ancestry\": ");
     if (summary_ancestry(s, b, d, r, true) < 0)
         return summary_fail(b);
     buf_lit(b, "}");
@@ -238,6 +253,8 @@ static int json_entry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_
     put_str(b, sertrace_tag_text(r->tag, tmp));
     buf_lit(b, "\", \"type\": ");
     put_string_or_null(b, name, name_len);
+    if (!kind)
+        put_path(b, r);
     buf_lit(b, ", \"ancestry\": ");
     if (summary_ancestry(s, b, d, r, true) < 0)
         return summary_fail(b);
@@ -318,6 +335,7 @@ static void dump_header(sertrace_summary *s, sertrace_buf *b, const sertrace_dum
     put_u64_field(b, ", \"root_bytes\": ", ds->root_bytes);
     put_bool_field(b, ", \"root_exact\": ", ds->root_exact);
     put_u64_field(b, ", \"seen_bytes\": ", d->max_pos);
+    put_u64_field(b, ", \"oob_bytes\": ", d->oob_bytes);
     put_bool_field(b, ", \"sizes_are_lower_bounds\": ", s->lower);
     put_bool_field(b, ", \"complete\": ", sertrace_dump_complete(d));
     put_bool_field(b, ", \"unfinished\": ", (d->flags & SERTRACE_DUMPF_UNFINISHED) != 0);
@@ -412,6 +430,10 @@ static int json_dump(sertrace_summary *s, const sertrace_dump_state *d, const du
     if (ds->notes.len)
         app(b, ds->notes.data, ds->notes.len);
     put_u64_field(b, "], \"notes_dropped\": ", ds->notes_dropped);
+    if (s->o.paths) {
+        buf_lit(b, ", \"paths\": ");
+        sertrace_pathstats_write(ds->paths, b, true, s->o.top, d->payload_bytes, false, 0);
+    }
     buf_lit(b, "}");
     return sertrace_buf_error(b);
 }
@@ -425,14 +447,15 @@ static int json_totals(sertrace_summary *s, type_total *const *rows, size_t nrow
                          "\n], \"totals\": {\"dumps\": %llu, \"complete\": %llu, "
                          "\"incomplete\": %llu, \"unfinished\": %llu, "
                          "\"end_lost\": %llu, "
-                         "\"payload_bytes\": %llu, \"nodes\": %llu, "
+                         "\"payload_bytes\": %llu, \"oob_bytes\": %llu, \"nodes\": %llu, "
                          "\"lower_bound_dumps\": %llu, "
                          "\"discarded_events\": %llu, \"lost_records_events\": %llu, "
                          "\"by_kind\": ",
                          (unsigned long long)s->dumps, (unsigned long long)s->complete,
                          (unsigned long long)(s->dumps - s->complete),
                          (unsigned long long)s->unfinished, (unsigned long long)s->end_lost,
-                         (unsigned long long)s->payload_bytes, (unsigned long long)s->nodes,
+                         (unsigned long long)s->payload_bytes,
+                         (unsigned long long)s->oob_bytes, (unsigned long long)s->nodes,
                          (unsigned long long)s->lower_dumps, (unsigned long long)discarded,
                          (unsigned long long)lost);
     put_kinds(b, s->kinds, NULL, 0, whole);
@@ -449,7 +472,15 @@ static int json_totals(sertrace_summary *s, type_total *const *rows, size_t nrow
             buf_lit(b, ", ");
         put_str(b, s->top[i].str);
     }
-    buf_lit(b, "]}, \"filter\": ");
+    buf_lit(b, "]");
+    if (s->o.paths) {
+        buf_lit(b, ", \"paths\": ");
+        if (s->paths)
+            sertrace_pathstats_write(s->paths, b, true, s->o.top, s->payload_bytes, false, 0);
+        else
+            buf_lit(b, "[]");
+    }
+    buf_lit(b, "}, \"filter\": ");
     if (s->filter.len)
         app(b, s->filter.data, s->filter.len);
     else

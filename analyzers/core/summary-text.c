@@ -174,6 +174,15 @@ static void put_types(sertrace_summary *s, sertrace_buf *b, const char *const *n
             tail_len = snprintf(tail, sizeof tail, "+ %llu ref%s", (unsigned long long)objects.refs,
                                 objects.refs == 1 ? "" : "s");
         }
+        if (objects.owned > objects.self) { /* "owns 512.0 KiB": its reduce's arguments */
+            sertrace_buf o = SERTRACE_BUF_INIT;
+            sertrace_fmt_size(&o, objects.owned, s->o.exact);
+            int n = snprintf(tail + tail_len, sizeof tail - (size_t)tail_len, "%sowns %s",
+                             tail_len ? "  " : "", o.data ? o.data : "?");
+            if (n > 0 && (size_t)n < sizeof tail - (size_t)tail_len)
+                tail_len += n;
+            sertrace_buf_free(&o);
+        }
         put_row(s, b, names[i], lens[i], width, &objects, whole, tail, (size_t)tail_len);
     }
     if (more)
@@ -206,11 +215,20 @@ static int text_entry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_
         if (unsure)
             buf_lit(b, "? ");
         put_size(b, r->self, raw_self_exact(r) || unsure, s->o.exact);
+        if (r->refs) /* "(self 3 B, 2 refs)": memo references to it */
+            sertrace_buf_appendf(b, ", %llu ref%s", (unsigned long long)r->refs,
+                                 r->refs == 1 ? "" : "s");
         buf_lit(b, ")");
     }
     buf_lit(b, "  ");
+    if (!kind && r->path_len > 0) { /* "Session.cache  (Session › dict › dict)" */
+        app(b, r->path, r->path_len);
+        buf_lit(b, "  (");
+    }
     if (summary_ancestry(s, b, d, r, false) < 0)
         return summary_fail(b);
+    if (!kind && r->path_len > 0)
+        buf_lit(b, ")");
     if (message) {
         buf_lit(b, ": ");
         sertrace_fmt_escape(b, message, message_len);
@@ -285,6 +303,11 @@ static void dump_header(sertrace_summary *s, sertrace_buf *b, const sertrace_dum
         put_u64(b, d->max_pos);
         buf_lit(b, " B seen)");
     }
+    if (d->oob_bytes) { /* "payload 19 B + 513.0 KiB out of band" (schema v5) */
+        buf_lit(b, " + ");
+        sertrace_fmt_size(b, d->oob_bytes, s->o.exact);
+        buf_lit(b, " out of band");
+    }
     buf_lit(b, " \xc2\xb7 ");
     put_u64(b, d->nodes);
     buf_lit(b, " nodes \xc2\xb7 depth ");
@@ -324,6 +347,19 @@ static void dump_types(sertrace_summary *s, sertrace_buf *b, const sertrace_dump
     put_types(s, b, names, lens, st, shown, nrows - shown, whole);
 }
 
+/* "paths" section: the largest path patterns (pathstats.h). */
+static void text_paths(sertrace_summary *s, sertrace_buf *b, const sertrace_pathstats *p,
+                       uint64_t payload)
+{
+    size_t n = p ? sertrace_pathstats_count(p) : 0;
+    unsigned top = s->o.top;
+    sertrace_buf_appendf(b, "  paths (%zu patterns%s; bytes incl. children; share = bytes / payload)\n",
+                         n, top && n > top ? ", largest first" : "");
+    buf_lit(b, "       count         bytes          self   share  pattern\n");
+    if (p)
+        sertrace_pathstats_write(p, b, false, top, payload, s->o.exact, 4);
+}
+
 static int text_dump(sertrace_summary *s, const sertrace_dump_state *d, const dump_sum *ds,
                      const type_row *rows, unsigned nrows, uint64_t whole)
 {
@@ -354,6 +390,8 @@ static int text_dump(sertrace_summary *s, const sertrace_dump_state *d, const du
                 buf_lit(b, "\n");
             }
         }
+        if (s->o.paths)
+            text_paths(s, b, ds->paths, d->payload_bytes);
         if (ds->nnotes || ds->notes_dropped) {
             buf_lit(b, "  notes (");
             put_u64(b, ds->nnotes + ds->notes_dropped);
@@ -392,6 +430,10 @@ static int text_totals(sertrace_summary *s, type_total *const *rows, size_t nrow
                          (unsigned long long)(s->dumps - s->complete),
                          (unsigned long long)s->unfinished, s->lower_dumps ? "\xe2\x89\xa5 " : "",
                          (unsigned long long)s->payload_bytes, (unsigned long long)s->nodes);
+    if (s->oob_bytes)
+        sertrace_buf_appendf(b, "  + %llu B out of band (protocol 5 buffers handed to the "
+                                "application, not in the payload)\n",
+                             (unsigned long long)s->oob_bytes);
     if (s->lower_dumps)
         sertrace_buf_appendf(
             b, "  %llu dumps' sizes are lower bounds: the totals below are lower bounds\n",
@@ -431,6 +473,8 @@ static int text_totals(sertrace_summary *s, type_total *const *rows, size_t nrow
         for (unsigned i = 0; i < s->ntop; i++)
             sertrace_buf_appendf(b, "    %s\n", s->top[i].str);
     }
+    if (s->o.paths) /* over all dumps (pathstats merged at each dump close) */
+        text_paths(s, b, s->paths, s->payload_bytes);
     return sertrace_buf_error(b);
 }
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "losses.h"
+#include "paths.h"
 #include "summary-internal.h"
 
 #define OVERALL_TYPES_MAX 100000u
@@ -210,6 +211,29 @@ static void capture(const sertrace_dump_state *d, const sertrace_node *n,
         k++;
     }
     r->anc_n = k;
+    r->addr = n->addr;
+    r->refs = 0;
+    r->path_len = 0;
+    if (d->labels > 0) { /* a dump with labels (schema v5): every node has a path */
+        sertrace_buf p = SERTRACE_BUF_INIT;
+        if (sertrace_path_append(&p, d, d->stack, n->depth, false) == 0) {
+            if (p.len <= PATH_KEPT) {
+                memcpy(r->path, p.data, p.len);
+                r->path_len = (uint16_t)p.len;
+            } else { /* root segment … innermost end (cut at a UTF-8 start) */
+                size_t head = 0, tail = p.len - (PATH_KEPT - 80 - 3);
+                while (head < 80 && p.data[head] != '.' && p.data[head] != '[')
+                    head++;
+                while (tail < p.len && ((unsigned char)p.data[tail] & 0xC0) == 0x80)
+                    tail++;
+                memcpy(r->path, p.data, head);
+                memcpy(r->path + head, "\xe2\x80\xa6", 3);
+                memcpy(r->path + head + 3, p.data + tail, p.len - tail);
+                r->path_len = (uint16_t)(head + 3 + p.len - tail);
+            }
+        }
+        sertrace_buf_free(&p);
+    }
 }
 
 int summary_ancestry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
@@ -383,7 +407,118 @@ static int v_dump_open(void *ctx, sertrace_dump_state *d)
             return -1;
         }
     }
+    if (s->o.paths) {
+        if (ds->paths == NULL && (ds->paths = sertrace_pathstats_create()) == NULL)
+            return -1;
+        sertrace_pathstats_reset(ds->paths);
+    }
     d->user = ds;
+    return 0;
+}
+
+static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    sertrace_summary *s = ctx;
+    dump_sum *ds = d->user;
+    /* the outermost reduce-arguments node open (and the state of an
+     * object rebuilt by a reduce function, tag R: numpy keeps its data
+     * there below protocol 5), owned by its parent's type; an instance's
+     * state (tag O: its __dict__) stays its attributes' own */
+    if (ds->args_depth == 0 && n->depth >= 2 && n->label_kind == SERTRACE_LABEL_ROLE &&
+        (n->label == SERTRACE_ROLE_ARGS ||
+         (n->label == SERTRACE_ROLE_STATE && d->stack[n->depth - 2].tag == SERTRACE_TAG_REDUCE)))
+        ds->args_depth = n->depth;
+    return s->o.paths ? sertrace_pathstats_enter(ds->paths, d, n) : 0;
+}
+
+/* The dump's stats of type index `type` (grown on demand); NULL: out of
+ * memory. */
+static node_stat *type_stat(dump_sum *ds, uint32_t type)
+{
+    if (type >= ds->types_cap) {
+        uint32_t cap = ds->types_cap ? ds->types_cap : 16;
+        while (cap <= type)
+            cap *= 2;
+        node_stat *t = realloc(ds->types, (size_t)cap * sizeof *t);
+        if (!t)
+            return NULL;
+        memset(t + ds->types_cap, 0, (cap - ds->types_cap) * sizeof *t);
+        ds->types = t;
+        ds->types_cap = cap;
+    }
+    if (type >= ds->types_max)
+        ds->types_max = type + 1;
+    return &ds->types[type];
+}
+
+/* Count a memo reference to `addr` (issue 13 item 5).  0 or -1. */
+static int count_ref(dump_sum *ds, uint64_t addr)
+{
+    if ((ds->refs_n + 1) * 2 > ds->refs_cap) {
+        size_t cap = ds->refs_cap ? ds->refs_cap * 2 : 64;
+        uint64_t *ka = calloc(cap, sizeof *ka), *ca = calloc(cap, sizeof *ca);
+        if (!ka || !ca) {
+            free(ka);
+            free(ca);
+            return -1;
+        }
+        for (size_t i = 0; i < ds->refs_cap; i++) {
+            if (ds->ref_count[i] == 0)
+                continue;
+            size_t j = (ds->ref_addr[i] * 0x9e3779b97f4a7c15ULL >> 20) & (cap - 1);
+            while (ca[j])
+                j = (j + 1) & (cap - 1);
+            ka[j] = ds->ref_addr[i];
+            ca[j] = ds->ref_count[i];
+        }
+        free(ds->ref_addr);
+        free(ds->ref_count);
+        ds->ref_addr = ka;
+        ds->ref_count = ca;
+        ds->refs_cap = cap;
+    }
+    size_t j = (addr * 0x9e3779b97f4a7c15ULL >> 20) & (ds->refs_cap - 1);
+    while (ds->ref_count[j] && ds->ref_addr[j] != addr)
+        j = (j + 1) & (ds->refs_cap - 1);
+    if (ds->ref_count[j] == 0) {
+        ds->ref_addr[j] = addr;
+        ds->refs_n++;
+    }
+    ds->ref_count[j]++;
+    return 0;
+}
+
+static uint64_t refs_of(const dump_sum *ds, uint64_t addr)
+{
+    if (ds->refs_cap == 0)
+        return 0;
+    size_t j = (addr * 0x9e3779b97f4a7c15ULL >> 20) & (ds->refs_cap - 1);
+    while (ds->ref_count[j]) {
+        if (ds->ref_addr[j] == addr)
+            return ds->ref_count[j];
+        j = (j + 1) & (ds->refs_cap - 1);
+    }
+    return 0;
+}
+
+/* Owned bytes (node_stat.owned) of a closing node. */
+static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_node *n)
+{
+    if (ds->args_depth != 0 && n->depth > ds->args_depth)
+        return 0; /* inside a reduce's arguments: its parent's type owns it */
+    if (ds->args_depth != 0 && n->depth == ds->args_depth) {
+        ds->args_depth = 0;
+        uint32_t owner = n->depth >= 2 ? d->stack[n->depth - 2].type : 0;
+        if (owner == 0)
+            return 0;
+        node_stat *t = type_stat(ds, owner);
+        if (!t)
+            return -1;
+        t->owned += n->bytes;
+        return 0;
+    }
+    if (n->type)
+        ds->types[n->type].owned += n->self; /* grown by the caller */
     return 0;
 }
 
@@ -437,6 +572,8 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
 {
     sertrace_summary *s = ctx;
     dump_sum *ds = d->user;
+    if (s->o.paths && sertrace_pathstats_exit(ds->paths, n) < 0)
+        return -1;
     node_stat *k = &ds->kinds[n->tag];
     if (!k->count)
         ds->touched[ds->ntouched++] = n->tag;
@@ -444,25 +581,19 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     k->bytes += n->bytes;
     k->self += n->self;
     if (n->type) {
-        if (n->type >= ds->types_cap) {
-            uint32_t cap = ds->types_cap ? ds->types_cap : 16;
-            while (cap <= n->type)
-                cap *= 2;
-            node_stat *t = realloc(ds->types, (size_t)cap * sizeof *t);
-            if (!t)
-                return -1;
-            memset(t + ds->types_cap, 0, (cap - ds->types_cap) * sizeof *t);
-            ds->types = t;
-            ds->types_cap = cap;
-        }
-        if (n->type >= ds->types_max)
-            ds->types_max = n->type + 1;
-        node_stat *t = &ds->types[n->type];
+        node_stat *t = type_stat(ds, n->type);
+        if (!t)
+            return -1;
         t->count++;
         t->bytes += n->bytes;
         t->self += n->self;
         t->refs += sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF;
     }
+    if (charge_owned(d, ds, n) < 0)
+        return -1;
+    if (sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF && n->addr != 0 &&
+        count_ref(ds, n->addr) < 0)
+        return -1;
     if (n->depth == 1) {
         ds->root_bytes += n->bytes;
         ds->root_exact = sertrace_node_bytes_exact(n);
@@ -622,6 +753,7 @@ static int add_overall_type(sertrace_summary *s, const char *name, size_t len,
             t->st.bytes += st->bytes;
             t->st.self += st->self;
             t->st.refs += st->refs;
+            t->st.owned += st->owned;
             return 0;
         }
     if (s->ntypes >= OVERALL_TYPES_MAX) {
@@ -666,6 +798,11 @@ static void recycle_dump_sum(sertrace_summary *s, dump_sum *ds)
     ds->died_text = ds->died_json = NULL;
     ds->root_bytes = 0;
     ds->root_exact = false;
+    ds->args_depth = 0;
+    if (ds->refs_n) {
+        memset(ds->ref_count, 0, ds->refs_cap * sizeof *ds->ref_count);
+        ds->refs_n = 0;
+    }
     ds->next_free = s->free_list;
     s->free_list = ds;
 }
@@ -680,6 +817,9 @@ static void free_dump_sum(dump_sum *ds)
     free(ds->died_text);
     free(ds->died_json);
     sertrace_buf_free(&ds->notes);
+    sertrace_pathstats_destroy(ds->paths);
+    free(ds->ref_addr);
+    free(ds->ref_count);
     free(ds);
 }
 
@@ -718,6 +858,11 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     if (!ds)
         return 0;
     int rc = 0;
+    /* how many memo references point to each kept object (they all come
+     * after its first writing, so only now are they all known) */
+    for (unsigned i = 0; i < ds->ntop; i++)
+        if (sertrace_tagclass_of(ds->top[i].tag) != SERTRACE_TAGCLASS_REF)
+            ds->top[i].refs = refs_of(ds, ds->top[i].addr);
     uint64_t whole = 0; /* sum of self bytes = root bytes when exact */
     for (unsigned i = 0; i < ds->ntouched; i++)
         whole += ds->kinds[ds->touched[i]].self;
@@ -793,6 +938,12 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     sertrace_buf_clear(&s->esc);
     s->cache_on = true;
     rc = s->w->dump(s, d, ds, s->rows, nrows, whole);
+    if (rc == 0 && s->o.paths) {
+        if (s->paths == NULL && (s->paths = sertrace_pathstats_create()) == NULL)
+            rc = -1;
+        else
+            rc = sertrace_pathstats_merge(s->paths, ds->paths);
+    }
     /* fold into the overall totals */
     s->dumps++;
     if (sertrace_dump_complete(d))
@@ -804,6 +955,7 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     if (d->flags & SERTRACE_DUMPF_END)
         s->payload_bytes += d->payload_bytes;
     s->nodes += d->nodes;
+    s->oob_bytes += d->oob_bytes;
     for (unsigned i = 0; i < ds->ntouched; i++) {
         unsigned t = ds->touched[i];
         s->kinds[t].count += ds->kinds[t].count;
@@ -858,6 +1010,7 @@ void sertrace_summary_visitor(sertrace_summary *s, sertrace_core_visitor *v)
     v->ctx = s;
     v->dump_open = v_dump_open;
     v->node_exit = v_node_exit;
+    v->node_enter = v_node_enter;
     v->note = v_note;
     v->error = v_error;
     v->dump_close = v_dump_close;
@@ -909,6 +1062,7 @@ void sertrace_summary_destroy(sertrace_summary *s)
         free_rendered(&s->top[i]);
     free(s->top);
     free(s->order);
+    sertrace_pathstats_destroy(s->paths);
     while (s->free_list) {
         dump_sum *next = s->free_list->next_free;
         free_dump_sum(s->free_list);

@@ -30,9 +30,13 @@ typedef struct sertrace_summary_opts {
     double oversize_percent;  /* 0: none; else share of the dump, 0-100 */
     unsigned max_flags;       /* flags kept per dump (default 1000) */
     bool per_dump;            /* print each dump's section (default true) */
+    /* Path patterns (pathstats.h): per dump and overall, the `top` largest
+     * (text: a "paths" section; JSON: a "paths" list in each dump and in
+     * "totals").  Off by default (it formats one segment per node). */
+    bool paths;
 } sertrace_summary_opts;
 
-#define SERTRACE_SUMMARY_OPTS_DEFAULT {false, false, 10, 0, 0.0, 1000, true}
+#define SERTRACE_SUMMARY_OPTS_DEFAULT {false, false, 10, 0, 0.0, 1000, true, false}
 
 /* Receives output; returns 0 or -1 (write error). */
 typedef int (*sertrace_summary_write_fn)(void *ctx, const char *s, size_t n);

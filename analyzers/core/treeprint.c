@@ -7,6 +7,7 @@
  * treeprint.h) and freed.
  */
 #include "treeprint.h"
+#include "paths.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,10 @@ typedef struct tnode {
     uint16_t flags;
     uint8_t tag;
     uint8_t keep; /* print pass: its subtree holds a flagged node */
+    uint8_t label_kind; /* its edge label (schema v5), shown after the repr */
+    bool in_state;      /* its parent is an instance's state */
+    uint64_t label;
+    uint64_t oob; /* out-of-band bytes, shown in its exit line's brackets */
 } tnode;
 
 typedef struct extra {
@@ -208,6 +213,9 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     tn->depth = n->depth;
     tn->addr = n->addr;
     tn->length = n->length;
+    tn->label_kind = n->label_kind;
+    tn->label = n->label;
+    tn->in_state = n->depth >= 2 && sertrace_node_is_state(&d->stack[n->depth - 2]);
     tn->extra_head = tn->extra_tail = NO_EXTRA;
     tn->end = UINT32_MAX;
     n->user = db->n++;
@@ -226,6 +234,7 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     tnode *tn = &db->nodes[n->user];
     tn->bytes = n->bytes;
     tn->flags = n->flags;
+    tn->oob = n->oob;
     tn->end = db->n;
     if ((n->flags & SERTRACE_NODE_UNFINISHED) && !db->died) {
         sertrace_buf_clear(&t->tmp);
@@ -307,8 +316,17 @@ static int put_enter_line(sertrace_treeprint *t, const sertrace_dump_state *d,
     if (deep_prefix(b, tn->depth >= 2 ? tn->depth - 2 : 0, tn->depth, &compact) < 0)
         return -1;
     /* an index with no TYPE record shows "?": not cached (type 0) */
-    return sertrace_lines_enter(&t->lines, b, compact ? 2 : tn->depth, tn->tag,
-                                name ? tn->type : 0, name, len, tn->addr, tn->length);
+    if (sertrace_lines_enter(&t->lines, b, compact ? 2 : tn->depth, tn->tag, name ? tn->type : 0,
+                             name, len, tn->addr, tn->length) < 0)
+        return -1;
+    if (tn->label_kind == SERTRACE_LABEL_NONE)
+        return 0;
+    /* the label after the repr, two spaces apart, as the live tree */
+    b->len--; /* the enter line's newline */
+    sertrace_buf_append(b, "  ", 2);
+    sertrace_label_append(b, d, tn->label_kind, tn->label, tn->in_state, 0);
+    sertrace_buf_append(b, "\n", 1);
+    return sertrace_buf_error(b);
 }
 
 
@@ -535,6 +553,17 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
     return rc;
 }
 
+/* put_exit, with the node's out-of-band bytes in the brackets (v5). */
+static int put_exit_oob(sertrace_treeprint *t, const sertrace_dump_state *d, const tnode *tn,
+                        uint64_t oversize)
+{
+    size_t start = t->out.len;
+    int rc = put_exit(t, d, tn, oversize);
+    if (rc == 0 && tn->oob > 0)
+        rc = sertrace_fmt_exit_oob(&t->out, start, tn->oob, t->o.exact);
+    return rc;
+}
+
 static int put_folds(sertrace_treeprint *t, const struct open_entry *e,
                      uint32_t child_depth)
 {
@@ -624,7 +653,7 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
             const tnode *on = &db->nodes[e->idx];
             rc = put_folds(t, e, on->depth + 1);
             if (rc == 0)
-                rc = put_exit(t, d, on, oversize);
+                rc = put_exit_oob(t, d, on, oversize);
             if (rc == 0)
                 rc = flush_out(t, false);
         }
@@ -674,7 +703,7 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
         const tnode *on = &db->nodes[e->idx];
         rc = put_folds(t, e, on->depth + 1);
         if (rc == 0)
-            rc = put_exit(t, d, on, oversize);
+            rc = put_exit_oob(t, d, on, oversize);
         if (rc == 0)
             rc = flush_out(t, false);
     }

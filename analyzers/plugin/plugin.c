@@ -145,7 +145,7 @@ typedef struct parsed_params {
     uint64_t oversize_bytes;
     double oversize_percent;
     uint64_t max_depth, min_size, top, max_flags;
-    bool exact, json, per_dump, flush_each_dump;
+    bool exact, json, per_dump, flush_each_dump, paths;
     int worker; /* -1: by the number of CPUs */
     const char *output;
     const char *exports[SERTRACE_EXPORT_NFORMATS]; /* export paths, NULL: not asked */
@@ -298,6 +298,8 @@ parse_one(const char *key, const bt_value *v, void *data)
             p->flush_each_dump = bt_value_bool_get(v);
         else if (def->id == SERTRACE_PARAM_WORKER_THREAD)
             p->worker = bt_value_bool_get(v);
+        else if (def->id == SERTRACE_PARAM_PATHS)
+            p->paths = bt_value_bool_get(v);
         else
             p->per_dump = bt_value_bool_get(v);
         break;
@@ -668,6 +670,7 @@ sink_init(bt_self_component_sink *self_sink, const bt_value *params,
         o.oversize_percent = p.oversize_percent;
         o.max_flags = (unsigned)p.max_flags;
         o.per_dump = p.per_dump;
+        o.paths = p.paths;
         s->summary = sertrace_summary_create(&o, write_out, s->out);
         if (!s->summary)
             goto memory;

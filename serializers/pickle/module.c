@@ -48,7 +48,7 @@ static int pickler_tp_clear(pickler *p)
 {
     PyObject **held[] = {
         &p->output_buffer,    &p->write,           &p->pers_func, &p->dispatch_table,
-        &p->reducer_override, &p->buffer_callback, &p->fast_memo, &p->err_type};
+        &p->reducer_override, &p->buffer_callback, &p->fast_memo, &p->err_type, &p->label_keys};
     p->pers_func_self = NULL; /* borrowed: p itself */
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
         Py_CLEAR(*held[i]);

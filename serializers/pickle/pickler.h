@@ -251,6 +251,11 @@ typedef struct pickler {
     path_segment *path;
     Py_ssize_t path_len;
     Py_ssize_t path_cap;
+    /* Edge labels of a traced dump (labels.c): the str keys interned this
+     * dump (kept alive: they are interned by address) and the number of
+     * the last hidden key. */
+    PyObject *label_keys;
+    uint64_t hidden_keys;
 
 } pickler;
 
@@ -489,7 +494,7 @@ typedef struct edge {
  * "when serializing T object" before the edge's note). */
 #define SAVE_FAILED_REDUCED (-2)
 
-int save_child_slow(pickler *p, PyObject *obj, int edge_kind);
+int save_child_slow(pickler *p, PyObject *obj, const edge *e);
 int save_child_failed(pickler *p, PyObject *obj, int status, const edge *e);
 /* The object behind the inline path: everything but int / None / float /
  * bool, which are never memoized. */
@@ -599,7 +604,7 @@ static inline __attribute__((always_inline)) int save_child(pickler *p, PyObject
                 trace_failed(p, obj, 0);
         }
     } else {
-        status = save_child_slow(p, obj, e.kind);
+        status = save_child_slow(p, obj, &e);
     }
     if (__builtin_expect(status < 0, 0)) {
         /* Only here does the edge reach memory. */
@@ -695,5 +700,12 @@ void trace_note_object(PyObject *obj);
 /* Emit the error event of a failed traced dump (path of `root`). */
 void trace_report_error(pickler *p, PyObject *root);
 void trace_reset_error(pickler *p);
+
+/* ---- labels.c --------------------------------------------------------- */
+
+/* Label the node about to open for the child `e` (a traced dump only). */
+void trace_label(pickler *p, const edge *e);
+/* Forget the dump's labels (interned keys, hidden key numbers). */
+void trace_labels_end(pickler *p);
 
 #endif /* SERTRACE_PICKLER_H */

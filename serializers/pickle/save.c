@@ -219,6 +219,8 @@ static int save_picklebuffer(pickler *p, PyObject *obj)
     const Py_buffer *view = NULL;
     switch (picklebuffer_route(p, obj, &view)) {
     case PB_OUT_OF_BAND:
+        if (p->trace != NULL) /* its bytes go to the application, not the payload */
+            sertrace_oob(p->trace, (uint64_t)view->len);
         return output_write(p, out_of_band, view->readonly ? 2 : 1);
     case PB_IN_BAND:
         if ((view->readonly ? emit_bytes : emit_bytearray)(p, view->buf, view->len, obj) == 0)
@@ -502,7 +504,7 @@ static inline int is_leaf(const pickler *p, uint8_t tag)
  * object itself): one ATOM record each, with the memo looked up once for
  * str and bytes (it tells a memo hit from a new object).  Returns 1 when
  * obj is no such atom. */
-static inline int traced_atom(pickler *p, PyObject *obj, int *status)
+static inline int traced_atom(pickler *p, PyObject *obj, const edge *e, int *status)
 {
     PyTypeObject *type = Py_TYPE(obj);
     uint8_t tag;
@@ -527,17 +529,19 @@ static inline int traced_atom(pickler *p, PyObject *obj, int *status)
     } else {
         return 1;
     }
+    trace_label(p, e);
     trace_leaf(p, tag, obj, KEY_TYPE, pos, *status < 0);
     if (*status < 0)
         trace_failed(p, obj, tag);
     return 0;
 }
 
-static int traced_object(pickler *p, PyObject *obj, int root)
+static int traced_object(pickler *p, PyObject *obj, const edge *e)
 {
     sertrace_dump *trace = p->trace;
+    int root = e->kind == EDGE_ROOT;
     int leaf_status;
-    if ((root || (p->trace_flags & SERTRACE_DUMP_ATOMS)) && traced_atom(p, obj, &leaf_status) == 0)
+    if ((root || (p->trace_flags & SERTRACE_DUMP_ATOMS)) && traced_atom(p, obj, e, &leaf_status) == 0)
         return leaf_status;
     /* The dumped object itself is a node at every granularity (issue 12
      * item 6): `dumps(None)` reads as one complete node, tagged as atoms
@@ -552,14 +556,17 @@ static int traced_object(pickler *p, PyObject *obj, int root)
 
     if (is_leaf(p, tag)) {
         uint64_t pos = output_pos(p);
+        trace_label(p, e);
         int status = save_object(p, obj);
         trace_leaf(p, tag, obj, key_kind, pos, status < 0);
         if (status < 0)
             trace_failed(p, obj, tag);
         return status;
     }
-    if (tag != 0)
+    if (tag != 0) {
+        trace_label(p, e);
         trace_open(p, tag, obj, key_kind);
+    }
     else if (!plain)
         p->trace = NULL;
     int status = save_object(p, obj);
@@ -573,10 +580,11 @@ static int traced_object(pickler *p, PyObject *obj, int root)
 
 /* obj has a persistent id (pid, not None): the id instead of the object;
  * in a traced dump a node of its own, named by obj's type. */
-static int save_persistent(pickler *p, PyObject *obj, PyObject *pid)
+static int save_persistent(pickler *p, PyObject *obj, PyObject *pid, const edge *e)
 {
     if (p->trace == NULL)
         return write_persistent_id(p, pid);
+    trace_label(p, e);
     trace_open(p, SERTRACE_TAG_PERSID, obj, KEY_TYPE);
     if (write_persistent_id(p, pid) < 0)
         return -1; /* left open; the caller remembers the failure */
@@ -584,14 +592,15 @@ static int save_persistent(pickler *p, PyObject *obj, PyObject *pid)
     return 0;
 }
 
-int save_child_slow(pickler *p, PyObject *obj, int edge_kind)
+int save_child_slow(pickler *p, PyObject *obj, const edge *e)
 {
+    int edge_kind = e->kind;
     if (output_opcode_boundary(p) < 0)
         return -1;
     if (p->pers_func != NULL && edge_kind != EDGE_PERSID) {
         PyObject *pid = persistent_id_of(p, obj);
         if (pid != Py_None) {
-            int status = pid != NULL ? save_persistent(p, obj, pid) : -1;
+            int status = pid != NULL ? save_persistent(p, obj, pid, e) : -1;
             if (status < 0 && p->trace != NULL)
                 trace_failed(p, obj, SERTRACE_TAG_PERSID);
             Py_XDECREF(pid);
@@ -601,7 +610,7 @@ int save_child_slow(pickler *p, PyObject *obj, int edge_kind)
     }
     if (p->trace == NULL)
         return save_object(p, obj);
-    return traced_object(p, obj, edge_kind == EDGE_ROOT);
+    return traced_object(p, obj, e);
 }
 
 __attribute__((noinline, cold)) int save_child_failed(pickler *p, PyObject *obj, int status,
@@ -722,6 +731,7 @@ int pickler_dump(pickler *p, PyObject *obj)
         sertrace_dump_end(trace, output_pos(p),
                           status < 0 ? SERTRACE_STATUS_ERROR : SERTRACE_STATUS_OK);
         trace_reset_error(p);
+        trace_labels_end(p);
     }
     Py_CLEAR(p->reducer_override);
     return status;

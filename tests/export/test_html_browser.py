@@ -197,9 +197,9 @@ def test_unserializable_node_stands_out_and_tells_why(demo_trace, browser, tmp_p
     assert "!! UNSERIALIZABLE" in tip
     assert "cannot pickle 'cell' object at State.suspended[0].frame.stack[0][1]" in tip
     assert "R cell" in tip
-    # its path (the chain of types) starts at the root object
-    assert "dispatch_like_state.State \u203a dict \u203a dict \u203a " \
-        "dispatch_like_state.CoroutineRecord" in tip
+    # its path (issue 13: from the trace's edge labels, the block's "path"
+    # column) is the one the pickler's error names
+    assert "\npathState.suspended[0].frame.stack[0][1]\n" in tip, tip
     assert "status error" in b.eval("document.getElementById('summary').innerText")
     screenshot(b, "report-unserializable.png")
     assert b.errors() == []

@@ -10,7 +10,8 @@ could tell apart compare as one class (inspect/README.md): T4/F2/G are
 import re
 
 ENTER = re.compile(r"^(│*)(┬|├┬) (\S+): (.*)$")
-EXIT = re.compile(r"^(│*)└ # (\S+) \[(?:≥ )?(\d+) B\](?:  (.*))?$")
+# "[2 B + 17 B out of band]": a protocol 5 buffer handed to buffer_callback (schema v5)
+EXIT = re.compile(r"^(│*)└ # (\S+) \[(?:≥ )?(\d+) B(?: \+ \d+ B out of band)?\](?:  (.*))?$")
 NOTE = re.compile(r"^(│*) @ inspect = getattr")
 HEADER = re.compile(r"^── dump (\d+) · .* payload (?:\S+ \S+ \()?(\d+) B\)?$")
 

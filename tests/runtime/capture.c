@@ -160,7 +160,14 @@ static bool decode_batch(const uint8_t *b, size_t len, struct recs *out)
             ok = get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.pos);
             break;
         case SERTRACE_REC_TYPE:
+        case SERTRACE_REC_NAME: /* v5: same layout, same index space */
             ok = get_varint(b, len, &i, &r.type) && get_str(b, len, &i, &r.s1, &r.s1_len);
+            break;
+        case SERTRACE_REC_LABEL: /* v5: kind in `tag`, value in `length` */
+            ok = i < len;
+            if (ok)
+                r.tag = b[i++];
+            ok = ok && get_varint(b, len, &i, &r.length);
             break;
         case SERTRACE_REC_ERROR:
             ok = i < len;

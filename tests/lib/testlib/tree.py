@@ -18,7 +18,7 @@ parse(text) returns the list of dumps in the order they *began*, each a
 dict: id, pid, tid, serializer, protocol, total, status, unfinished,
 lower_bounds, header and end (the header and footer lines), roots (list of nodes), flags
 and notes (lists of (depth, text), every flag and note line of the dump);
-a node is a dict: tag, repr, depth, bytes, exit_flags (the exit line's text
+a node is a dict: tag, repr, label (its edge label, schema v5, or None), depth, bytes, exit_flags (the exit line's text
 after the size, "" when none), flags (texts of its "!!" lines), notes
 ((key, value) of its "@" lines), lines (its flag and note lines in order,
 as (kind, text)), children, line (1-based number).  A flag line written
@@ -40,7 +40,8 @@ FOOTER = re.compile(r"^# end dump (\d+): (?:≥ )?(?:[\d.]+ \S+ \((?:≥ )?)?(\d
                     r"(, unfinished)?(, sizes are lower bounds)?$")
 ENTER = re.compile(r"^(│*)(┬|├┬) (\S+): (.*)$")
 # "[≥ N B]": a lower bound (a node a failed dump left open)
-EXIT = re.compile(r"^(│*)└ # (\S+) \[(?:≥ )?(\d+) B\](?:  (.*))?$")
+# "[2 B + 17 B out of band]": a protocol 5 buffer handed to buffer_callback (schema v5)
+EXIT = re.compile(r"^(│*)└ # (\S+) \[(?:≥ )?(\d+) B(?: \+ \d+ B out of band)?\](?:  (.*))?$")
 NOTE = re.compile(r"^(│*) @ (.*)$")
 FLAG = re.compile(r"^(│*) !! (.*)$")
 
@@ -107,7 +108,10 @@ def parse(text, text_len=False):
                 raise TreeError("line %d: enter at depth %d with %d open" % (n, depth, len(st)))
             # flags, notes, lines: a shared empty tuple until the first one
             # (most nodes have none; a big trace has a million nodes).
-            node = {"tag": m.group(3), "repr": m.group(4), "depth": depth, "bytes": None,
+            # "REPR  LABEL": the edge label (schema v5) after two spaces
+            repr_, _, label = m.group(4).partition("  ")
+            node = {"tag": m.group(3), "repr": repr_, "label": label or None,
+                    "depth": depth, "bytes": None,
                     "exit_flags": None, "flags": (), "notes": (), "children": [], "line": n,
                     "lines": ()}
             (st[-1]["children"] if st else d["roots"]).append(node)

@@ -15,7 +15,8 @@
  * private 4 KiB buffer (a few ns each) and flushes the buffer as ONE
  * `sertrace:records` event when it is full and at the end of the dump.
  *
- * LTTng events (provider "sertrace"), schema version 4:
+ * LTTng events (provider "sertrace"), schema version 5 (the events are
+ * those of version 3; versions 4 and 5 add records):
  *   sertrace:dump_begin { dump_id u64, serializer string, protocol s32,
  *                         pid s32, tid s32, scope string }
  *   sertrace:records    { dump_id u64, seq u32, records: sequence<u8>,
@@ -52,6 +53,8 @@
  * ENTER/EXIT pair; the events are unchanged, so a v4 reader reads v1-v3
  * traces as they are (they simply hold no ATOM), and a v3 reader stops at
  * the first ATOM of a batch (unknown opcode) and marks the dump incomplete.
+ * 5: adds the NAME, LABEL and OOB records (edge labels and out-of-band
+ * bytes, below), the events again unchanged.
  *
  * Record layout (inside `records`).  `varint` is unsigned LEB128 (7 bits per
  * byte, low group first, high bit = more follows, at most 10 bytes);
@@ -68,6 +71,9 @@
  *   NOTE   0x05  depth varint, key str, value str
  *   ATOM   0x06  tag u8, depth varint, type varint, addr varint,
  *                length varint, pos varint, bytes varint            (v4)
+ *   NAME   0x07  index varint, text str                      (v5)
+ *   LABEL  0x08  kind u8, value varint                        (v5)
+ *   OOB    0x09  depth varint, bytes varint                  (v5)
  *
  *   depth : 1 for the root node of a dump, parent depth + 1 below it.  ENTER
  *           and EXIT both carry it so a reader can resynchronise after lost
@@ -88,13 +94,63 @@
  *           exactly the node the pair would have given.  Emitted only
  *           after the node was written: a node that fails is an ENTER
  *           left open, as before.
+ *
+ * Edge labels (v5): what a node is to its parent -- the attribute name,
+ * the position, the dict key -- so that every node has a path
+ * (`Session.cache['users'][3]`).  A LABEL record labels the NEXT node
+ * record of the same dump (ENTER, or the ATOM record of v4): it is
+ * written just before it, and a reader drops a pending label when any
+ * other node record (EXIT) comes first.  A label and its node may sit in
+ * two consecutive batches.  Nodes without a LABEL have no label (the
+ * root, STACK_GLOBAL's name strings, every node of a v1-v4 trace).  Label
+ * texts are interned per dump: NAME defines `index` as a label text
+ * exactly as TYPE defines a type name, and both share ONE index space (a
+ * NAME index is never a TYPE index and vice versa; SERTRACE_MAX_TYPES
+ * bounds both together), so a reader keeps one string table per dump.  A
+ * NAME defining an index always comes before the first LABEL that uses
+ * it, in the same dump.
+ * LABEL kinds (enum sertrace_label_kind), and the path segment each reads
+ * as (the analyzers' and the live tree's text, format/format.h):
+ *   POS    1  value = position (list, tuple, reduce-argument item)   [3]
+ *   KEY    2  value = NAME index of a str dict key                   ['name']
+ *              (.name when the parent node is a STATE: an attribute)
+ *   INT    3  value = zigzag-encoded int dict key                   [-3]
+ *              (zigzag: n >= 0 -> 2n, n < 0 -> -2n - 1; ints that do
+ *              not fit 64 bits are HIDDEN)
+ *   HIDDEN 4  value = per-dump number of a dict key that is not shown
+ *              (1, 2, ... in order of appearance)                   [...]
+ *   ATTR   5  value = NAME index of an attribute name (slots)       .name
+ *   ROLE   6  value = SERTRACE_ROLE_*: what the node is to a reduce or a
+ *              container without being an item: STATE (the instance's
+ *              state; no segment of its own in a path, its str keys read
+ *              as attributes), ARGS (args), CALLABLE (reconstructor),
+ *              ELEMENT {element}, DICT_KEY {key}
+ * Privacy (tracepoints/README.md, "Dict keys"): a serializer records a
+ * dict key's text (KEY) only when it is a str identifier of at most
+ * SERTRACE_KEY_NAME_MAX characters, an int as INT; every other key is
+ * HIDDEN -- unless the process runs with SERTRACE_KEYS=all
+ * (SERTRACE_DUMP_KEYS_ALL), then every str key is recorded as KEY (other
+ * keys stay HIDDEN: no repr is ever called).  Attribute names are code,
+ * not data: an instance's state dict keys are identifiers and so are
+ * recorded (a state key that is no identifier is a __getstate__'s data
+ * and follows the key rule), ATTR names (slots) always.  A v5 reader reads v1-v4 traces (no NAME, no LABEL: no
+ * paths); an older reader stops at a v5 batch's first LABEL (unknown
+ * opcode) and marks the dump incomplete.
+ *
+ * Out-of-band bytes (v5): an OOB record says that the node open at
+ * `depth` handed `bytes` bytes to the application instead of writing
+ * them into the payload (pickle protocol 5: a PickleBuffer given to
+ * buffer_callback).  They are no part of any node's bytes (node bytes
+ * stay payload bytes, exact and additive); readers show them beside the
+ * node's size ("PB [1 B + 512.0 KiB out of band]") and sum them per dump.
+ *
  * Unknown opcodes end the decoding of that batch (a newer schema); readers
  * skip the rest of the batch and mark the dump incomplete.
  */
 #ifndef SERTRACE_SCHEMA_H
 #define SERTRACE_SCHEMA_H
 
-#define SERTRACE_SCHEMA_VERSION 4
+#define SERTRACE_SCHEMA_VERSION 5
 
 #define SERTRACE_PROVIDER_NAME "sertrace"
 #define SERTRACE_EVENT_DUMP_BEGIN "sertrace:dump_begin"
@@ -144,7 +200,36 @@ enum sertrace_record_op {
     SERTRACE_REC_ERROR = 0x04,
     SERTRACE_REC_NOTE = 0x05,
     SERTRACE_REC_ATOM = 0x06, /* v4 */
+    SERTRACE_REC_NAME = 0x07,  /* v5: label text, in the TYPE index space */
+    SERTRACE_REC_LABEL = 0x08, /* v5: label of the next node */
+    SERTRACE_REC_OOB = 0x09,   /* v5: out-of-band bytes of the open node */
 };
+
+/* LABEL kinds (v5), see "Edge labels" above.  Stable values. */
+enum sertrace_label_kind {
+    SERTRACE_LABEL_NONE = 0, /* never recorded: "no label" in readers */
+    SERTRACE_LABEL_POS = 1,
+    SERTRACE_LABEL_KEY = 2,
+    SERTRACE_LABEL_INT = 3,
+    SERTRACE_LABEL_HIDDEN = 4,
+    SERTRACE_LABEL_ATTR = 5,
+    SERTRACE_LABEL_ROLE = 6,
+};
+
+/* Values of a ROLE label. */
+enum sertrace_label_role {
+    SERTRACE_ROLE_STATE = 1,    /* an instance's state (transparent in paths) */
+    SERTRACE_ROLE_ARGS = 2,     /* a reduce's or __new__'s arguments: (args) */
+    SERTRACE_ROLE_CALLABLE = 3, /* a reconstructor, class or state setter */
+    SERTRACE_ROLE_ELEMENT = 4,  /* a set / frozenset element: {element} */
+    SERTRACE_ROLE_DICT_KEY = 5, /* a dict key written as a node: {key} */
+};
+
+/* Longest str dict key recorded by default (an identifier). */
+#define SERTRACE_KEY_NAME_MAX 64
+/* The environment variable that opts in to recording every str dict key
+ * (value "all"; unset or "safe": the default rule). */
+#define SERTRACE_KEYS_ENV "SERTRACE_KEYS"
 
 /* dump_end status. */
 #define SERTRACE_STATUSES(X)                                                   \

@@ -59,6 +59,11 @@ enum sertrace_dump_flag {
     /* Set by sertrace_dump_lower_bounds(): the dump's sizes are lower
      * bounds. */
     SERTRACE_DUMP_LOWER_BOUNDS = 1u << 4,
+    /* SERTRACE_KEYS=all: the user opted in to recording every str dict
+     * key as a label (schema.h, "Edge labels", privacy).  Off by default:
+     * a serializer then labels only keys that are ints or str identifiers
+     * of at most SERTRACE_KEY_NAME_MAX characters. */
+    SERTRACE_DUMP_KEYS_ALL = 1u << 5,
 };
 
 /* Begin a dump.  `serializer` names it ("pickle", "dill", "msgpack"; copied,
@@ -99,6 +104,32 @@ uint32_t sertrace_type(sertrace_dump *d, const void *key, const char *name);
 /* The dump's index for `key` if already interned, else 0.  Cheap (one
  * hash probe): call it on every object, and sertrace_type() only on 0. */
 uint32_t sertrace_type_known(const sertrace_dump *d, const void *key);
+
+/* Label texts (schema v5, "Edge labels").  Interned per dump like
+ * types, in the same index space: sertrace_name_known() is one hash probe
+ * (call it on every label), sertrace_name() interns `text` (`len` bytes,
+ * cut to SERTRACE_STRING_MAX) under `key` the first time and returns its
+ * index (>= 1), or 0 when `d` is NULL or the table is full (then label
+ * the node HIDDEN, or not at all).  `key` identifies the text within the
+ * process for the whole dump: the caller guarantees that no other text
+ * gets the same key before sertrace_dump_end() (e.g. a Python str kept
+ * alive until then). */
+uint32_t sertrace_name_known(const sertrace_dump *d, const void *key);
+uint32_t sertrace_name(sertrace_dump *d, const void *key, const char *text, size_t len);
+
+/* Label the next node opened in `d` (the next sertrace_enter()): `kind` a
+ * SERTRACE_LABEL_* value, `value` as schema.h says for that kind (a
+ * position, a name index from sertrace_name(), a zigzag int, a hidden
+ * key's number, a SERTRACE_ROLE_*).  A label not followed by an enter
+ * (an exit comes first) is dropped.  Costs one short record. */
+void sertrace_label(sertrace_dump *d, uint8_t kind, uint64_t value);
+
+/* Say that the innermost open node handed `bytes` bytes to the
+ * application out of band instead of writing them into the payload
+ * (schema v5 OOB record; pickle protocol 5's buffer_callback).  They are
+ * shown beside the node's size and summed per dump, never added to node
+ * bytes.  `d` may be NULL. */
+void sertrace_oob(sertrace_dump *d, uint64_t bytes);
 
 /* Open a node.  `tag` is a SERTRACE_TAG_* value; `type` an index from
  * sertrace_type() (or 0); `addr` the object's address (identity only);
