@@ -32,7 +32,6 @@
 
 /* ---- progress filter ---------------------------------------------------- */
 
-
 struct progress_iter {
     struct progress *p;
     bt_message_iterator *upstream;
@@ -88,7 +87,6 @@ void progress_done(struct progress *p)
 }
 
 /* ---- stdout on the progress line's terminal ------------------------------ */
-
 
 #define TTY_TAIL_MAX (1u << 16)
 

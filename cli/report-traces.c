@@ -32,7 +32,6 @@
 
 /* ---- trace discovery ---------------------------------------------------- */
 
-
 /* Ask source.ctf.fs whether `dir` is a trace it can read; returns the
  * support weight (0 = not a CTF trace) and its group (the trace UUID), or
  * -1 when the query itself failed (unreadable or corrupt metadata). */
@@ -212,7 +211,6 @@ end:
  * with what was lost, and `report` then exits 3 (REPORT_INCOMPLETE).
  * A file whose first packet does not look like LTTng's is left to
  * babeltrace2 (the per-file trial still applies). */
-
 
 #define CTF_PACKET_MAGIC 0xC1FC1FC1u
 #define CTF_INDEX_MAGIC 0xC1F1DCC1u
@@ -594,7 +592,7 @@ end:
  * broken trace must not hide the good ones next to it.  Prints the error
  * and returns -1 when no readable trace remains. */
 int discover(const char *root, const bt_component_class_source *fs, struct trace_group **out,
-                    int *count, int *damaged)
+             int *count, int *damaged)
 {
     struct stat sb;
     char **dirs = NULL;
@@ -694,7 +692,7 @@ end:
 /* Time span of the traces (min begin, max end over all streams), from
  * ctf.fs's "babeltrace.trace-infos" query.  0 when found. */
 int trace_span(const bt_component_class_source *fs, const bt_value *inputs, int64_t *begin,
-                      int64_t *end)
+               int64_t *end)
 {
     bt_value *params = bt_value_map_create();
     bt_value *copy = NULL;

@@ -196,7 +196,8 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
             ok = bt_value_map_insert_string_entry(p, export_name(i), o->exports[i]) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     if (ok && o->mode == MODE_EXPORT)
-        ok = bt_value_map_insert_string_entry(p, sertrace_sink_param_name(SERTRACE_PARAM_TITLE), o->live_url ? o->live_url : o->trace) ==
+        ok = bt_value_map_insert_string_entry(p, sertrace_sink_param_name(SERTRACE_PARAM_TITLE),
+                                              o->live_url ? o->live_url : o->trace) ==
              BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     if (ok && o->npids) {
         bt_value *a = bt_value_array_create();
@@ -222,7 +223,8 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
             ok = bt_value_array_append_string_element(a, o->serializers[i]) ==
                  BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
         ok = ok && a &&
-             bt_value_map_insert_entry(p, PARAM(SERIALIZER), a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
+             bt_value_map_insert_entry(p, PARAM(SERIALIZER), a) ==
+                 BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
         bt_value_put_ref(a);
     }
     if (!ok) {

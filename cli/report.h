@@ -36,7 +36,7 @@ struct report_opts {
     bool has_oversize, has_top, has_min_size, has_max_depth, exact;
     uint64_t top, min_size, max_depth;
     bool no_per_dump;
-    bool paths; /* --paths */
+    bool paths;                    /* --paths */
     const char *exports[NEXPORTS]; /* MODE_EXPORT: path per format, or NULL */
     /* Filters: each repeatable (a dump is kept when it matches any value
      * given for an option, and every option given); sink parameters

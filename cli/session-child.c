@@ -164,7 +164,7 @@ static int cmd_only_events(const char *session,
  * the child waits until its pid is in the VPID tracker before exec, so
  * the process is tracked from its first event. */
 pid_t spawn(char **cmd, const char *session, const char *scope_env, int *exec_errno,
-                   const struct lttng_process_attr_tracker_handle *tracker)
+            const struct lttng_process_attr_tracker_handle *tracker)
 {
     int fds[2], gate[2];
     pid_t pid;

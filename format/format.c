@@ -195,7 +195,6 @@ int sertrace_tag_from_text(const char *text)
 
 /* ---- sizes ------------------------------------------------------------- */
 
-
 /* Write the size at `p` (room for SIZE_MAX_TEXT bytes); returns the end. */
 char *sertrace_fmt_size_to(char *p, uint64_t bytes, bool exact)
 {
@@ -419,7 +418,6 @@ static char *put_lit(char *p, const char *lit, size_t n)
     memcpy(p, lit, n);
     return p + n;
 }
-
 
 static char *put_hex(char *p, uint64_t v)
 {

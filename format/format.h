@@ -48,7 +48,10 @@ typedef struct sertrace_buf {
     int err; /* 0, or -1 after the first failed append */
 } sertrace_buf;
 
-#define SERTRACE_BUF_INIT {NULL, 0, 0, 0}
+#define SERTRACE_BUF_INIT                                                                          \
+    {                                                                                              \
+        NULL, 0, 0, 0                                                                              \
+    }
 
 /* Frees the memory and forgets the error. */
 void sertrace_buf_free(sertrace_buf *b);
@@ -85,19 +88,17 @@ int sertrace_fmt_escape(sertrace_buf *b, const char *s, size_t n);
 int sertrace_fmt_json_string(sertrace_buf *b, const char *s, size_t n);
 
 /* The repr described above. `name` may be NULL (shown as "?"). */
-int sertrace_fmt_repr(sertrace_buf *b, uint8_t tag, const char *name,
-                      size_t name_len, uint64_t addr, uint64_t length);
+int sertrace_fmt_repr(sertrace_buf *b, uint8_t tag, const char *name, size_t name_len,
+                      uint64_t addr, uint64_t length);
 
 /* Whole enter line, with trailing newline. `depth` >= 1. */
-int sertrace_fmt_enter(sertrace_buf *b, uint32_t depth, uint8_t tag,
-                       const char *name, size_t name_len, uint64_t addr,
-                       uint64_t length);
+int sertrace_fmt_enter(sertrace_buf *b, uint32_t depth, uint8_t tag, const char *name,
+                       size_t name_len, uint64_t addr, uint64_t length);
 
 /* sertrace_fmt_enter with a `name` that needs no escaping (the caller
  * checked sertrace_fmt_is_plain, e.g. once per type): same line. */
-int sertrace_fmt_enter_plain(sertrace_buf *b, uint32_t depth, uint8_t tag,
-                             const char *name, size_t name_len, uint64_t addr,
-                             uint64_t length);
+int sertrace_fmt_enter_plain(sertrace_buf *b, uint32_t depth, uint8_t tag, const char *name,
+                             size_t name_len, uint64_t addr, uint64_t length);
 
 /* True when sertrace_fmt_escape would copy `s` unchanged (printable ASCII,
  * no backslash). */
@@ -106,8 +107,8 @@ bool sertrace_fmt_is_plain(const char *s, size_t n);
 /* Whole exit line, with trailing newline.  `flags` (may be NULL or "")
  * is appended after the size, separated by two spaces, e.g.
  * "!! OVERSIZED (≥ 1.0 MiB)" (built by sertrace_fmt_exit_flags). */
-int sertrace_fmt_exit(sertrace_buf *b, uint32_t depth, uint8_t tag,
-                      uint64_t bytes, bool exact, const char *flags);
+int sertrace_fmt_exit(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t bytes, bool exact,
+                      const char *flags);
 
 /* How a size that is not exact is shown: "[≥ 1.2 KiB]" a lower bound,
  * "[≤ 1.2 KiB]" an upper bound, "[? 1.2 KiB]" neither. */
@@ -157,14 +158,13 @@ int sertrace_fmt_unserializable(sertrace_buf *b, int tag, const char *name, size
                                 size_t path_len);
 
 /* A note line for the node open at `depth`, with trailing newline. */
-int sertrace_fmt_note(sertrace_buf *b, uint32_t depth, const char *key,
-                      size_t key_len, const char *value, size_t value_len);
+int sertrace_fmt_note(sertrace_buf *b, uint32_t depth, const char *key, size_t key_len,
+                      const char *value, size_t value_len);
 
 /* A flag line for the node open at `depth` (unserializable objects,
  * unfinished dumps), with trailing newline:  "│"*depth + " !! " + text.
  * `text` is escaped. */
-int sertrace_fmt_flag_line(sertrace_buf *b, uint32_t depth, const char *text,
-                           size_t text_len);
+int sertrace_fmt_flag_line(sertrace_buf *b, uint32_t depth, const char *text, size_t text_len);
 
 /* Parse a size such as "1048576", "64K", "1.5MiB", "2 MB" (K/M/G/T, with or
  * without "iB"/"B", all binary multiples).  Returns 0 and sets *out, or -1

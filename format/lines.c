@@ -111,9 +111,8 @@ static inline char *put_hex_digits(char *p, uint64_t v)
 
 /* Render the head of (tag, name) into c->heads_text; NULL when it cannot
  * be cached (no memory, or the heads of this dump passed 4 MiB). */
-static const struct sertrace_line_head *head_render(sertrace_lines *c,
-                                                    struct sertrace_line_head *h, uint8_t tag,
-                                                    const char *name, size_t name_len)
+static const struct sertrace_line_head *head_render(sertrace_lines *c, struct sertrace_line_head *h,
+                                                    uint8_t tag, const char *name, size_t name_len)
 {
     static const char zeros[CHUNK];
     char tmp[8];

@@ -47,7 +47,10 @@ typedef struct sertrace_lines {
     sertrace_buf scratch;
 } sertrace_lines;
 
-#define SERTRACE_LINES_INIT {0, NULL, 0, SERTRACE_BUF_INIT, SERTRACE_BUF_INIT}
+#define SERTRACE_LINES_INIT                                                                        \
+    {                                                                                              \
+        0, NULL, 0, SERTRACE_BUF_INIT, SERTRACE_BUF_INIT                                           \
+    }
 
 /* A new dump: its type indexes name other types, the cached heads go. */
 void sertrace_lines_new_dump(sertrace_lines *c);

@@ -400,7 +400,7 @@ static void atfork_release(void)
 static void atfork_child(void)
 {
     text_pid = (long)getpid();
-    text_dropped = 0; /* the parent's drops: the parent announces them */
+    text_dropped = 0;     /* the parent's drops: the parent announces them */
     text_stalled = false; /* the child waits for the reader once itself */
     pthread_mutex_unlock(&text_lock);
 }
@@ -473,10 +473,10 @@ int sertrace_text_configure(const struct sertrace_text_settings *s, int warn_fd)
         size_t n = strlen(v);
         trim(&v, &n);
         path = strndup(v, n);
-        fd = path == NULL ? -1
-                          : open(path,
-                                 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-                                 0644);
+        fd = path == NULL
+                 ? -1
+                 : open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                        0644);
         if (fd < 0) {
             int err = path == NULL ? ENOMEM : errno;
             if (err == ENXIO && stat(path, &st) == 0 && S_ISFIFO(st.st_mode))

@@ -119,13 +119,13 @@ struct sertrace_text_dump {
         uint32_t type;
         uint8_t tag;
         bool error;
-    } *stack;
+    } * stack;
     uint32_t stack_cap;
     uint32_t depth;
     struct sertrace_text_name {
         uint32_t gen; /* valid when == names_gen */
         uint32_t off, len;
-    } *names;
+    } * names;
     uint32_t names_cap;
     uint32_t names_gen;
     sertrace_buf name_text;
@@ -141,7 +141,7 @@ struct sertrace_text_dump {
     uint64_t dump_id;
     long pid;
     long tid;
-    uint32_t chunks;                  /* chunks of this dump written so far */
+    uint32_t chunks;      /* chunks of this dump written so far */
     sertrace_lines lines; /* the fast enter/exit lines (format/lines.h) */
     sertrace_buf label;   /* the next enter line's label segment, or empty */
     uint64_t oob;         /* out-of-band bytes of the next exit line */
@@ -159,8 +159,8 @@ SERTRACE_TEXT_INTERNAL void sertrace_text_enter(struct sertrace_text_dump *t, ui
  * is the label's text for KEY / ATTR labels; `in_state`: the parent is an
  * instance's state. */
 SERTRACE_TEXT_INTERNAL void sertrace_text_label(struct sertrace_text_dump *t, uint8_t kind,
-                                                uint64_t value, const char *name,
-                                                size_t name_len, bool in_state);
+                                                uint64_t value, const char *name, size_t name_len,
+                                                bool in_state);
 /* The next exit line's node handed `bytes` out of band (schema v5):
  * "[1 B + 512.0 KiB out of band]". */
 SERTRACE_TEXT_INTERNAL void sertrace_text_oob(struct sertrace_text_dump *t, uint64_t bytes);

@@ -68,7 +68,7 @@ struct node {
     uint64_t length;
     uint32_t type;
     uint8_t tag;
-    bool state; /* labelled ROLE STATE: its str-key children are attributes */
+    bool state;   /* labelled ROLE STATE: its str-key children are attributes */
     uint64_t oob; /* out-of-band bytes (sertrace_oob), for the text tree */
 };
 

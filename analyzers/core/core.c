@@ -67,8 +67,7 @@ static size_t dump_hash(int64_t pid, uint64_t id)
     return (size_t)h;
 }
 
-static sertrace_dump_state *find_dump(sertrace_core *c, int64_t pid,
-                                      uint64_t id)
+static sertrace_dump_state *find_dump(sertrace_core *c, int64_t pid, uint64_t id)
 {
     sertrace_dump_state *d = c->buckets[dump_hash(pid, id) & (c->nbuckets - 1)];
     while (d && !(d->pid == pid && d->dump_id == id))
@@ -100,8 +99,7 @@ static int grow_buckets(sertrace_core *c)
 
 static void unlink_dump(sertrace_core *c, sertrace_dump_state *d)
 {
-    sertrace_dump_state **p =
-        &c->buckets[dump_hash(d->pid, d->dump_id) & (c->nbuckets - 1)];
+    sertrace_dump_state **p = &c->buckets[dump_hash(d->pid, d->dump_id) & (c->nbuckets - 1)];
     while (*p && *p != d)
         p = &(*p)->hash_next;
     if (*p)
@@ -158,8 +156,7 @@ static sertrace_dump_state *new_dump(sertrace_core *c)
     sertrace_node *stack = d->stack;
     sertrace_type_entry *types = d->types;
     char *names = d->names;
-    uint32_t stack_cap = d->stack_cap, types_cap = d->types_cap,
-             names_cap = d->names_cap;
+    uint32_t stack_cap = d->stack_cap, types_cap = d->types_cap, names_cap = d->names_cap;
     memset(d, 0, sizeof *d);
     d->stack = stack;
     d->stack_cap = stack_cap;
@@ -229,13 +226,11 @@ bool sertrace_dump_complete(const sertrace_dump_state *d)
 {
     return (d->flags & SERTRACE_DUMPF_BEGIN) && (d->flags & SERTRACE_DUMPF_END) &&
            !(d->flags & (SERTRACE_DUMPF_UNFINISHED | SERTRACE_DUMPF_RESTARTED)) &&
-           d->lost_batches == 0 && d->discarded == 0 && d->malformed == 0 &&
-           d->orphan_exits == 0 && d->lost_exits == 0 && d->lost_enters == 0 &&
-           (d->nodes > 0 || zero_node_dump(d));
+           d->lost_batches == 0 && d->discarded == 0 && d->malformed == 0 && d->orphan_exits == 0 &&
+           d->lost_exits == 0 && d->lost_enters == 0 && (d->nodes > 0 || zero_node_dump(d));
 }
 
-const char *sertrace_core_type_name(const sertrace_dump_state *d,
-                                    uint32_t type, size_t *len)
+const char *sertrace_core_type_name(const sertrace_dump_state *d, uint32_t type, size_t *len)
 {
     if (type == 0 || type >= d->ntypes || !d->types[type].defined) {
         *len = 0;
@@ -247,8 +242,8 @@ const char *sertrace_core_type_name(const sertrace_dump_state *d,
 
 /* ---- dump lifecycle ------------------------------------------------- */
 
-static sertrace_dump_state *open_dump(sertrace_core *c, int64_t pid,
-                                      int64_t tid, int64_t ts, uint64_t id)
+static sertrace_dump_state *open_dump(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts,
+                                      uint64_t id)
 {
     if (c->live >= c->nbuckets && grow_buckets(c) < 0)
         return NULL;
@@ -274,9 +269,8 @@ static sertrace_dump_state *open_dump(sertrace_core *c, int64_t pid,
     return d;
 }
 
-static int push_node(sertrace_core *c, sertrace_dump_state *d, uint8_t tag,
-                     uint32_t type, uint64_t addr, uint64_t length,
-                     uint64_t pos, uint16_t flags)
+static int push_node(sertrace_core *c, sertrace_dump_state *d, uint8_t tag, uint32_t type,
+                     uint64_t addr, uint64_t length, uint64_t pos, uint16_t flags)
 {
     if (d->depth == d->stack_cap) {
         uint32_t cap = d->stack_cap ? d->stack_cap * 2 : 64;
@@ -322,8 +316,7 @@ static int push_node(sertrace_core *c, sertrace_dump_state *d, uint8_t tag,
 /* Close the innermost node.  `how` is 0 (its EXIT at `pos`), or
  * SERTRACE_NODE_NO_EXIT / SERTRACE_NODE_UNFINISHED (end unknown: the
  * largest position seen inside it is used, a lower bound). */
-static int pop_node(sertrace_core *c, sertrace_dump_state *d, uint64_t pos,
-                    uint16_t how)
+static int pop_node(sertrace_core *c, sertrace_dump_state *d, uint64_t pos, uint16_t how)
 {
     assert(d->depth > 0 && d->depth <= d->stack_cap);
     sertrace_node *n = &d->stack[d->depth - 1];
@@ -332,8 +325,7 @@ static int pop_node(sertrace_core *c, sertrace_dump_state *d, uint64_t pos,
      * were lost while it was open, the largest position seen before that
      * (positions after a loss may be later nodes', wrongly placed under
      * it): a lower bound either way */
-    uint64_t end = !how ? pos : d->rec_gap_at > n->gap_epoch ? n->lost_at
-                                                              : n->inner_max;
+    uint64_t end = !how ? pos : d->rec_gap_at > n->gap_epoch ? n->lost_at : n->inner_max;
     n->flags |= how;
     if (how & SERTRACE_NODE_NO_EXIT)
         d->lost_exits++;
@@ -359,8 +351,7 @@ static int pop_node(sertrace_core *c, sertrace_dump_state *d, uint64_t pos,
      * (schema: depth 1 = the root node), so the EXIT at depth 1 is its
      * own, unless the dump showed a second depth-1 node. */
     if (!how && d->rec_gap_at > n->gap_epoch &&
-        !(n->depth == 1 && d->roots == 1 &&
-          !(n->flags & SERTRACE_NODE_NO_ENTER))) {
+        !(n->depth == 1 && d->roots == 1 && !(n->flags & SERTRACE_NODE_NO_ENTER))) {
         n->flags |= SERTRACE_NODE_EXIT_UNSURE;
         d->unsure_exits++;
     }
@@ -415,9 +406,8 @@ static void copy_serializer(sertrace_dump_state *d, const char *s, size_t n)
     d->serializer_len = (uint32_t)n;
 }
 
-int sertrace_core_dump_begin(sertrace_core *c, int64_t pid, int64_t tid,
-                             int64_t ts, uint64_t dump_id,
-                             const char *serializer, size_t serializer_len,
+int sertrace_core_dump_begin(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts,
+                             uint64_t dump_id, const char *serializer, size_t serializer_len,
                              int32_t protocol)
 {
     sertrace_dump_state *d = find_dump(c, pid, dump_id);
@@ -532,9 +522,8 @@ static int rec_enter(sertrace_core *c, sertrace_dump_state *d, reader *r)
 {
     uint8_t tag;
     uint64_t depth, type, addr, length, pos;
-    if (!read_u8(r, &tag) || !read_varint(r, &depth) ||
-        !read_varint(r, &type) || !read_varint(r, &addr) ||
-        !read_varint(r, &length) || !read_varint(r, &pos))
+    if (!read_u8(r, &tag) || !read_varint(r, &depth) || !read_varint(r, &type) ||
+        !read_varint(r, &addr) || !read_varint(r, &length) || !read_varint(r, &pos))
         return 1;
     if (!valid_depth(depth) || type > CORE_MAX_TYPES)
         return 1;
@@ -547,11 +536,9 @@ static int rec_enter(sertrace_core *c, sertrace_dump_state *d, reader *r)
         if (pop_node(c, d, 0, SERTRACE_NODE_NO_EXIT) < 0)
             return -1;
     while (d->depth + 1 < depth) /* its ancestors lost their ENTER */
-        if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, pos,
-                      SERTRACE_NODE_NO_ENTER) < 0)
+        if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, pos, SERTRACE_NODE_NO_ENTER) < 0)
             return -1;
-    return push_node(c, d, tag, (uint32_t)type, addr, length, pos, 0) < 0 ? -1
-                                                                         : 0;
+    return push_node(c, d, tag, (uint32_t)type, addr, length, pos, 0) < 0 ? -1 : 0;
 }
 
 static int rec_exit(sertrace_core *c, sertrace_dump_state *d, reader *r)
@@ -582,9 +569,8 @@ static int rec_atom(sertrace_core *c, sertrace_dump_state *d, reader *r)
 {
     uint8_t tag;
     uint64_t depth, type, addr, length, pos, bytes;
-    if (!read_u8(r, &tag) || !read_varint(r, &depth) ||
-        !read_varint(r, &type) || !read_varint(r, &addr) ||
-        !read_varint(r, &length) || !read_varint(r, &pos) ||
+    if (!read_u8(r, &tag) || !read_varint(r, &depth) || !read_varint(r, &type) ||
+        !read_varint(r, &addr) || !read_varint(r, &length) || !read_varint(r, &pos) ||
         !read_varint(r, &bytes))
         return 1;
     if (!valid_depth(depth) || type > CORE_MAX_TYPES || bytes > UINT64_MAX - pos)
@@ -598,8 +584,7 @@ static int rec_atom(sertrace_core *c, sertrace_dump_state *d, reader *r)
         if (pop_node(c, d, 0, SERTRACE_NODE_NO_EXIT) < 0)
             return -1;
     while (d->depth + 1 < depth)
-        if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, pos,
-                      SERTRACE_NODE_NO_ENTER) < 0)
+        if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, pos, SERTRACE_NODE_NO_ENTER) < 0)
             return -1;
     if (push_node(c, d, tag, (uint32_t)type, addr, length, pos, 0) < 0)
         return -1;
@@ -697,9 +682,8 @@ static int rec_error(sertrace_core *c, sertrace_dump_state *d, reader *r)
     uint64_t depth, type;
     const char *msg, *path;
     size_t msg_len, path_len;
-    if (!read_u8(r, &tag) || !read_varint(r, &depth) ||
-        !read_varint(r, &type) || !read_str(r, &msg, &msg_len) ||
-        !read_str(r, &path, &path_len))
+    if (!read_u8(r, &tag) || !read_varint(r, &depth) || !read_varint(r, &type) ||
+        !read_str(r, &msg, &msg_len) || !read_str(r, &path, &path_len))
         return 1;
     if (type > CORE_MAX_TYPES)
         type = 0;
@@ -707,8 +691,8 @@ static int rec_error(sertrace_core *c, sertrace_dump_state *d, reader *r)
     sertrace_node *n = depth == 0 ? NULL : node_at(d, depth);
     if (n)
         n->flags |= SERTRACE_NODE_ERROR;
-    if (c->v.error && c->v.error(c->v.ctx, d, n, tag, (uint32_t)type, msg,
-                                 msg_len, path, path_len) < 0)
+    if (c->v.error &&
+        c->v.error(c->v.ctx, d, n, tag, (uint32_t)type, msg, msg_len, path, path_len) < 0)
         return -1;
     return 0;
 }
@@ -718,12 +702,10 @@ static int rec_note(sertrace_core *c, sertrace_dump_state *d, reader *r)
     uint64_t depth;
     const char *key, *value;
     size_t key_len, value_len;
-    if (!read_varint(r, &depth) || !read_str(r, &key, &key_len) ||
-        !read_str(r, &value, &value_len))
+    if (!read_varint(r, &depth) || !read_str(r, &key, &key_len) || !read_str(r, &value, &value_len))
         return 1;
     sertrace_node *n = depth == 0 ? NULL : node_at(d, depth);
-    if (c->v.note &&
-        c->v.note(c->v.ctx, d, n, key, key_len, value, value_len) < 0)
+    if (c->v.note && c->v.note(c->v.ctx, d, n, key, key_len, value, value_len) < 0)
         return -1;
     return 0;
 }
@@ -738,12 +720,11 @@ static void mark_gap(sertrace_dump_state *d)
         d->stack[i].lost_at = d->max_pos;
     d->gap_epoch++;
     d->label_kind = SERTRACE_LABEL_NONE; /* its node may be lost */
-    d->rec_gap_at = d->gap_epoch; /* records lost: exits after it unsure */
+    d->rec_gap_at = d->gap_epoch;        /* records lost: exits after it unsure */
 }
 
-int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
-                          int64_t ts, uint64_t dump_id, uint32_t seq,
-                          const uint8_t *bytes, size_t n)
+int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
+                          uint32_t seq, const uint8_t *bytes, size_t n)
 {
     sertrace_dump_state *d = find_dump(c, pid, dump_id);
     if (!d) {
@@ -830,16 +811,14 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
     return 0;
 }
 
-int sertrace_core_dump_end(sertrace_core *c, int64_t pid, int64_t tid,
-                           int64_t ts, uint64_t dump_id, uint64_t bytes,
-                           int status)
+int sertrace_core_dump_end(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
+                           uint64_t bytes, int status)
 {
     return sertrace_core_dump_end_batches(c, pid, tid, ts, dump_id, bytes, status, -1);
 }
 
-int sertrace_core_dump_end_batches(sertrace_core *c, int64_t pid, int64_t tid,
-                                   int64_t ts, uint64_t dump_id, uint64_t bytes,
-                                   int status, int64_t batches)
+int sertrace_core_dump_end_batches(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts,
+                                   uint64_t dump_id, uint64_t bytes, int status, int64_t batches)
 {
     return sertrace_core_dump_end_flags(c, pid, tid, ts, dump_id, bytes, status, batches, 0);
 }
@@ -864,14 +843,13 @@ int sertrace_core_dump_end_flags(sertrace_core *c, int64_t pid, int64_t tid, int
      * reported as unfinished and charged with every later discard of the
      * process.  If it did go on (nested, its records lost), what follows
      * shows as a dump without dump_begin: both marked incomplete. */
-    if (c->lossy_live && (d->flags & SERTRACE_DUMPF_BEGIN) && d->pid >= 0 &&
-        d->tid >= 0) {
+    if (c->lossy_live && (d->flags & SERTRACE_DUMPF_BEGIN) && d->pid >= 0 && d->tid >= 0) {
         for (bool again = true; again;) {
             again = false;
             for (size_t i = 0; i < c->nbuckets && !again; i++)
                 for (sertrace_dump_state *o = c->buckets[i]; o; o = o->hash_next)
-                    if (o != d && o->discarded && o->pid == d->pid &&
-                        o->tid == d->tid && o->ts_end <= d->ts_begin) {
+                    if (o != d && o->discarded && o->pid == d->pid && o->tid == d->tid &&
+                        o->ts_end <= d->ts_begin) {
                         o->flags |= SERTRACE_DUMPF_END_LOST;
                         if (close_dump(c, o, SERTRACE_NODE_NO_EXIT) < 0)
                             return -1;

@@ -182,34 +182,34 @@ typedef struct sertrace_dump_state {
     unsigned flags;         /* SERTRACE_DUMPF_* */
 
     /* Irregularities; any nonzero makes the dump incomplete. */
-    uint64_t lost_batches;  /* records events missing by seq */
-    uint64_t discarded;     /* tracer-discarded events while it was live */
-    uint64_t malformed;     /* batches cut short: bad varint, truncation,
-                             * unknown opcode, absurd values */
-    uint64_t orphan_exits;  /* EXIT records with no open node */
-    uint64_t lost_exits;    /* nodes closed without their EXIT */
-    uint64_t lost_enters;   /* placeholder nodes created */
-    uint64_t skipped_deep;  /* ENTER records skipped: more than 64 levels
-                             * below the open chain (their batch counts
-                             * in `malformed`) */
+    uint64_t lost_batches;     /* records events missing by seq */
+    uint64_t discarded;        /* tracer-discarded events while it was live */
+    uint64_t malformed;        /* batches cut short: bad varint, truncation,
+                                * unknown opcode, absurd values */
+    uint64_t orphan_exits;     /* EXIT records with no open node */
+    uint64_t lost_exits;       /* nodes closed without their EXIT */
+    uint64_t lost_enters;      /* placeholder nodes created */
+    uint64_t skipped_deep;     /* ENTER records skipped: more than 64 levels
+                                * below the open chain (their batch counts
+                                * in `malformed`) */
     uint64_t unfinished_nodes; /* nodes open when the stream ended */
-    uint64_t errors;        /* ERROR records */
-    uint64_t failed_open;   /* nodes open at a dump_end with status error */
-    uint64_t unsure_exits;  /* nodes closed with EXIT_UNSURE */
-    uint64_t nodes;         /* nodes closed */
+    uint64_t errors;           /* ERROR records */
+    uint64_t failed_open;      /* nodes open at a dump_end with status error */
+    uint64_t unsure_exits;     /* nodes closed with EXIT_UNSURE */
+    uint64_t nodes;            /* nodes closed */
     uint64_t records_events;
 
     uint32_t next_seq;
     bool seen_records;
-    uint32_t gap_epoch; /* incremented at each loss */
+    uint32_t gap_epoch;  /* incremented at each loss */
     uint32_t rec_gap_at; /* gap_epoch after the last loss of this dump's
                           * records (seq gap, skipped batch or record);
                           * discards alone do not set it */
-    uint64_t max_pos;   /* largest position seen */
-    uint64_t label;     /* pending LABEL (schema v5) for the next ENTER */
-    uint8_t label_kind; /* SERTRACE_LABEL_NONE: none pending */
-    uint64_t labels;    /* LABEL records seen: nonzero = the dump has paths */
-    uint64_t oob_bytes; /* out-of-band bytes of its nodes (OOB records, v5) */
+    uint64_t max_pos;    /* largest position seen */
+    uint64_t label;      /* pending LABEL (schema v5) for the next ENTER */
+    uint8_t label_kind;  /* SERTRACE_LABEL_NONE: none pending */
+    uint64_t labels;     /* LABEL records seen: nonzero = the dump has paths */
+    uint64_t oob_bytes;  /* out-of-band bytes of its nodes (OOB records, v5) */
 
     sertrace_node *stack; /* stack[0] = root .. stack[depth-1] innermost */
     uint32_t depth, stack_cap;
@@ -236,13 +236,11 @@ typedef struct sertrace_core_visitor {
     int (*node_enter)(void *ctx, sertrace_dump_state *d, sertrace_node *n);
     int (*node_exit)(void *ctx, sertrace_dump_state *d, sertrace_node *n);
     /* `n` is NULL for a note on the dump itself. */
-    int (*note)(void *ctx, sertrace_dump_state *d, sertrace_node *n,
-                const char *key, size_t key_len, const char *value,
-                size_t value_len);
+    int (*note)(void *ctx, sertrace_dump_state *d, sertrace_node *n, const char *key,
+                size_t key_len, const char *value, size_t value_len);
     /* `n` is the node at the ERROR's depth, or NULL when none is open. */
-    int (*error)(void *ctx, sertrace_dump_state *d, sertrace_node *n,
-                 uint8_t tag, uint32_t type, const char *message,
-                 size_t message_len, const char *path, size_t path_len);
+    int (*error)(void *ctx, sertrace_dump_state *d, sertrace_node *n, uint8_t tag, uint32_t type,
+                 const char *message, size_t message_len, const char *path, size_t path_len);
     /* Last call for `d`; its stack is empty.  d->user must be released. */
     int (*dump_close)(void *ctx, sertrace_dump_state *d);
 } sertrace_core_visitor;
@@ -253,7 +251,7 @@ typedef struct sertrace_core sertrace_core;
 typedef struct sertrace_core_stats {
     uint64_t dumps_opened, dumps_closed, dumps_unfinished;
     uint64_t records_events, record_bytes;
-    uint64_t discarded_events;   /* sum of discarded-events notices */
+    uint64_t discarded_events; /* sum of discarded-events notices */
     uint64_t discarded_notices;
     uint64_t lost_batches, malformed;
     uint64_t live_dumps, max_live_dumps;
@@ -266,28 +264,24 @@ void sertrace_core_destroy(sertrace_core *c);
 
 /* A dump_begin event.  `serializer` need not be NUL-terminated (cut to 63
  * bytes).  Returns 0 or -1 (visitor failure / out of memory). */
-int sertrace_core_dump_begin(sertrace_core *c, int64_t pid, int64_t tid,
-                             int64_t ts, uint64_t dump_id,
-                             const char *serializer, size_t serializer_len,
+int sertrace_core_dump_begin(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts,
+                             uint64_t dump_id, const char *serializer, size_t serializer_len,
                              int32_t protocol);
 
 /* A records event: `n` bytes of records. */
-int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid,
-                          int64_t ts, uint64_t dump_id, uint32_t seq,
-                          const uint8_t *bytes, size_t n);
+int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
+                          uint32_t seq, const uint8_t *bytes, size_t n);
 
 /* A dump_end event. `status` is a SERTRACE_STATUS_* value. */
-int sertrace_core_dump_end(sertrace_core *c, int64_t pid, int64_t tid,
-                           int64_t ts, uint64_t dump_id, uint64_t bytes,
-                           int status);
+int sertrace_core_dump_end(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts, uint64_t dump_id,
+                           uint64_t bytes, int status);
 
 /* The same, with dump_end's `batches` (schema v2: how many records events
  * the dump emitted; -1 when the trace does not say).  Records events
  * missing at the end count as lost batches (a lost LAST batch has no seq
  * gap to show it); 0 with none seen sets SERTRACE_DUMPF_NO_RECORDS. */
-int sertrace_core_dump_end_batches(sertrace_core *c, int64_t pid, int64_t tid,
-                                   int64_t ts, uint64_t dump_id, uint64_t bytes,
-                                   int status, int64_t batches);
+int sertrace_core_dump_end_batches(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts,
+                                   uint64_t dump_id, uint64_t bytes, int status, int64_t batches);
 
 /* The same, with dump_end's `flags` (schema v3, SERTRACE_END_* bits; 0
  * for older traces).  SERTRACE_END_LOWER_BOUNDS sets
@@ -309,8 +303,7 @@ const sertrace_core_stats *sertrace_core_get_stats(const sertrace_core *c);
 
 /* Name of a per-dump type index, or NULL (len 0) when undefined.  Also
  * the text of a NAME index (schema v5: one index space for both). */
-const char *sertrace_core_type_name(const sertrace_dump_state *d,
-                                    uint32_t type, size_t *len);
+const char *sertrace_core_type_name(const sertrace_dump_state *d, uint32_t type, size_t *len);
 
 /* True when n->bytes is exact (enter and exit seen, positions sane). */
 static inline bool sertrace_node_bytes_exact(const sertrace_node *n)
@@ -327,8 +320,7 @@ static inline int sertrace_node_bound(const sertrace_node *n)
     if (sertrace_node_bytes_exact(n))
         return SERTRACE_BOUND_EXACT;
     /* an upper bound in a dump whose sizes fall short: neither */
-    if ((n->flags & SERTRACE_NODE_EXIT_UNSURE) &&
-        !(n->flags & SERTRACE_NODE_MALFORMED))
+    if ((n->flags & SERTRACE_NODE_EXIT_UNSURE) && !(n->flags & SERTRACE_NODE_MALFORMED))
         return (n->flags & (SERTRACE_NODE_NO_ENTER | SERTRACE_NODE_LOWER_BOUND))
                    ? SERTRACE_BOUND_UNKNOWN
                    : SERTRACE_BOUND_UPPER;
@@ -339,8 +331,7 @@ static inline int sertrace_node_bound(const sertrace_node *n)
 static inline bool sertrace_node_self_exact(const sertrace_node *n)
 {
     return sertrace_node_bytes_exact(n) &&
-           !(n->flags &
-             (SERTRACE_NODE_PARTIAL | SERTRACE_NODE_CHILD_INEXACT));
+           !(n->flags & (SERTRACE_NODE_PARTIAL | SERTRACE_NODE_CHILD_INEXACT));
 }
 
 /* True when the dump lost nothing and ended normally: every size in it

@@ -319,7 +319,7 @@ int sertrace_html_finish(html_writer *h, sertrace_buf *out, const sertrace_core_
              lit(t, ",\"lost_records_events\":") || put_u64(t, stats ? stats->lost_batches : 0) ||
              lit(t, ",\"tags\":{");
     bool first = true;
-#define TAG_(name, value, text, meaning, cls)                                                         \
+#define TAG_(name, value, text, meaning, cls)                                                      \
     if (rc == 0) {                                                                                 \
         rc = lit(t, first ? "\"" : ",\"") || put_u64(t, value) || lit(t, "\":[") ||                \
              sertrace_fmt_json_string(t, text, strlen(text)) || lit(t, ",") ||                     \

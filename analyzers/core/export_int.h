@@ -27,7 +27,7 @@ typedef struct xnode {
     uint32_t depth; /* 1 = a root */
     uint16_t flags;
     uint8_t tag;
-    uint8_t bound; /* enum sertrace_node_bound_kind */
+    uint8_t bound;      /* enum sertrace_node_bound_kind */
     uint8_t label_kind; /* its edge label (schema v5), for the HTML "path" */
     bool in_state;      /* its parent is an instance's state */
     uint64_t label;

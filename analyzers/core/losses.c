@@ -56,7 +56,8 @@ int sertrace_dump_losses(sertrace_buf *b, const sertrace_dump_state *d)
     const char *sep = "";
     for (size_t i = 0; i < sizeof whole_losses / sizeof *whole_losses; i++) {
         if ((d->flags & whole_losses[i].mask) != whole_losses[i].when ||
-            (whole_losses[i].discarded >= 0 && may_have_lost_events(d) != whole_losses[i].discarded))
+            (whole_losses[i].discarded >= 0 &&
+             may_have_lost_events(d) != whole_losses[i].discarded))
             continue;
         sertrace_buf_appendf(b, "%s%s", sep, whole_losses[i].text);
         sep = "; ";

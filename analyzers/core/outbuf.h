@@ -157,7 +157,13 @@ typedef struct time_cache {
     char text[20];
 } time_cache;
 
-#define TIME_CACHE_INIT {-1, {0}}
+#define TIME_CACHE_INIT                                                                            \
+    {                                                                                              \
+        -1,                                                                                        \
+        {                                                                                          \
+            0                                                                                      \
+        }                                                                                          \
+    }
 
 /* "2026-11-29 18:49:04.297814272 UTC" for ns since the epoch, or
  * "t=N ns" when the clock has no usable origin. */
@@ -184,8 +190,7 @@ static inline int put_time(sertrace_buf *b, int64_t ns, time_cache *tc)
         tc->sec = s;
     }
     return app(b, tc->text, 19) || buf_lit(b, ".") ||
-                   put_u64_zero(b, (uint64_t)(ns % 1000000000), 9) ||
-                   buf_lit(b, " UTC")
+                   put_u64_zero(b, (uint64_t)(ns % 1000000000), 9) || buf_lit(b, " UTC")
                ? -1
                : 0;
 }

@@ -22,7 +22,7 @@
 #include "summary.h"
 #include "pathstats.h"
 
-#define ANC_MAX 8 /* ancestry kept per top/flag entry */
+#define ANC_MAX 8     /* ancestry kept per top/flag entry */
 #define PATH_KEPT 240 /* bytes of a top/flag entry's path kept (paths.h) */
 #define FLUSH_AT (64u << 10)
 
@@ -56,7 +56,8 @@ typedef struct top_raw {
     uint32_t anc_type[ANC_MAX];
     uint32_t anc_depth[ANC_MAX];
     /* Its path (paths.h, escaped), rendered when captured; empty when no
-     * LABEL record was seen in its dump (traces before schema v5).  A longer path keeps its root and its innermost end. */
+     * LABEL record was seen in its dump (traces before schema v5).  A longer path keeps its root
+     * and its innermost end. */
     uint16_t path_len;
     char path[PATH_KEPT];
     uint64_t addr; /* the object's address (identity) */

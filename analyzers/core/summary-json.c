@@ -454,10 +454,9 @@ static int json_totals(sertrace_summary *s, type_total *const *rows, size_t nrow
                          (unsigned long long)s->dumps, (unsigned long long)s->complete,
                          (unsigned long long)(s->dumps - s->complete),
                          (unsigned long long)s->unfinished, (unsigned long long)s->end_lost,
-                         (unsigned long long)s->payload_bytes,
-                         (unsigned long long)s->oob_bytes, (unsigned long long)s->nodes,
-                         (unsigned long long)s->lower_dumps, (unsigned long long)discarded,
-                         (unsigned long long)lost);
+                         (unsigned long long)s->payload_bytes, (unsigned long long)s->oob_bytes,
+                         (unsigned long long)s->nodes, (unsigned long long)s->lower_dumps,
+                         (unsigned long long)discarded, (unsigned long long)lost);
     put_kinds(b, s->kinds, NULL, 0, whole);
     buf_lit(b, ", \"by_type\": [");
     for (size_t i = 0; i < nrows && !b->err; i++) {

@@ -353,8 +353,9 @@ static void text_paths(sertrace_summary *s, sertrace_buf *b, const sertrace_path
 {
     size_t n = p ? sertrace_pathstats_count(p) : 0;
     unsigned top = s->o.top;
-    sertrace_buf_appendf(b, "  paths (%zu patterns%s; bytes incl. children; share = bytes / payload)\n",
-                         n, top && n > top ? ", largest first" : "");
+    sertrace_buf_appendf(
+        b, "  paths (%zu patterns%s; bytes incl. children; share = bytes / payload)\n", n,
+        top && n > top ? ", largest first" : "");
     buf_lit(b, "       count         bytes          self   share  pattern\n");
     if (p)
         sertrace_pathstats_write(p, b, false, top, payload, s->o.exact, 4);
@@ -431,8 +432,9 @@ static int text_totals(sertrace_summary *s, type_total *const *rows, size_t nrow
                          (unsigned long long)s->unfinished, s->lower_dumps ? "\xe2\x89\xa5 " : "",
                          (unsigned long long)s->payload_bytes, (unsigned long long)s->nodes);
     if (s->oob_bytes)
-        sertrace_buf_appendf(b, "  + %llu B out of band (protocol 5 buffers handed to the "
-                                "application, not in the payload)\n",
+        sertrace_buf_appendf(b,
+                             "  + %llu B out of band (protocol 5 buffers handed to the "
+                             "application, not in the payload)\n",
                              (unsigned long long)s->oob_bytes);
     if (s->lower_dumps)
         sertrace_buf_appendf(

@@ -22,11 +22,13 @@
 #include "summary-internal.h"
 
 #define OVERALL_TYPES_MAX 100000u
-#define NOTES_MAX 64         /* notes kept per dump (the rest counted) */
-#define NOTE_STRING_MAX 1000 /* bytes kept of a note's key and value (the
-                              * runtime's SERTRACE_STRING_MAX) */
-#define KEEP_NOTES (256u << 10) /* a recycled dump keeps its notes buffer
-                                 * up to this size */
+#define NOTES_MAX 64 /* notes kept per dump (the rest counted) */
+#define NOTE_STRING_MAX                                                                            \
+    1000 /* bytes kept of a note's key and value (the                                              \
+          * runtime's SERTRACE_STRING_MAX) */
+#define KEEP_NOTES                                                                                 \
+    (256u << 10) /* a recycled dump keeps its notes buffer                                         \
+                  * up to this size */
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -87,8 +89,8 @@ static void init_tag_texts(void)
         summary_tag_texts[t].meaning = "other";
         summary_tag_texts[t].meaning_len = 5;
     }
-#define MEANING_(name, value, text, m_, class_)                                \
-    summary_tag_texts[value].meaning = m_;                                             \
+#define MEANING_(name, value, text, m_, class_)                                                    \
+    summary_tag_texts[value].meaning = m_;                                                         \
     summary_tag_texts[value].meaning_len = (uint8_t)(sizeof(m_) - 1);
     SERTRACE_TAGS(MEANING_)
 #undef MEANING_
@@ -139,9 +141,8 @@ int summary_cached_name(sertrace_summary *s, const sertrace_dump_state *d, uint3
 }
 
 /* "TAG name" of a node, escaped for text or as a JSON string. */
-static int put_label(sertrace_summary *s, sertrace_buf *b,
-                     const sertrace_dump_state *d, uint8_t tag, uint32_t type,
-                     bool json)
+static int put_label(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
+                     uint8_t tag, uint32_t type, bool json)
 {
     char tmp[8];
     size_t len;
@@ -191,8 +192,7 @@ static int put_label(sertrace_summary *s, sertrace_buf *b,
 
 /* Ancestry kept for a node: the root, then up to ANC_MAX-1 closest
  * ancestors, ending with the node itself (stack[depth-1]). */
-static void capture(const sertrace_dump_state *d, const sertrace_node *n,
-                    top_raw *r)
+static void capture(const sertrace_dump_state *d, const sertrace_node *n, top_raw *r)
 {
     r->bytes = n->bytes;
     r->self = n->self;
@@ -262,8 +262,7 @@ int summary_ancestry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_s
             if (k > 0)
                 p = json ? p_lit(p, ", ") : p_lit(p, " \xe2\x80\xba ");
             if (k > 0 && r->anc_depth[k] > r->anc_depth[k - 1] + 1)
-                p = json ? p_lit(p, "\"\xe2\x80\xa6\", ")
-                         : p_lit(p, "\xe2\x80\xa6 \xe2\x80\xba ");
+                p = json ? p_lit(p, "\"\xe2\x80\xa6\", ") : p_lit(p, "\xe2\x80\xa6 \xe2\x80\xba ");
             const struct tag_text *tx = &summary_tag_texts[r->anc_tag[k]];
             if (json)
                 *p++ = '"';
@@ -320,35 +319,34 @@ static char *memdup_z(const char *p, size_t n)
 }
 
 /* Min-heaps on .bytes, for both entry types. */
-#define HEAP_FUNCS(T, name)                                                    \
-    static __attribute__((unused)) void name##_down(T *h, unsigned n,        \
-                                                    unsigned i)                \
-    {                                                                          \
-        for (;;) {                                                             \
-            unsigned l = 2 * i + 1, m = i;                                     \
-            if (l < n && h[l].bytes < h[m].bytes)                              \
-                m = l;                                                         \
-            if (l + 1 < n && h[l + 1].bytes < h[m].bytes)                      \
-                m = l + 1;                                                     \
-            if (m == i)                                                        \
-                return;                                                        \
-            T t = h[i];                                                        \
-            h[i] = h[m];                                                       \
-            h[m] = t;                                                          \
-            i = m;                                                             \
-        }                                                                      \
-    }                                                                          \
-    static __attribute__((unused)) void name##_up(T *h, unsigned i)            \
-    {                                                                          \
-        while (i > 0) {                                                        \
-            unsigned p = (i - 1) / 2;                                          \
-            if (h[p].bytes <= h[i].bytes)                                      \
-                return;                                                        \
-            T t = h[i];                                                        \
-            h[i] = h[p];                                                       \
-            h[p] = t;                                                          \
-            i = p;                                                             \
-        }                                                                      \
+#define HEAP_FUNCS(T, name)                                                                        \
+    static __attribute__((unused)) void name##_down(T *h, unsigned n, unsigned i)                  \
+    {                                                                                              \
+        for (;;) {                                                                                 \
+            unsigned l = 2 * i + 1, m = i;                                                         \
+            if (l < n && h[l].bytes < h[m].bytes)                                                  \
+                m = l;                                                                             \
+            if (l + 1 < n && h[l + 1].bytes < h[m].bytes)                                          \
+                m = l + 1;                                                                         \
+            if (m == i)                                                                            \
+                return;                                                                            \
+            T t = h[i];                                                                            \
+            h[i] = h[m];                                                                           \
+            h[m] = t;                                                                              \
+            i = m;                                                                                 \
+        }                                                                                          \
+    }                                                                                              \
+    static __attribute__((unused)) void name##_up(T *h, unsigned i)                                \
+    {                                                                                              \
+        while (i > 0) {                                                                            \
+            unsigned p = (i - 1) / 2;                                                              \
+            if (h[p].bytes <= h[i].bytes)                                                          \
+                return;                                                                            \
+            T t = h[i];                                                                            \
+            h[i] = h[p];                                                                           \
+            h[p] = t;                                                                              \
+            i = p;                                                                                 \
+        }                                                                                          \
     }
 HEAP_FUNCS(top_raw, rawheap)
 HEAP_FUNCS(rendered, rheap)
@@ -376,15 +374,15 @@ static int cmp_rendered_desc(const void *a, const void *b)
 
 /* Insertion sort: the per-dump arrays are short (top-N, a dump's types),
  * and glibc's qsort allocates. */
-#define INSERTION_SORT(T, a, n, cmp)                                           \
-    for (size_t i_ = 1; i_ < (n); i_++) {                                      \
-        T x_ = (a)[i_];                                                        \
-        size_t j_ = i_;                                                        \
-        while (j_ > 0 && cmp(&(a)[j_ - 1], &x_) > 0) {                         \
-            (a)[j_] = (a)[j_ - 1];                                             \
-            j_--;                                                              \
-        }                                                                      \
-        (a)[j_] = x_;                                                          \
+#define INSERTION_SORT(T, a, n, cmp)                                                               \
+    for (size_t i_ = 1; i_ < (n); i_++) {                                                          \
+        T x_ = (a)[i_];                                                                            \
+        size_t j_ = i_;                                                                            \
+        while (j_ > 0 && cmp(&(a)[j_ - 1], &x_) > 0) {                                             \
+            (a)[j_] = (a)[j_ - 1];                                                                 \
+            j_--;                                                                                  \
+        }                                                                                          \
+        (a)[j_] = x_;                                                                              \
     }
 
 static int v_dump_open(void *ctx, sertrace_dump_state *d)
@@ -522,9 +520,8 @@ static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_nod
     return 0;
 }
 
-static int add_flag(sertrace_summary *s, sertrace_dump_state *d,
-                    const sertrace_node *n, const char *kind,
-                    const char *message, size_t message_len, const char *path,
+static int add_flag(sertrace_summary *s, sertrace_dump_state *d, const sertrace_node *n,
+                    const char *kind, const char *message, size_t message_len, const char *path,
                     size_t path_len)
 {
     dump_sum *ds = d->user;
@@ -614,8 +611,7 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
         if (add_flag(s, d, n, "oversized", NULL, 0, NULL, 0) < 0)
             return -1;
     } else if (s->o.oversize_percent > 0 && n->bytes > 0 &&
-               (double)n->bytes >=
-                   s->o.oversize_percent / 100.0 * (double)d->max_pos) {
+               (double)n->bytes >= s->o.oversize_percent / 100.0 * (double)d->max_pos) {
         if (ds->nflags >= s->o.max_flags)
             prune_percent(s, ds, d->max_pos);
         if (add_flag(s, d, n, "oversized", NULL, 0, NULL, 0) < 0)
@@ -635,9 +631,8 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     return 0;
 }
 
-static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n,
-                   uint8_t tag, uint32_t type, const char *msg, size_t msg_len,
-                   const char *path, size_t path_len)
+static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n, uint8_t tag, uint32_t type,
+                   const char *msg, size_t msg_len, const char *path, size_t path_len)
 {
     (void)tag;
     (void)type;
@@ -665,9 +660,8 @@ static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n,
  * and ancestry (the chain is on the stack now, not at dump close).  At
  * most NOTES_MAX per dump, key and value cut to NOTE_STRING_MAX bytes, so
  * a dump's notes stay under ~1 MiB whatever the trace holds. */
-static int v_note(void *ctx, sertrace_dump_state *d, sertrace_node *n,
-                  const char *key, size_t key_len, const char *value,
-                  size_t value_len)
+static int v_note(void *ctx, sertrace_dump_state *d, sertrace_node *n, const char *key,
+                  size_t key_len, const char *value, size_t value_len)
 {
     sertrace_summary *s = ctx;
     dump_sum *ds = d->user;
@@ -694,7 +688,6 @@ static int v_note(void *ctx, sertrace_dump_state *d, sertrace_node *n,
 
 /* ---- dump section ------------------------------------------------------ */
 
-
 static int cmp_type_row(const void *a, const void *b)
 {
     const type_row *x = a, *y = b;
@@ -720,8 +713,7 @@ static uint64_t name_hash(const char *name, size_t len)
     return h ^ (h >> 32);
 }
 
-static int add_overall_type(sertrace_summary *s, const char *name, size_t len,
-                            const node_stat *st)
+static int add_overall_type(sertrace_summary *s, const char *name, size_t len, const node_stat *st)
 {
     if (!name) {
         name = "?";
@@ -825,8 +817,7 @@ static void free_dump_sum(dump_sum *ds)
 
 /* Offer a dump's top entries to the overall top-N (rendered only when
  * they get in). */
-static int merge_top(sertrace_summary *s, const sertrace_dump_state *d,
-                     const dump_sum *ds)
+static int merge_top(sertrace_summary *s, const sertrace_dump_state *d, const dump_sum *ds)
 {
     for (unsigned i = 0; i < ds->ntop; i++) {
         const top_raw *r = &ds->top[i];
@@ -879,8 +870,8 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
                 continue;
             f->raw.flags |= SERTRACE_NODE_LOWER_BOUND;
             sertrace_buf_clear(&s->tmp);
-            if (s->w->entry(s, &s->tmp, d, &f->raw, f->kind, f->msg, f->msg_len, f->path, f->path_len) <
-                0) {
+            if (s->w->entry(s, &s->tmp, d, &f->raw, f->kind, f->msg, f->msg_len, f->path,
+                            f->path_len) < 0) {
                 rc = -1;
                 goto end;
             }
@@ -981,8 +972,7 @@ end:
 /* ---- public ----------------------------------------------------------- */
 
 sertrace_summary *sertrace_summary_create(const sertrace_summary_opts *opts,
-                                          sertrace_summary_write_fn write,
-                                          void *write_ctx)
+                                          sertrace_summary_write_fn write, void *write_ctx)
 {
     sertrace_summary *s = calloc(1, sizeof *s);
     if (!s)
@@ -1029,8 +1019,7 @@ static int cmp_total(const void *a, const void *b)
     return x->len < y->len ? -1 : x->len > y->len;
 }
 
-int sertrace_summary_finish(sertrace_summary *s,
-                            const sertrace_core_stats *stats)
+int sertrace_summary_finish(sertrace_summary *s, const sertrace_core_stats *stats)
 {
     uint64_t whole = 0;
     for (unsigned t = 0; t < 256; t++)

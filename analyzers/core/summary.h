@@ -24,19 +24,22 @@
 
 typedef struct sertrace_summary_opts {
     bool json;
-    bool exact;               /* sizes in bytes in the text output */
-    unsigned top;             /* top-N largest nodes (default 10) */
-    uint64_t oversize_bytes;  /* 0: no byte threshold */
-    double oversize_percent;  /* 0: none; else share of the dump, 0-100 */
-    unsigned max_flags;       /* flags kept per dump (default 1000) */
-    bool per_dump;            /* print each dump's section (default true) */
+    bool exact;              /* sizes in bytes in the text output */
+    unsigned top;            /* top-N largest nodes (default 10) */
+    uint64_t oversize_bytes; /* 0: no byte threshold */
+    double oversize_percent; /* 0: none; else share of the dump, 0-100 */
+    unsigned max_flags;      /* flags kept per dump (default 1000) */
+    bool per_dump;           /* print each dump's section (default true) */
     /* Path patterns (pathstats.h): per dump and overall, the `top` largest
      * (text: a "paths" section; JSON: a "paths" list in each dump and in
      * "totals").  Off by default (it formats one segment per node). */
     bool paths;
 } sertrace_summary_opts;
 
-#define SERTRACE_SUMMARY_OPTS_DEFAULT {false, false, 10, 0, 0.0, 1000, true, false}
+#define SERTRACE_SUMMARY_OPTS_DEFAULT                                                              \
+    {                                                                                              \
+        false, false, 10, 0, 0.0, 1000, true, false                                                \
+    }
 
 /* Receives output; returns 0 or -1 (write error). */
 typedef int (*sertrace_summary_write_fn)(void *ctx, const char *s, size_t n);
@@ -45,8 +48,7 @@ typedef struct sertrace_summary sertrace_summary;
 
 /* NULL when out of memory.  `opts` is copied. */
 sertrace_summary *sertrace_summary_create(const sertrace_summary_opts *opts,
-                                          sertrace_summary_write_fn write,
-                                          void *write_ctx);
+                                          sertrace_summary_write_fn write, void *write_ctx);
 /* The visitor to give sertrace_core_create(). */
 void sertrace_summary_visitor(sertrace_summary *s, sertrace_core_visitor *v);
 /* JSON only: the text of the top-level "filter" member (a JSON value:
@@ -56,8 +58,7 @@ void sertrace_summary_visitor(sertrace_summary *s, sertrace_core_visitor *v);
 int sertrace_summary_set_filter(sertrace_summary *s, const char *json, size_t len);
 /* After sertrace_core_finish(): prints the totals (and closes the JSON
  * object), flushes.  `stats` may be NULL. */
-int sertrace_summary_finish(sertrace_summary *s,
-                            const sertrace_core_stats *stats);
+int sertrace_summary_finish(sertrace_summary *s, const sertrace_core_stats *stats);
 void sertrace_summary_destroy(sertrace_summary *s);
 
 /* A fwrite-based write function; ctx is a FILE *. */

@@ -18,7 +18,6 @@
 #include "losses.h"
 #include "outbuf.h"
 
-
 #define FLUSH_AT (64u << 10)
 #define NO_EXTRA UINT32_MAX
 
@@ -30,7 +29,7 @@ typedef struct tnode {
     uint32_t extra_tail;
     uint16_t flags;
     uint8_t tag;
-    uint8_t keep; /* print pass: its subtree holds a flagged node */
+    uint8_t keep;       /* print pass: its subtree holds a flagged node */
     uint8_t label_kind; /* its edge label (schema v5), shown after the repr */
     bool in_state;      /* its parent is an instance's state */
     uint64_t label;
@@ -52,8 +51,8 @@ typedef struct dump_buf {
     char *arena;
     size_t arena_len, arena_cap;
     uint32_t dump_extra_head, dump_extra_tail; /* notes on the dump itself */
-    char *died; /* chain of an unfinished dump */
-    bool overflow; /* more than UINT32_MAX-1 nodes: stopped buffering */
+    char *died;                                /* chain of an unfinished dump */
+    bool overflow;                             /* more than UINT32_MAX-1 nodes: stopped buffering */
     struct dump_buf *next_free;
 } dump_buf;
 
@@ -80,7 +79,7 @@ struct sertrace_treeprint {
         uint64_t fold_n, fold_bytes;
         uint64_t deep_n, deep_bytes;
         bool fold_inexact;
-    } *stack;
+    } * stack;
     size_t stack_cap;
     time_cache tcache;
     /* enter-line heads per (type, tag) of the dump being printed */
@@ -129,8 +128,8 @@ static int arena_add(dump_buf *db, const char *s, size_t n, uint32_t *off)
     return 0;
 }
 
-static int add_extra(dump_buf *db, sertrace_node *n, bool is_error,
-                     const char *a, size_t a_len, const char *b, size_t b_len)
+static int add_extra(dump_buf *db, sertrace_node *n, bool is_error, const char *a, size_t a_len,
+                     const char *b, size_t b_len)
 {
     if (db->nextras == db->extras_cap) {
         uint32_t cap = db->extras_cap ? db->extras_cap * 2 : 16;
@@ -146,8 +145,7 @@ static int add_extra(dump_buf *db, sertrace_node *n, bool is_error,
     e->is_error = is_error;
     e->a_len = (uint32_t)a_len;
     e->b_len = (uint32_t)b_len;
-    if (arena_add(db, a, a_len, &e->a_off) < 0 ||
-        arena_add(db, b, b_len, &e->b_off) < 0)
+    if (arena_add(db, a, a_len, &e->a_off) < 0 || arena_add(db, b, b_len, &e->b_off) < 0)
         return -1;
     uint32_t *head, *tail;
     if (n && n->user < db->n) {
@@ -222,8 +220,7 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     return 0;
 }
 
-static int put_chain(sertrace_buf *b, const sertrace_dump_state *d,
-                     uint32_t depth);
+static int put_chain(sertrace_buf *b, const sertrace_dump_state *d, uint32_t depth);
 
 static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
 {
@@ -247,17 +244,15 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     return 0;
 }
 
-static int v_note(void *ctx, sertrace_dump_state *d, sertrace_node *n,
-                  const char *key, size_t key_len, const char *value,
-                  size_t value_len)
+static int v_note(void *ctx, sertrace_dump_state *d, sertrace_node *n, const char *key,
+                  size_t key_len, const char *value, size_t value_len)
 {
     (void)ctx;
     return add_extra(d->user, n, false, key, key_len, value, value_len);
 }
 
-static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n,
-                   uint8_t tag, uint32_t type, const char *msg, size_t msg_len,
-                   const char *path, size_t path_len)
+static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n, uint8_t tag, uint32_t type,
+                   const char *msg, size_t msg_len, const char *path, size_t path_len)
 {
     (void)ctx;
     (void)tag;
@@ -285,14 +280,13 @@ static int bars(sertrace_buf *b, uint32_t n)
 #define TREE_DEEP 256u
 #define TREE_DEEP_BARS 16u
 
-static int deep_prefix(sertrace_buf *b, uint32_t nbars, uint32_t depth,
-                       bool *compact)
+static int deep_prefix(sertrace_buf *b, uint32_t nbars, uint32_t depth, bool *compact)
 {
     *compact = nbars > TREE_DEEP;
     if (!*compact)
         return 0;
-    if (bars(b, TREE_DEEP_BARS) < 0 || buf_lit(b, "[depth ") < 0 ||
-        put_u64(b, depth) < 0 || buf_lit(b, "]") < 0)
+    if (bars(b, TREE_DEEP_BARS) < 0 || buf_lit(b, "[depth ") < 0 || put_u64(b, depth) < 0 ||
+        buf_lit(b, "]") < 0)
         return -1;
     return 0;
 }
@@ -306,8 +300,7 @@ static int indent(sertrace_buf *b, uint32_t nbars, uint32_t depth)
     return compact ? 0 : bars(b, nbars);
 }
 
-static int put_enter_line(sertrace_treeprint *t, const sertrace_dump_state *d,
-                          const tnode *tn)
+static int put_enter_line(sertrace_treeprint *t, const sertrace_dump_state *d, const tnode *tn)
 {
     sertrace_buf *b = &t->out;
     size_t len;
@@ -329,9 +322,8 @@ static int put_enter_line(sertrace_treeprint *t, const sertrace_dump_state *d,
     return sertrace_buf_error(b);
 }
 
-
-static int put_exit_line(sertrace_buf *b, uint32_t depth, uint8_t tag,
-                         uint64_t bytes, bool exact, const char *flags)
+static int put_exit_line(sertrace_buf *b, uint32_t depth, uint8_t tag, uint64_t bytes, bool exact,
+                         const char *flags)
 {
     bool compact;
     if (deep_prefix(b, depth >= 1 ? depth - 1 : 0, depth, &compact) < 0)
@@ -343,16 +335,14 @@ static int put_exit_line(sertrace_buf *b, uint32_t depth, uint8_t tag,
 
 /* "TAG name › TAG name ..." of the open chain stack[0 .. depth-1], raw
  * (escaped when printed). */
-static int put_chain(sertrace_buf *b, const sertrace_dump_state *d,
-                     uint32_t depth)
+static int put_chain(sertrace_buf *b, const sertrace_dump_state *d, uint32_t depth)
 {
     uint32_t skip_from = depth > 16 ? 2 : depth + 1;
     uint32_t skip_to = depth > 16 ? depth - 13 : 0;
     for (uint32_t i = 1; i <= depth; i++) {
         if (i >= skip_from && i <= skip_to) {
-            if (i == skip_from &&
-                sertrace_buf_appendf(b, " \xe2\x80\xba \xe2\x80\xa6 (%u levels)",
-                                     skip_to - skip_from + 1) < 0)
+            if (i == skip_from && sertrace_buf_appendf(b, " \xe2\x80\xba \xe2\x80\xa6 (%u levels)",
+                                                       skip_to - skip_from + 1) < 0)
                 return -1;
             continue;
         }
@@ -368,9 +358,7 @@ static int put_chain(sertrace_buf *b, const sertrace_dump_state *d,
     return 0;
 }
 
-
-static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
-                      const dump_buf *db)
+static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d, const dump_buf *db)
 {
     sertrace_buf *b = &t->out;
     int rc;
@@ -393,12 +381,10 @@ static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
                  : 0;
     }
     if (rc == 0)
-        rc = d->serializer_len
-                 ? sertrace_fmt_escape(b, d->serializer, d->serializer_len)
-                 : buf_lit(b, "?");
+        rc = d->serializer_len ? sertrace_fmt_escape(b, d->serializer, d->serializer_len)
+                               : buf_lit(b, "?");
     if (rc == 0)
-        rc = buf_lit(b, " protocol ") || put_i64(b, d->protocol) ||
-                     buf_lit(b, " \xc2\xb7 payload ")
+        rc = buf_lit(b, " protocol ") || put_i64(b, d->protocol) || buf_lit(b, " \xc2\xb7 payload ")
                  ? -1
                  : 0;
     if (rc == 0) {
@@ -450,9 +436,8 @@ static int put_header(sertrace_treeprint *t, const sertrace_dump_state *d,
     return rc;
 }
 
-static int put_extras(sertrace_treeprint *t, const dump_buf *db, uint32_t head,
-                      uint32_t depth, const sertrace_dump_state *d,
-                      const tnode *tn)
+static int put_extras(sertrace_treeprint *t, const dump_buf *db, uint32_t head, uint32_t depth,
+                      const sertrace_dump_state *d, const tnode *tn)
 {
     int rc = 0;
     for (uint32_t i = head; i != NO_EXTRA && rc == 0; i = db->extras[i].next) {
@@ -487,7 +472,7 @@ static int put_extras(sertrace_treeprint *t, const dump_buf *db, uint32_t head,
 /* The core's node flags and the words format/ prints for them on an exit
  * line (sertrace_fmt_exit_flags: one wording with the live tree). */
 static const struct {
-    unsigned node; /* SERTRACE_NODE_* */
+    unsigned node;  /* SERTRACE_NODE_* */
     unsigned words; /* SERTRACE_FMT_FLAG_* */
 } node_flag_words[] = {
     {SERTRACE_NODE_UNFINISHED, SERTRACE_FMT_FLAG_UNFINISHED},
@@ -500,8 +485,8 @@ static const struct {
     {SERTRACE_NODE_EXIT_UNSURE, SERTRACE_FMT_FLAG_EXIT_UNSURE},
 };
 
-static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
-                    const tnode *tn, uint64_t oversize)
+static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d, const tnode *tn,
+                    uint64_t oversize)
 {
     sertrace_buf *b = &t->out;
     sertrace_buf *f = &t->tmp;
@@ -509,8 +494,7 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
     probe.flags = tn->flags;
     bool exact = sertrace_node_bytes_exact(&probe);
     int rc = 0;
-    if (exact && tn->flags == 0 && tn->end != UINT32_MAX &&
-        !(oversize && tn->bytes >= oversize))
+    if (exact && tn->flags == 0 && tn->end != UINT32_MAX && !(oversize && tn->bytes >= oversize))
         return put_exit_line(b, tn->depth, tn->tag, tn->bytes, t->o.exact,
                              NULL); /* the common case: no flag */
     sertrace_buf_clear(f);
@@ -528,8 +512,7 @@ static int put_exit(sertrace_treeprint *t, const sertrace_dump_state *d,
         return -1;
     (void)d;
     if (exact)
-        return put_exit_line(b, tn->depth, tn->tag, tn->bytes, t->o.exact,
-                             f->data);
+        return put_exit_line(b, tn->depth, tn->tag, tn->bytes, t->o.exact, f->data);
     char tmp[8];
     int bound = sertrace_node_bound(&probe);
     rc = indent(b, tn->depth >= 1 ? tn->depth - 1 : 0, tn->depth);
@@ -564,8 +547,7 @@ static int put_exit_oob(sertrace_treeprint *t, const sertrace_dump_state *d, con
     return rc;
 }
 
-static int put_folds(sertrace_treeprint *t, const struct open_entry *e,
-                     uint32_t child_depth)
+static int put_folds(sertrace_treeprint *t, const struct open_entry *e, uint32_t child_depth)
 {
     sertrace_buf *b = &t->out;
     int rc = 0;
@@ -597,11 +579,10 @@ static int put_folds(sertrace_treeprint *t, const struct open_entry *e,
 
 /* Flags that a node's exit line shows (CHILD_INEXACT shows nothing: the
  * inexact child carries its own flag). */
-#define SHOWN_FLAGS                                                            \
-    (SERTRACE_NODE_NO_ENTER | SERTRACE_NODE_NO_EXIT |                          \
-     SERTRACE_NODE_UNFINISHED | SERTRACE_NODE_PARTIAL | SERTRACE_NODE_ERROR |  \
-     SERTRACE_NODE_MALFORMED | SERTRACE_NODE_FAILED |                         \
-     SERTRACE_NODE_EXIT_UNSURE)
+#define SHOWN_FLAGS                                                                                \
+    (SERTRACE_NODE_NO_ENTER | SERTRACE_NODE_NO_EXIT | SERTRACE_NODE_UNFINISHED |                   \
+     SERTRACE_NODE_PARTIAL | SERTRACE_NODE_ERROR | SERTRACE_NODE_MALFORMED |                       \
+     SERTRACE_NODE_FAILED | SERTRACE_NODE_EXIT_UNSURE)
 
 static bool node_flagged(const tnode *tn, uint64_t oversize)
 {
@@ -626,15 +607,13 @@ static void mark_flagged_subtrees(dump_buf *db, uint64_t oversize)
     }
 }
 
-static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
-                      dump_buf *db)
+static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d, dump_buf *db)
 {
     sertrace_lines_new_dump(&t->lines); /* its type indexes name other types */
     int rc = put_header(t, d, db);
     if (rc == 0)
         rc = put_extras(t, db, db->dump_extra_head, 0, d, NULL);
-    uint64_t whole = (d->flags & SERTRACE_DUMPF_END) ? d->payload_bytes
-                                                     : d->max_pos;
+    uint64_t whole = (d->flags & SERTRACE_DUMPF_END) ? d->payload_bytes : d->max_pos;
     uint64_t oversize = t->o.oversize_bytes;
     if (t->o.oversize_percent > 0) {
         uint64_t p = (uint64_t)(t->o.oversize_percent / 100.0 * (double)whole);
@@ -647,8 +626,7 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
     uint32_t i = 0;
     while (i < db->n && rc == 0) {
         tnode *tn = &db->nodes[i];
-        while (sp > 0 && db->nodes[t->stack[sp - 1].idx].depth >= tn->depth &&
-               rc == 0) {
+        while (sp > 0 && db->nodes[t->stack[sp - 1].idx].depth >= tn->depth && rc == 0) {
             struct open_entry *e = &t->stack[--sp];
             const tnode *on = &db->nodes[e->idx];
             rc = put_folds(t, e, on->depth + 1);
@@ -660,15 +638,13 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d,
         if (rc < 0)
             break;
         uint32_t end = tn->end == UINT32_MAX || tn->end <= i ? i + 1 : tn->end;
-        if (sp > 0 && t->o.max_depth && tn->depth > t->o.max_depth &&
-            !tn->keep) {
+        if (sp > 0 && t->o.max_depth && tn->depth > t->o.max_depth && !tn->keep) {
             t->stack[sp - 1].deep_n += end - i;
             t->stack[sp - 1].deep_bytes += tn->bytes;
             i = end;
             continue;
         }
-        if (sp > 0 && t->o.min_size && tn->bytes < t->o.min_size &&
-            !tn->keep) {
+        if (sp > 0 && t->o.min_size && tn->bytes < t->o.min_size && !tn->keep) {
             sertrace_node probe = {0};
             probe.flags = tn->flags;
             if (!sertrace_node_bytes_exact(&probe))
@@ -780,8 +756,7 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
 /* ---- public ----------------------------------------------------------- */
 
 sertrace_treeprint *sertrace_treeprint_create(const sertrace_treeprint_opts *opts,
-                                              sertrace_summary_write_fn write,
-                                              void *write_ctx)
+                                              sertrace_summary_write_fn write, void *write_ctx)
 {
     sertrace_treeprint *t = calloc(1, sizeof *t);
     if (!t)
@@ -805,17 +780,16 @@ void sertrace_treeprint_visitor(sertrace_treeprint *t, sertrace_core_visitor *v)
     v->dump_close = v_dump_close;
 }
 
-int sertrace_treeprint_finish(sertrace_treeprint *t,
-                              const sertrace_core_stats *stats)
+int sertrace_treeprint_finish(sertrace_treeprint *t, const sertrace_core_stats *stats)
 {
     int rc = 0;
     if (stats && (stats->discarded_events || stats->lost_batches))
-        rc = buf_lit(&t->out, "!! ") ||
-                     sertrace_stream_losses(&t->out, stats->discarded_events,
-                                            stats->lost_batches) ||
-                     buf_lit(&t->out, "\n")
-                 ? -1
-                 : 0;
+        rc =
+            buf_lit(&t->out, "!! ") ||
+                    sertrace_stream_losses(&t->out, stats->discarded_events, stats->lost_batches) ||
+                    buf_lit(&t->out, "\n")
+                ? -1
+                : 0;
     if (rc == 0) {
         if (t->o.flush_each_dump)
             flush_now(t);

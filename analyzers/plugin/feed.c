@@ -37,8 +37,8 @@ typedef struct op {
     uint32_t len; /* payload bytes after the header */
     int64_t pid, tid, ts;
     uint64_t dump_id;
-    uint64_t a; /* records: seq; end: bytes; discarded: count */
-    int32_t b;  /* begin: protocol; end: status */
+    uint64_t a;  /* records: seq; end: bytes; discarded: count */
+    int32_t b;   /* begin: protocol; end: status */
     int32_t pad; /* end: batches (schema v2), -1 unknown */
     uint32_t c;  /* end: flags (schema v3, SERTRACE_END_*) */
 } op;

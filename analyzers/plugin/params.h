@@ -29,7 +29,7 @@
     X(PER_DUMP, "per-dump", P_BOOL, 0, 1, 0, "yes|no",                                             \
       "text: print each dump's section (default true)")                                            \
     X(PATHS, "paths", P_BOOL, 0, 1, 0, "yes|no",                                                   \
-      "path patterns per dump and overall: count, bytes, self bytes, share (default false)")      \
+      "path patterns per dump and overall: count, bytes, self bytes, share (default false)")       \
     X(FLUSH_EACH_DUMP, "flush-each-dump", P_BOOL, 1, 0, 0, "yes|no",                               \
       "write the output after each dump's tree (live viewing; default false)")                     \
     X(WORKER_THREAD, "worker-thread", P_BOOL, 1, 1, 1, "yes|no",                                   \

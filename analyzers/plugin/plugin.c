@@ -61,8 +61,7 @@ typedef struct ec_info {
     enum ev_kind kind;
     bool sertrace; /* of the sertrace provider ("sertrace:..."), known or not */
     bool complete; /* every needed field found with the right type */
-    uint64_t i_dump_id, i_serializer, i_protocol, i_seq, i_records, i_bytes,
-        i_status;
+    uint64_t i_dump_id, i_serializer, i_protocol, i_seq, i_records, i_bytes, i_status;
     bool protocol_signed, status_signed;
     uint64_t i_vpid, i_vtid; /* in the common context */
     bool vpid_signed, vtid_signed;
@@ -118,7 +117,7 @@ typedef struct sink {
     struct kept_dump {
         int64_t pid;
         uint64_t id;
-    } *kept;
+    } * kept;
     size_t nkept, kept_cap;
 } sink;
 
@@ -154,21 +153,29 @@ typedef struct parsed_params {
     const bt_value *pid, *dump, *serializer;
 } parsed_params;
 
-#define ERR(self, ...)                                                         \
-    BT_CURRENT_THREAD_ERROR_APPEND_CAUSE_FROM_COMPONENT(self, __VA_ARGS__)
+#define ERR(self, ...) BT_CURRENT_THREAD_ERROR_APPEND_CAUSE_FROM_COMPONENT(self, __VA_ARGS__)
 
 static const char *value_type_name(const bt_value *v)
 {
     switch (bt_value_get_type(v)) {
-    case BT_VALUE_TYPE_NULL: return "null";
-    case BT_VALUE_TYPE_BOOL: return "bool";
-    case BT_VALUE_TYPE_UNSIGNED_INTEGER: return "unsigned integer";
-    case BT_VALUE_TYPE_SIGNED_INTEGER: return "signed integer";
-    case BT_VALUE_TYPE_REAL: return "real";
-    case BT_VALUE_TYPE_STRING: return "string";
-    case BT_VALUE_TYPE_ARRAY: return "array";
-    case BT_VALUE_TYPE_MAP: return "map";
-    default: return "unknown";
+    case BT_VALUE_TYPE_NULL:
+        return "null";
+    case BT_VALUE_TYPE_BOOL:
+        return "bool";
+    case BT_VALUE_TYPE_UNSIGNED_INTEGER:
+        return "unsigned integer";
+    case BT_VALUE_TYPE_SIGNED_INTEGER:
+        return "signed integer";
+    case BT_VALUE_TYPE_REAL:
+        return "real";
+    case BT_VALUE_TYPE_STRING:
+        return "string";
+    case BT_VALUE_TYPE_ARRAY:
+        return "array";
+    case BT_VALUE_TYPE_MAP:
+        return "map";
+    default:
+        return "unknown";
     }
 }
 
@@ -198,20 +205,19 @@ typedef struct parse_ctx {
 
 /* Inside parse_one: remember the first problem (an error cause may not be
  * appended from inside bt_value_map_foreach_entry_const()). */
-#define PERR(...)                                                              \
-    do {                                                                       \
-        if (!pc->failed)                                                       \
-            snprintf(pc->msg, sizeof pc->msg, __VA_ARGS__);                    \
+#define PERR(...)                                                                                  \
+    do {                                                                                           \
+        if (!pc->failed)                                                                           \
+            snprintf(pc->msg, sizeof pc->msg, __VA_ARGS__);                                        \
     } while (0)
 
-static bt_value_map_foreach_entry_const_func_status
-parse_one(const char *key, const bt_value *v, void *data)
+static bt_value_map_foreach_entry_const_func_status parse_one(const char *key, const bt_value *v,
+                                                              void *data)
 {
     parse_ctx *pc = data;
     const param_def *def = NULL;
     for (size_t i = 0; i < sizeof params_table / sizeof *params_table; i++)
-        if (strcmp(params_table[i].name, key) == 0 &&
-            (params_table[i].sinks & (1u << pc->kind)))
+        if (strcmp(params_table[i].name, key) == 0 && (params_table[i].sinks & (1u << pc->kind)))
             def = &params_table[i];
     if (!def) {
         char known[512];
@@ -229,8 +235,8 @@ parse_one(const char *key, const bt_value *v, void *data)
     switch (def->type) {
     case P_UINT:
         if (get_uint(v, &u) < 0) {
-            PERR("parameter `%s`: expected a non-negative integer, got a %s",
-                key, value_type_name(v));
+            PERR("parameter `%s`: expected a non-negative integer, got a %s", key,
+                 value_type_name(v));
             goto bad;
         }
         if (def->id == SERTRACE_PARAM_MAX_DEPTH) {
@@ -256,13 +262,13 @@ parse_one(const char *key, const bt_value *v, void *data)
     case P_SIZE:
         if (bt_value_is_string(v)) {
             if (sertrace_parse_size(bt_value_string_get(v), &u) < 0) {
-                PERR("parameter `%s`: `%s` is not a size (e.g. 512, \"64K\")",
-                    key, bt_value_string_get(v));
+                PERR("parameter `%s`: `%s` is not a size (e.g. 512, \"64K\")", key,
+                     bt_value_string_get(v));
                 goto bad;
             }
         } else if (get_uint(v, &u) < 0) {
-            PERR("parameter `%s`: expected a size (integer or string), got a %s",
-                key, value_type_name(v));
+            PERR("parameter `%s`: expected a size (integer or string), got a %s", key,
+                 value_type_name(v));
             goto bad;
         }
         p->min_size = u;
@@ -272,14 +278,14 @@ parse_one(const char *key, const bt_value *v, void *data)
             if (sertrace_parse_oversize(bt_value_string_get(v), &p->oversize_bytes,
                                         &p->oversize_percent) < 0) {
                 PERR("parameter `%s`: `%s` is neither a size (\"64K\") nor a "
-                          "percentage (\"10%%\")",
-                    key, bt_value_string_get(v));
+                     "percentage (\"10%%\")",
+                     key, bt_value_string_get(v));
                 goto bad;
             }
         } else if (get_uint(v, &u) < 0 || u == 0) {
             PERR("parameter `%s`: expected a positive integer (bytes) or a "
-                      "string such as \"64K\" or \"10%%\", got a %s",
-                key, value_type_name(v));
+                 "string such as \"64K\" or \"10%%\", got a %s",
+                 key, value_type_name(v));
             goto bad;
         } else {
             p->oversize_bytes = u;
@@ -288,8 +294,7 @@ parse_one(const char *key, const bt_value *v, void *data)
         break;
     case P_BOOL:
         if (!bt_value_is_bool(v)) {
-            PERR("parameter `%s`: expected a boolean, got a %s", key,
-                value_type_name(v));
+            PERR("parameter `%s`: expected a boolean, got a %s", key, value_type_name(v));
             goto bad;
         }
         if (def->id == SERTRACE_PARAM_EXACT)
@@ -305,8 +310,7 @@ parse_one(const char *key, const bt_value *v, void *data)
         break;
     case P_STRING:
         if (!bt_value_is_string(v) || !*bt_value_string_get(v)) {
-            PERR("parameter `%s`: expected a non-empty string, got a %s", key,
-                value_type_name(v));
+            PERR("parameter `%s`: expected a non-empty string, got a %s", key, value_type_name(v));
             goto bad;
         }
         p->output = bt_value_string_get(v);
@@ -323,8 +327,8 @@ parse_one(const char *key, const bt_value *v, void *data)
                 p->exports[f] = bt_value_string_get(v);
         break;
     case P_FORMAT:
-        if (!bt_value_is_string(v) || (strcmp(bt_value_string_get(v), "text") &&
-                                        strcmp(bt_value_string_get(v), "json"))) {
+        if (!bt_value_is_string(v) ||
+            (strcmp(bt_value_string_get(v), "text") && strcmp(bt_value_string_get(v), "json"))) {
             PERR("parameter `%s`: expected \"text\" or \"json\"", key);
             goto bad;
         }
@@ -601,8 +605,7 @@ static int open_exports(sink *s, const parsed_params *p)
 }
 
 static bt_component_class_initialize_method_status
-sink_init(bt_self_component_sink *self_sink, const bt_value *params,
-          enum sink_kind kind)
+sink_init(bt_self_component_sink *self_sink, const bt_value *params, enum sink_kind kind)
 {
     bt_self_component *self = bt_self_component_sink_as_self_component(self_sink);
     sink *s = calloc(1, sizeof *s);
@@ -633,8 +636,7 @@ sink_init(bt_self_component_sink *self_sink, const bt_value *params,
     } else if (p.output) {
         s->out = fopen(p.output, "w");
         if (!s->out) {
-            ERR(self, "parameter `output`: cannot open `%s`: %s", p.output,
-                strerror(errno));
+            ERR(self, "parameter `output`: cannot open `%s`: %s", p.output, strerror(errno));
             goto error;
         }
         s->own_out = true;
@@ -729,9 +731,8 @@ tree_init(bt_self_component_sink *self, bt_self_component_sink_configuration *cf
 }
 
 static bt_component_class_initialize_method_status
-summary_init(bt_self_component_sink *self,
-             bt_self_component_sink_configuration *cfg, const bt_value *params,
-             void *init_data)
+summary_init(bt_self_component_sink *self, bt_self_component_sink_configuration *cfg,
+             const bt_value *params, void *init_data)
 {
     (void)cfg;
     (void)init_data;
@@ -740,8 +741,7 @@ summary_init(bt_self_component_sink *self,
 
 static void sink_finalize(bt_self_component_sink *self_sink)
 {
-    sink *s = bt_self_component_get_data(
-        bt_self_component_sink_as_self_component(self_sink));
+    sink *s = bt_self_component_get_data(bt_self_component_sink_as_self_component(self_sink));
     sink_free(s);
 }
 
@@ -772,8 +772,7 @@ static size_t ptr_hash(const void *p)
  * `want` 'u' unsigned integer/enum, 's' any integer, 'S' string,
  * 'A' dynamic array of unsigned integers.  NO_INDEX when absent or of
  * another class. */
-static uint64_t member_index(const bt_field_class *fc, const char *name,
-                             char want, bool *is_signed)
+static uint64_t member_index(const bt_field_class *fc, const char *name, char want, bool *is_signed)
 {
     if (!fc || bt_field_class_get_type(fc) != BT_FIELD_CLASS_TYPE_STRUCTURE)
         return NO_INDEX;
@@ -783,8 +782,7 @@ static uint64_t member_index(const bt_field_class *fc, const char *name,
             bt_field_class_structure_borrow_member_by_index_const(fc, i);
         if (strcmp(bt_field_class_structure_member_get_name(m), name) != 0)
             continue;
-        const bt_field_class *mfc =
-            bt_field_class_structure_member_borrow_field_class_const(m);
+        const bt_field_class *mfc = bt_field_class_structure_member_borrow_field_class_const(m);
         bt_field_class_type t = bt_field_class_get_type(mfc);
         bool u = bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER);
         bool sg = bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER);
@@ -800,11 +798,8 @@ static uint64_t member_index(const bt_field_class *fc, const char *name,
         case 'A':
             if (!bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_DYNAMIC_ARRAY))
                 return NO_INDEX;
-            t = bt_field_class_get_type(
-                bt_field_class_array_borrow_element_field_class_const(mfc));
-            return bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER)
-                       ? i
-                       : NO_INDEX;
+            t = bt_field_class_get_type(bt_field_class_array_borrow_element_field_class_const(mfc));
+            return bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER) ? i : NO_INDEX;
         }
     }
     return NO_INDEX;
@@ -848,8 +843,7 @@ static void fill_info(ec_info *e, const bt_event_class *ec)
         e->complete = e->i_dump_id != NO_INDEX;
         break;
     case EV_RECORDS:
-        e->complete = e->i_dump_id != NO_INDEX && e->i_seq != NO_INDEX &&
-                      e->i_records != NO_INDEX;
+        e->complete = e->i_dump_id != NO_INDEX && e->i_seq != NO_INDEX && e->i_records != NO_INDEX;
         break;
     case EV_END:
         e->complete = e->i_dump_id != NO_INDEX && e->i_bytes != NO_INDEX;
@@ -938,8 +932,7 @@ static int handle_event(sink *s, const bt_message *msg)
             tid = field_s(ctx, e->i_vtid, e->vtid_signed);
     }
     if (bt_message_event_borrow_stream_class_default_clock_class_const(msg)) {
-        const bt_clock_snapshot *cs =
-            bt_message_event_borrow_default_clock_snapshot_const(msg);
+        const bt_clock_snapshot *cs = bt_message_event_borrow_default_clock_snapshot_const(msg);
         if (bt_clock_snapshot_get_ns_from_origin(cs, &ts) !=
             BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
             ts = 0;
@@ -1025,8 +1018,8 @@ static int64_t stream_pid(const bt_stream *stream)
     const bt_trace *trace = bt_stream_borrow_trace_const(stream);
     if (!trace)
         return -1;
-    const bt_value *v = bt_trace_borrow_environment_entry_value_by_name_const(
-        trace, SERTRACE_CONTEXT_VPID);
+    const bt_value *v =
+        bt_trace_borrow_environment_entry_value_by_name_const(trace, SERTRACE_CONTEXT_VPID);
     if (!v)
         return -1;
     if (bt_value_is_signed_integer(v))
@@ -1048,14 +1041,12 @@ static int handle_message(sink *s, const bt_message *msg)
             count == 0)
             count = 1; /* at least one */
         return feed_discarded(
-            s->feed, stream_pid(bt_message_discarded_events_borrow_stream_const(msg)),
-            count);
+            s->feed, stream_pid(bt_message_discarded_events_borrow_stream_const(msg)), count);
     }
     case BT_MESSAGE_TYPE_DISCARDED_PACKETS: {
         /* a lost packet holds an unknown number of events: count 1 */
-        return feed_discarded(
-            s->feed,
-            stream_pid(bt_message_discarded_packets_borrow_stream_const(msg)), 1);
+        return feed_discarded(s->feed,
+                              stream_pid(bt_message_discarded_packets_borrow_stream_const(msg)), 1);
     }
     default:
         return 0;
@@ -1106,8 +1097,7 @@ static int sink_finish(sink *s)
     return rc;
 }
 
-static bt_component_class_sink_consume_method_status
-sink_consume(bt_self_component_sink *self_sink)
+static bt_component_class_sink_consume_method_status sink_consume(bt_self_component_sink *self_sink)
 {
     bt_self_component *self = bt_self_component_sink_as_self_component(self_sink);
     sink *s = bt_self_component_get_data(self);
@@ -1166,18 +1156,18 @@ sink_consume(bt_self_component_sink *self_sink)
 /* ---- component classes ---------------------------------------------------- */
 
 BT_PLUGIN_SINK_COMPONENT_CLASS(tree, sink_consume);
-BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(tree,
-    "Print each serializer dump as a size tree (dill's line grammar)");
+BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(
+    tree, "Print each serializer dump as a size tree (dill's line grammar)");
 BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(tree, SERTRACE_SINK_HELP(TREE) "See analyzers/README.md.");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(tree, tree_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(tree, sink_graph_is_configured);
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(tree, sink_finalize);
 
 BT_PLUGIN_SINK_COMPONENT_CLASS(summary, sink_consume);
-BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(summary,
-    "Bytes by kind and type, top-N largest nodes and flags, per dump and overall");
-BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(summary, SERTRACE_SINK_HELP(SUMMARY)
-                                                  "JSON schema: analyzers/README.md.");
+BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(
+    summary, "Bytes by kind and type, top-N largest nodes and flags, per dump and overall");
+BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(
+    summary, SERTRACE_SINK_HELP(SUMMARY) "JSON schema: analyzers/README.md.");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(summary, summary_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(summary, sink_graph_is_configured);
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(summary, sink_finalize);
@@ -1185,8 +1175,8 @@ BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(summary, sink_finalize);
 BT_PLUGIN_SINK_COMPONENT_CLASS(export, sink_consume);
 BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(
     export, "Pictures of the size trees: folded stacks, speedscope, Perfetto JSON, an HTML viewer");
-BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(export, SERTRACE_SINK_HELP(EXPORT)
-                                    "At least one output.  See analyzers/README.md.");
+BT_PLUGIN_SINK_COMPONENT_CLASS_HELP(
+    export, SERTRACE_SINK_HELP(EXPORT) "At least one output.  See analyzers/README.md.");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(export, export_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(export, sink_graph_is_configured);
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(export, sink_finalize);

@@ -70,8 +70,7 @@ static int function_names(PyObject *obj, PyObject **module, PyObject **qualname)
             return -1;
         if (self == NULL || PyModule_Check(self)) {
             *qualname = PyUnicode_FromString(name);
-        }
-        else {
+        } else {
             /* A bound builtin method: Owner.name, as its __qualname__
              * (which would read the owner's __qualname__ through getattr). */
             PyTypeObject *owner = PyType_Check(self) ? (PyTypeObject *)self : Py_TYPE(self);
@@ -94,8 +93,7 @@ PyObject *od_global_name(PyObject *obj, int mode)
         qualname = PyType_GetQualName((PyTypeObject *)obj);
         if (mode != OD_NAME_SHORT)
             module = type_module((PyTypeObject *)obj);
-    }
-    else if (function_names(obj, &module, &qualname) < 0) {
+    } else if (function_names(obj, &module, &qualname) < 0) {
         goto end;
     }
     if (qualname == NULL || !PyUnicode_Check(qualname))
@@ -129,8 +127,8 @@ uint32_t od_type_intern(sertrace_dump *d, PyObject *obj, int naming, const void 
     const char *name = "?";
     PyObject *exc_type, *exc_value, *exc_tb;
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-    PyObject *full = od_global_name(naming == OD_BY_TYPE ? (PyObject *)Py_TYPE(obj) : obj,
-                                    OD_NAME_TRACE);
+    PyObject *full =
+        od_global_name(naming == OD_BY_TYPE ? (PyObject *)Py_TYPE(obj) : obj, OD_NAME_TRACE);
     if (full == NULL) /* a "global" that is none of those: its type's name */
         full = od_global_name((PyObject *)Py_TYPE(obj), OD_NAME_TRACE);
     if (full != NULL) {
@@ -170,14 +168,12 @@ PyObject *od_note_text(PyObject *container, int rel, Py_ssize_t index, PyObject 
         return NULL;
     if (rel == OD_REL_INDEX) {
         text = PyUnicode_FromFormat("when serializing %U item %zd", name, index);
-    }
-    else if (rel == OD_REL_KEY) {
+    } else if (rel == OD_REL_KEY) {
         PyObject *r = od_safe_repr(key);
         if (r != NULL)
             text = PyUnicode_FromFormat("when serializing %U item %U", name, r);
         Py_XDECREF(r);
-    }
-    else if (rel > OD_REL_KEY && rel <= OD_REL_OBJECT) {
+    } else if (rel > OD_REL_KEY && rel <= OD_REL_OBJECT) {
         text = PyUnicode_FromFormat("when serializing %U %s", name, rel_words[rel]);
     }
     Py_DECREF(name);
@@ -214,8 +210,7 @@ PyObject *od_key_text(PyObject *key)
         if (!overflow && !(v == -1 && PyErr_Occurred()))
             return PyUnicode_FromFormat("%lld", v);
         PyErr_Clear();
-    }
-    else if (key == Py_None || key == Py_True || key == Py_False) {
+    } else if (key == Py_None || key == Py_True || key == Py_False) {
         return PyUnicode_FromString(key == Py_None ? "None" : key == Py_True ? "True" : "False");
     }
     if (PyUnicode_CheckExact(key))
@@ -240,8 +235,7 @@ int od_path_append(PyObject *parts, int rel, Py_ssize_t index, PyObject *key, in
     case OD_REL_KEY:
         if (outer == OD_REL_STATE && od_is_short_identifier(key)) {
             s = PyUnicode_FromFormat(".%U", key);
-        }
-        else {
+        } else {
             PyObject *text = key != NULL ? od_key_text(key) : NULL;
             if (text != NULL)
                 s = PyUnicode_FromFormat("[%U]", text);
@@ -307,8 +301,8 @@ PyObject *od_path_join(PyObject *root, PyObject *parts)
 static bool is_repr_atom(PyObject *o)
 {
     PyTypeObject *t = Py_TYPE(o);
-    return t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type ||
-           t == &PyBytes_Type || t == &PyBool_Type || o == Py_None;
+    return t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type || t == &PyBytes_Type ||
+           t == &PyBool_Type || o == Py_None;
 }
 
 PyObject *od_safe_repr(PyObject *obj)
@@ -415,8 +409,7 @@ PyObject *od_exception_message(PyObject *exc)
             res = PyUnicode_FromFormat("<%U>: %U", name, PyTuple_GET_ITEM(args, 0));
         else
             res = PyUnicode_FromFormat("<%U>: %R", name, args);
-    }
-    else {
+    } else {
         res = PyUnicode_FromFormat("<%U>", name);
     }
     Py_DECREF(name);

@@ -105,16 +105,16 @@ static inline uint64_t od_length(PyObject *obj);
  * segment. */
 enum od_rel {
     OD_REL_NONE,
-    OD_REL_INDEX,       /* list/tuple item i (or a reduce's listitems) */
-    OD_REL_KEY,         /* the value under dict key k */
-    OD_REL_ELEMENT,     /* set / frozenset element */
-    OD_REL_STATE,       /* a reduce's state */
-    OD_REL_SETTER,      /* a reduce's state setter */
-    OD_REL_RECON,       /* a reduce's reconstructor */
-    OD_REL_RECON_ARGS,  /* a reduce's reconstructor arguments */
-    OD_REL_CLASS,       /* NEWOBJ / NEWOBJ_EX: the class */
-    OD_REL_NEW_ARGS,    /* NEWOBJ / NEWOBJ_EX: __new__ arguments */
-    OD_REL_OBJECT,      /* (note only) "when serializing T object" */
+    OD_REL_INDEX,      /* list/tuple item i (or a reduce's listitems) */
+    OD_REL_KEY,        /* the value under dict key k */
+    OD_REL_ELEMENT,    /* set / frozenset element */
+    OD_REL_STATE,      /* a reduce's state */
+    OD_REL_SETTER,     /* a reduce's state setter */
+    OD_REL_RECON,      /* a reduce's reconstructor */
+    OD_REL_RECON_ARGS, /* a reduce's reconstructor arguments */
+    OD_REL_CLASS,      /* NEWOBJ / NEWOBJ_EX: the class */
+    OD_REL_NEW_ARGS,   /* NEWOBJ / NEWOBJ_EX: __new__ arguments */
+    OD_REL_OBJECT,     /* (note only) "when serializing T object" */
 };
 
 /* The note CPython 3.14 adds while unwinding, for `container` and the

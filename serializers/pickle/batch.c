@@ -36,8 +36,7 @@
 /* CPython 3.13 moved this prototype to its internal headers
  * (pycore_setobject.h, Py_BUILD_CORE only); libpython still exports the
  * function (for _abc), with the same signature and borrowed references. */
-PyAPI_FUNC(int) _PySet_NextEntry(PyObject *set, Py_ssize_t *pos, PyObject **key,
-                                 Py_hash_t *hash);
+PyAPI_FUNC(int) _PySet_NextEntry(PyObject *set, Py_ssize_t *pos, PyObject **key, Py_hash_t *hash);
 #endif
 
 enum source_kind {

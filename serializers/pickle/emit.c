@@ -288,8 +288,8 @@ static const char *str_encoded(pickler *p, PyObject *obj, Py_ssize_t *n, PyObjec
             return cached;
         PyErr_Clear();
     }
-    *holder = p->bin ? PyUnicode_AsEncodedString(obj, "utf-8", "surrogatepass")
-                     : raw_unicode_escape(obj);
+    *holder =
+        p->bin ? PyUnicode_AsEncodedString(obj, "utf-8", "surrogatepass") : raw_unicode_escape(obj);
     *n = *holder != NULL ? PyBytes_GET_SIZE(*holder) : 0;
     return *holder != NULL ? PyBytes_AS_STRING(*holder) : NULL;
 }

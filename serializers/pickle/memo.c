@@ -10,11 +10,10 @@
  * by another object while the memo remembers it.  Load factor < 2/3;
  * address-order hashing (address >> 5, MEMO_HASH_SHIFT in pickler.h) with
  * perturbed probing (see memo_slot_: a scattering hash measured 7x slower
- * on 50,000 strings, all cache misses).  Indices are assigned by the caller (memo size at insertion), so
- * the table layout never affects the output.  Growth threshold and
- * allocation pattern are _pickle.c's exactly (see memo_set and
- * memo_resize): both pickles then make the same malloc calls, which
- * decides where glibc puts the output buffer (README.md, "Speed").
+ * on 50,000 strings, all cache misses).  Indices are assigned by the caller (memo size at
+ * insertion), so the table layout never affects the output.  Growth threshold and allocation
+ * pattern are _pickle.c's exactly (see memo_set and memo_resize): both pickles then make the same
+ * malloc calls, which decides where glibc puts the output buffer (README.md, "Speed").
  *
  * Invariant (asserted in debug builds, memo_load_ok()): the size is a power
  * of two of at least MEMO_MIN_SIZE and the load factor stays below 2/3, so

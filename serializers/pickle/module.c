@@ -47,8 +47,8 @@ static PyObject *pickler_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
 static int pickler_tp_clear(pickler *p)
 {
     PyObject **held[] = {
-        &p->output_buffer,    &p->write,           &p->pers_func, &p->dispatch_table,
-        &p->reducer_override, &p->buffer_callback, &p->fast_memo, &p->err_type, &p->label_keys};
+        &p->output_buffer,   &p->write,     &p->pers_func, &p->dispatch_table, &p->reducer_override,
+        &p->buffer_callback, &p->fast_memo, &p->err_type,  &p->label_keys};
     p->pers_func_self = NULL; /* borrowed: p itself */
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
         Py_CLEAR(*held[i]);
@@ -240,8 +240,8 @@ static PyObject *pickler_dump_vectorcall(pickler *p, PyObject *const *args, Py_s
         PyErr_Format(PyExc_TypeError, "dump() takes at most 1 %sargument (%zd given)",
                      nargs == 0 ? "keyword " : "", nargs + nkw);
     else
-        PyErr_Format(PyExc_TypeError,
-                     "dump() takes exactly 1 positional argument (%zd given)", nargs);
+        PyErr_Format(PyExc_TypeError, "dump() takes exactly 1 positional argument (%zd given)",
+                     nargs);
     return NULL;
 }
 #endif
@@ -273,8 +273,7 @@ static PyMemberDef pickler_members[] = {
 /* ---- memo proxy ------------------------------------------------------- */
 
 typedef struct {
-    PyObject_HEAD
-    pickler *owner;
+    PyObject_HEAD pickler *owner;
 } memo_proxy;
 
 /* Both types are heap types (PyType_FromSpec, immutable), as _pickle's are
@@ -323,8 +322,10 @@ static PyObject *memo_proxy_reduce(memo_proxy *m, PyObject *unused)
 
 static PyMethodDef memo_proxy_methods[] = {
     {"clear", (PyCFunction)memo_proxy_clear, METH_NOARGS, PyDoc_STR("Remove all items from memo.")},
-    {"copy", (PyCFunction)memo_proxy_copy, METH_NOARGS, PyDoc_STR("Copy the memo to a new object.")},
-    {"__reduce__", (PyCFunction)memo_proxy_reduce, METH_NOARGS, PyDoc_STR("Implement pickle support.")},
+    {"copy", (PyCFunction)memo_proxy_copy, METH_NOARGS,
+     PyDoc_STR("Copy the memo to a new object.")},
+    {"__reduce__", (PyCFunction)memo_proxy_reduce, METH_NOARGS,
+     PyDoc_STR("Implement pickle support.")},
     {NULL, NULL, 0, NULL},
 };
 
@@ -480,8 +481,8 @@ static PyType_Slot pickler_slots[] = {
 static PyType_Spec pickler_spec = {
     .name = "sertrace.Pickler",
     .basicsize = sizeof(pickler),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC |
-             Py_TPFLAGS_IMMUTABLETYPE,
+    .flags =
+        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
     .slots = pickler_slots,
 };
 
@@ -495,10 +496,10 @@ static PyTypeObject *pickler_type;
  * METH_VARARGS function costs one level, which moves where a deep object
  * hits the recursion limit). */
 typedef struct {
-    const char *fname;       /* "dumps" */
+    const char *fname;        /* "dumps" */
     const char *const *names; /* all parameter names, NULL-terminated */
-    int npositional;         /* parameters that may be positional */
-    int nrequired;           /* leading required ones */
+    int npositional;          /* parameters that may be positional */
+    int nrequired;            /* leading required ones */
 } arg_spec;
 
 static int parse_fastcall(const arg_spec *spec, PyObject *const *args, Py_ssize_t nargs,
@@ -569,8 +570,8 @@ static int bool_arg(PyObject *value, int *out)
 static PyObject *module_dump(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
 {
-    static const char *const names[] = {"obj", "file", "protocol", "fix_imports",
-                                        "buffer_callback", NULL};
+    static const char *const names[] = {"obj", "file", "protocol", "fix_imports", "buffer_callback",
+                                        NULL};
     static const arg_spec spec = {"dump", names, 3, 2};
     PyObject *a[5];
     int fix_imports = 1;
@@ -666,8 +667,7 @@ static void dumps_done(pickler *p, int ok)
 static PyObject *module_dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
-    static const char *const names[] = {"obj", "protocol", "fix_imports", "buffer_callback",
-                                        NULL};
+    static const char *const names[] = {"obj", "protocol", "fix_imports", "buffer_callback", NULL};
     static const arg_spec spec = {"dumps", names, 2, 1};
     PyObject *a[4], *result = NULL;
     int fix_imports = 1;
@@ -800,8 +800,7 @@ static int init_globals(void)
         (G.dispatch_table = import_attr("copyreg", "dispatch_table")) == NULL ||
         (G.extension_registry = import_attr("copyreg", "_extension_registry")) == NULL ||
         (G.name_mapping_3to2 = import_attr("_compat_pickle", "REVERSE_NAME_MAPPING")) == NULL ||
-        (G.import_mapping_3to2 = import_attr("_compat_pickle", "REVERSE_IMPORT_MAPPING")) ==
-            NULL ||
+        (G.import_mapping_3to2 = import_attr("_compat_pickle", "REVERSE_IMPORT_MAPPING")) == NULL ||
         (G.codecs_encode = import_attr("codecs", "encode")) == NULL ||
         (G.getattr = import_attr("builtins", "getattr")) == NULL ||
         (G.partial = import_attr("functools", "partial")) == NULL)

@@ -341,7 +341,7 @@ static int write_global(pickler *p, const global_ref *g)
     }
     if (top_level)
         return write_global_lines(p, g->module_name, name);
-    /* A nested name has no GLOBAL form below protocol 4. */
+        /* A nested name has no GLOBAL form below protocol 4. */
 #if PY_VERSION_HEX >= 0x030D0000
     return write_getattr_chain(p, g);
 #else

@@ -181,12 +181,12 @@ int memo_each(const memo_table *m, memo_visit visit, void *arg);
 /* One segment of the path of an unserializable object, recorded while the
  * error unwinds (innermost first).  Only on the error path of a traced dump. */
 enum path_kind {
-    PATH_INDEX,       /* list/tuple item or listitems of a reduce: [i] */
-    PATH_KEY,         /* dict item: [key] (or .key right after PATH_STATE) */
-    PATH_STATE,       /* the state of a reduce (instance __dict__) */
-    PATH_ARGS,        /* reconstructor / __new__ arguments */
-    PATH_CALLABLE,    /* reconstructor, class, state setter */
-    PATH_ELEMENT,     /* set / frozenset element */
+    PATH_INDEX,    /* list/tuple item or listitems of a reduce: [i] */
+    PATH_KEY,      /* dict item: [key] (or .key right after PATH_STATE) */
+    PATH_STATE,    /* the state of a reduce (instance __dict__) */
+    PATH_ARGS,     /* reconstructor / __new__ arguments */
+    PATH_CALLABLE, /* reconstructor, class, state setter */
+    PATH_ELEMENT,  /* set / frozenset element */
 };
 
 typedef struct path_segment {
@@ -196,8 +196,7 @@ typedef struct path_segment {
 } path_segment;
 
 typedef struct pickler {
-    PyObject_HEAD
-    memo_table memo;
+    PyObject_HEAD memo_table memo;
     int memo_ready;
 
     /* Output: one bytes object grown like _pickle.c's, plus frames. */
@@ -264,14 +263,14 @@ typedef struct pickler {
 typedef struct pickle_globals {
     PyObject *PickleError;
     PyObject *PicklingError;
-    PyObject *dispatch_table;       /* copyreg.dispatch_table */
-    PyObject *extension_registry;   /* copyreg._extension_registry */
-    PyObject *name_mapping_3to2;    /* _compat_pickle.REVERSE_NAME_MAPPING */
-    PyObject *import_mapping_3to2;  /* _compat_pickle.REVERSE_IMPORT_MAPPING */
-    PyObject *codecs_encode;        /* codecs.encode */
-    PyObject *getattr;              /* builtins.getattr */
-    PyObject *partial;              /* functools.partial */
-    PyObject *class_descr;          /* object.__dict__['__class__'] (borrowed) */
+    PyObject *dispatch_table;      /* copyreg.dispatch_table */
+    PyObject *extension_registry;  /* copyreg._extension_registry */
+    PyObject *name_mapping_3to2;   /* _compat_pickle.REVERSE_NAME_MAPPING */
+    PyObject *import_mapping_3to2; /* _compat_pickle.REVERSE_IMPORT_MAPPING */
+    PyObject *codecs_encode;       /* codecs.encode */
+    PyObject *getattr;             /* builtins.getattr */
+    PyObject *partial;             /* functools.partial */
+    PyObject *class_descr;         /* object.__dict__['__class__'] (borrowed) */
     /* interned attribute names */
     PyObject *s_write, *s_persistent_id, *s_dispatch_table, *s_reducer_override;
     PyObject *s_reduce_ex, *s_reduce, *s_qualname, *s_name, *s_module, *s_class;
@@ -316,7 +315,8 @@ static inline __attribute__((always_inline)) char *output_claim(pickler *p, Py_s
     p->output_len = len + n;
     return OUTPUT_DATA(p) + len;
 }
-static inline __attribute__((always_inline)) int output_write(pickler *p, const char *s, Py_ssize_t n)
+static inline __attribute__((always_inline)) int output_write(pickler *p, const char *s,
+                                                              Py_ssize_t n)
 {
     char *buffer = output_claim(p, n);
     if (buffer == NULL)
@@ -324,8 +324,7 @@ static inline __attribute__((always_inline)) int output_write(pickler *p, const 
     if (n < 8) {
         for (Py_ssize_t i = 0; i < n; i++)
             buffer[i] = s[i];
-    }
-    else {
+    } else {
         memcpy(buffer, s, (size_t)n);
     }
     return 0;
@@ -594,7 +593,7 @@ static inline __attribute__((always_inline)) int save_child(pickler *p, PyObject
     /* Dormant, or traced but obj is an atom that is no node at this
      * granularity (written exactly as when dormant: the inline path). */
     if (__builtin_expect(p->pers_func == NULL && (p->trace == NULL || (e.kind != EDGE_ROOT &&
-                                                                      trace_plain_atom(p, obj))),
+                                                                       trace_plain_atom(p, obj))),
                          1)) {
         status = output_opcode_boundary(p);
         if (__builtin_expect(status == 0, 1)) {

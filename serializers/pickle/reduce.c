@@ -407,7 +407,7 @@ static int rule_builtin_global(pickler *p, PyObject *obj, PyObject **value)
     (void)p, (void)value;
     return Py_IS_TYPE(obj, &PyType_Type)       ? SAVE_AS_CLASS
            : Py_IS_TYPE(obj, &PyFunction_Type) ? SAVE_AS_GLOBAL
-                                                : 0;
+                                               : 0;
 }
 
 static int rule_table(pickler *p, PyObject *obj, PyObject **value)

@@ -390,7 +390,7 @@ static int save_frozenset(pickler *p, PyObject *obj)
 typedef int (*nested_saver)(pickler *, PyObject *, memo_entry *);
 
 #define NESTED_SAVER(name, call)                                                                   \
-    static int name(pickler *p, PyObject *obj, memo_entry *slot)                                  \
+    static int name(pickler *p, PyObject *obj, memo_entry *slot)                                   \
     {                                                                                              \
         (void)slot;                                                                                \
         if (enter_recursive(p))                                                                    \
@@ -541,7 +541,8 @@ static int traced_object(pickler *p, PyObject *obj, const edge *e)
     sertrace_dump *trace = p->trace;
     int root = e->kind == EDGE_ROOT;
     int leaf_status;
-    if ((root || (p->trace_flags & SERTRACE_DUMP_ATOMS)) && traced_atom(p, obj, e, &leaf_status) == 0)
+    if ((root || (p->trace_flags & SERTRACE_DUMP_ATOMS)) &&
+        traced_atom(p, obj, e, &leaf_status) == 0)
         return leaf_status;
     /* The dumped object itself is a node at every granularity (issue 12
      * item 6): `dumps(None)` reads as one complete node, tagged as atoms
@@ -566,8 +567,7 @@ static int traced_object(pickler *p, PyObject *obj, const edge *e)
     if (tag != 0) {
         trace_label(p, e);
         trace_open(p, tag, obj, key_kind);
-    }
-    else if (!plain)
+    } else if (!plain)
         p->trace = NULL;
     int status = save_object(p, obj);
     p->trace = trace;

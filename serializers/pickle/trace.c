@@ -154,18 +154,12 @@ static void push_segment(pickler *p, int kind, Py_ssize_t index, PyObject *key)
  * dumped object itself, a dict key, the names of STACK_GLOBAL, a
  * persistent id). */
 static const int edge_rel[] = {
-    [EDGE_ROOT] = OD_REL_NONE,
-    [EDGE_PLAIN] = OD_REL_NONE,
-    [EDGE_PERSID] = OD_REL_NONE,
-    [EDGE_ITEM] = OD_REL_INDEX,
-    [EDGE_VALUE] = OD_REL_KEY,
-    [EDGE_ELEMENT] = OD_REL_ELEMENT,
-    [EDGE_STATE] = OD_REL_STATE,
-    [EDGE_STATE_SETTER] = OD_REL_SETTER,
-    [EDGE_RECONSTRUCTOR] = OD_REL_RECON,
-    [EDGE_RECONSTRUCTOR_ARGS] = OD_REL_RECON_ARGS,
-    [EDGE_CLASS] = OD_REL_CLASS,
-    [EDGE_NEW_ARGS] = OD_REL_NEW_ARGS,
+    [EDGE_ROOT] = OD_REL_NONE,           [EDGE_PLAIN] = OD_REL_NONE,
+    [EDGE_PERSID] = OD_REL_NONE,         [EDGE_ITEM] = OD_REL_INDEX,
+    [EDGE_VALUE] = OD_REL_KEY,           [EDGE_ELEMENT] = OD_REL_ELEMENT,
+    [EDGE_STATE] = OD_REL_STATE,         [EDGE_STATE_SETTER] = OD_REL_SETTER,
+    [EDGE_RECONSTRUCTOR] = OD_REL_RECON, [EDGE_RECONSTRUCTOR_ARGS] = OD_REL_RECON_ARGS,
+    [EDGE_CLASS] = OD_REL_CLASS,         [EDGE_NEW_ARGS] = OD_REL_NEW_ARGS,
 };
 
 void trace_note_edge(pickler *p, const edge *e)
@@ -210,8 +204,7 @@ void trace_report_error(pickler *p, PyObject *root)
     if (parts != NULL) {
         int outer = OD_REL_NONE;
         for (Py_ssize_t i = p->path_len - 1; i >= 0; i--) {
-            if (od_path_append(parts, p->path[i].kind, p->path[i].index, p->path[i].key,
-                               outer) < 0)
+            if (od_path_append(parts, p->path[i].kind, p->path[i].index, p->path[i].key, outer) < 0)
                 break;
             outer = p->path[i].kind;
         }

@@ -20,17 +20,15 @@ static const struct {
     const char *text;
     uint8_t tag;
 } dill_tags[] = {
-#define DILL_TAG_ENTRY_(name, value, text, meaning, cls)                     \
-    {text, (uint8_t)SERTRACE_TAG_##name},
+#define DILL_TAG_ENTRY_(name, value, text, meaning, cls) {text, (uint8_t)SERTRACE_TAG_##name},
     SERTRACE_TAGS(DILL_TAG_ENTRY_)
 #undef DILL_TAG_ENTRY_
 };
 
 static bool tag_is_dill_text(uint8_t tag)
 {
-    return (tag >= 64 && tag < 128 && tag != SERTRACE_TAG_DILL_OTHER) ||
-           tag == SERTRACE_TAG_DICT || tag == SERTRACE_TAG_CLASS ||
-           tag == SERTRACE_TAG_FUNCTION;
+    return (tag >= 64 && tag < 128 && tag != SERTRACE_TAG_DILL_OTHER) || tag == SERTRACE_TAG_DICT ||
+           tag == SERTRACE_TAG_CLASS || tag == SERTRACE_TAG_FUNCTION;
 }
 
 /* Parse "TAG: ..." / "# TAG".  Returns 1 for an entry with *tag set (and
@@ -84,8 +82,7 @@ bool dispatched_to_dill(hook_state *s, PyObject *obj)
     if (s->dispatch == NULL)
         return false;
     f = PyDict_GetItemWithError(s->dispatch, (PyObject *)Py_TYPE(obj));
-    if (f == NULL && !PyErr_Occurred() && PyType_Check(obj) &&
-        !PyDict_CheckExact(s->dispatch))
+    if (f == NULL && !PyErr_Occurred() && PyType_Check(obj) && !PyDict_CheckExact(s->dispatch))
         f = PyDict_GetItemWithError(s->dispatch, (PyObject *)&PyType_Type);
     if (f == NULL) {
         PyErr_Clear();
@@ -188,10 +185,8 @@ static void on_dill_trace(hook_state *s, PyObject *msg)
 /* ---- dill logger proxy ------------------------------------------------- */
 
 typedef struct {
-    PyObject_HEAD
-    PyObject *wrapped; /* dill.logger.adapter */
+    PyObject_HEAD PyObject *wrapped; /* dill.logger.adapter */
 } logger_proxy;
-
 
 static bool forward_to_dill(hook_state *s)
 {
@@ -211,8 +206,7 @@ static bool forward_to_dill(hook_state *s)
 /* dill's adapter behind the proxy (one per process in practice). */
 static PyObject *dill_adapter;
 
-PyObject *proxy_trace(PyObject *self, PyObject *const *args, size_t nargsf,
-                             PyObject *kwnames)
+PyObject *proxy_trace(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     hook_state *s = tls_top;
@@ -281,8 +275,7 @@ static PyObject *proxy_repr(PyObject *self)
 }
 
 PyTypeObject trace_fn_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "sertrace._pyhook.TraceFunction",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sertrace._pyhook.TraceFunction",
     .tp_doc = "trace(pickler, msg, *args): read dill's tag for sertrace, then (when dill's "
               "own tracer is on, or the pickler is not traced) call dill's adapter.trace.",
     .tp_basicsize = sizeof(trace_fn),
@@ -297,8 +290,7 @@ static PyMemberDef proxy_members[] = {
 };
 
 PyTypeObject logger_proxy_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "sertrace._pyhook.LoggerProxy",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sertrace._pyhook.LoggerProxy",
     .tp_doc = "Stands in for dill._dill.logger: gives dill's tags to sertrace.",
     .tp_basicsize = sizeof(logger_proxy),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -324,4 +316,3 @@ PyObject *py_wrap_logger(PyObject *mod, PyObject *adapter)
     PyObject_GC_Track(p);
     return (PyObject *)p;
 }
-

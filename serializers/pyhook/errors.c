@@ -330,4 +330,3 @@ void dump_failed(hook_state *s, PyObject *pickler, PyObject *root)
     PyErr_Clear();
     exc_give_back(&saved);
 }
-

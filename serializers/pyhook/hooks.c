@@ -15,7 +15,6 @@
 
 _Thread_local hook_state *tls_top;
 
-
 /* Untraced dumps running on this thread (dormant or untraceable), so that
  * dill.Pickler.dump -> pickle._Pickler.dump adds the notes once. */
 typedef struct plain_dump {
@@ -23,7 +22,6 @@ typedef struct plain_dump {
     PyObject *pickler; /* borrowed: the dump call holds it */
 } plain_dump;
 static _Thread_local plain_dump *tls_plain;
-
 
 /* ---- can this pickler be traced? ----------------------------------------
  * Decided before sertrace_dump_begin(), so a pickler the hooks cannot
@@ -98,8 +96,8 @@ static const char *untraceable_reason(PyObject *pickler, PyObject **write_out)
 }
 /* The original dump, untraced; if it raises, the exception gets the same
  * notes as in a traced dump (built from its traceback, so only then). */
-static PyObject *untraced_dump(hook *h, PyObject *pickler, PyObject *root,
-                               PyObject *const *args, size_t nargsf, PyObject *kwnames)
+static PyObject *untraced_dump(hook *h, PyObject *pickler, PyObject *root, PyObject *const *args,
+                               size_t nargsf, PyObject *kwnames)
 {
     plain_dump me = {tls_plain, pickler};
     PyObject *r;
@@ -223,8 +221,7 @@ static int hook_clear(PyObject *self)
 static PyObject *hook_getattro(PyObject *self, PyObject *name)
 {
     PyObject *r = PyObject_GenericGetAttr(self, name);
-    if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError) &&
-        ((hook *)self)->original) {
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError) && ((hook *)self)->original) {
         PyErr_Clear();
         r = PyObject_GetAttr(((hook *)self)->original, name);
     }
@@ -238,8 +235,7 @@ static PyMemberDef hook_members[] = {
 };
 
 PyTypeObject hook_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "sertrace._pyhook.Hook",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sertrace._pyhook.Hook",
     .tp_doc = "sertrace hook around a pickler's save() or dump() (see sertrace.dill).",
     .tp_basicsize = sizeof(hook),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR |

@@ -17,7 +17,6 @@ PyObject *str_save_reduce, *str_batch_setitems, *str_batch_appends, *str_self, *
 PyObject *str_k, *str_v, *str_cls, *str_args, *str_kwargs, *str_func, *str_state;
 PyObject *str_state_setter, *str_save_pers, *str_persistent_id;
 
-
 static PyMethodDef module_methods[] = {
     {"hook_class", (PyCFunction)(void (*)(void))py_hook_class, METH_FASTCALL,
      "hook_class(cls, name): put sertrace hooks around cls.save and cls.dump; dumps are "
@@ -44,10 +43,10 @@ static struct PyModuleDef module_def = {
     .m_methods = module_methods,
 };
 
-#define INTERN(var, text)                                                      \
-    do {                                                                       \
-        if ((var) == NULL && ((var) = PyUnicode_InternFromString(text)) == NULL) \
-            return NULL;                                                       \
+#define INTERN(var, text)                                                                          \
+    do {                                                                                           \
+        if ((var) == NULL && ((var) = PyUnicode_InternFromString(text)) == NULL)                   \
+            return NULL;                                                                           \
     } while (0)
 
 PyMODINIT_FUNC PyInit__pyhook(void)

@@ -123,33 +123,33 @@ typedef struct hook_state {
     sertrace_dump *d;
     unsigned flags;
     bool atoms;
-    unsigned suspended; /* > 0 while a folded atom is written: its parts get no nodes */
-    bool framed;     /* pickle-style framer found */
-    bool frame_dirty; /* re-read framer.current_frame before next write */
+    unsigned suspended;  /* > 0 while a folded atom is written: its parts get no nodes */
+    bool framed;         /* pickle-style framer found */
+    bool frame_dirty;    /* re-read framer.current_frame before next write */
     bool error_reported; /* the current failure is noted (note_failure) */
     bool err_set;        /* err_tag / err_type hold the innermost failure */
     uint8_t err_tag;
     uint32_t err_type;
-    int forward_dill; /* -1 unknown, 0/1: also call dill's adapter.trace */
+    int forward_dill;    /* -1 unknown, 0/1: also call dill's adapter.trace */
     uint64_t file_bytes; /* bytes passed to the file */
     uint64_t inframe;    /* bytes in the current frame (not yet in the file) */
     uint64_t frame_target;
-    PyObject *framer;      /* strong */
-    PyObject *frame;       /* strong: current frame object or NULL */
-    PyObject *frame_write; /* strong: its bound write, or NULL */
-    PyObject *memo;        /* strong, exact dict or NULL */
-    PyObject *memo_key;    /* strong: private int rewritten per probe */
-    PyObject *dispatch;    /* strong, dict (or subclass) or NULL */
-    saver *saver;              /* shadows pickler.save during the dump */
-    PyObject *saved_own_save;  /* strong: the instance's own save, or NULL */
-    saver *batcher[3];         /* shadow _batch_appends / _batch_setitems / save_pers */
-    bool persid;               /* the pickler has its own persistent_id */
-    writer *w_write;       /* replaces pickler.write */
-    writer *w_file;        /* replaces framer.file_write */
-    PyObject *saved_write; /* strong: the instance's write (framer.write) */
+    PyObject *framer;           /* strong */
+    PyObject *frame;            /* strong: current frame object or NULL */
+    PyObject *frame_write;      /* strong: its bound write, or NULL */
+    PyObject *memo;             /* strong, exact dict or NULL */
+    PyObject *memo_key;         /* strong: private int rewritten per probe */
+    PyObject *dispatch;         /* strong, dict (or subclass) or NULL */
+    saver *saver;               /* shadows pickler.save during the dump */
+    PyObject *saved_own_save;   /* strong: the instance's own save, or NULL */
+    saver *batcher[3];          /* shadow _batch_appends / _batch_setitems / save_pers */
+    bool persid;                /* the pickler has its own persistent_id */
+    writer *w_write;            /* replaces pickler.write */
+    writer *w_file;             /* replaces framer.file_write */
+    PyObject *saved_write;      /* strong: the instance's write (framer.write) */
     PyObject *saved_file_write; /* strong */
-    PyObject *file;        /* strong: the file whose `write` w_around shadows, or NULL */
-    writer *w_around;      /* file.write: bytes written straight to the file */
+    PyObject *file;             /* strong: the file whose `write` w_around shadows, or NULL */
+    writer *w_around;           /* file.write: bytes written straight to the file */
     node *nodes;
     uint32_t depth; /* entries used in nodes */
     uint32_t cap;
@@ -162,7 +162,6 @@ typedef struct hook_state {
         uint8_t dill;
     } tcache[64];
 } hook_state;
-
 
 /* The traced dump running on this thread (hooks.c). */
 extern _Thread_local hook_state *tls_top;
@@ -201,8 +200,7 @@ static inline uint64_t st_pos(const hook_state *s)
 enum writer_mode { WRITER_FRAMED, WRITER_FILE, WRITER_PLAIN };
 
 struct writer {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
+    PyObject_HEAD vectorcallfunc vectorcall;
     hook_state *st;
     PyObject *target; /* strong: original callable to forward to */
     int mode;
@@ -220,8 +218,7 @@ bool write_is_class_level(PyObject *pickler, PyObject *cls_write, PyObject *w);
 /* ---- the traced save and the node stack (saver.c) -------------------------- */
 
 struct saver {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
+    PyObject_HEAD vectorcallfunc vectorcall;
     hook_state *st;     /* NULL once the dump ended: then just forwards */
     PyObject *pickler;  /* strong, or NULL when original is already bound */
     PyObject *original; /* strong: type(pickler).save (or the instance's own) */
@@ -242,8 +239,7 @@ bool dispatched_to_dill(hook_state *s, PyObject *obj);
 /* `trace` lives in the proxy type's dict as this plain callable, not as a
  * method, so `logger.trace(...)` allocates no bound method per call. */
 typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
+    PyObject_HEAD vectorcallfunc vectorcall;
 } trace_fn;
 extern PyTypeObject logger_proxy_type, trace_fn_type;
 PyObject *proxy_trace(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
@@ -259,13 +255,12 @@ void dump_failed(hook_state *s, PyObject *pickler, PyObject *root);
 enum hook_kind { HOOK_DUMP };
 
 typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
+    PyObject_HEAD vectorcallfunc vectorcall;
     PyObject *original; /* strong: the function that was there */
     PyObject *owner;    /* strong: the class it is installed in */
     int kind;
-    bool had_own;       /* original was in owner.__dict__ */
-    char name[64];      /* serializer name for dump_begin */
+    bool had_own;  /* original was in owner.__dict__ */
+    char name[64]; /* serializer name for dump_begin */
 } hook;
 
 extern PyTypeObject hook_type;

@@ -66,7 +66,7 @@ static inline void type_info(hook_state *s, PyObject *obj, uint8_t *tag, bool *d
  * private 3-digit int and rewrites its digits in place for each probe.  It
  * is never stored or shown to Python code: a dict probe only hashes and
  * compares it.  Other versions allocate. */
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30 && \
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30 &&   \
     SIZEOF_VOID_P <= 8
 #define PYHOOK_REUSE_MEMO_KEY 1
 #endif
@@ -151,18 +151,14 @@ void flush_pending(hook_state *s)
     }
 }
 
-
-
 /* A saver is set as pickler.save (in the instance dict, which shadows the
  * class's save for `self.save(x)` calls) for the duration of a traced dump.
  * Explicit class calls such as dill's `StockPickler.save(self, obj)` go
  * straight to the class function, so each object gets exactly one node, and
  * untraced dumps never pay for a hook on save. */
 
-
 /* original(pickler, *args, **kw) without copying when the caller allows. */
-static PyObject *call_original(saver *sv, PyObject *const *args, size_t nargsf,
-                               PyObject *kwnames)
+static PyObject *call_original(saver *sv, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -273,8 +269,7 @@ static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, si
     return r;
 }
 
-static PyObject *saver_call(PyObject *self, PyObject *const *args, size_t nargsf,
-                            PyObject *kwnames)
+static PyObject *saver_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     saver *sv = (saver *)self;
     hook_state *s = sv->st;
@@ -310,8 +305,7 @@ static int saver_clear(PyObject *self)
 }
 
 PyTypeObject saver_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "sertrace._pyhook.TracedSave",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sertrace._pyhook.TracedSave",
     .tp_doc = "A traced pickler's save() during one dump (see sertrace.dill).",
     .tp_basicsize = sizeof(saver),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
@@ -384,8 +378,7 @@ static PyObject *batcher_call(PyObject *self, PyObject *const *args, size_t narg
  * (objdesc's tree); here the node of obj is still pending (see
  * save_traced: nodes wait for their tag when the pickler has its own
  * persistent_id), so save_pers just gives it that tag. */
-static PyObject *pers_call(PyObject *self, PyObject *const *args, size_t nargsf,
-                           PyObject *kwnames)
+static PyObject *pers_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     saver *sv = (saver *)self;
     hook_state *s = sv->st;
@@ -412,10 +405,11 @@ static bool own_persistent_id(hook_state *s)
         own = true;
     else {
         PyFunctionObject *func = (PyFunctionObject *)fn;
-        own = !(func->func_module && PyUnicode_Check(func->func_module) &&
-                PyUnicode_CompareWithASCIIString(func->func_module, "pickle") == 0 &&
-                func->func_qualname && PyUnicode_Check(func->func_qualname) &&
-                PyUnicode_CompareWithASCIIString(func->func_qualname, "_Pickler.persistent_id") == 0);
+        own =
+            !(func->func_module && PyUnicode_Check(func->func_module) &&
+              PyUnicode_CompareWithASCIIString(func->func_module, "pickle") == 0 &&
+              func->func_qualname && PyUnicode_Check(func->func_qualname) &&
+              PyUnicode_CompareWithASCIIString(func->func_qualname, "_Pickler.persistent_id") == 0);
     }
     Py_DECREF(f);
     return own;
@@ -520,4 +514,3 @@ void remove_saver(hook_state *s)
     Py_CLEAR(s->saver);
     Py_CLEAR(s->saved_own_save);
 }
-

@@ -46,7 +46,6 @@ static Py_ssize_t data_length(PyObject *data)
  * picklers without a framer, pickler.write (WRITER_PLAIN).  `st` is cleared
  * when the dump ends: a writer kept alive after that just forwards. */
 
-
 static void refresh_frame(hook_state *s)
 {
     PyObject *fr;
@@ -175,8 +174,7 @@ static void writer_dealloc(PyObject *self)
 }
 
 PyTypeObject writer_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "sertrace._pyhook.CountingWriter",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sertrace._pyhook.CountingWriter",
     .tp_doc = "Counts the bytes a traced pickler writes, then forwards them.",
     .tp_basicsize = sizeof(writer),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
@@ -235,8 +233,6 @@ bool write_is_class_level(PyObject *pickler, PyObject *cls_write, PyObject *w)
     Py_DECREF(via);
     return same;
 }
-
-
 
 /* Watch the file's own `write` for the dump: some picklers write around
  * their write path, straight to the file (joblib's NumpyPickler writes each
@@ -408,4 +404,3 @@ void restore_writers(hook_state *s)
     s->nodes = NULL;
     exc_give_back(&saved);
 }
-

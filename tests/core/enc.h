@@ -15,7 +15,10 @@ typedef struct enc {
     size_t n;
 } enc;
 
-static inline void enc_reset(enc *e) { e->n = 0; }
+static inline void enc_reset(enc *e)
+{
+    e->n = 0;
+}
 
 static inline void enc_u8(enc *e, uint8_t v)
 {
@@ -39,8 +42,8 @@ static inline void enc_str(enc *e, const char *s, size_t n)
         enc_u8(e, (uint8_t)s[i]);
 }
 
-static inline void enc_enter(enc *e, uint8_t tag, uint64_t depth, uint64_t type,
-                             uint64_t addr, uint64_t length, uint64_t pos)
+static inline void enc_enter(enc *e, uint8_t tag, uint64_t depth, uint64_t type, uint64_t addr,
+                             uint64_t length, uint64_t pos)
 {
     enc_u8(e, SERTRACE_REC_ENTER);
     enc_u8(e, tag);
@@ -52,9 +55,8 @@ static inline void enc_enter(enc *e, uint8_t tag, uint64_t depth, uint64_t type,
 }
 
 /* ATOM (schema v4): a node without children, `bytes` its size. */
-static inline void enc_atom(enc *e, uint8_t tag, uint64_t depth, uint64_t type,
-                            uint64_t addr, uint64_t length, uint64_t pos,
-                            uint64_t bytes)
+static inline void enc_atom(enc *e, uint8_t tag, uint64_t depth, uint64_t type, uint64_t addr,
+                            uint64_t length, uint64_t pos, uint64_t bytes)
 {
     enc_u8(e, SERTRACE_REC_ATOM);
     enc_u8(e, tag);
@@ -80,8 +82,8 @@ static inline void enc_type(enc *e, uint64_t type, const char *name)
     enc_str(e, name, strlen(name));
 }
 
-static inline void enc_error(enc *e, uint8_t tag, uint64_t depth, uint64_t type,
-                             const char *msg, const char *path)
+static inline void enc_error(enc *e, uint8_t tag, uint64_t depth, uint64_t type, const char *msg,
+                             const char *path)
 {
     enc_u8(e, SERTRACE_REC_ERROR);
     enc_u8(e, tag);

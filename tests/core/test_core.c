@@ -62,8 +62,7 @@ static int r_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     r->exits++;
     cr_assert_eq(n, &d->stack[d->depth - 1], "node_exit gets the stack top");
     cr_assert_eq(n->depth, d->depth);
-    if ((n->flags & SERTRACE_NODE_UNFINISHED) && r->ndumps < 256 &&
-        d->user == NULL) {
+    if ((n->flags & SERTRACE_NODE_UNFINISHED) && r->ndumps < 256 && d->user == NULL) {
         /* innermost unfinished: remember the chain's depth and name */
         d->user = (void *)1;
         rdump *rd = &r->dumps[r->ndumps];
@@ -74,33 +73,32 @@ static int r_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
             snprintf(rd->died_type, sizeof rd->died_type, "%.*s", (int)len, name);
     }
     if (r->keep_nodes && r->nnodes < 4096)
-        r->nodes[r->nnodes++] = (rnode){n->depth, n->type, n->tag, n->flags,
-                                        n->bytes, n->self, d->dump_id, d->pid};
+        r->nodes[r->nnodes++] =
+            (rnode){n->depth, n->type, n->tag, n->flags, n->bytes, n->self, d->dump_id, d->pid};
     return 0;
 }
 
-static int r_note(void *ctx, sertrace_dump_state *d, sertrace_node *n,
-                  const char *k, size_t kl, const char *v, size_t vl)
+static int r_note(void *ctx, sertrace_dump_state *d, sertrace_node *n, const char *k, size_t kl,
+                  const char *v, size_t vl)
 {
     (void)d;
     rec *r = ctx;
     size_t l = strlen(r->notes);
-    snprintf(r->notes + l, sizeof r->notes - l, "%u:%.*s=%.*s;",
-             n ? n->depth : 0, (int)kl, k, (int)vl, v);
+    snprintf(r->notes + l, sizeof r->notes - l, "%u:%.*s=%.*s;", n ? n->depth : 0, (int)kl, k,
+             (int)vl, v);
     return 0;
 }
 
-static int r_error(void *ctx, sertrace_dump_state *d, sertrace_node *n,
-                   uint8_t tag, uint32_t type, const char *m, size_t ml,
-                   const char *p, size_t pl)
+static int r_error(void *ctx, sertrace_dump_state *d, sertrace_node *n, uint8_t tag, uint32_t type,
+                   const char *m, size_t ml, const char *p, size_t pl)
 {
     (void)d;
     (void)tag;
     (void)type;
     rec *r = ctx;
     size_t l = strlen(r->errors);
-    snprintf(r->errors + l, sizeof r->errors - l, "%u:%.*s@%.*s;",
-             n ? n->depth : 0, (int)ml, m, (int)pl, p);
+    snprintf(r->errors + l, sizeof r->errors - l, "%u:%.*s@%.*s;", n ? n->depth : 0, (int)ml, m,
+             (int)pl, p);
     return 0;
 }
 
@@ -311,12 +309,12 @@ Test(core, exit_after_lost_batch_is_an_upper_bound)
 {
     cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "pickle", 6, 4), 0);
     enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 4, 2);
-    enc_enter(&E, SERTRACE_TAG_REDUCE, 2, 0, 2, 0, 3);  /* A */
+    enc_enter(&E, SERTRACE_TAG_REDUCE, 2, 0, 2, 0, 3); /* A */
     flush(1, 1, 0);
     /* seq 1 lost: A exit @36, B enter @36, B's children up to @2000 */
     enc_enter(&E, SERTRACE_TAG_TUPLE, 3, 0, 3, 0, 2000); /* B's last child */
     enc_exit(&E, 3, 2290);
-    enc_exit(&E, 2, 2297);                              /* B's exit */
+    enc_exit(&E, 2, 2297);                                  /* B's exit */
     enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, 0, 4, 0, 2297); /* C */
     enc_exit(&E, 2, 2310);
     enc_exit(&E, 1, 2311);
@@ -387,7 +385,7 @@ Test(core, exit_lost_after_a_loss_keeps_a_true_lower_bound)
     enc_enter(&E, SERTRACE_TAG_STR, 4, 0, 4, 0, 21);
     enc_exit(&E, 4, 30);
     flush(1, 1, 0);
-    enc_exit(&E, 3, 500);                             /* X's */
+    enc_exit(&E, 3, 500);                                  /* X's */
     enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, 0, 5, 0, 600); /* P3 */
     enc_exit(&E, 2, 700);
     enc_exit(&E, 1, 800);
@@ -500,8 +498,8 @@ Test(core, lost_exit_closed_by_next_sibling)
 Test(core, records_without_begin_mid_tree_snapshot_edge)
 {
     /* a snapshot kept only seq 5.. of a dump, starting at depth 3 */
-    enc_exit(&E, 4, 90);                                   /* orphan */
-    enc_enter(&E, SERTRACE_TAG_STR, 4, 0, 9, 0, 100);      /* ancestors 1..3 missing */
+    enc_exit(&E, 4, 90);                              /* orphan */
+    enc_enter(&E, SERTRACE_TAG_STR, 4, 0, 9, 0, 100); /* ancestors 1..3 missing */
     enc_exit(&E, 4, 110);
     enc_exit(&E, 3, 120);
     enc_exit(&E, 2, 130);
@@ -697,7 +695,8 @@ Test(core, interleaved_threads_and_processes)
     for (int k = 0; k < 3; k++) {
         enc_exit(&E, 1, 3 + 10 * (k + 1));
         flush(pids[k], ids[k], 11);
-        cr_assert_eq(sertrace_core_dump_end(C, pids[k], tids[k], 0, ids[k], 4 + 10 * (k + 1), 0), 0);
+        cr_assert_eq(sertrace_core_dump_end(C, pids[k], tids[k], 0, ids[k], 4 + 10 * (k + 1), 0),
+                     0);
     }
     cr_assert_eq(R->ndumps, 3);
     for (int k = 0; k < 3; k++) {
@@ -734,7 +733,7 @@ Test(core, unknown_opcode_skips_rest_of_batch)
 {
     cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "p", 1, 5), 0);
     enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 0);
-    enc_u8(&E, 0x7e); /* opcode from a newer schema */
+    enc_u8(&E, 0x7e);                               /* opcode from a newer schema */
     enc_enter(&E, SERTRACE_TAG_INT, 2, 0, 1, 0, 1); /* skipped */
     enc_exit(&E, 2, 2);
     flush(1, 1, 0);
@@ -760,8 +759,8 @@ static void one_malformed(const uint8_t *bytes, size_t n)
 
 Test(core, malformed_varint_too_long)
 {
-    uint8_t b[] = {SERTRACE_REC_EXIT, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                   0xff, 0xff, 0xff, 0xff, 0x01, 0x01};
+    uint8_t b[] = {
+        SERTRACE_REC_EXIT, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x01};
     one_malformed(b, sizeof b);
 }
 
@@ -877,14 +876,17 @@ Test(core, random_bytes_never_crash)
         for (size_t i = 0; i < n; i++) {
             int r = rand() % 8;
             /* bias to valid opcodes and small varints so deep paths run */
-            b[i] = r < 3 ? (uint8_t)(1 + rand() % 5) : r < 6 ? (uint8_t)(rand() % 8) : (uint8_t)rand();
+            b[i] = r < 3   ? (uint8_t)(1 + rand() % 5)
+                   : r < 6 ? (uint8_t)(rand() % 8)
+                           : (uint8_t)rand();
         }
         uint64_t id = (uint64_t)(round % 7);
         if (round % 5 == 0)
             cr_assert_eq(sertrace_core_dump_begin(C, round % 3, 0, 0, id, (char *)b, n % 80, 5), 0);
         cr_assert_eq(sertrace_core_records(C, round % 3, 0, 0, id, (uint32_t)(round % 4), b, n), 0);
         if (round % 11 == 0)
-            cr_assert_eq(sertrace_core_dump_end(C, round % 3, 0, 0, id, (uint64_t)rand(), rand() % 3), 0);
+            cr_assert_eq(
+                sertrace_core_dump_end(C, round % 3, 0, 0, id, (uint64_t)rand(), rand() % 3), 0);
         if (round % 97 == 0)
             cr_assert_eq(sertrace_core_discarded(C, round % 4 - 1, 3), 0);
     }
@@ -949,8 +951,7 @@ Test(core, memory_flat_as_stream_grows)
             after_warmup = heap_in_use();
     }
     uint64_t end = heap_in_use();
-    cr_assert_leq(end, after_warmup + 4096,
-                  "heap grew from %llu to %llu over 55000 dumps",
+    cr_assert_leq(end, after_warmup + 4096, "heap grew from %llu to %llu over 55000 dumps",
                   (unsigned long long)after_warmup, (unsigned long long)end);
     cr_assert_eq(sertrace_core_get_stats(C)->max_live_dumps, 1);
     cr_assert_eq(R->exits, 60000ull * 21);
@@ -994,7 +995,7 @@ Test(core, enter_up_to_64_levels_below_is_resynchronised)
 {
     cr_assert_eq(sertrace_core_dump_begin(C, 3, 3, 0, 1, "p", 1, 5), 0);
     enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 2);
-    enc_enter(&E, SERTRACE_TAG_LIST, 66, 0, 1, 0, 3); /* 64 missing levels */
+    enc_enter(&E, SERTRACE_TAG_LIST, 66, 0, 1, 0, 3);  /* 64 missing levels */
     enc_enter(&E, SERTRACE_TAG_LIST, 200, 0, 1, 0, 4); /* 133 missing: skipped */
     enc_enter(&E, SERTRACE_TAG_LIST, 131, 0, 1, 0, 4); /* 64 missing again */
     enc_exit(&E, 131, 5);
@@ -1053,12 +1054,13 @@ static int v_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
 
 Test(core, varints_of_every_length_fast_and_slow_path)
 {
-    static const uint64_t deltas[] = {0, 1, 127, 128, 16383, 16384, 1ull << 35,
-                                      (1ull << 55) + 3, (1ull << 56) + 1};
+    static const uint64_t deltas[] = {
+        0, 1, 127, 128, 16383, 16384, 1ull << 35, (1ull << 55) + 3, (1ull << 56) + 1};
     for (unsigned bits = 0; bits <= 64; bits++) {
-        uint64_t val = bits == 0 ? 0 : bits == 64 ? UINT64_MAX
-                                                  : (1ull << (bits - 1)) |
-                                                        (bits > 1 ? 0x5a5a5a5a5a5a5a5aull >> (65 - bits) : 0);
+        uint64_t val = bits == 0    ? 0
+                       : bits == 64 ? UINT64_MAX
+                                    : (1ull << (bits - 1)) |
+                                          (bits > 1 ? 0x5a5a5a5a5a5a5a5aull >> (65 - bits) : 0);
         for (unsigned k = 0; k < sizeof deltas / sizeof *deltas; k++)
             for (int pad = 0; pad < 2; pad++) {
                 vrec v = {0};

@@ -45,8 +45,8 @@ static void flush(sertrace_core *c, int64_t pid, uint64_t id, uint32_t seq)
 /* dict (root, 2..102) { list 10..50 { 4 small ints }, Thing 60..90 } */
 static void sample(sertrace_core *c, int64_t pid, uint64_t id, const char *tname)
 {
-    cr_assert_eq(sertrace_core_dump_begin(c, pid, pid + 1, 1700000000123456789ll,
-                                          id, "pickle", 6, 5), 0);
+    cr_assert_eq(
+        sertrace_core_dump_begin(c, pid, pid + 1, 1700000000123456789ll, id, "pickle", 6, 5), 0);
     enc_type(&E, 1, "dict");
     enc_enter(&E, SERTRACE_TAG_DICT, 1, 1, 0xabc0, 3, 2);
     enc_type(&E, 2, "list");
@@ -89,23 +89,27 @@ static void run_tree(const sertrace_treeprint_opts *o, void (*feed)(sertrace_cor
     sertrace_treeprint_destroy(t);
 }
 
-static void feed_sample(sertrace_core *c) { sample(c, 7, 1, "mod.Thing"); }
+static void feed_sample(sertrace_core *c)
+{
+    sample(c, 7, 1, "mod.Thing");
+}
 
 Test(sinks, tree_grammar_exact)
 {
     sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
     o.exact = true;
     run_tree(&o, feed_sample);
-    const char *want =
-        "\xe2\x94\xac D2: <dict object at 0xabc0> len=2\n"
-        "\xe2\x94\x9c\xe2\x94\xac L: <list object at 0xabd0> len=4\n";
+    const char *want = "\xe2\x94\xac D2: <dict object at 0xabc0> len=2\n"
+                       "\xe2\x94\x9c\xe2\x94\xac L: <list object at 0xabd0> len=4\n";
     cr_assert_not_null(strstr(OUT.data, want), "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x82\xe2\x94\x94 # L [40 B]\n"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x82\xe2\x94\x94 # L [40 B]\n"), "got:\n%s",
+                       OUT.data);
     cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x94 # D2 [100 B]\n"), "got:\n%s", OUT.data);
     cr_assert_not_null(strstr(OUT.data, "@ ip = 42"), "note line, got:\n%s", OUT.data);
     /* header first, then the root line */
-    cr_assert(strncmp(OUT.data, "\xe2\x94\x80\xe2\x94\x80 dump 1 \xc2\xb7 pid 7 \xc2\xb7 tid 8", 22) == 0,
-              "got:\n%s", OUT.data);
+    cr_assert(
+        strncmp(OUT.data, "\xe2\x94\x80\xe2\x94\x80 dump 1 \xc2\xb7 pid 7 \xc2\xb7 tid 8", 22) == 0,
+        "got:\n%s", OUT.data);
     cr_assert_not_null(strstr(OUT.data, "2023-11-14 22:13:20.123456789 UTC"));
     cr_assert_not_null(strstr(OUT.data, "pickle protocol 5 \xc2\xb7 payload 103 B"));
     cr_assert_null(strstr(OUT.data, "INCOMPLETE"));
@@ -118,7 +122,8 @@ Test(sinks, tree_min_size_folds_and_oversize_flags)
     o.min_size = 5;
     o.oversize_percent = 35;
     run_tree(&o, feed_sample);
-    cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x82\xe2\x94\x9c \xe2\x80\xa6 4 more, 8 B\n"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x82\xe2\x94\x9c \xe2\x80\xa6 4 more, 8 B\n"),
+                       "got:\n%s", OUT.data);
     cr_assert_null(strstr(OUT.data, "I: "), "ints folded");
     cr_assert_not_null(strstr(OUT.data, "# L [40 B]  !! OVERSIZED"), "got:\n%s", OUT.data);
     cr_assert_null(strstr(OUT.data, "# O [30 B]  !!"), "30 < 35%% of 103");
@@ -200,15 +205,22 @@ Test(sinks, tree_max_depth_never_hides_a_flag)
     run_tree(&o, feed_deep_flag);
     const char *s = OUT.data;
     /* the chain down to the flag, at depths 3 and 4 (> max-depth) */
-    cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Tu: <tuple object at 0xd2> len=2\n"), "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR BAR BAR BAR " !! UNSERIALIZABLE R cell: cannot pickle 'cell' object "
-                                 "at State.frame.stack[0][1]\n"), "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR BAR BAR "\xe2\x94\x94 # R [0 B]  !! UNSERIALIZABLE\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Tu: <tuple object at 0xd2> len=2\n"),
+                       "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s",
+                       s);
+    cr_assert_not_null(strstr(s, BAR BAR BAR BAR
+                              " !! UNSERIALIZABLE R cell: cannot pickle 'cell' object "
+                              "at State.frame.stack[0][1]\n"),
+                       "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR BAR "\xe2\x94\x94 # R [0 B]  !! UNSERIALIZABLE\n"),
+                       "got:\n%s", s);
     /* its unflagged siblings stay folded: 20 ints + the str under L, the
      * int under Tu */
-    cr_assert_not_null(strstr(s, BAR TEE " " ELL " 21 nodes below max-depth, 4830 B\n"), "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR BAR TEE " " ELL " 1 nodes below max-depth, 2 B\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR TEE " " ELL " 21 nodes below max-depth, 4830 B\n"), "got:\n%s",
+                       s);
+    cr_assert_not_null(strstr(s, BAR BAR TEE " " ELL " 1 nodes below max-depth, 2 B\n"), "got:\n%s",
+                       s);
     cr_assert_null(strstr(s, "I: "), "ints folded, got:\n%s", s);
     cr_assert_null(strstr(s, "Str: "), "str folded, got:\n%s", s);
 }
@@ -221,13 +233,17 @@ Test(sinks, tree_min_size_never_hides_a_flag)
     DEEP_MODE = 0;
     run_tree(&o, feed_deep_flag);
     const char *s = OUT.data;
-    cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Tu: <tuple object at 0xd2> len=2\n"), "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Tu: <tuple object at 0xd2> len=2\n"),
+                       "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s",
+                       s);
     cr_assert_not_null(strstr(s, " !! UNSERIALIZABLE R cell: cannot pickle 'cell' object "
-                                 "at State.frame.stack[0][1]\n"), "got:\n%s", s);
+                                 "at State.frame.stack[0][1]\n"),
+                       "got:\n%s", s);
     cr_assert_not_null(strstr(s, BAR TEE " " ELL " 20 more, 40 B\n"), "got:\n%s", s);
     cr_assert_not_null(strstr(s, BAR BAR TEE " " ELL " 1 more, 2 B\n"), "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Str: <str object at 0xd4>\n"), "big sibling shown, got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Str: <str object at 0xd4>\n"),
+                       "big sibling shown, got:\n%s", s);
     cr_assert_null(strstr(s, "I: "), "ints folded, got:\n%s", s);
 }
 
@@ -240,14 +256,21 @@ Test(sinks, tree_folding_keeps_failed_chain)
     DEEP_MODE = 1;
     run_tree(&o, feed_deep_flag);
     const char *s = OUT.data;
-    cr_assert_not_null(strstr(s, TEE "\xe2\x94\xac L: <list object at 0xd1> len=22\n"), "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, TEE "\xe2\x94\xac L: <list object at 0xd1> len=22\n"), "got:\n%s",
+                       s);
+    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s",
+                       s);
     cr_assert_not_null(strstr(s, " !! UNSERIALIZABLE R cell: cannot pickle 'cell' object "
-                                 "at State.frame.stack[0][1]\n"), "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR BAR BAR "\xe2\x94\x94 # R [\xe2\x89\xa5 0 B]  !! FAILED inside !! UNSERIALIZABLE\n"),
+                                 "at State.frame.stack[0][1]\n"),
                        "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR "\xe2\x94\x94 # L [\xe2\x89\xa5 94 B]  !! FAILED inside\n"), "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR TEE " " ELL " 20 nodes below max-depth, 40 B\n"), "got:\n%s", s);
+    cr_assert_not_null(
+        strstr(s, BAR BAR BAR
+               "\xe2\x94\x94 # R [\xe2\x89\xa5 0 B]  !! FAILED inside !! UNSERIALIZABLE\n"),
+        "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR "\xe2\x94\x94 # L [\xe2\x89\xa5 94 B]  !! FAILED inside\n"),
+                       "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR TEE " " ELL " 20 nodes below max-depth, 40 B\n"), "got:\n%s",
+                       s);
     cr_assert_null(strstr(s, "I: "), "ints folded, got:\n%s", s);
 }
 
@@ -261,10 +284,13 @@ Test(sinks, tree_folding_keeps_lost_exit)
     run_tree(&o, feed_deep_flag);
     const char *s = OUT.data;
     cr_assert_not_null(strstr(s, "!! INCOMPLETE: 1 exits lost"), "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR BAR BAR "\xe2\x94\x94 # R [\xe2\x89\xa5 0 B]  ?? exit lost\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s",
+                       s);
+    cr_assert_not_null(strstr(s, BAR BAR BAR "\xe2\x94\x94 # R [\xe2\x89\xa5 0 B]  ?? exit lost\n"),
+                       "got:\n%s", s);
     /* Tu's two ints: below max-depth and small, both folded */
-    cr_assert_not_null(strstr(s, BAR BAR TEE " " ELL " 2 nodes below max-depth, 4 B\n"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, BAR BAR TEE " " ELL " 2 nodes below max-depth, 4 B\n"), "got:\n%s",
+                       s);
     cr_assert_null(strstr(s, "I: "), "ints folded, got:\n%s", s);
 }
 
@@ -284,15 +310,23 @@ Test(sinks, tree_unfinished_shows_chain_and_lower_bounds)
 {
     sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
     run_tree(&o, feed_unfinished);
-    cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: unfinished (no dump_end: the process stopped inside it)"), "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "!! died in (as of its last recorded event): O State \xe2\x80\xba O Frame"), "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "# O [\xe2\x89\xa5 1.4 KiB]  !! UNFINISHED"), "got:\n%s", OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data, "!! INCOMPLETE: unfinished (no dump_end: the process stopped inside it)"),
+        "got:\n%s", OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data,
+               "!! died in (as of its last recorded event): O State \xe2\x80\xba O Frame"),
+        "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "# O [\xe2\x89\xa5 1.4 KiB]  !! UNFINISHED"), "got:\n%s",
+                       OUT.data);
     cr_assert_not_null(strstr(OUT.data, "# Str [1.4 KiB]\n"), "the closed child is exact");
 }
 
 static void feed_hostile(sertrace_core *c)
 {
-    sample(c, 1, 1, "evil\x1b[2J\x07\xff\xfe" "name\n\"quoted\"\\");
+    sample(c, 1, 1,
+           "evil\x1b[2J\x07\xff\xfe"
+           "name\n\"quoted\"\\");
 }
 
 static void assert_no_controls(const char *s, size_t n)
@@ -311,7 +345,8 @@ Test(sinks, tree_escapes_hostile_names)
     sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
     run_tree(&o, feed_hostile);
     assert_no_controls(OUT.data, OUT.len);
-    cr_assert_not_null(strstr(OUT.data, "evil\\x1b[2J\\x07\\xff\\xfename\\x0a"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "evil\\x1b[2J\\x07\\xff\\xfename\\x0a"), "got:\n%s",
+                       OUT.data);
 }
 
 static void run_summary(const sertrace_summary_opts *o, void (*feed)(sertrace_core *))
@@ -341,9 +376,14 @@ Test(sinks, summary_text)
     run_summary(&o, feed_two);
     cr_assert_not_null(strstr(OUT.data, "payload 103 B"), "got:\n%s", OUT.data);
     cr_assert_not_null(strstr(OUT.data, "complete"));
-    cr_assert_not_null(strstr(OUT.data, "!! died in (as of its last recorded event): O State \xe2\x80\xba O Frame"), "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "== overall: 2 dumps, 1 complete, 1 incomplete (1 unfinished); payload 103 B"),
-                       "got:\n%s", OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data,
+               "!! died in (as of its last recorded event): O State \xe2\x80\xba O Frame"),
+        "got:\n%s", OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data,
+               "== overall: 2 dumps, 1 complete, 1 incomplete (1 unfinished); payload 103 B"),
+        "got:\n%s", OUT.data);
     /* top 3 of the first dump: 100 (root), 40 (list), 30 (Thing) */
     const char *top = strstr(OUT.data, "top 3 largest nodes\n");
     cr_assert_not_null(top);
@@ -357,20 +397,29 @@ Test(sinks, summary_json_fields)
     o.oversize_bytes = 35;
     run_summary(&o, feed_two);
     const char *s = OUT.data;
-    cr_assert(strncmp(s, "{\"format\": \"sertrace-summary\", \"version\": 1, \"dumps\": [", 55) == 0, "got:\n%s", s);
+    cr_assert(strncmp(s, "{\"format\": \"sertrace-summary\", \"version\": 1, \"dumps\": [", 55) ==
+                  0,
+              "got:\n%s", s);
     cr_assert_not_null(strstr(s, "\"payload_bytes\": 103"));
     cr_assert_not_null(strstr(s, "\"payload_bytes\": null"));
     cr_assert_not_null(strstr(s, "\"complete\": true"));
     cr_assert_not_null(strstr(s, "\"complete\": false, \"unfinished\": true"));
     cr_assert_not_null(strstr(s, "\"serializer\": \"pickle\""));
     cr_assert_not_null(strstr(s, "\"pid\": 7, \"tid\": 8"));
-    cr_assert_not_null(strstr(s, "{\"kind\": \"oversized\", \"path\": \"D2 dict \xe2\x80\xba L list\""), "got:\n%s", s);
-    cr_assert_not_null(strstr(s, "{\"kind\": \"incomplete\", \"path\": \"O State \xe2\x80\xba O Frame\""), "got:\n%s", s);
-    cr_assert_not_null(strstr(s, "\"died_in\": [\"O State\", \"O Frame\"], \"died_in_as_of_last_record\": true, "),
+    cr_assert_not_null(
+        strstr(s, "{\"kind\": \"oversized\", \"path\": \"D2 dict \xe2\x80\xba L list\""),
+        "got:\n%s", s);
+    cr_assert_not_null(
+        strstr(s, "{\"kind\": \"incomplete\", \"path\": \"O State \xe2\x80\xba O Frame\""),
+        "got:\n%s", s);
+    cr_assert_not_null(
+        strstr(s, "\"died_in\": [\"O State\", \"O Frame\"], \"died_in_as_of_last_record\": true, "),
+        "got:\n%s", s);
+    cr_assert_not_null(strstr(s, "\"died_in\": null, \"died_in_as_of_last_record\": false, "),
                        "got:\n%s", s);
-    cr_assert_not_null(strstr(s, "\"died_in\": null, \"died_in_as_of_last_record\": false, "), "got:\n%s", s);
     cr_assert_not_null(strstr(s, "\"totals\": {\"dumps\": 2, \"complete\": 1"));
-    cr_assert_not_null(strstr(s, "{\"type\": \"list\", \"count\": 1, \"bytes\": 40, \"self\": 32"), "got:\n%s", s);
+    cr_assert_not_null(strstr(s, "{\"type\": \"list\", \"count\": 1, \"bytes\": 40, \"self\": 32"),
+                       "got:\n%s", s);
     /* no filter given: "filter": null closes the object */
     cr_assert(OUT.len > 20 && strcmp(s + OUT.len - 20, "]}, \"filter\": null}\n") == 0, "got:\n%s",
               s + (OUT.len > 200 ? OUT.len - 200 : 0));
@@ -424,16 +473,19 @@ Test(sinks, unserializable_flag_everywhere)
     sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
     o.json = true;
     run_summary(&o, feed_error);
-    cr_assert_not_null(strstr(OUT.data,
-        "{\"kind\": \"unserializable\", \"path\": \"State.suspended[3].frame\", "
-        "\"message\": \"Can't pickle local object 'f.<locals>.g'\""), "got:\n%s", OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data, "{\"kind\": \"unserializable\", \"path\": \"State.suspended[3].frame\", "
+                         "\"message\": \"Can't pickle local object 'f.<locals>.g'\""),
+        "got:\n%s", OUT.data);
     cr_assert_not_null(strstr(OUT.data, "\"status\": \"error\""));
     sertrace_buf_clear(&OUT);
     sertrace_treeprint_opts t = SERTRACE_TREEPRINT_OPTS_DEFAULT;
     run_tree(&t, feed_error);
-    cr_assert_not_null(strstr(OUT.data,
-        "\xe2\x94\x82\xe2\x94\x82 !! UNSERIALIZABLE F2 function: Can't pickle local object "
-        "'f.<locals>.g' at State.suspended[3].frame\n"), "got:\n%s", OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data,
+               "\xe2\x94\x82\xe2\x94\x82 !! UNSERIALIZABLE F2 function: Can't pickle local object "
+               "'f.<locals>.g' at State.suspended[3].frame\n"),
+        "got:\n%s", OUT.data);
 }
 
 static void feed_lossy(sertrace_core *c)
@@ -451,16 +503,19 @@ Test(sinks, lost_records_never_exact)
 {
     sertrace_treeprint_opts t = SERTRACE_TREEPRINT_OPTS_DEFAULT;
     run_tree(&t, feed_lossy);
-    cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: 1 records events lost"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: 1 records events lost"), "got:\n%s",
+                       OUT.data);
     cr_assert_not_null(strstr(OUT.data, "?? records lost inside"), "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "!! the tracer discarded 5 events; 1 records events missing"));
+    cr_assert_not_null(
+        strstr(OUT.data, "!! the tracer discarded 5 events; 1 records events missing"));
     sertrace_buf_clear(&OUT);
     sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
     o.json = true;
     run_summary(&o, feed_lossy);
     cr_assert_not_null(strstr(OUT.data, "\"complete\": false"));
     cr_assert_not_null(strstr(OUT.data, "\"records_events\": 1"));
-    cr_assert_not_null(strstr(OUT.data, "\"discarded_events\": 5, \"lost_records_events\": 1"), "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "\"discarded_events\": 5, \"lost_records_events\": 1"),
+                       "got:\n%s", OUT.data);
 }
 
 /* Root list [A, B, C]: the batch with A's EXIT and B's ENTER is lost; the
@@ -485,14 +540,17 @@ Test(sinks, exit_after_lost_batch_shown_as_upper_bound)
 {
     sertrace_treeprint_opts t = SERTRACE_TREEPRINT_OPTS_DEFAULT;
     run_tree(&t, feed_span);
-    cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x82\xe2\x94\x94 # R [\xe2\x89\xa4 2.2 KiB]  "
-                                        "?? records lost inside ?? its exit may be a later node's\n"),
+    cr_assert_not_null(strstr(OUT.data,
+                              "\xe2\x94\x82\xe2\x94\x94 # R [\xe2\x89\xa4 2.2 KiB]  "
+                              "?? records lost inside ?? its exit may be a later node's\n"),
                        "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x82\xe2\x94\x94 # R [13 B]\n"), "C exact, got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x82\xe2\x94\x94 # R [13 B]\n"),
+                       "C exact, got:\n%s", OUT.data);
     cr_assert_not_null(strstr(OUT.data, "\xe2\x94\x94 # L [2.2 KiB]  ?? records lost inside\n"),
                        "the root exact, got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "sizes marked \xe2\x89\xa5 are lower bounds, \xe2\x89\xa4 upper bounds\n"),
-                       "got:\n%s", OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data, "sizes marked \xe2\x89\xa5 are lower bounds, \xe2\x89\xa4 upper bounds\n"),
+        "got:\n%s", OUT.data);
     cr_assert_null(strstr(OUT.data, "# R [2.2 KiB]"), "never as exact, got:\n%s", OUT.data);
     /* folding keeps the flagged node */
     sertrace_buf_clear(&OUT);
@@ -506,28 +564,38 @@ Test(sinks, exit_after_lost_batch_shown_as_upper_bound)
     sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
     o.json = true;
     run_summary(&o, feed_span);
-    cr_assert_not_null(strstr(OUT.data, "{\"bytes\": 2294, \"self\": 2294, \"exact\": false, \"bound\": \"upper\", "
-                                        "\"depth\": 2, \"tag\": \"R\""), "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "{\"bytes\": 13, \"self\": 13, \"exact\": true, \"depth\": 2"),
-                       "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "\"root_bytes\": 2309, \"root_exact\": true"), "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "{\"bytes\": 2309, \"self\": 2, \"exact\": true, \"depth\": 1"),
-                       "got:\n%s", OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data,
+               "{\"bytes\": 2294, \"self\": 2294, \"exact\": false, \"bound\": \"upper\", "
+               "\"depth\": 2, \"tag\": \"R\""),
+        "got:\n%s", OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data, "{\"bytes\": 13, \"self\": 13, \"exact\": true, \"depth\": 2"), "got:\n%s",
+        OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "\"root_bytes\": 2309, \"root_exact\": true"), "got:\n%s",
+                       OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data, "{\"bytes\": 2309, \"self\": 2, \"exact\": true, \"depth\": 1"),
+        "got:\n%s", OUT.data);
     /* the flag path of render() too */
     sertrace_buf_clear(&OUT);
     o.oversize_bytes = 2000;
     run_summary(&o, feed_span);
-    cr_assert_not_null(strstr(OUT.data, "\"message\": \"oversized\", \"bytes\": 2294, \"self\": 2294, "
-                                        "\"exact\": false, \"bound\": \"upper\", \"depth\": 2"),
+    cr_assert_not_null(strstr(OUT.data,
+                              "\"message\": \"oversized\", \"bytes\": 2294, \"self\": 2294, "
+                              "\"exact\": false, \"bound\": \"upper\", \"depth\": 2"),
                        "got:\n%s", OUT.data);
     sertrace_buf_clear(&OUT);
     o.json = false;
     o.exact = true;
     run_summary(&o, feed_span);
-    cr_assert_not_null(strstr(OUT.data, "    \xe2\x89\xa4 2294 B (self ? 2294 B)  L list \xe2\x80\xba R Flusher\n"),
-                       "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "!! OVERSIZED \xe2\x89\xa4 2294 B  L list \xe2\x80\xba R Flusher"),
-                       "got:\n%s", OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data,
+               "    \xe2\x89\xa4 2294 B (self ? 2294 B)  L list \xe2\x80\xba R Flusher\n"),
+        "got:\n%s", OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data, "!! OVERSIZED \xe2\x89\xa4 2294 B  L list \xe2\x80\xba R Flusher"),
+        "got:\n%s", OUT.data);
 }
 
 /* Dump 1's dump_end discarded, dump 2 of the thread ends; dump 3 is live
@@ -586,29 +654,40 @@ Test(sinks, dump_end_discarded_is_end_lost_not_unfinished)
     const char *d4 = strstr(s, "\"dump_id\": 4,");
     cr_assert(d1 && d2 && d3 && d4 && d1 < d2 && d2 < d3, "got:\n%s", s);
     cr_assert_not_null(strstr(d1, "\"payload_bytes\": null"));
-    cr_assert(strstr(d1, "\"complete\": false, \"unfinished\": false, \"end_lost\": true, \"status\": \"unknown\"") < d2,
+    cr_assert(strstr(d1, "\"complete\": false, \"unfinished\": false, \"end_lost\": true, "
+                         "\"status\": \"unknown\"") < d2,
               "got:\n%s", s);
-    cr_assert(strstr(d1, "end lost (no dump_end: events were discarded, and a later dump of its thread "
-                         "began after its last event and ended)") < d2, "got:\n%s", s);
+    cr_assert(strstr(d1,
+                     "end lost (no dump_end: events were discarded, and a later dump of its thread "
+                     "began after its last event and ended)") < d2,
+              "got:\n%s", s);
     cr_assert(strstr(d1, "\"discarded_events\": 4,") < d2, "only the notice while it was live");
     cr_assert(strstr(d1, "\"died_in\": null") < d2);
     cr_assert(strstr(d3, "\"unfinished\": true, \"end_lost\": false") < d4, "got:\n%s", s);
-    cr_assert(strstr(d3, "unfinished (no dump_end: the process stopped inside it, or its end was among "
-                         "the discarded events)") < d4, "got:\n%s", s);
+    cr_assert(strstr(d3,
+                     "unfinished (no dump_end: the process stopped inside it, or its end was among "
+                     "the discarded events)") < d4,
+              "got:\n%s", s);
     cr_assert_not_null(strstr(d4, "\"unfinished\": true, \"end_lost\": false"));
-    cr_assert_not_null(strstr(d4, "unfinished (no dump_end: the process stopped inside it)\""), "got:\n%s", s);
+    cr_assert_not_null(strstr(d4, "unfinished (no dump_end: the process stopped inside it)\""),
+                       "got:\n%s", s);
     cr_assert_not_null(strstr(s, "\"unfinished\": 2, \"end_lost\": 1, "), "totals, got:\n%s", s);
 
     sertrace_buf_clear(&OUT);
     sertrace_treeprint_opts t = SERTRACE_TREEPRINT_OPTS_DEFAULT;
     run_tree(&t, feed_end_lost);
-    cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: end lost (no dump_end: events were discarded, and a later "
-                                        "dump of its thread began after its last event and ended); 4 events discarded"),
-                       "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "# L [\xe2\x89\xa5 0 B]  ?? exit lost"), "got:\n%s", OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data,
+               "!! INCOMPLETE: end lost (no dump_end: events were discarded, and a later "
+               "dump of its thread began after its last event and ended); 4 events discarded"),
+        "got:\n%s", OUT.data);
+    cr_assert_not_null(strstr(OUT.data, "# L [\xe2\x89\xa5 0 B]  ?? exit lost"), "got:\n%s",
+                       OUT.data);
     cr_assert_null(strstr(OUT.data, "L [\xe2\x89\xa5 0 B]  !! UNFINISHED"), "got:\n%s", OUT.data);
-    cr_assert_not_null(strstr(OUT.data, "!! INCOMPLETE: unfinished (no dump_end: the process stopped inside it, "
-                                        "or its end was among the discarded events)"), "got:\n%s", OUT.data);
+    cr_assert_not_null(
+        strstr(OUT.data, "!! INCOMPLETE: unfinished (no dump_end: the process stopped inside it, "
+                         "or its end was among the discarded events)"),
+        "got:\n%s", OUT.data);
 }
 
 Test(sinks, oversize_parser)
@@ -655,8 +734,8 @@ Test(sinks, summary_memory_flat)
             warm = heap_in_use();
     }
     uint64_t end = heap_in_use();
-    cr_assert_leq(end, warm + 8192, "summary heap grew from %llu to %llu",
-                  (unsigned long long)warm, (unsigned long long)end);
+    cr_assert_leq(end, warm + 8192, "summary heap grew from %llu to %llu", (unsigned long long)warm,
+                  (unsigned long long)end);
     cr_assert_eq(sertrace_core_finish(c), 0);
     cr_assert_eq(sertrace_summary_finish(s, sertrace_core_get_stats(c)), 0);
     sertrace_core_destroy(c);
@@ -703,17 +782,19 @@ Test(sinks, summary_notes_json)
     run_summary(&o, feed_notes);
     const char *s = OUT.data;
     assert_no_controls(OUT.data, OUT.len);
-    cr_assert_not_null(strstr(s,
-        "\"notes\": [{\"key\": \"dump-note\", \"value\": \"on the dump\", \"tag\": null, "
-        "\"type\": null, \"depth\": 0, \"ancestry\": []}, "
-        "{\"key\": \"root\", \"value\": \"r\", \"tag\": \"D2\", \"type\": \"dict\", "
-        "\"depth\": 1, \"ancestry\": [\"D2 dict\"]}, "
-        "{\"key\": \"deep\", \"value\": \"evil\\u001b[2J\\u0007\xef\xbf\xbd\xef\xbf\xbd\\n\\\"q\\\"\\\\\", "
-        "\"tag\": \"I\", \"type\": \"int\", \"depth\": 3, "
-        "\"ancestry\": [\"D2 dict\", \"L list\", \"I int\"]}, "
-        "{\"key\": \"ip\", \"value\": \"42\", \"tag\": \"O\", \"type\": \"mod.Thing\", "
-        "\"depth\": 2, \"ancestry\": [\"D2 dict\", \"O mod.Thing\"]}], "
-        "\"notes_dropped\": 0}"), "got:\n%s", s);
+    cr_assert_not_null(
+        strstr(s, "\"notes\": [{\"key\": \"dump-note\", \"value\": \"on the dump\", \"tag\": null, "
+                  "\"type\": null, \"depth\": 0, \"ancestry\": []}, "
+                  "{\"key\": \"root\", \"value\": \"r\", \"tag\": \"D2\", \"type\": \"dict\", "
+                  "\"depth\": 1, \"ancestry\": [\"D2 dict\"]}, "
+                  "{\"key\": \"deep\", \"value\": "
+                  "\"evil\\u001b[2J\\u0007\xef\xbf\xbd\xef\xbf\xbd\\n\\\"q\\\"\\\\\", "
+                  "\"tag\": \"I\", \"type\": \"int\", \"depth\": 3, "
+                  "\"ancestry\": [\"D2 dict\", \"L list\", \"I int\"]}, "
+                  "{\"key\": \"ip\", \"value\": \"42\", \"tag\": \"O\", \"type\": \"mod.Thing\", "
+                  "\"depth\": 2, \"ancestry\": [\"D2 dict\", \"O mod.Thing\"]}], "
+                  "\"notes_dropped\": 0}"),
+        "got:\n%s", s);
 }
 
 Test(sinks, summary_notes_text_and_cap)
@@ -729,10 +810,12 @@ Test(sinks, summary_notes_text_and_cap)
                                  "    @ deep = evil\\x1b[2J\\x07\\xff\\xfe\\x0a\"q\"\\\\  "
                                  "(on D2 dict \xe2\x80\xba L list \xe2\x80\xba I int)\n"
                                  "    @ ip = 42  (on D2 dict \xe2\x80\xba O mod.Thing)\n"
-                                 "    @ more = x  (on D2 dict)\n"), "got:\n%s", s);
-    /* 64 kept (4 + 60 "more"), 40 counted */
-    cr_assert_not_null(strstr(s, "    @ more = x  (on D2 dict)\n    " ELL " 40 more notes not kept\n"),
+                                 "    @ more = x  (on D2 dict)\n"),
                        "got:\n%s", s);
+    /* 64 kept (4 + 60 "more"), 40 counted */
+    cr_assert_not_null(
+        strstr(s, "    @ more = x  (on D2 dict)\n    " ELL " 40 more notes not kept\n"), "got:\n%s",
+        s);
     size_t kept = 0;
     for (const char *p = s; (p = strstr(p, "    @ ")); p++)
         kept++;
@@ -823,12 +906,13 @@ Test(sinks, tree_single_enter_at_huge_depth_is_bounded)
     for (int k = 0; k < 2; k++) {
         DEEP_AT = depths[k];
         run_tree_counting(feed_one_deep_enter, "INCOMPLETE");
-        cr_assert_lt(W.bytes, 1024, "depth %llu: %llu bytes printed",
-                     (unsigned long long)DEEP_AT, (unsigned long long)W.bytes);
+        cr_assert_lt(W.bytes, 1024, "depth %llu: %llu bytes printed", (unsigned long long)DEEP_AT,
+                     (unsigned long long)W.bytes);
         cr_assert_not_null(strstr(W.found, "1 malformed batches"), "got: %s", W.found);
         if (k == 0)
-            cr_assert_not_null(strstr(W.found, "1 enters skipped (over 64 levels below the open chain)"),
-                               "got: %s", W.found);
+            cr_assert_not_null(
+                strstr(W.found, "1 enters skipped (over 64 levels below the open chain)"),
+                "got: %s", W.found);
     }
 }
 
@@ -867,9 +951,11 @@ Test(sinks, tree_100000_deep_prints_compact_lines)
     cr_assert_lt(W.max_chunk, 256u << 10, "output handed over in bounded chunks");
     const char *bars16 = BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR BAR;
     char want[512];
-    snprintf(want, sizeof want, "%s[depth 100000]" TEE "\xe2\x94\xac L: <list object at 0x186a0> len=1\n"
+    snprintf(want, sizeof want,
+             "%s[depth 100000]" TEE "\xe2\x94\xac L: <list object at 0x186a0> len=1\n"
              "%s[depth 100000] @ bottom = here\n"
-             "%s[depth 100000]\xe2\x94\x94 # L [1 B]\n", bars16, bars16, bars16);
+             "%s[depth 100000]\xe2\x94\x94 # L [1 B]\n",
+             bars16, bars16, bars16);
     cr_assert_str_eq(W.found, want);
 }
 
@@ -916,8 +1002,8 @@ static size_t drain(int fd, sertrace_buf *got)
     }
 }
 
-static void tree_on_pipe(bool flush_each_dump, sertrace_buf *after1,
-                         sertrace_buf *after2, sertrace_buf *at_end)
+static void tree_on_pipe(bool flush_each_dump, sertrace_buf *after1, sertrace_buf *after2,
+                         sertrace_buf *at_end)
 {
     int fds[2];
     cr_assert_eq(pipe(fds), 0);
@@ -929,8 +1015,7 @@ static void tree_on_pipe(bool flush_each_dump, sertrace_buf *after1,
     o.exact = true;
     o.flush_each_dump = flush_each_dump;
     o.flush = sertrace_summary_flush_file;
-    sertrace_treeprint *t =
-        sertrace_treeprint_create(&o, sertrace_summary_write_file, w);
+    sertrace_treeprint *t = sertrace_treeprint_create(&o, sertrace_summary_write_file, w);
     sertrace_core_visitor v;
     sertrace_treeprint_visitor(t, &v);
     sertrace_core *c = sertrace_core_create(&v);
@@ -950,12 +1035,11 @@ static void tree_on_pipe(bool flush_each_dump, sertrace_buf *after1,
 
 Test(sinks, tree_flush_each_dump_writes_each_tree_at_once)
 {
-    sertrace_buf a1 = SERTRACE_BUF_INIT, a2 = SERTRACE_BUF_INIT,
-                 end = SERTRACE_BUF_INIT;
+    sertrace_buf a1 = SERTRACE_BUF_INIT, a2 = SERTRACE_BUF_INIT, end = SERTRACE_BUF_INIT;
     tree_on_pipe(true, &a1, &a2, &end);
     cr_assert_not_null(a1.data, "nothing written after dump 1");
-    cr_assert(strncmp(a1.data, "\xe2\x94\x80\xe2\x94\x80 dump 1 \xc2\xb7", 12) == 0,
-              "got:\n%s", a1.data);
+    cr_assert(strncmp(a1.data, "\xe2\x94\x80\xe2\x94\x80 dump 1 \xc2\xb7", 12) == 0, "got:\n%s",
+              a1.data);
     cr_assert_not_null(strstr(a1.data, "O: <mod.First object at 0xabe0>"), "got:\n%s", a1.data);
     /* the whole tree of dump 1: its root's exit line ends the text */
     const char *root_exit = "\xe2\x94\x94 # D2 [100 B]\n";
@@ -964,8 +1048,8 @@ Test(sinks, tree_flush_each_dump_writes_each_tree_at_once)
               "got:\n%s", a1.data);
     cr_assert_null(strstr(a1.data, "dump 2"));
     cr_assert_not_null(a2.data, "nothing written after dump 2");
-    cr_assert(strncmp(a2.data, "\xe2\x94\x80\xe2\x94\x80 dump 2 \xc2\xb7", 12) == 0,
-              "got:\n%s", a2.data);
+    cr_assert(strncmp(a2.data, "\xe2\x94\x80\xe2\x94\x80 dump 2 \xc2\xb7", 12) == 0, "got:\n%s",
+              a2.data);
     cr_assert_not_null(strstr(a2.data, "mod.Second"));
     cr_assert_null(end.data, "nothing left for the end");
     sertrace_buf_free(&a1);
@@ -974,8 +1058,7 @@ Test(sinks, tree_flush_each_dump_writes_each_tree_at_once)
 
 Test(sinks, tree_without_flush_each_dump_stays_buffered)
 {
-    sertrace_buf a1 = SERTRACE_BUF_INIT, a2 = SERTRACE_BUF_INIT,
-                 end = SERTRACE_BUF_INIT;
+    sertrace_buf a1 = SERTRACE_BUF_INIT, a2 = SERTRACE_BUF_INIT, end = SERTRACE_BUF_INIT;
     tree_on_pipe(false, &a1, &a2, &end);
     cr_assert_eq(a1.len, 0, "written early:\n%s", a1.data);
     cr_assert_eq(a2.len, 0, "written early:\n%s", a2.data);
@@ -990,18 +1073,19 @@ Test(sinks, tree_without_flush_each_dump_stays_buffered)
 Test(sinks, fmt_enter_plain_same_as_enter)
 {
     static const char *names[] = {"dict", "dispatch.State", "a b~c", "", "x"};
-    static const uint8_t tags[] = {SERTRACE_TAG_DICT, SERTRACE_TAG_CLASS,
-                                   SERTRACE_TAG_FUNCTION, SERTRACE_TAG_MEMO,
-                                   SERTRACE_TAG_INSTANCE, 250};
+    static const uint8_t tags[] = {SERTRACE_TAG_DICT, SERTRACE_TAG_CLASS,    SERTRACE_TAG_FUNCTION,
+                                   SERTRACE_TAG_MEMO, SERTRACE_TAG_INSTANCE, 250};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         for (size_t k = 0; k < sizeof tags / sizeof *tags; k++)
             for (uint32_t depth = 1; depth < 40; depth += 7) {
                 sertrace_buf a = SERTRACE_BUF_INIT, b = SERTRACE_BUF_INIT;
                 cr_assert(sertrace_fmt_is_plain(names[i], strlen(names[i])));
-                cr_assert_eq(sertrace_fmt_enter(&a, depth, tags[k], names[i],
-                                                strlen(names[i]), 0x7f00ab, depth), 0);
+                cr_assert_eq(sertrace_fmt_enter(&a, depth, tags[k], names[i], strlen(names[i]),
+                                                0x7f00ab, depth),
+                             0);
                 cr_assert_eq(sertrace_fmt_enter_plain(&b, depth, tags[k], names[i],
-                                                      strlen(names[i]), 0x7f00ab, depth), 0);
+                                                      strlen(names[i]), 0x7f00ab, depth),
+                             0);
                 cr_assert_str_eq(a.data, b.data);
                 sertrace_buf_free(&a);
                 sertrace_buf_free(&b);
@@ -1205,15 +1289,17 @@ Test(sinks, summary_type_objects_apart_from_refs)
     o.exact = true;
     run_summary(&o, feed_refs);
     const char *s = OUT.data;
-    cr_assert_not_null(strstr(s, "  by type             objects        incl.         self   share\n"),
-                       "got:\n%s", s);
+    cr_assert_not_null(
+        strstr(s, "  by type             objects        incl.         self   share\n"), "got:\n%s",
+        s);
     /* 3 objects of 10 B, 2 refs of 2 B: 34 B of the 36 B the list holds */
     const char *row = "    app.User                3         34 B         34 B   94.4%  + 2 refs\n";
     const char *first = strstr(s, row);
     cr_assert_not_null(first, "got:\n%s", s);
     cr_assert_not_null(strstr(first + 1, row), "no overall row; got:\n%s", s);
-    cr_assert_not_null(strstr(s, "    list                    1         36 B          2 B    5.5%\n"),
-                       "got:\n%s", s);
+    cr_assert_not_null(
+        strstr(s, "    list                    1         36 B          2 B    5.5%\n"), "got:\n%s",
+        s);
     sertrace_buf_clear(&OUT);
     o.json = true;
     run_summary(&o, feed_refs);

@@ -27,7 +27,10 @@ typedef struct buf {
     uint32_t n;
 } buf;
 
-static void u8(buf *b, uint8_t v) { b->b[b->n++] = v; }
+static void u8(buf *b, uint8_t v)
+{
+    b->b[b->n++] = v;
+}
 
 static void var(buf *b, uint64_t v)
 {
@@ -72,9 +75,12 @@ static void leave(buf *b, uint64_t depth, uint64_t pos)
 }
 
 #if defined(SCHEMA_FUTURE)
-#define BEGIN(id, ser, proto) lttng_ust_tracepoint(sertrace, dump_begin, id, ser, proto, "host-x", 0xf00dull)
-#define RECORDS(id, seq, bf) lttng_ust_tracepoint(sertrace, records, 3, id, seq, (bf)->b, (bf)->n, 0xdeadbeefu)
-#define END(id, bytes) lttng_ust_tracepoint(sertrace, dump_end, id, bytes, SERTRACE_STATUS_OK, 12345ull)
+#define BEGIN(id, ser, proto)                                                                      \
+    lttng_ust_tracepoint(sertrace, dump_begin, id, ser, proto, "host-x", 0xf00dull)
+#define RECORDS(id, seq, bf)                                                                       \
+    lttng_ust_tracepoint(sertrace, records, 3, id, seq, (bf)->b, (bf)->n, 0xdeadbeefu)
+#define END(id, bytes)                                                                             \
+    lttng_ust_tracepoint(sertrace, dump_end, id, bytes, SERTRACE_STATUS_OK, 12345ull)
 #else
 #define BEGIN(id, ser, proto) lttng_ust_tracepoint(sertrace, dump_begin, id, ser)
 #define RECORDS(id, seq, bf) lttng_ust_tracepoint(sertrace, records, id, seq, (bf)->b, (bf)->n)

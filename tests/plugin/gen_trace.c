@@ -35,8 +35,7 @@ static uint32_t type_of(writer *w, const char *name)
 
 static void enter(writer *w, uint8_t tag, const char *tname, uint64_t len)
 {
-    sertrace_enter(w->d, tag, tname ? type_of(w, tname) : 0,
-                   (uintptr_t)w + w->pos, len, w->pos);
+    sertrace_enter(w->d, tag, tname ? type_of(w, tname) : 0, (uintptr_t)w + w->pos, len, w->pos);
     w->pos += 1; /* opening opcode */
 }
 
@@ -52,7 +51,10 @@ static void atom(writer *w, uint8_t tag, const char *tname, uint64_t bytes)
     leave(w, bytes);
 }
 
-static long gettid_(void) { return (long)syscall(SYS_gettid); }
+static long gettid_(void)
+{
+    return (long)syscall(SYS_gettid);
+}
 
 /* One dump of a shape chosen by `k`; returns its payload length. */
 static uint64_t one_dump(unsigned k, unsigned width)
@@ -128,8 +130,7 @@ static void failing_dump(void)
     atom(&w, SERTRACE_TAG_INT, "int", 3);
     enter(&w, SERTRACE_TAG_FUNCTION, "function", 0);
     sertrace_error(w.d, SERTRACE_TAG_FUNCTION, type_of(&w, "function"),
-                   "Can't pickle local object 'f.<locals>.g'",
-                   "State.suspended[3].frame.f");
+                   "Can't pickle local object 'f.<locals>.g'", "State.suspended[3].frame.f");
     sertrace_dump_end(w.d, w.pos, SERTRACE_STATUS_ERROR);
     printf("payload %ld %llu\n", gettid_(), (unsigned long long)w.pos);
 }
@@ -162,13 +163,11 @@ int main(int argc, char **argv)
             pthread_join(th[t], NULL);
     } else if (strcmp(mode, "kill") == 0) {
         for (unsigned i = 0; i < a; i++)
-            printf("payload %ld %llu\n", gettid_(),
-                   (unsigned long long)one_dump(i, 20 + i));
+            printf("payload %ld %llu\n", gettid_(), (unsigned long long)one_dump(i, 20 + i));
         die_mid_dump();
     } else if (strcmp(mode, "flood") == 0) {
         for (unsigned i = 0; i < a; i++)
-            printf("payload %ld %llu\n", gettid_(),
-                   (unsigned long long)one_dump(i, b));
+            printf("payload %ld %llu\n", gettid_(), (unsigned long long)one_dump(i, b));
     } else if (strcmp(mode, "bench") == 0) {
         for (unsigned i = 0; i < a; i++)
             one_dump(i, 4 + i % 8);

@@ -32,9 +32,6 @@
 
 /* ---- capture ----------------------------------------------------------- */
 
-
-
-
 static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
 struct captured_dump dumps[MAX_DUMPS];
 size_t ndumps;
@@ -106,8 +103,6 @@ static void free_all(void);
 TestSuite(runtime, .init = capture_on, .fini = free_all);
 
 /* ---- decoder (from schema.h) ------------------------------------------- */
-
-
 
 static bool get_varint(const uint8_t *b, size_t len, size_t *i, uint64_t *out)
 {

@@ -140,7 +140,7 @@ static int v_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     (void)d;
     seen *s = ctx;
     cr_assert_lt(s->n, 64);
-    s->v[s->n++] = (seen_node){n->tag,   n->depth,     n->type,  n->addr, n->length,
+    s->v[s->n++] = (seen_node){n->tag,       n->depth, n->type, n->addr, n->length,
                                n->enter_pos, n->bytes, n->self, n->flags};
     return 0;
 }
@@ -184,13 +184,32 @@ static int count_op(uint8_t op, int *other)
             uint8_t o = *p++;
             int varints = 0, strs = 0, u8 = 0;
             switch (o) {
-            case SERTRACE_REC_ENTER: u8 = 1; varints = 5; break;
-            case SERTRACE_REC_EXIT: varints = 2; break;
-            case SERTRACE_REC_TYPE: varints = 1; strs = 1; break;
-            case SERTRACE_REC_ERROR: u8 = 1; varints = 2; strs = 2; break;
-            case SERTRACE_REC_NOTE: varints = 1; strs = 2; break;
-            case SERTRACE_REC_ATOM: u8 = 1; varints = 6; break;
-            default: cr_assert_fail("unknown opcode %u", o);
+            case SERTRACE_REC_ENTER:
+                u8 = 1;
+                varints = 5;
+                break;
+            case SERTRACE_REC_EXIT:
+                varints = 2;
+                break;
+            case SERTRACE_REC_TYPE:
+                varints = 1;
+                strs = 1;
+                break;
+            case SERTRACE_REC_ERROR:
+                u8 = 1;
+                varints = 2;
+                strs = 2;
+                break;
+            case SERTRACE_REC_NOTE:
+                varints = 1;
+                strs = 2;
+                break;
+            case SERTRACE_REC_ATOM:
+                u8 = 1;
+                varints = 6;
+                break;
+            default:
+                cr_assert_fail("unknown opcode %u", o);
             }
             p += u8;
             for (int i = 0; i < varints + strs; i++) {
@@ -247,7 +266,7 @@ Test(atom, same_nodes_through_the_core_as_enter_exit_pairs)
     }
     /* And the sizes are the scenario's, exactly (exit order). */
     static const uint64_t bytes[] = {2, 6, 2, 2, 5, 20006, 20023};
-    static const uint8_t tags[] = {SERTRACE_TAG_INT,  SERTRACE_TAG_STR,  SERTRACE_TAG_INT,
+    static const uint8_t tags[] = {SERTRACE_TAG_INT,  SERTRACE_TAG_STR,   SERTRACE_TAG_INT,
                                    SERTRACE_TAG_MEMO, SERTRACE_TAG_TUPLE, SERTRACE_TAG_STR,
                                    SERTRACE_TAG_LIST};
     for (size_t i = 0; i < 7; i++) {
@@ -277,17 +296,25 @@ Test(atom, record_layout)
     /* TYPE(1, "str") ENTER(...) then the ATOM: find it after the ENTER. */
     const uint8_t *p = cap.bytes;
     cr_assert_eq(p[0], SERTRACE_REC_TYPE);
-    p += 2 + 1 + 3;            /* op, type, len, "str" */
+    p += 2 + 1 + 3; /* op, type, len, "str" */
     cr_assert_eq(p[0], SERTRACE_REC_ENTER);
     p += 1 + 1 + 1 + 1 + 1 + 1 + 1; /* op tag depth type addr length pos */
-    static const uint8_t want[] = {SERTRACE_REC_ATOM, SERTRACE_TAG_STR,
-                                   2,                 /* depth */
-                                   1,                 /* type */
-                                   0x80, 0x80, 0x01,  /* addr 0x4000 */
-                                   0xad, 0x02,        /* length 301 */
-                                   3,                 /* pos */
-                                   0xc8, 0x01,        /* bytes 200 */
-                                   SERTRACE_REC_EXIT, 1, 0xcc, 0x01};
+    static const uint8_t want[] = {SERTRACE_REC_ATOM,
+                                   SERTRACE_TAG_STR,
+                                   2, /* depth */
+                                   1, /* type */
+                                   0x80,
+                                   0x80,
+                                   0x01, /* addr 0x4000 */
+                                   0xad,
+                                   0x02, /* length 301 */
+                                   3,    /* pos */
+                                   0xc8,
+                                   0x01, /* bytes 200 */
+                                   SERTRACE_REC_EXIT,
+                                   1,
+                                   0xcc,
+                                   0x01};
     cr_assert_eq(cap.len, (size_t)(p - cap.bytes) + sizeof want);
     cr_expect_arr_eq(p, want, sizeof want);
 }

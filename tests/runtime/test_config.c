@@ -51,7 +51,6 @@ Test(config, dispatch_trace_table)
                      "DISPATCH_TRACE='%s'", cases[i].value ? cases[i].value : "(unset)");
 }
 
-
 Test(config, bad_values_warn_once_and_stay_off)
 {
     char wpath[64];

@@ -296,12 +296,13 @@ Test(text, stalled_terminal_on_stderr_drops_never_blocks, .timeout = 60)
         stall_dump_n(4);
         ns += drain_quiet(master, s + ns, sizeof s - ns);
         const char *notice = strstr(s, "\n# sertrace: ");
-        found = notice != NULL &&
-                strstr(notice, " bytes of trace text dropped: the reader did not keep up\n") !=
-                    NULL &&
-                strstr(notice, "\n# end dump ") != NULL;
+        found =
+            notice != NULL &&
+            strstr(notice, " bytes of trace text dropped: the reader did not keep up\n") != NULL &&
+            strstr(notice, "\n# end dump ") != NULL;
     }
-    cr_expect(found, "no drop notice and whole dump after it: %.300s", s + (ns > 300 ? ns - 300 : 0));
+    cr_expect(found, "no drop notice and whole dump after it: %.300s",
+              s + (ns > 300 ? ns - 300 : 0));
     cr_expect_eq(fcntl(2, F_GETFL), flags);
     dup2(saved, 2);
     close(saved);

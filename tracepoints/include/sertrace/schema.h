@@ -133,9 +133,9 @@
  * keys stay HIDDEN: no repr is ever called).  Attribute names are code,
  * not data: an instance's state dict keys are identifiers and so are
  * recorded (a state key that is no identifier is a __getstate__'s data
- * and follows the key rule), ATTR names (slots) always.  A v5 reader reads v1-v4 traces (no NAME, no LABEL: no
- * paths); an older reader stops at a v5 batch's first LABEL (unknown
- * opcode) and marks the dump incomplete.
+ * and follows the key rule), ATTR names (slots) always.  A v5 reader reads v1-v4 traces (no NAME,
+ * no LABEL: no paths); an older reader stops at a v5 batch's first LABEL (unknown opcode) and marks
+ * the dump incomplete.
  *
  * Out-of-band bytes (v5): an OOB record says that the node open at
  * `depth` handed `bytes` bytes to the application instead of writing
@@ -199,7 +199,7 @@ enum sertrace_record_op {
     SERTRACE_REC_TYPE = 0x03,
     SERTRACE_REC_ERROR = 0x04,
     SERTRACE_REC_NOTE = 0x05,
-    SERTRACE_REC_ATOM = 0x06, /* v4 */
+    SERTRACE_REC_ATOM = 0x06,  /* v4 */
     SERTRACE_REC_NAME = 0x07,  /* v5: label text, in the TYPE index space */
     SERTRACE_REC_LABEL = 0x08, /* v5: label of the next node */
     SERTRACE_REC_OOB = 0x09,   /* v5: out-of-band bytes of the open node */
@@ -232,8 +232,8 @@ enum sertrace_label_role {
 #define SERTRACE_KEYS_ENV "SERTRACE_KEYS"
 
 /* dump_end status. */
-#define SERTRACE_STATUSES(X)                                                   \
-    X(OK, 0, "ok")                                                             \
+#define SERTRACE_STATUSES(X)                                                                       \
+    X(OK, 0, "ok")                                                                                 \
     X(ERROR, 1, "error")
 enum sertrace_status {
 #define SERTRACE_STATUS_ENUM_(name, value, label) SERTRACE_STATUS_##name = value,
@@ -251,53 +251,53 @@ enum sertrace_status {
  * below, without its prefix): the one place that says which tags are
  * classes, functions, atoms or memo references, for the tree's repr
  * (format/), the summary and the serializer hooks. */
-#define SERTRACE_TAGS(X)                                                       \
-    X(UNKNOWN, 0, "?", "unknown kind", OBJECT)                                 \
-    X(DICT, 1, "D2", "dict", OBJECT)                                           \
-    X(LIST, 2, "L", "list", OBJECT)                                            \
-    X(TUPLE, 3, "Tu", "tuple", OBJECT)                                         \
-    X(SET, 4, "Se", "set", OBJECT)                                             \
-    X(FROZENSET, 5, "FS", "frozenset", OBJECT)                                 \
-    X(STR, 6, "Str", "str", OBJECT)                                            \
-    X(BYTES, 7, "By", "bytes", OBJECT)                                         \
-    X(BYTEARRAY, 8, "BA", "bytearray", OBJECT)                                 \
-    X(INT, 9, "I", "int", OBJECT)                                              \
-    X(FLOAT, 10, "Fl", "float", OBJECT)                                        \
-    X(ATOM, 11, "A", "None, True, False", ATOM)                                \
-    X(INSTANCE, 12, "O", "instance rebuilt from __reduce_ex__/__reduce__", OBJECT)\
-    X(REDUCE, 13, "R", "object from a reduce tuple (copyreg, dispatch_table)", OBJECT)\
-    X(CLASS, 14, "T4", "class by reference (global)", CLASS)                   \
-    X(FUNCTION, 15, "F2", "function by reference (global)", FUNCTION)          \
-    X(GLOBAL, 16, "G", "other object by name (Ellipsis, NotImplemented)", OBJECT)\
-    X(MEMO, 17, "Mo", "back-reference to an object already written", REF)      \
-    X(PICKLEBUFFER, 18, "PB", "PickleBuffer (in-band or out-of-band)", OBJECT) \
-    X(PERSID, 19, "Pid", "persistent id", OBJECT)                              \
-    X(EXT, 20, "Ext", "copyreg extension code", OBJECT)                        \
-    X(STATE, 21, "St", "object state (__getstate__ / __dict__)", OBJECT)       \
-    X(ARGS, 22, "Ar", "constructor arguments of a reduce", OBJECT)             \
-    X(ITEMS, 23, "It", "list/dict items of a reduce", OBJECT)                  \
-    X(MAP, 32, "Map", "map / object (msgpack and other C serializers)", OBJECT)\
-    X(ARRAY, 33, "Arr", "array (msgpack and other C serializers)", OBJECT)     \
-    X(SCALAR, 34, "Sc", "scalar (msgpack and other C serializers)", OBJECT)    \
-    X(DILL_T1, 64, "T1", "dill: type in _typemap", CLASS)                      \
-    X(DILL_T2, 65, "T2", "dill: class by value", CLASS)                        \
-    X(DILL_T6, 66, "T6", "dill: namedtuple class", CLASS)                      \
-    X(DILL_T7, 67, "T7", "dill: NoneType, NotImplementedType, EllipsisType", CLASS)\
-    X(DILL_ABC, 68, "ABC", "dill: ABCMeta registry", OBJECT)                   \
-    X(DILL_D1, 69, "D1", "dill: __main__.__dict__", OBJECT)                    \
-    X(DILL_D3, 70, "D3", "dill: __main__.__dict__ (non-dill pickler)", OBJECT) \
-    X(DILL_D4, 71, "D4", "dill: module __dict__", OBJECT)                      \
-    X(DILL_DKVI, 72, "Dkvi", "dill: dict view", OBJECT)                        \
-    X(DILL_F1, 73, "F1", "dill: function by value", FUNCTION)                  \
-    X(DILL_F3, 74, "F3", "dill: PyPy builtin function", FUNCTION)              \
-    X(DILL_CO, 75, "Co", "dill: code object", OBJECT)                          \
-    X(DILL_CE1, 76, "Ce1", "dill: cell, contents inline", OBJECT)              \
-    X(DILL_CE2, 77, "Ce2", "dill: cell, deferred", OBJECT)                     \
-    X(DILL_CE3, 78, "Ce3", "dill: empty cell", OBJECT)                         \
-    X(DILL_ME1, 79, "Me1", "dill: bound method", OBJECT)                       \
-    X(DILL_ME2, 80, "Me2", "dill: builtin method", OBJECT)                     \
-    X(DILL_M1, 81, "M1", "dill: module by value", OBJECT)                      \
-    X(DILL_M2, 82, "M2", "dill: module by reference", OBJECT)                  \
+#define SERTRACE_TAGS(X)                                                                           \
+    X(UNKNOWN, 0, "?", "unknown kind", OBJECT)                                                     \
+    X(DICT, 1, "D2", "dict", OBJECT)                                                               \
+    X(LIST, 2, "L", "list", OBJECT)                                                                \
+    X(TUPLE, 3, "Tu", "tuple", OBJECT)                                                             \
+    X(SET, 4, "Se", "set", OBJECT)                                                                 \
+    X(FROZENSET, 5, "FS", "frozenset", OBJECT)                                                     \
+    X(STR, 6, "Str", "str", OBJECT)                                                                \
+    X(BYTES, 7, "By", "bytes", OBJECT)                                                             \
+    X(BYTEARRAY, 8, "BA", "bytearray", OBJECT)                                                     \
+    X(INT, 9, "I", "int", OBJECT)                                                                  \
+    X(FLOAT, 10, "Fl", "float", OBJECT)                                                            \
+    X(ATOM, 11, "A", "None, True, False", ATOM)                                                    \
+    X(INSTANCE, 12, "O", "instance rebuilt from __reduce_ex__/__reduce__", OBJECT)                 \
+    X(REDUCE, 13, "R", "object from a reduce tuple (copyreg, dispatch_table)", OBJECT)             \
+    X(CLASS, 14, "T4", "class by reference (global)", CLASS)                                       \
+    X(FUNCTION, 15, "F2", "function by reference (global)", FUNCTION)                              \
+    X(GLOBAL, 16, "G", "other object by name (Ellipsis, NotImplemented)", OBJECT)                  \
+    X(MEMO, 17, "Mo", "back-reference to an object already written", REF)                          \
+    X(PICKLEBUFFER, 18, "PB", "PickleBuffer (in-band or out-of-band)", OBJECT)                     \
+    X(PERSID, 19, "Pid", "persistent id", OBJECT)                                                  \
+    X(EXT, 20, "Ext", "copyreg extension code", OBJECT)                                            \
+    X(STATE, 21, "St", "object state (__getstate__ / __dict__)", OBJECT)                           \
+    X(ARGS, 22, "Ar", "constructor arguments of a reduce", OBJECT)                                 \
+    X(ITEMS, 23, "It", "list/dict items of a reduce", OBJECT)                                      \
+    X(MAP, 32, "Map", "map / object (msgpack and other C serializers)", OBJECT)                    \
+    X(ARRAY, 33, "Arr", "array (msgpack and other C serializers)", OBJECT)                         \
+    X(SCALAR, 34, "Sc", "scalar (msgpack and other C serializers)", OBJECT)                        \
+    X(DILL_T1, 64, "T1", "dill: type in _typemap", CLASS)                                          \
+    X(DILL_T2, 65, "T2", "dill: class by value", CLASS)                                            \
+    X(DILL_T6, 66, "T6", "dill: namedtuple class", CLASS)                                          \
+    X(DILL_T7, 67, "T7", "dill: NoneType, NotImplementedType, EllipsisType", CLASS)                \
+    X(DILL_ABC, 68, "ABC", "dill: ABCMeta registry", OBJECT)                                       \
+    X(DILL_D1, 69, "D1", "dill: __main__.__dict__", OBJECT)                                        \
+    X(DILL_D3, 70, "D3", "dill: __main__.__dict__ (non-dill pickler)", OBJECT)                     \
+    X(DILL_D4, 71, "D4", "dill: module __dict__", OBJECT)                                          \
+    X(DILL_DKVI, 72, "Dkvi", "dill: dict view", OBJECT)                                            \
+    X(DILL_F1, 73, "F1", "dill: function by value", FUNCTION)                                      \
+    X(DILL_F3, 74, "F3", "dill: PyPy builtin function", FUNCTION)                                  \
+    X(DILL_CO, 75, "Co", "dill: code object", OBJECT)                                              \
+    X(DILL_CE1, 76, "Ce1", "dill: cell, contents inline", OBJECT)                                  \
+    X(DILL_CE2, 77, "Ce2", "dill: cell, deferred", OBJECT)                                         \
+    X(DILL_CE3, 78, "Ce3", "dill: empty cell", OBJECT)                                             \
+    X(DILL_ME1, 79, "Me1", "dill: bound method", OBJECT)                                           \
+    X(DILL_ME2, 80, "Me2", "dill: builtin method", OBJECT)                                         \
+    X(DILL_M1, 81, "M1", "dill: module by value", OBJECT)                                          \
+    X(DILL_M2, 82, "M2", "dill: module by reference", OBJECT)                                      \
     X(DILL_OTHER, 83, "Dx", "dill: other dill tag (see note 'tag')", OBJECT)
 /* The last entry is a catch-all: a dill save function whose tag has no
  * value above gets DILL_OTHER plus a NOTE record "tag" with dill's text. */
@@ -311,10 +311,10 @@ enum sertrace_tag {
 /* What a tag's node names: the tags table's last column. */
 enum sertrace_tagclass {
     SERTRACE_TAGCLASS_OBJECT = 0, /* an object written here (repr <NAME object at 0x...>) */
-    SERTRACE_TAGCLASS_CLASS,       /* a class: the node's type is the class itself */
-    SERTRACE_TAGCLASS_FUNCTION,    /* a function: the node's type is the function */
-    SERTRACE_TAGCLASS_ATOM,        /* None, True, False */
-    SERTRACE_TAGCLASS_REF,         /* a memo reference to an object already written */
+    SERTRACE_TAGCLASS_CLASS,      /* a class: the node's type is the class itself */
+    SERTRACE_TAGCLASS_FUNCTION,   /* a function: the node's type is the function */
+    SERTRACE_TAGCLASS_ATOM,       /* None, True, False */
+    SERTRACE_TAGCLASS_REF,        /* a memo reference to an object already written */
 };
 
 /* The class of a tag value (SERTRACE_TAGCLASS_OBJECT for values not in
@@ -322,8 +322,8 @@ enum sertrace_tagclass {
 static inline enum sertrace_tagclass sertrace_tagclass_of(unsigned tag)
 {
     switch (tag) {
-#define SERTRACE_TAGCLASS_CASE_(name, value, text, meaning, class_)            \
-    case value:                                                                \
+#define SERTRACE_TAGCLASS_CASE_(name, value, text, meaning, class_)                                \
+    case value:                                                                                    \
         return SERTRACE_TAGCLASS_##class_;
         SERTRACE_TAGS(SERTRACE_TAGCLASS_CASE_)
 #undef SERTRACE_TAGCLASS_CASE_

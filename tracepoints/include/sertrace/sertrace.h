@@ -136,8 +136,8 @@ void sertrace_oob(sertrace_dump *d, uint64_t bytes);
  * `length` the item count + 1, or 0 for objects without a length;
  * `pos` the serializer's output position (bytes written in this dump) just
  * before the object's first byte. */
-void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type,
-                    uintptr_t addr, uint64_t length, uint64_t pos);
+void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr, uint64_t length,
+                    uint64_t pos);
 
 /* Close the innermost open node; `pos` is the output position just after
  * its last byte.  Its bytes are pos - (its enter pos). */
@@ -150,16 +150,16 @@ void sertrace_exit(sertrace_dump *d, uint64_t pos);
  * ATOM record, schema v4, instead of two).  Call it after the object was
  * written; if writing it failed, call sertrace_enter() instead (with the
  * same `pos`) and leave the node open, as for any failed node. */
-void sertrace_atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
-                   uint64_t length, uint64_t pos, uint64_t end_pos);
+void sertrace_atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr, uint64_t length,
+                   uint64_t pos, uint64_t end_pos);
 
 /* Report that an object could not be serialized.  Call on the error path
  * only, once, at the innermost node (before unwinding): `message` is the
  * exception text, `path` where the object sat
  * ("State.suspended[3].frame.stack[2]").  Both may be NULL.  The node and
  * its open ancestors are then closed by sertrace_dump_end() as failed. */
-void sertrace_error(sertrace_dump *d, uint8_t tag, uint32_t type,
-                    const char *message, const char *path);
+void sertrace_error(sertrace_dump *d, uint8_t tag, uint32_t type, const char *message,
+                    const char *path);
 
 /* Attach an annotation to the innermost open node of `d` (or to the dump
  * when no node is open).  Key and value are copied (each cut to
