@@ -13,7 +13,9 @@
  * "[*]" by the core, so a reordered dict or a list of equal items gives no
  * false delta) and types, each with bytes in A, in B, the delta and its
  * share; a pattern only in B is [NEW], only in A [DEL]; equal rows are
- * hidden; TOTAL is the payload bytes.  One dump on each side: compared
+ * hidden; TOTAL is the payload bytes.  A path row's bytes include its
+ * children (the pattern's "bytes"); a type row's are the type's self bytes
+ * ("self": never counted twice, as nested dicts would be).  One dump on each side: compared
  * directly.  Several: grouped by serializer and root pattern, each group's
  * rows with totals and per-dump averages.  Exit status: 0 ok, 1 runtime
  * error, 2 usage, 3 a --fail-if-grows or --budget limit exceeded (the
@@ -43,12 +45,13 @@ static const char diff_help[] =
     "pickle bytes (read as `sertrace inspect --json` reads it).\n"
     "\n"
     "Rows: path patterns (positions and dict keys are `[*]`, so reordering gives\n"
-    "no delta) and types, with bytes in A, bytes in B, the delta and the delta as\n"
-    "a percentage of A; `[NEW]` rows exist only in B, `[DEL]` rows only in A;\n"
-    "unchanged rows are hidden; TOTAL compares the payload bytes.  With one dump\n"
-    "on each side the two are compared directly; with several, dumps are grouped\n"
-    "by serializer and root pattern and each group shows totals and per-dump\n"
-    "averages.  Pickle files give type rows only until `inspect` has paths.\n"
+    "no delta; bytes including children) and types (self bytes: a type's own\n"
+    "opcodes, never counted twice), with bytes in A, bytes in B, the delta and\n"
+    "the delta as a percentage of A; `[NEW]` rows exist only in B, `[DEL]` rows\n"
+    "only in A; unchanged rows are hidden; TOTAL compares the payload bytes.\n"
+    "With one dump on each side the two are compared directly; with several,\n"
+    "dumps are grouped by serializer and root pattern and each group shows\n"
+    "totals and per-dump averages.  Pickle files give type rows only until `inspect` has paths.\n"
     "\n"
     "Options:\n"
     "  --json               the same rows as one JSON object (format \"sertrace-diff\")\n"
@@ -168,9 +171,9 @@ static int add_dump(struct diff *d, const djson *dump, bool b)
         g->total_a += payload;
     }
     static const struct {
-        const char *list, *key;
+        const char *list, *key, *bytes;
         bool is_type;
-    } lists[] = {{"paths", "pattern", false}, {"by_type", "type", true}};
+    } lists[] = {{"paths", "pattern", "bytes", false}, {"by_type", "type", "self", true}};
     for (size_t l = 0; l < 2; l++) {
         const djson *arr = djson_get(dump, lists[l].list);
         for (size_t i = 0; arr && arr->type == DJSON_ARRAY && i < arr->n; i++) {
@@ -179,7 +182,7 @@ static int add_dump(struct diff *d, const djson *dump, bool b)
             struct row *r = find_row(g, name ? name : "(no type)", lists[l].is_type);
             if (!r)
                 return -1;
-            uint64_t bytes = djson_u64(djson_get(e, "bytes"));
+            uint64_t bytes = djson_u64(djson_get(e, lists[l].bytes));
             if (b) {
                 r->b += bytes;
                 r->in_b = true;
@@ -254,14 +257,17 @@ static djson *read_input(const char *path)
     char *out = NULL;
     size_t len = 0;
     int rc;
-    char *argv[5];
+    char *argv[7];
     if (S_ISDIR(st.st_mode)) {
+        /* --top 0: every pattern (and no list of largest nodes) */
         argv[0] = (char *)"report";
         argv[1] = (char *)"--json";
         argv[2] = (char *)"--paths";
-        argv[3] = (char *)path;
-        argv[4] = NULL;
-        rc = capture(sertrace_cli_report, 4, argv, &out, &len);
+        argv[3] = (char *)"--top";
+        argv[4] = (char *)"0";
+        argv[5] = (char *)path;
+        argv[6] = NULL;
+        rc = capture(sertrace_cli_report, 6, argv, &out, &len);
         if (rc == 3) /* printed, but part of the trace was unreadable (named on stderr) */
             sertrace_cli_err("diff: %s was read only in part: its figures are incomplete", path);
         else if (rc != 0) {
@@ -273,9 +279,11 @@ static djson *read_input(const char *path)
     } else {
         argv[0] = (char *)"inspect";
         argv[1] = (char *)"--json";
-        argv[2] = (char *)path;
-        argv[3] = NULL;
-        rc = capture(sertrace_cli_inspect, 3, argv, &out, &len);
+        argv[2] = (char *)"--top";
+        argv[3] = (char *)"0";
+        argv[4] = (char *)path;
+        argv[5] = NULL;
+        rc = capture(sertrace_cli_inspect, 5, argv, &out, &len);
         if (rc != 0) {
             free(out);
             if (rc > 0)

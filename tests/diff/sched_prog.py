@@ -1,7 +1,7 @@
 """A scheduler-like state for tests/diff (issue 15): a Scheduler holding
 coroutine records (name, state, a dict of locals, a list of waiters).
-Variant `base`; `grown`: the same state with a new attribute `trace_id` on
-every record; `reordered`: the same state with every dict's insertion
+Variant `base`; `grown`: the same state with a new attribute `trace_ctx` (a
+one-item dict) on every record; `reordered`: the same state with every dict's insertion
 order reversed (the same items).  Pickled with sertrace.dumps at protocol
 4 (MEMOIZE: memo opcodes of one size whatever the order); the bytes are
 written to OUT when given.  Prints one JSON line: the payload's length and
@@ -37,7 +37,7 @@ def make(variant):
                      for k, v in items]
         c.__dict__.update(items)
         if variant == "grown":
-            c.trace_id = "t%04d" % i  # SHORT_BINUNICODE 1+1+5, MEMOIZE 1: 8 bytes
+            c.trace_ctx = {"id": i}  # a dict: a node of its own, pattern coros[*].trace_ctx
         s.coros.append(c)
     s.stats = {"runs": 1000, "switches": 12345}
     if variant == "reordered":
