@@ -277,13 +277,37 @@ static djson *read_input(const char *path)
             return NULL;
         }
     } else {
+        /* With --paths when this build's inspect has node paths (issue 13
+         * in the emulator); one that has not refuses it as a usage error,
+         * quietly here, and the file is read again without (as after any
+         * failure, so that its messages are seen). */
         argv[0] = (char *)"inspect";
         argv[1] = (char *)"--json";
         argv[2] = (char *)"--top";
         argv[3] = (char *)"0";
-        argv[4] = (char *)path;
-        argv[5] = NULL;
-        rc = capture(sertrace_cli_inspect, 5, argv, &out, &len);
+        argv[4] = (char *)"--paths";
+        argv[5] = (char *)path;
+        argv[6] = NULL;
+        fflush(stderr);
+        int err = dup(STDERR_FILENO), null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (err >= 0 && null >= 0 && dup2(null, STDERR_FILENO) >= 0) {
+            rc = capture(sertrace_cli_inspect, 6, argv, &out, &len);
+            fflush(stderr);
+            dup2(err, STDERR_FILENO);
+        } else {
+            rc = SERTRACE_CLI_USAGE;
+        }
+        if (err >= 0)
+            close(err);
+        if (null >= 0)
+            close(null);
+        if (rc != 0) { /* read again with its messages shown */
+            free(out);
+            out = NULL;
+            argv[4] = (char *)path;
+            argv[5] = NULL;
+            rc = capture(sertrace_cli_inspect, 5, argv, &out, &len);
+        }
         if (rc != 0) {
             free(out);
             if (rc > 0)
