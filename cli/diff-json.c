@@ -24,8 +24,8 @@ struct parser {
 
 static void ws(struct parser *p)
 {
-    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\n' || p->s[p->i] == '\t' ||
-                           p->s[p->i] == '\r'))
+    while (p->i < p->n &&
+           (p->s[p->i] == ' ' || p->s[p->i] == '\n' || p->s[p->i] == '\t' || p->s[p->i] == '\r'))
         p->i++;
 }
 
@@ -107,11 +107,21 @@ static char *string(struct parser *p, size_t *len)
         c = p->s[p->i++];
         unsigned u;
         switch (c) {
-        case 'n': out[l++] = '\n'; break;
-        case 't': out[l++] = '\t'; break;
-        case 'r': out[l++] = '\r'; break;
-        case 'b': out[l++] = '\b'; break;
-        case 'f': out[l++] = '\f'; break;
+        case 'n':
+            out[l++] = '\n';
+            break;
+        case 't':
+            out[l++] = '\t';
+            break;
+        case 'r':
+            out[l++] = '\r';
+            break;
+        case 'b':
+            out[l++] = '\b';
+            break;
+        case 'f':
+            out[l++] = '\f';
+            break;
         case 'u':
             if (hex4(p, &u) < 0) {
                 free(out);
@@ -131,7 +141,9 @@ static char *string(struct parser *p, size_t *len)
             }
             put_utf8(out, &l, u);
             break;
-        default: out[l++] = c; break;
+        default:
+            out[l++] = c;
+            break;
         }
     }
     p->i++;
@@ -156,8 +168,8 @@ static int add_child(struct parser *p, djson *parent, djson *child, char *key)
     if (parent->n == parent->cap) {
         size_t cap = parent->cap ? parent->cap * 2 : 8;
         djson **items = realloc(parent->items, cap * sizeof *items);
-        char **keys = parent->type == DJSON_OBJECT ? realloc(parent->keys, cap * sizeof *keys)
-                                                   : NULL;
+        char **keys =
+            parent->type == DJSON_OBJECT ? realloc(parent->keys, cap * sizeof *keys) : NULL;
         if (items)
             parent->items = items;
         if (keys)
@@ -250,7 +262,8 @@ static djson *value(struct parser *p)
         const char *word;
         enum djson_type t;
         bool b;
-    } words[] = {{"true", DJSON_BOOL, true}, {"false", DJSON_BOOL, false}, {"null", DJSON_NULL, false}};
+    } words[] = {
+        {"true", DJSON_BOOL, true}, {"false", DJSON_BOOL, false}, {"null", DJSON_NULL, false}};
     for (size_t k = 0; k < sizeof words / sizeof words[0]; k++) {
         size_t wl = strlen(words[k].word);
         if (p->n - p->i >= wl && memcmp(p->s + p->i, words[k].word, wl) == 0) {

@@ -356,7 +356,9 @@ static int parse_opts(int argc, char **argv, struct diff_opts *o)
     int c;
     while ((c = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
         switch (c) {
-        case OPT_JSON: o->json = true; break;
+        case OPT_JSON:
+            o->json = true;
+            break;
         case OPT_GROW: {
             char *end;
             errno = 0;
@@ -370,10 +372,15 @@ static int parse_opts(int argc, char **argv, struct diff_opts *o)
             o->has_grow = true;
             break;
         }
-        case OPT_BUDGET: o->budget = optarg; break;
-        case 'h': fputs(diff_help, stdout); return -1;
+        case OPT_BUDGET:
+            o->budget = optarg;
+            break;
+        case 'h':
+            fputs(diff_help, stdout);
+            return -1;
         case ':':
-            sertrace_cli_err("diff: %s needs a value; see `sertrace diff --help`", argv[optind - 1]);
+            sertrace_cli_err("diff: %s needs a value; see `sertrace diff --help`",
+                             argv[optind - 1]);
             return SERTRACE_CLI_USAGE;
         default:
             sertrace_cli_err("diff: unknown option `%s`; see `sertrace diff --help`",
@@ -507,9 +514,8 @@ static void print_json(const struct diff *d, uint64_t ta, uint64_t tb, uint64_t 
         json_string(stdout, g->root);
         printf(", \"dumps_a\": %llu, \"dumps_b\": %llu, \"total_a\": %llu, \"total_b\": %llu, "
                "\"delta\": %lld, \"rows\": [",
-               (unsigned long long)g->na, (unsigned long long)g->nb,
-               (unsigned long long)g->total_a, (unsigned long long)g->total_b,
-               (long long)(g->total_b - g->total_a));
+               (unsigned long long)g->na, (unsigned long long)g->nb, (unsigned long long)g->total_a,
+               (unsigned long long)g->total_b, (long long)(g->total_b - g->total_a));
         bool first = true;
         for (size_t i = 0; i < g->nrows; i++) {
             const struct row *r = &g->rows[i];
@@ -597,8 +603,8 @@ static int check_budget(const struct diff *d, const char *path, uint64_t tb, uin
         }
         double v;
         if (b_value(d, pat, tb, nb, &v) && v > (double)max) {
-            sertrace_cli_err("diff: over budget: %s is %.0f bytes in B%s, budget %llu (%s:%u)",
-                             pat, v, d->several ? " per dump" : "", (unsigned long long)max, path,
+            sertrace_cli_err("diff: over budget: %s is %.0f bytes in B%s, budget %llu (%s:%u)", pat,
+                             v, d->several ? " per dump" : "", (unsigned long long)max, path,
                              lineno);
             rc = DIFF_EXCEEDED;
         }
