@@ -11,6 +11,7 @@ real LTTng session) and with pickle files (read through `inspect`):
 - reordered: TOTAL delta 0 and no row shown (patterns normalise keys);
 - --fail-if-grows 1 exits 3 for the grown state, 0 for the same state;
 - --budget: exit 3 over a pattern's budget, 0 within it;
+- swapped: the pattern is [DEL], the TOTAL delta negative;
 - usage errors exit 2, an unreadable input 1."""
 
 import json
@@ -195,3 +196,17 @@ def test_usage_and_errors(pickles, tmp_path):
     assert r.returncode == 1 and "cannot read" in r.stderr
     h = run_diff("--help")
     assert h.returncode == 0 and "--fail-if-grows PCT" in h.stdout
+
+
+def test_swapped_is_deleted(traces):
+    # B -> A: the pattern is [DEL] with its bytes in A, the TOTAL delta negative
+    (a, pa), (b, pb) = traces["grown"], traces["base"]
+    doc = diff_json(a, b)
+    gone = rows(doc)[("path", "Scheduler.coros[*].trace_ctx")]
+    assert gone["status"] == "deleted" and gone["a"] == trace_ctx_bytes() and gone["b"] == 0
+    assert doc["total"]["delta"] == pb - pa < 0
+    text = run_diff(a, b).stdout
+    assert [l for l in text.splitlines() if l.startswith("[DEL]")][0].endswith(
+        "Scheduler.coros[*].trace_ctx")
+    # shrinking never trips --fail-if-grows
+    assert run_diff("--fail-if-grows", "0", a, b).returncode == 0
