@@ -28,6 +28,7 @@ int sertrace_cli_snapshot(int argc, char **argv);
 int sertrace_cli_report(int argc, char **argv);
 /* `inspect` (inspect.c): also returns 4 when the input is inconclusive. */
 int sertrace_cli_inspect(int argc, char **argv);
+int sertrace_cli_diff(int argc, char **argv);
 
 /* Print "babeltrace2 plugin: PATH (from PLACE)" -- the sertrace plugin that
  * `report` would load, found as report.c describes -- or "... not found

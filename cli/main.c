@@ -29,6 +29,8 @@ static const char top_help[] =
     "  report    print the trees or the summary of a trace (or of a live session)\n"
     "  inspect   the size tree of stored pickle bytes, without a trace and\n"
     "            without unpickling them\n"
+    "  diff      what grew between two states (trace directories or pickle\n"
+    "            files), by path pattern and by type\n"
     "\n"
     "Run `sertrace SUBCOMMAND --help` for the options of each.  `sertrace\n"
     "--version` also prints which babeltrace2 plugin `report` would load.\n"
@@ -36,7 +38,8 @@ static const char top_help[] =
     "Exit status: 0 success, 1 runtime error, 2 usage error; `record` exits\n"
     "with the status of the command it ran; `report` exits 3 when part of the\n"
     "trace could not be read (the rest is reported); `inspect` exits 4 when the\n"
-    "input is malformed or a limit was reached.\n";
+    "input is malformed or a limit was reached; `diff` exits 3 when a limit of\n"
+    "--fail-if-grows or --budget was exceeded.\n";
 
 int main(int argc, char **argv)
 {
@@ -68,6 +71,8 @@ int main(int argc, char **argv)
         return sertrace_cli_report(argc - 1, argv + 1);
     if (strcmp(sub, "inspect") == 0)
         return sertrace_cli_inspect(argc - 1, argv + 1);
+    if (strcmp(sub, "diff") == 0)
+        return sertrace_cli_diff(argc - 1, argv + 1);
     sertrace_cli_err("unknown subcommand '%s' (try `sertrace --help`)", sub);
     return SERTRACE_CLI_USAGE;
 }
