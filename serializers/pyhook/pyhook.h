@@ -106,12 +106,32 @@ enum node_kind {
     NODE_SYNTH,   /* a second dill entry trace inside one save() */
 };
 
+/* What a node's children are to it (labels.c): set when the node is
+ * pushed (tuple, set), or by the shadowed _batch_* / save_reduce while
+ * they run. */
+enum child_mode {
+    CHILD_NONE,    /* no label (a global's names, dill's parts ...) */
+    CHILD_POS,     /* list / tuple / listitems item: its position */
+    CHILD_PAIRS,   /* dict items: key (no label), then value (the key) */
+    CHILD_ELEMENT, /* set / frozenset element */
+    CHILD_REDUCE,  /* save_reduce's parts: callable, args, state ... */
+};
+
 typedef struct node {
     PyObject *obj;      /* borrowed: the save() caller holds it */
     uint64_t enter_pos; /* position before its first byte */
     uint32_t type;      /* sertrace type index, 0 until emitted */
     uint8_t tag;
     uint8_t kind;
+    /* its own edge label, emitted just before its enter record */
+    uint8_t label_kind; /* SERTRACE_LABEL_*, 0 for none; LABEL_KEY: `key` */
+    uint64_t label_value;
+    PyObject *key;      /* borrowed (the dict or the items pair holds it) */
+    /* its children's labels */
+    uint8_t child_mode;
+    uint64_t children;  /* save() calls made for its children so far */
+    PyObject *last_key; /* CHILD_PAIRS: the key just saved (borrowed) */
+    PyObject *r_state, *r_setter; /* CHILD_REDUCE: borrowed from the call */
 } node;
 
 typedef struct writer writer;
@@ -142,7 +162,7 @@ typedef struct hook_state {
     PyObject *dispatch;    /* strong, dict (or subclass) or NULL */
     saver *saver;              /* shadows pickler.save during the dump */
     PyObject *saved_own_save;  /* strong: the instance's own save, or NULL */
-    saver *batcher[3];         /* shadow _batch_appends / _batch_setitems / save_pers */
+    saver *batcher[4];         /* shadow _batch_appends / _batch_setitems / save_pers / save_reduce */
     bool persid;               /* the pickler has its own persistent_id */
     writer *w_write;       /* replaces pickler.write */
     writer *w_file;        /* replaces framer.file_write */
@@ -150,6 +170,8 @@ typedef struct hook_state {
     PyObject *saved_file_write; /* strong */
     PyObject *file;        /* strong: the file whose `write` w_around shadows, or NULL */
     writer *w_around;      /* file.write: bytes written straight to the file */
+    PyObject *label_keys; /* strong list: str keys interned as label names */
+    uint64_t hidden_keys; /* hidden dict keys numbered so far */
     node *nodes;
     uint32_t depth; /* entries used in nodes */
     uint32_t cap;
@@ -234,6 +256,18 @@ uint32_t node_type(hook_state *s, PyObject *obj, uint8_t tag);
 node *push_node(hook_state *s);
 void emit_enter(hook_state *s, node *n, uint8_t tag, uint64_t pos);
 void flush_pending(hook_state *s);
+
+/* ---- edge labels (labels.c) ------------------------------------------------ */
+
+/* Give the node about to be pushed for a save(obj) its label from its
+ * parent's child mode (counts the call even when obj is folded). */
+void label_child(hook_state *s, node *parent, PyObject *obj, uint8_t *kind, uint64_t *value,
+                 PyObject **key);
+/* Emit a node's label record (just before its enter). */
+void emit_label(hook_state *s, node *n);
+/* The child mode a node gets when pushed for obj. */
+uint8_t child_mode_of(PyObject *obj);
+void labels_end(hook_state *s);
 
 /* ---- dill (dill.c) ----------------------------------------------------------- */
 

@@ -145,7 +145,7 @@ def flatten(dump):
     rows = []
     for root in dump["roots"]:
         for n in pt_tree.walk(root):
-            rows.append((n["depth"], n["tag"], ADDR.sub("", n["repr"]), n["bytes"]))
+            rows.append((n["depth"], n["tag"], ADDR.sub("", n["repr"]), n["bytes"], n["label"]))
     return rows
 
 
