@@ -66,7 +66,7 @@
  * Files (one job each): module.c (interned names, module init), hooks.c
  * (the dump hook: traceable or not, dormant or traced, the hook type and
  * hook_class()), saver.c (the traced save(): node stack, tags, type
- * names), writers.c (counting writers, the watched file), dill.c (dill's
+ * names), labels.c (edge labels, as the C pickler's), writers.c (counting writers, the watched file), dill.c (dill's
  * logger proxy and its tag messages), errors.c (notes and the error event,
  * read from the traceback).  This header holds the per-dump state, the
  * objects' structs and the functions one file calls in another; the

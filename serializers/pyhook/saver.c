@@ -342,7 +342,8 @@ PyTypeObject saver_type = {
  * tree), so during a traced dump those two methods are shadowed too, and a
  * call made by save_reduce (the calling frame's code name, read only
  * then) opens an ITEMS node named by the object being reduced.  Calls from
- * save_list / save_dict (a list's or dict's own items) are no node. */
+ * save_list / save_dict (a list's or dict's own items) are no node.  Both
+ * say how the items are labelled (labels.c): positions or key/value. */
 static bool called_by_save_reduce(void)
 {
     PyFrameObject *f = PyEval_GetFrame(); /* borrowed: the Python caller */
