@@ -846,6 +846,21 @@ static bool stack_grow(struct sertrace_dump *d)
     return true;
 }
 
+/* The live text of the pending label of a node at `depth` (its parent at
+ * depth - 1), for an enter and for an atom alike. */
+static void text_pending_label(sertrace_dump *d, uint32_t depth)
+{
+    size_t ln = 0;
+    const char *text = NULL;
+
+    if (d->label_kind == SERTRACE_LABEL_NONE)
+        return;
+    if (d->label_kind == SERTRACE_LABEL_KEY || d->label_kind == SERTRACE_LABEL_ATTR)
+        text = type_name(d, (uint32_t)d->label_value, &ln);
+    bool in_state = depth >= 2 && d->stack[depth - 2].state;
+    sertrace_text_label(&d->text, d->label_kind, d->label_value, text, ln, in_state);
+}
+
 void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr, uint64_t length,
                     uint64_t pos)
 {
@@ -888,14 +903,7 @@ void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr
     if (d->text_on) {
         size_t n;
         const char *name = type_name(d, type, &n);
-        if (d->label_kind != SERTRACE_LABEL_NONE) {
-            size_t ln = 0;
-            const char *text = NULL;
-            if (d->label_kind == SERTRACE_LABEL_KEY || d->label_kind == SERTRACE_LABEL_ATTR)
-                text = type_name(d, (uint32_t)d->label_value, &ln);
-            bool in_state = d->depth >= 2 && d->stack[d->depth - 2].state;
-            sertrace_text_label(&d->text, d->label_kind, d->label_value, text, ln, in_state);
-        }
+        text_pending_label(d, d->depth);
         /* An index not interned (yet) shows "?": not cached under it. */
         sertrace_text_enter(&d->text, d->depth, tag, type <= d->ntypes ? type : 0, name, n, addr,
                             length);
@@ -953,6 +961,7 @@ void sertrace_atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
             d->too_deep_reported = true;
             report_misuse(d, "too deep: node not recorded (depth cap reached)");
         }
+        d->label_kind = SERTRACE_LABEL_NONE;
         return;
     }
     depth = d->depth + 1;
@@ -974,6 +983,7 @@ void sertrace_atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
         size_t n;
         const char *name = type_name(d, type, &n);
         uint32_t known = type <= d->ntypes ? type : 0;
+        text_pending_label(d, depth);
         if (end_pos >= pos) {
             sertrace_text_atom(&d->text, depth, tag, known, name, n, addr, length, end_pos - pos);
         } else { /* misuse: the lines of sertrace_exit()'s check */
@@ -982,6 +992,7 @@ void sertrace_atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
             sertrace_text_exit(&d->text, depth, tag, 0, false);
         }
     }
+    d->label_kind = SERTRACE_LABEL_NONE; /* the atom took it, as an enter does */
 }
 
 void sertrace_error(sertrace_dump *d, uint8_t tag, uint32_t type, const char *message,

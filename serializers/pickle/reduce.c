@@ -186,7 +186,7 @@ static int write_partial_new(pickler *p, PyObject *obj, PyObject *cls, PyObject 
     if (constructor == NULL || (no_args = PyTuple_New(0)) == NULL)
         goto done;
     if (save_child(p, constructor, EDGE(EDGE_RECONSTRUCTOR, obj)) == 0 &&
-        save_child(p, no_args, EDGE(EDGE_RECONSTRUCTOR, obj)) == 0)
+        save_child(p, no_args, EDGE(EDGE_RECONSTRUCTOR_ARGS, obj)) == 0)
         status = output_write_byte(p, OP_REDUCE);
 done:
     Py_DECREF(partial_args);

@@ -66,8 +66,8 @@
  * Files (one job each): module.c (interned names, module init), hooks.c
  * (the dump hook: traceable or not, dormant or traced, the hook type and
  * hook_class()), saver.c (the traced save(): node stack, tags, type
- * names), writers.c (counting writers, the watched file), dill.c (dill's
- * logger proxy and its tag messages), errors.c (notes and the error event,
+ * names), labels.c (edge labels, as the C pickler's), writers.c (counting writers, the watched
+ * file), dill.c (dill's logger proxy and its tag messages), errors.c (notes and the error event,
  * read from the traceback).  This header holds the per-dump state, the
  * objects' structs and the functions one file calls in another; the
  * module's only export is PyInit__pyhook.
@@ -106,12 +106,32 @@ enum node_kind {
     NODE_SYNTH,   /* a second dill entry trace inside one save() */
 };
 
+/* What a node's children are to it (labels.c): set when the node is
+ * pushed (tuple, set), or by the shadowed _batch_* / save_reduce while
+ * they run. */
+enum child_mode {
+    CHILD_NONE,    /* no label (a global's names, dill's parts ...) */
+    CHILD_POS,     /* list / tuple / listitems item: its position */
+    CHILD_PAIRS,   /* dict items: key (no label), then value (the key) */
+    CHILD_ELEMENT, /* set / frozenset element */
+    CHILD_REDUCE,  /* save_reduce's parts: callable, args, state ... */
+};
+
 typedef struct node {
     PyObject *obj;      /* borrowed: the save() caller holds it */
     uint64_t enter_pos; /* position before its first byte */
     uint32_t type;      /* sertrace type index, 0 until emitted */
     uint8_t tag;
     uint8_t kind;
+    /* its own edge label, emitted just before its enter record */
+    uint8_t label_kind; /* SERTRACE_LABEL_*, 0 for none; LABEL_KEY: `key` */
+    uint64_t label_value;
+    PyObject *key; /* borrowed (the dict or the items pair holds it) */
+    /* its children's labels */
+    uint8_t child_mode;
+    uint64_t children;            /* save() calls made for its children so far */
+    PyObject *last_key;           /* CHILD_PAIRS: the key just saved (borrowed) */
+    PyObject *r_state, *r_setter; /* CHILD_REDUCE: borrowed from the call */
 } node;
 
 typedef struct writer writer;
@@ -134,22 +154,24 @@ typedef struct hook_state {
     uint64_t file_bytes; /* bytes passed to the file */
     uint64_t inframe;    /* bytes in the current frame (not yet in the file) */
     uint64_t frame_target;
-    PyObject *framer;           /* strong */
-    PyObject *frame;            /* strong: current frame object or NULL */
-    PyObject *frame_write;      /* strong: its bound write, or NULL */
-    PyObject *memo;             /* strong, exact dict or NULL */
-    PyObject *memo_key;         /* strong: private int rewritten per probe */
-    PyObject *dispatch;         /* strong, dict (or subclass) or NULL */
-    saver *saver;               /* shadows pickler.save during the dump */
-    PyObject *saved_own_save;   /* strong: the instance's own save, or NULL */
-    saver *batcher[3];          /* shadow _batch_appends / _batch_setitems / save_pers */
-    bool persid;                /* the pickler has its own persistent_id */
-    writer *w_write;            /* replaces pickler.write */
-    writer *w_file;             /* replaces framer.file_write */
-    PyObject *saved_write;      /* strong: the instance's write (framer.write) */
+    PyObject *framer;         /* strong */
+    PyObject *frame;          /* strong: current frame object or NULL */
+    PyObject *frame_write;    /* strong: its bound write, or NULL */
+    PyObject *memo;           /* strong, exact dict or NULL */
+    PyObject *memo_key;       /* strong: private int rewritten per probe */
+    PyObject *dispatch;       /* strong, dict (or subclass) or NULL */
+    saver *saver;             /* shadows pickler.save during the dump */
+    PyObject *saved_own_save; /* strong: the instance's own save, or NULL */
+    saver *batcher[4];     /* shadow _batch_appends / _batch_setitems / save_pers / save_reduce */
+    bool persid;           /* the pickler has its own persistent_id */
+    writer *w_write;       /* replaces pickler.write */
+    writer *w_file;        /* replaces framer.file_write */
+    PyObject *saved_write; /* strong: the instance's write (framer.write) */
     PyObject *saved_file_write; /* strong */
     PyObject *file;             /* strong: the file whose `write` w_around shadows, or NULL */
     writer *w_around;           /* file.write: bytes written straight to the file */
+    PyObject *label_keys;       /* strong list: str keys interned as label names */
+    uint64_t hidden_keys;       /* hidden dict keys numbered so far */
     node *nodes;
     uint32_t depth; /* entries used in nodes */
     uint32_t cap;
@@ -231,6 +253,18 @@ uint32_t node_type(hook_state *s, PyObject *obj, uint8_t tag);
 node *push_node(hook_state *s);
 void emit_enter(hook_state *s, node *n, uint8_t tag, uint64_t pos);
 void flush_pending(hook_state *s);
+
+/* ---- edge labels (labels.c) ------------------------------------------------ */
+
+/* Give the node about to be pushed for a save(obj) its label from its
+ * parent's child mode (counts the call even when obj is folded). */
+void label_child(hook_state *s, node *parent, PyObject *obj, uint8_t *kind, uint64_t *value,
+                 PyObject **key);
+/* Emit a node's label record (just before its enter). */
+void emit_label(hook_state *s, node *n);
+/* The child mode a node gets when pushed for obj. */
+uint8_t child_mode_of(PyObject *obj);
+void labels_end(hook_state *s);
 
 /* ---- dill (dill.c) ----------------------------------------------------------- */
 

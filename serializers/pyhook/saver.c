@@ -136,6 +136,8 @@ void emit_enter(hook_state *s, node *n, uint8_t tag, uint64_t pos)
 {
     n->tag = tag;
     n->type = node_type(s, n->obj, tag);
+    if (n->label_kind != 0)
+        emit_label(s, n);
     sertrace_enter(s->d, tag, n->type, (uintptr_t)n->obj,
                    n->obj && tag != SERTRACE_TAG_ITEMS ? od_length(n->obj) : 0, pos);
 }
@@ -197,10 +199,15 @@ static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, si
     node *n;
     uint64_t enter_pos;
     uint32_t my_index;
-    uint8_t tag;
+    uint8_t tag, label_kind = 0;
+    uint64_t label_value = 0;
+    PyObject *label_key = NULL;
     bool by_dill, memo;
 
     type_info(s, obj, &tag, &by_dill);
+    /* Every call counts for the parent's labels, a folded atom's too. */
+    if (s->depth > 0)
+        label_child(s, &s->nodes[s->depth - 1], obj, &label_kind, &label_value, &label_key);
     /* An atom is folded into its parent unless the dump asks for atoms;
      * the dumped object itself is a node at every granularity (as in the
      * C pickler).  A folded atom is one unit even when it pickles through
@@ -220,6 +227,10 @@ static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, si
         return call_original(sv, args, nargsf, kwnames);
     my_index = s->depth - 1;
     n->obj = obj;
+    n->label_kind = label_kind;
+    n->label_value = label_value;
+    n->key = label_key;
+    n->child_mode = child_mode_of(obj);
     /* pickle's save() starts with framer.commit_frame(): a frame header
      * written there belongs before this object, as in dill's counts. */
     enter_pos = st_pos(s);
@@ -325,7 +336,8 @@ PyTypeObject saver_type = {
  * tree), so during a traced dump those two methods are shadowed too, and a
  * call made by save_reduce (the calling frame's code name, read only
  * then) opens an ITEMS node named by the object being reduced.  Calls from
- * save_list / save_dict (a list's or dict's own items) are no node. */
+ * save_list / save_dict (a list's or dict's own items) are no node.  Both
+ * say how the items are labelled (labels.c): positions or key/value. */
 static bool called_by_save_reduce(void)
 {
     PyFrameObject *f = PyEval_GetFrame(); /* borrowed: the Python caller */
@@ -341,6 +353,26 @@ static bool called_by_save_reduce(void)
     return yes;
 }
 
+/* A batch of a list's or dict's own items (save_list / save_dict): the
+ * items are labelled on the container's node (labels.c). */
+static PyObject *own_batch(saver *sv, hook_state *s, PyObject *const *args, size_t nargsf,
+                           PyObject *kwnames, uint8_t mode)
+{
+    uint32_t at = s->depth - 1;
+    node saved = s->nodes[at];
+    PyObject *r;
+
+    s->nodes[at].child_mode = mode;
+    s->nodes[at].children = 0;
+    r = call_original(sv, args, nargsf, kwnames);
+    if (s->depth > at) { /* the stack may have moved, not shrunk below us */
+        s->nodes[at].child_mode = saved.child_mode;
+        s->nodes[at].children = saved.children;
+        s->nodes[at].last_key = saved.last_key;
+    }
+    return r;
+}
+
 static PyObject *batcher_call(PyObject *self, PyObject *const *args, size_t nargsf,
                               PyObject *kwnames)
 {
@@ -348,10 +380,14 @@ static PyObject *batcher_call(PyObject *self, PyObject *const *args, size_t narg
     hook_state *s = sv->st;
     PyObject *obj, *r;
     uint32_t my_index;
+    uint8_t mode;
     node *n;
 
-    if (s == NULL || tls_top != s || s->suspended || s->depth == 0 || !called_by_save_reduce())
+    if (s == NULL || tls_top != s || s->suspended || s->depth == 0)
         return call_original(sv, args, nargsf, kwnames);
+    mode = sv == s->batcher[1] ? CHILD_PAIRS : CHILD_POS;
+    if (!called_by_save_reduce())
+        return own_batch(sv, s, args, nargsf, kwnames, mode);
     flush_pending(s);
     obj = s->nodes[s->depth - 1].obj;
     if (obj == NULL || (n = push_node(s)) == NULL)
@@ -359,6 +395,7 @@ static PyObject *batcher_call(PyObject *self, PyObject *const *args, size_t narg
     my_index = s->depth - 1;
     n->obj = obj;
     n->kind = NODE_OPEN;
+    n->child_mode = mode;
     n->enter_pos = st_pos(s);
     emit_enter(s, n, SERTRACE_TAG_ITEMS, n->enter_pos);
     r = call_original(sv, args, nargsf, kwnames);
@@ -384,9 +421,51 @@ static PyObject *pers_call(PyObject *self, PyObject *const *args, size_t nargsf,
     hook_state *s = sv->st;
 
     if (s != NULL && tls_top == s && !s->suspended && s->depth > 0 &&
-        s->nodes[s->depth - 1].kind == NODE_PENDING)
+        s->nodes[s->depth - 1].kind == NODE_PENDING) {
         s->nodes[s->depth - 1].tag = SERTRACE_TAG_PERSID;
+        s->nodes[s->depth - 1].child_mode = CHILD_NONE; /* the id has no label */
+    }
     return call_original(sv, args, nargsf, kwnames);
+}
+
+/* save_reduce(func, args, state=None, listitems=None, dictitems=None,
+ * state_setter=None, *, obj=None): the parts it saves are labelled by
+ * their role on the reduced object's node (labels.c), which is the top of
+ * the stack (save() or dill's function called it for that object). */
+static PyObject *reduce_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames)
+{
+    saver *sv = (saver *)self;
+    hook_state *s = sv->st;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *state = nargs > 2 ? args[2] : NULL, *setter = nargs > 5 ? args[5] : NULL, *r;
+    uint32_t at;
+    node saved;
+
+    if (s == NULL || tls_top != s || s->suspended || s->depth == 0)
+        return call_original(sv, args, nargsf, kwnames);
+    for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (PyUnicode_Compare(name, str_state) == 0)
+            state = args[nargs + i];
+        else if (PyUnicode_Compare(name, str_state_setter) == 0)
+            setter = args[nargs + i];
+    }
+    PyErr_Clear();
+    at = s->depth - 1;
+    saved = s->nodes[at];
+    s->nodes[at].child_mode = CHILD_REDUCE;
+    s->nodes[at].children = 0;
+    s->nodes[at].r_state = state == Py_None ? NULL : state;
+    s->nodes[at].r_setter = setter == Py_None ? NULL : setter;
+    r = call_original(sv, args, nargsf, kwnames);
+    if (s->depth > at) {
+        s->nodes[at].child_mode = saved.child_mode;
+        s->nodes[at].children = saved.children;
+        s->nodes[at].r_state = saved.r_state;
+        s->nodes[at].r_setter = saved.r_setter;
+    }
+    return r;
 }
 
 /* Does the pickler have a persistent_id of its own (not pickle._Pickler's,
@@ -479,6 +558,7 @@ int install_saver(hook_state *s)
         s->batcher[2] = install_batcher(s, str_save_pers, pers_call);
         s->persid = s->batcher[2] != NULL;
     }
+    s->batcher[3] = install_batcher(s, str_save_reduce, reduce_call);
     rc = 0;
 end:
     Py_XDECREF(sv);
@@ -493,8 +573,10 @@ end:
 
 void remove_saver(hook_state *s)
 {
-    for (int i = 0; i < 3; i++) {
-        PyObject *names[3] = {str_batch_appends, str_batch_setitems, str_save_pers};
+    labels_end(s);
+    for (int i = 0; i < 4; i++) {
+        PyObject *names[4] = {str_batch_appends, str_batch_setitems, str_save_pers,
+                              str_save_reduce};
         if (s->batcher[i] == NULL)
             continue;
         s->batcher[i]->st = NULL;

@@ -6,8 +6,9 @@ through one module, serializers/objdesc.  Here each object graph is written
 by both, in one child process with DISPATCH_TRACE=<file> SERTRACE_EXACT=1:
 the payloads must be the same bytes (and those of `pickle.dumps`), and the
 two live text trees must be the same tree -- node for node in pre-order,
-the same depth, tag, type name (the repr with its addresses taken out) and
-exact byte count -- with the root plus what lies outside it adding up to
+the same depth, tag, type name (the repr with its addresses taken out),
+edge label (issue 13: position, dict key under the privacy rule, reduce
+role, set element) and exact byte count -- with the root plus what lies outside it adding up to
 the payload's length.
 
 Graphs: the differential corpus of tests/pickle (graphgen.build(seed,
@@ -52,6 +53,28 @@ def helper():
 class Items(list):
     pass
 
+def setter(obj, state):
+    obj.__dict__.update(state)
+
+class WithSetter:
+    def __init__(self):
+        self.v = [1, 2]
+    def __reduce__(self):
+        return (WithSetter.__new__, (WithSetter,), {"v": self.v}, None, None, setter)
+
+class Ex:
+    def __new__(cls, *a, **k):
+        return object.__new__(cls)
+    def __getnewargs_ex__(self):
+        return ((1, [2]), {"k": [3]})
+
+def labelled():
+    s = Plain()
+    s.cache = {"a@b.example": [1], 7: [2], -3: [6], (1, 2): [3], "ok_name": [4], "x" * 70: [5]}
+    s.users = [[1], (2, [3])]
+    return {"session": s, "setter": WithSetter(), "ex": Ex(), "sets": [{frozenset({(1,)})}],
+            "odict": collections.OrderedDict(a=[1], b=[2]), "sub": Items([[1], [2]])}
+
 def named():
     shared = Plain()
     return {
@@ -65,6 +88,7 @@ def named():
         "root_bytes": b"abc" * 10,
         "bytes_in_list": [b"xyz", b"xyz" * 5, 1.5],
         "singletons": [NotImplemented, Ellipsis, NotImplemented, type(None)],
+        "labelled": labelled(),
     }
 
 def graphs():
@@ -145,7 +169,7 @@ def flatten(dump):
     rows = []
     for root in dump["roots"]:
         for n in pt_tree.walk(root):
-            rows.append((n["depth"], n["tag"], ADDR.sub("", n["repr"]), n["bytes"]))
+            rows.append((n["depth"], n["tag"], ADDR.sub("", n["repr"]), n["bytes"], n["label"]))
     return rows
 
 
@@ -160,10 +184,12 @@ def outside_root(protocol, length):
     return [3, 12]
 
 
-def run(tmp_path, which, protocol, granularity):
+def run(tmp_path, which, protocol, granularity, keys=None):
     out = tmp_path / ("tree-%s-%d-%s.txt" % (which, protocol, granularity))
     env = {"DISPATCH_TRACE": str(out), "SERTRACE_EXACT": "1",
            "SERTRACE_GRANULARITY": granularity}
+    if keys is not None:
+        env["SERTRACE_KEYS"] = keys
     p = traces.run_script(SCRIPT, env, WHICH=which, PROTOCOL=protocol, SEEDS=SEEDS,
                           PICKLE_TESTS=PICKLE_TESTS)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -210,6 +236,8 @@ def test_corpus_same_tree(tmp_path, protocol, granularity):
         len(done), SEEDS, sorted(set(skipped)))
     nodes = sum(len(flatten(d)) for d in dumps[::2])
     assert nodes > len(done) * 2, "trees too small to compare (%d nodes)" % nodes
+    labelled = sum(1 for d in dumps[::2] for row in flatten(d) if row[4] is not None)
+    assert labelled > nodes // 2, "too few labels to compare (%d of %d nodes)" % (labelled, nodes)
 
 
 @pytest.mark.parametrize("protocol", [0, 2, 4, 5])
@@ -254,3 +282,37 @@ def test_named_cases_same_tree(tmp_path, protocol):
         assert pids[2][:2] == (3, "Tu"), pids
     assert [row[1] for row in by_name["singletons"] if row[0] <= 2] == \
         ["L", "G", "G", "Mo", "T4"], by_name["singletons"]
+    check_labels(by_name["labelled"], protocol, keys_all=False)
+
+
+def check_labels(rows, protocol, keys_all):
+    """The labels of the `labelled` case (already the same in both trees):
+    attribute names, dict keys under the privacy rule, positions, reduce
+    roles, set elements."""
+    labels = [row[4] for row in rows]
+    session = next(i for i, row in enumerate(rows) if row[4] == "['session']")
+    assert rows[session][1] == "O", rows[session]
+    assert ".cache" in labels and ".users" in labels, labels
+    assert "['ok_name']" in labels and "[7]" in labels and "[-3]" in labels, labels
+    if keys_all:
+        assert "['a@b.example']" in labels and "['" + "x" * 70 + "']" in labels, labels
+    else:
+        assert not any("a@b" in (lab or "") or "x" * 70 in (lab or "") for lab in labels), labels
+        assert labels.count("[…]") >= 2, labels
+    assert labels.count("(state)") >= 2, labels  # at least the session's and WithSetter's
+    assert "(reconstructor)" in labels and "(args)" in labels, labels
+    assert ".v" in labels, labels  # an attribute of a state given to a state setter
+    if protocol >= 4:
+        assert "{element}" in labels, labels  # a frozenset's element (set ADDITEMS, frozenset MARK)
+        ex = next(i for i, row in enumerate(rows) if row[4] == "['ex']")
+        # NEWOBJ_EX: class, args, kwargs
+        assert [row[4] for row in rows[ex + 1:] if row[0] == rows[ex][0] + 1][:3] == \
+            ["(reconstructor)", "(args)", "(args)"], rows[ex:]
+
+
+def test_labels_keys_all(tmp_path):
+    """SERTRACE_KEYS=all: both serializers record every str key, the same way."""
+    results, dumps = run(tmp_path, "named", 4, "default", keys="all")
+    done = compare(results, dumps, 4)
+    by_name = {r["name"]: flatten(dumps[2 * i]) for i, r in enumerate(done)}
+    check_labels(by_name["labelled"], 4, keys_all=True)
