@@ -220,7 +220,7 @@ static bt_value_map_foreach_entry_const_func_status parse_one(const char *key, c
         if (strcmp(params_table[i].name, key) == 0 && (params_table[i].sinks & (1u << pc->kind)))
             def = &params_table[i];
     if (!def) {
-        char known[512];
+        char known[448]; /* with the message around it, within pc->msg */
         size_t n = 0;
         known[0] = '\0';
         for (size_t i = 0; i < sizeof params_table / sizeof *params_table; i++)
