@@ -20,6 +20,32 @@
 #include "emulator-internal.h"
 #include "emulator-reader.h"
 
+/* Edge labels of the items at [from, nstack), about to become parts of
+ * `target` (NULL: of the container the opcode builds from them): dict
+ * values by their keys (SETITEM(S), DICT), set elements (ADDITEMS,
+ * FROZENSET), positions otherwise, counted on from the items the target's
+ * node has been given already. */
+static int label_items(emu *e, uint8_t code, uint32_t from, const item *target)
+{
+    uint64_t pos = 0, *next = &pos;
+    if (target && target->node != NO_NODE)
+        next = &e->nodes[target->node].added;
+    if (code == OP_SETITEM || code == OP_SETITEMS || code == OP_DICT) {
+        for (uint32_t i = from; i + 1 < e->nstack; i += 2)
+            if (emu_label_value(e, &e->stack[i], &e->stack[i + 1]) < 0)
+                return -1;
+        return 0;
+    }
+    for (uint32_t i = from; i < e->nstack; i++) {
+        if (code == OP_ADDITEMS || code == OP_FROZENSET)
+            emu_label(e, &e->stack[i], SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT);
+        else
+            emu_label(e, &e->stack[i], SERTRACE_LABEL_POS, *next);
+        (*next)++;
+    }
+    return 0;
+}
+
 static int step(emu *e, const op *o, uint64_t start, bool *stop)
 {
     uint32_t first = e->nnodes;
@@ -130,20 +156,34 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_NEWFALSE:
         return push(e, start, first, IK_ATOM, SERTRACE_TAG_ATOM) ? 0 : -1;
     case OP_INT:
-        return push(e, start, first, IK_ATOM,
-                    (o->data_len == 2 && o->data[0] == '0' &&
-                     (o->data[1] == '0' || o->data[1] == '1'))
-                        ? SERTRACE_TAG_ATOM
-                        : SERTRACE_TAG_INT)
-                   ? 0
-                   : -1;
+        if (!(it = push(e, start, first, IK_ATOM,
+                        (o->data_len == 2 && o->data[0] == '0' &&
+                         (o->data[1] == '0' || o->data[1] == '1'))
+                            ? SERTRACE_TAG_ATOM
+                            : SERTRACE_TAG_INT)))
+            return -1;
+        it->enc = o->code;
+        it->text_off = (uint64_t)(o->data - e->in);
+        it->text_len = (uint32_t)(o->data_len > UINT32_MAX ? UINT32_MAX : o->data_len);
+        return 0;
     case OP_BININT:
     case OP_BININT1:
     case OP_BININT2:
     case OP_LONG:
     case OP_LONG1:
     case OP_LONG4:
-        return push(e, start, first, IK_ATOM, SERTRACE_TAG_INT) ? 0 : -1;
+        if (!(it = push(e, start, first, IK_ATOM, SERTRACE_TAG_INT)))
+            return -1;
+        /* where its value lies, should it be a dict key (a label) */
+        it->enc = o->code;
+        if (o->data) {
+            it->text_off = (uint64_t)(o->data - e->in);
+            it->text_len = (uint32_t)(o->data_len > UINT32_MAX ? UINT32_MAX : o->data_len);
+        } else {
+            it->text_off = (uint64_t)(o->arg - e->in);
+            it->text_len = (uint32_t)(o->len - 1);
+        }
+        return 0;
     case OP_FLOAT:
     case OP_BINFLOAT:
         return push(e, start, first, IK_ATOM, SERTRACE_TAG_FLOAT) ? 0 : -1;
@@ -164,6 +204,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_BINUNICODE8:
         if (!(it = push(e, start, first, IK_STR, SERTRACE_TAG_STR)))
             return -1;
+        it->enc = o->code;
         /* STRING is quoted: its text is between the quotes */
         if (o->code == OP_STRING && o->data_len >= 2) {
             it->text_off = (uint64_t)(o->data + 1 - e->in);
@@ -233,6 +274,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             return -1;
         count = e->nstack - m.stack_len;
         a = emu_take_args(e, m.stack_len, count);
+        if (label_items(e, o->code, m.stack_len, NULL) < 0)
+            return -1;
         if (o->code == OP_DICT)
             count /= 2;
         if (!(it = emu_replace(e, m.stack_len, m.start, m.first_node, IK_NODE, tag)))
@@ -242,7 +285,10 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         if (!(it->type = emu_intern_type(e, name)))
             return -1;
         it->node = new_node(e, tag, it->type, m.start, count + 1);
-        return it->node == NO_NODE ? -1 : 0;
+        if (it->node == NO_NODE)
+            return -1;
+        e->nodes[it->node].added = count; /* a LIST's APPENDs go on from there */
+        return 0;
     }
     case OP_TUPLE1:
     case OP_TUPLE2:
@@ -252,6 +298,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             return -1;
         from = e->nstack - k;
         t = &e->stack[from];
+        if (label_items(e, OP_TUPLE, from, NULL) < 0)
+            return -1;
         {
             tuple_args a = emu_take_args(e, from, k);
             if (!(it = emu_replace(e, from, t->start, t->first_node, IK_NODE, SERTRACE_TAG_TUPLE)))
@@ -268,6 +316,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             return -1;
         {
             uint64_t s = e->stack[e->nstack - 1].start;
+            if (label_items(e, OP_APPEND, e->nstack - 1, &e->stack[e->nstack - 2]) < 0)
+                return -1;
             e->nstack--;
             return emu_add_items(e, &e->stack[e->nstack - 1], s, 1);
         }
@@ -276,6 +326,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             return -1;
         {
             uint64_t s = e->stack[e->nstack - 2].start;
+            if (label_items(e, OP_SETITEM, e->nstack - 2, &e->stack[e->nstack - 3]) < 0)
+                return -1;
             e->nstack -= 2;
             return emu_add_items(e, &e->stack[e->nstack - 1], s, 1);
         }
@@ -288,6 +340,9 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         count = e->nstack - m.stack_len;
         if (o->code == OP_SETITEMS)
             count /= 2;
+        if (m.stack_len >= 1 + (e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0) &&
+            label_items(e, o->code, m.stack_len, &e->stack[m.stack_len - 1]) < 0)
+            return -1;
         e->nstack = m.stack_len;
         if (emu_need_items(e, o, 1) < 0)
             return -1;
@@ -486,6 +541,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             if (fn->global && args->arg0_len && emu_audit_nested(e, o, fn, args) < 0)
                 return -1;
         }
+        emu_label(e, fn, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE);
+        emu_label(e, args, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ARGS);
         {
             uint64_t s = fn->start;
             uint32_t f = fn->first_node;
@@ -510,6 +567,9 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             emu_obs_evasion(e, o->at, SERTRACE_EVASION_NON_GLOBAL_CALLABLE,
                             "NEWOBJ creates an instance of an object that is not a global") < 0)
             return -1;
+        emu_label(e, cls, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE);
+        for (uint32_t i = e->nstack - k + 1; i < e->nstack; i++) /* args (and kwargs) */
+            emu_label(e, &e->stack[i], SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ARGS);
         {
             uint64_t s = cls->start;
             uint32_t f = cls->first_node, type = cls->type;
@@ -585,6 +645,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             if (emu_obs_call(e, o->at, OP_BUILD, target, NULL, d) < 0)
                 return -1;
         }
+        emu_label(e, &e->stack[e->nstack - 1], SERTRACE_LABEL_ROLE, SERTRACE_ROLE_STATE);
         e->nstack--;
         t = &e->stack[e->nstack - 1];
         t->it_node = NO_NODE;
@@ -776,7 +837,7 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
                      int nesting, sertrace_inspect_result *res)
 {
     sertrace_inspect_limits dflt = {SERTRACE_INSPECT_DEFAULT_MEMORY,
-                                    SERTRACE_INSPECT_DEFAULT_DEPTH};
+                                    SERTRACE_INSPECT_DEFAULT_DEPTH, false};
     emu *e = calloc(1, sizeof *e);
 
     memset(res, 0, sizeof *res);
