@@ -145,10 +145,12 @@ int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t fir
 /* ---- edge labels (schema v5) --------------------------------------------- */
 
 /* The item's node (if any, and not labelled yet) is `kind`/`value` to its
- * parent: a node is attached once, the first label is its edge. */
+ * parent: a node is attached once, the first label is its edge.  A memo
+ * reference (Mo) has no label: the pickler writes it without one. */
 void emu_label(emu *e, const item *it, uint8_t kind, uint64_t value)
 {
-    if (it->node == NO_NODE || e->nodes[it->node].label_kind != SERTRACE_LABEL_NONE)
+    if (it->node == NO_NODE || e->nodes[it->node].label_kind != SERTRACE_LABEL_NONE ||
+        e->nodes[it->node].tag == SERTRACE_TAG_MEMO)
         return;
     e->nodes[it->node].label_kind = kind;
     e->nodes[it->node].label = value;
@@ -266,7 +268,8 @@ static bool ascii_identifier(const uint8_t *p, uint32_t n)
  * emulator does not carry Unicode's identifier tables (README). */
 int emu_label_value(emu *e, const item *key, const item *value)
 {
-    if (value->node == NO_NODE || e->nodes[value->node].label_kind != SERTRACE_LABEL_NONE)
+    if (value->node == NO_NODE || e->nodes[value->node].label_kind != SERTRACE_LABEL_NONE ||
+        e->nodes[value->node].tag == SERTRACE_TAG_MEMO)
         return 0;
     if (key->kind == IK_STR && key->enc) {
         bool ascii;

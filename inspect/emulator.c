@@ -111,6 +111,10 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             e->discard_call = true;
             e->discard_at = o->at;
         }
+        if (e->nmarks && (after_discard || last_op == OP_MARK || !t->call_result))
+            /* protocol 0's POPs of a recursive tuple's elements (the last
+             * first): labelled as TUPLE would */
+            emu_label(e, t, SERTRACE_LABEL_POS, e->nstack - e->marks[e->nmarks - 1].stack_len);
         e->discarded = true;
         e->discard_start = t->start;
         e->discard_first = t->first_node;
@@ -124,6 +128,10 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         return 0;
     case OP_POP_MARK:
         if (emu_pop_mark(e, o, &m) < 0)
+            return -1;
+        /* the elements of a tuple that became memoized while they were
+         * written (its GET follows): labelled as TUPLE would */
+        if (label_items(e, OP_TUPLE, m.stack_len, NULL) < 0)
             return -1;
         for (uint32_t i = m.stack_len; i < e->nstack && e->obs; i++)
             if (e->stack[i].call_result) {
@@ -458,6 +466,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             uint32_t f = fn->first_node;
             if (emu_obs_call(e, o->at, OP_REDUCE, fn, args, NULL) < 0)
                 return -1;
+            emu_label(e, fn, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE);
+            emu_label(e, args, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ARGS);
             for (uint32_t i = f; i < e->nnodes; i++)
                 e->nodes[i].dead = true;
             it = emu_replace(e, e->nstack - 2, s, f, IK_ATOM, SERTRACE_TAG_BYTES);
@@ -475,8 +485,28 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             item *obj = &e->stack[e->nstack - 3];
             if (emu_obs_call(e, o->at, OP_REDUCE, fn, args, NULL) < 0)
                 return -1;
-            if (args->node != NO_NODE)
-                e->nodes[args->node].dead = true; /* the pickler writes no tuple node */
+            emu_label(e, fn, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE);
+            if (args->node != NO_NODE) {
+                node *tn = &e->nodes[args->node];
+                uint32_t state = NO_NODE;
+                tn->dead = true; /* the pickler writes no tuple node */
+                /* the state (the tuple's last element, labelled [1] by
+                 * TUPLE) is the obj's state: the outermost node of the
+                 * tuple's that ends where the element ends, one byte
+                 * (TUPLE2 or TUPLE) before the tuple */
+                for (uint32_t i = args->first_node; i < args->node; i++) {
+                    const node *x = &e->nodes[i];
+                    if (!x->dead && x->end + 1 == tn->end && x->label_kind == SERTRACE_LABEL_POS &&
+                        x->label == 1 &&
+                        (state == NO_NODE || x->start < e->nodes[state].start ||
+                         (x->start == e->nodes[state].start && x->end >= e->nodes[state].end)))
+                        state = i;
+                }
+                if (state != NO_NODE) {
+                    e->nodes[state].label_kind = SERTRACE_LABEL_ROLE;
+                    e->nodes[state].label = SERTRACE_ROLE_STATE;
+                }
+            }
             e->nstack -= 2;
             touch(e, obj);
             it = push(e, start, first, IK_SETTER, SERTRACE_TAG_ATOM);
@@ -494,6 +524,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                                            args->arg1_len);
             if (!t2)
                 return -1;
+            emu_label(e, fn, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE);
+            emu_label(e, args, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ARGS);
             if (!(it = emu_replace(e, e->nstack - 2, s, f, IK_GLOBAL, SERTRACE_TAG_GLOBAL)))
                 return -1;
             it->type = t2;

@@ -126,7 +126,8 @@ def test_tree_of_a_small_list():
     assert "payload %d B" % len(data) in out
     tree = treecmp.parse_inspect(out)[0]["nodes"]
     # PROTO (2) + FRAME (9) + STOP (1) are outside the root
-    assert tree == [(1, "L", len(data) - 12), (2, "L", 8), (2, "Tu", 6), (2, "D2", 9)]
+    assert tree == [(1, "L", len(data) - 12, None), (2, "L", 8, "[0]"), (2, "Tu", 6, "[1]"),
+                    (2, "D2", 9, "[2]")]
 
 
 def test_several_pickles_back_to_back():

@@ -1,7 +1,10 @@
 """Compare inspect's trees with recorded (live text) trees, for the tests.
 
 flatten_live(dump) and parse_inspect(text) both give, per dump, the list of
-nodes in pre-order as (depth, tag class, bytes); tags that only an import
+nodes in pre-order as (depth, tag class, bytes, edge label); the label is
+the text the tree shows after the repr (`['users']`, `[3]`, `.name`,
+`(args)`, `{element}`, `[…]` for a hidden key, None for none, schema v5)
+and must be equal too; tags that only an import
 could tell apart compare as one class (inspect/README.md): T4/F2/G are
 "global", O/R are "object", and a node inspect marks with the note
 `inspect = getattr(...)` (a nested class or a method, below protocol 4) is
@@ -35,13 +38,13 @@ def flatten_live(dump):
         tag = tag_class(n["tag"])
         if tag == "Mo" and "PickleBuffer" in n["repr"]:
             tag = "PB"  # a memo hit on an in-band buffer: a bytes one, in the bytes
-        out.append((d, tag, n["bytes"]))
+        out.append((d, tag, n["bytes"], n.get("label")))
         stack.extend((c, d + 1) for c in reversed(n["children"]))
     return out
 
 
 def parse_inspect(text):
-    """[{"total": N, "nodes": [(depth, class, bytes)...]}] from `inspect --tree --exact`."""
+    """[{"total": N, "nodes": [(depth, class, bytes, label)...]}] from `inspect --tree --exact`."""
     dumps = []
     open_ = []
     last = None
@@ -54,7 +57,9 @@ def parse_inspect(text):
         m = ENTER.match(line)
         if m:
             depth = 1 if m.group(2) == "┬" else len(m.group(1)) + 2
-            dumps[-1]["nodes"].append([depth, tag_class(m.group(3)), None])
+            # "REPR  LABEL": the edge label after two spaces, as the live tree
+            label = m.group(4).partition("  ")[2] or None
+            dumps[-1]["nodes"].append([depth, tag_class(m.group(3)), None, label])
             last = len(dumps[-1]["nodes"]) - 1
             open_.append(last)
             continue
@@ -78,7 +83,7 @@ def same_node(live, mine):
     and a reduce-built object, which the bytes cannot always tell apart
     (an object whose __reduce__ returns its name is written as a global;
     getattr(Outer, 'name') is a nested class or a method)."""
-    if live[0] != mine[0] or live[2] != mine[2]:
+    if live[0] != mine[0] or live[2] != mine[2] or live[3:] != mine[3:]:
         return False
     classes = set(mine[1].split("|"))
     return live[1] in classes or (live[1] in REFERENCE_OR_REDUCE and classes <= REFERENCE_OR_REDUCE)
@@ -103,7 +108,8 @@ def first_difference(live_nodes, mine):
             i, j = i + 1, j + 1
             continue
         if a is not None and a[1] == "PB":
-            if b is not None and b[1] in ("BA", "By", "Mo") and a[0] == b[0] and a[2] == b[2]:
+            if (b is not None and b[1] in ("BA", "By", "Mo") and a[0] == b[0] and a[2] == b[2]
+                    and a[3:] == b[3:]):
                 i, j = i + 1, j + 1
                 continue
             if a[0] > 1:
