@@ -46,6 +46,46 @@ static int label_items(emu *e, uint8_t code, uint32_t from, const item *target)
     return 0;
 }
 
+/* The tag of the memo entry a GET at input offset `at` reads, or -1 when
+ * no GET is there.  POP / POP_MARK then GET is how a pickler finishes a
+ * tuple or frozenset that became memoized while its elements were written:
+ * the GET's entry says which, so that the discarded elements get the
+ * labels the container would have given them. */
+static int peek_get_tag(emu *e, size_t at)
+{
+    uint64_t key = 0;
+    const memo_entry *m;
+    if (at >= e->n)
+        return -1;
+    if (e->in[at] == OP_BINGET && at + 1 < e->n) {
+        key = e->in[at + 1];
+    } else if (e->in[at] == OP_LONG_BINGET && at + 4 < e->n) {
+        for (int i = 4; i >= 1; i--)
+            key = key << 8 | e->in[at + (size_t)i];
+    } else if (e->in[at] == OP_GET) {
+        const uint8_t *p = e->in + at + 1, *nl = memchr(p, '\n', e->n - at - 1);
+        if (!nl || decimal(p, (uint64_t)(nl - p), &key) < 0)
+            return -1;
+    } else {
+        return -1;
+    }
+    m = emu_memo_find(e, key, false);
+    return m ? m->tag : -1;
+}
+
+/* Label the elements of a tuple or frozenset about to be discarded, the
+ * items at [from, nstack), when the GET at `next` finishes that container. */
+static void label_discarded(emu *e, uint32_t from, size_t next)
+{
+    int tag = peek_get_tag(e, next);
+    for (uint32_t i = from; i < e->nstack; i++) {
+        if (tag == SERTRACE_TAG_TUPLE)
+            emu_label(e, &e->stack[i], SERTRACE_LABEL_POS, i - from);
+        else if (tag == SERTRACE_TAG_FROZENSET)
+            emu_label(e, &e->stack[i], SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT);
+    }
+}
+
 static int step(emu *e, const op *o, uint64_t start, bool *stop)
 {
     uint32_t first = e->nnodes;
@@ -101,6 +141,22 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         }
         if (emu_need_items(e, o, 1) < 0)
             return -1;
+        if (!after_discard && e->stack[e->nstack - 1].kind != IK_SETTER &&
+            !(e->stack[e->nstack - 1].call_result &&
+              (last_op == OP_REDUCE || last_op == OP_NEWOBJ || last_op == OP_NEWOBJ_EX ||
+               last_op == OP_OBJ || last_op == OP_INST))) {
+            /* the first of a chain of POPs then a GET: the elements of a
+             * recursive tuple (TUPLE1-3's, or protocol 0's, whose last POP
+             * takes the MARK) are labelled now, all still on the stack;
+             * not a call's result POPped right after the call (an object
+             * memoized while its arguments were written: the GET is it) */
+            size_t j = 0;
+            uint32_t floor = e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0, k;
+            while (o->at + j < e->n && e->in[o->at + j] == OP_POP)
+                j++;
+            k = (uint32_t)(j < e->nstack - floor ? j : e->nstack - floor);
+            label_discarded(e, e->nstack - k, o->at + j);
+        }
         t = &e->stack[--e->nstack];
         if (t->kind == IK_SETTER) {
             if (e->nstack)
@@ -111,10 +167,6 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             e->discard_call = true;
             e->discard_at = o->at;
         }
-        if (e->nmarks && (after_discard || last_op == OP_MARK || !t->call_result))
-            /* protocol 0's POPs of a recursive tuple's elements (the last
-             * first): labelled as TUPLE would */
-            emu_label(e, t, SERTRACE_LABEL_POS, e->nstack - e->marks[e->nmarks - 1].stack_len);
         e->discarded = true;
         e->discard_start = t->start;
         e->discard_first = t->first_node;
@@ -129,10 +181,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_POP_MARK:
         if (emu_pop_mark(e, o, &m) < 0)
             return -1;
-        /* the elements of a tuple that became memoized while they were
-         * written (its GET follows): labelled as TUPLE would */
-        if (label_items(e, OP_TUPLE, m.stack_len, NULL) < 0)
-            return -1;
+        label_discarded(e, m.stack_len, o->at + o->len);
         for (uint32_t i = m.stack_len; i < e->nstack && e->obs; i++)
             if (e->stack[i].call_result) {
                 e->discard_call = true;
