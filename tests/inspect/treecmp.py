@@ -154,3 +154,36 @@ def first_difference(live_nodes, mine, excused=None):
                 continue
         return (i, a, b)
     return None
+
+
+def live_patterns(dump):
+    """{pattern: (count, bytes, self bytes)} of a recorded (live text) dump,
+    rebuilt from its labels as `report --paths` builds them (pathstats.h):
+    the root is its type's short name, positions and dict keys read [*],
+    an instance's state ("(state)") has no segment and is no match of its
+    own (its self bytes go to its pattern), a node without a label reads
+    /?.  None when the root's type cannot be read from its repr."""
+    root = dump["roots"][0]
+    m = re.match(r"<(?:ref )?(?:class ')?([\w.]+)(?:' | object)", root["repr"])
+    if m is None or len(dump["roots"]) != 1:
+        return None
+    stats = {}
+
+    def walk(n, pattern, state):
+        child = 0
+        for c in n["children"]:
+            if c["bytes"] == 0:
+                continue  # no bytes, no node in inspect's tree (flatten_live)
+            label = c.get("label")
+            c_state = label == "(state)"
+            seg = "" if c_state else "/?" if label is None else re.sub(r"\[[^\]]*\]", "[*]", label)
+            walk(c, pattern + seg, c_state)
+            child += c["bytes"]
+        e = stats.setdefault(pattern, [0, 0, 0])
+        e[2] += n["bytes"] - child
+        if not state:
+            e[0] += 1
+            e[1] += n["bytes"]
+
+    walk(root, m.group(1).rsplit(".", 1)[-1], False)
+    return {k: tuple(v) for k, v in stats.items()}
