@@ -182,6 +182,29 @@ def test_tree_of_a_small_list():
                     (2, "D2", 9, "[2]")]
 
 
+def test_keys_privacy_rule_and_keys_all():
+    """Dict keys in labels: identifiers and ints shown, other keys hidden
+    and numbered in write order ([…] in the tree); --keys all shows every
+    str key, never a non-str one; --paths alone is the summary with paths."""
+    import pickle
+
+    obj = {"name": [1], "e mail@x": [2], 7: [3], -3: [4], 2 ** 70: [5], b"k": [6],
+           "b": {"c d": [7]}, "x" * 65: [8]}
+    for p in range(6):
+        data = pickle.dumps(obj, p)
+        tree = treecmp.parse_inspect(inspect("--tree", "--exact", "-", data=data).stdout.decode())
+        labels = [n[3] for n in tree[0]["nodes"]]
+        assert labels == [None, "['name']", "[…]", "[7]", "[-3]", "[…]", "[…]", "['b']",
+                          "[…]", "[…]"], (p, labels)
+        out = inspect("--tree", "--keys", "all", "-", data=data).stdout.decode()
+        labels = [n[3] for n in treecmp.parse_inspect(out)[0]["nodes"]]
+        assert labels == [None, "['name']", "['e mail@x']", "[7]", "[-3]", "[…]", "[…]",
+                          "['b']", "['c d']", "['%s']" % ("x" * 65)], (p, labels)
+        assert "e mail" not in inspect("--paths", "--json", "-", data=data).stdout.decode()
+    out = inspect("--paths", "-", data=pickle.dumps(obj, 4)).stdout.decode()
+    assert "dict[*][*]" in out and "pattern" in out
+
+
 def test_several_pickles_back_to_back():
     import pickle
 
@@ -232,8 +255,12 @@ def test_display_options():
 def test_usage_errors():
     assert inspect("--help").returncode == 0
     assert b"--paths" in inspect("--help").stdout
-    p = inspect("--paths", "x")
-    assert p.returncode == 2 and b"#13" in p.stderr
+    p = inspect("--paths", "--tree", "x")
+    assert p.returncode == 2 and b"--paths applies to --summary and --json" in p.stderr
+    assert inspect("--paths", "--folded", "-", "x").returncode == 2
+    p = inspect("--keys", "some", "x")
+    assert p.returncode == 2 and b"safe or all" in p.stderr
+    assert inspect("--audit", "--paths", "x").returncode == 2
     assert inspect("--bogus", "x").returncode == 2
     assert inspect().returncode == 2
     assert inspect("--tree", "--json", "x").returncode == 2
