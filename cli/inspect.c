@@ -61,7 +61,7 @@ struct inspect_opts {
     const char *input;
     uint64_t oversize_bytes;
     double oversize_percent;
-    bool has_top, has_min_size, has_max_depth, exact, no_per_dump;
+    bool has_top, has_min_size, has_max_depth, exact, no_per_dump, paths, keys_all;
     uint64_t top, min_size, max_depth, max_memory;
     bool audit, sarif, has_display;
     const char **allow; /* sized argc */
@@ -109,6 +109,19 @@ static const char inspect_help[] =
     "  --max-depth N      tree: fold nodes deeper than N (0: show all)\n"
     "  --exact            sizes in bytes instead of KiB/MiB\n"
     "  --no-per-dump      summary: no per-dump tables, then the overall tables\n"
+    "  --paths            path patterns (Session.users[*].avatar: positions and\n"
+    "                     dict keys as [*]) with count, bytes incl. children,\n"
+    "                     self bytes and share of the payload, per dump and\n"
+    "                     overall, largest first (--top N of them); with the\n"
+    "                     summary (the default with --paths) or --json, as\n"
+    "                     `report --paths`.  Every node carries the label a\n"
+    "                     recording gives it (list/tuple position, dict key,\n"
+    "                     state key as .name, (args), {element}); the tree shows\n"
+    "                     them too\n"
+    "  --keys safe|all    dict keys shown in labels: safe (default) as a\n"
+    "                     recording: str identifiers of at most 64 ASCII\n"
+    "                     characters and ints, other keys as [...]; all: every\n"
+    "                     str key (as SERTRACE_KEYS=all)\n"
     "  --max-memory SIZE  limit of the emulator's tables (stack, memo, nodes of\n"
     "                     one pickle; default 1GiB): beyond it, exit status 4\n"
     "  -h, --help         this help\n"
@@ -133,9 +146,6 @@ static const char inspect_help[] =
     "  denied or unknown callable would be called, or an evasion was seen); 4\n"
     "  inconclusive (malformed, truncated, or a limit); 1 runtime error; 2 usage.\n"
     "\n"
-    "Not yet: --paths (attribute names and keys of each node) needs the paths of\n"
-    "issue #13.\n"
-    "\n"
     "Exit status: 0 ok; 1 runtime error (FILE unreadable, out of memory, output\n"
     "not writable); 2 usage error; 4 inconclusive: the input is malformed or\n"
     "truncated, or a limit was reached (objects nested deeper than 1000000\n"
@@ -154,6 +164,7 @@ enum {
     OPT_NO_PER_DUMP,
     OPT_MAX_MEMORY,
     OPT_PATHS,
+    OPT_KEYS,
     OPT_AUDIT,
     OPT_ALLOW,
     OPT_SARIF,
@@ -176,6 +187,7 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
         {"no-per-dump", no_argument, NULL, OPT_NO_PER_DUMP},
         {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
         {"paths", no_argument, NULL, OPT_PATHS},
+        {"keys", required_argument, NULL, OPT_KEYS},
         {"audit", no_argument, NULL, OPT_AUDIT},
         {"allow", required_argument, NULL, OPT_ALLOW},
         {"sarif", no_argument, NULL, OPT_SARIF},
@@ -259,9 +271,18 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
             }
             break;
         case OPT_PATHS:
-            sertrace_cli_err("inspect: --paths needs the node paths of issue #13, which have not "
-                             "landed yet");
-            return -1;
+            o->has_display = true;
+            o->paths = true;
+            break;
+        case OPT_KEYS:
+            o->has_display = true;
+            if (strcmp(optarg, "all") == 0) {
+                o->keys_all = true;
+            } else if (strcmp(optarg, "safe") != 0) {
+                sertrace_cli_err("--keys: expected safe or all, not '%s'", optarg);
+                return -1;
+            }
+            break;
         case OPT_AUDIT:
             o->audit = true;
             break;
@@ -333,6 +354,12 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
         }
         o->mode = MODE_EXPORT;
     }
+    if (o->paths && (o->nexports || (modes && o->mode == MODE_TREE))) {
+        sertrace_cli_err("inspect: --paths applies to --summary and --json");
+        return -1;
+    }
+    if (o->paths && !modes)
+        o->mode = MODE_SUMMARY; /* `inspect --paths FILE` */
     if (o->mode == MODE_TREE && o->has_top) {
         sertrace_cli_err("inspect: --top applies to --summary and --json");
         return -1;
@@ -534,7 +561,7 @@ int sertrace_cli_inspect(int argc, char **argv)
     sertrace_treeprint *tree = NULL;
     sertrace_export *exp = NULL;
     struct export_files xf = {{NULL}};
-    sertrace_inspect_limits lim = {0, SERTRACE_INSPECT_DEFAULT_DEPTH};
+    sertrace_inspect_limits lim = {0, SERTRACE_INSPECT_DEFAULT_DEPTH, false};
     sertrace_inspect_result res;
     int rc, status = SERTRACE_CLI_ERROR;
 
@@ -553,6 +580,7 @@ int sertrace_cli_inspect(int argc, char **argv)
         return INSPECT_INCONCLUSIVE;
     }
     lim.max_memory = o.max_memory;
+    lim.keys_all = o.keys_all;
     if (o.audit) {
         status = run_audit(&o, &in, &lim);
         close_input(&in);
@@ -595,6 +623,7 @@ int sertrace_cli_inspect(int argc, char **argv)
         so.oversize_bytes = o.oversize_bytes;
         so.oversize_percent = o.oversize_percent;
         so.per_dump = !o.no_per_dump;
+        so.paths = o.paths;
         sum = sertrace_summary_create(&so, sertrace_summary_write_file, stdout);
         if (sum)
             sertrace_summary_visitor(sum, &v);

@@ -138,6 +138,7 @@ typedef struct item {
     bool call_result; /* the result of REDUCE / NEWOBJ / ... */
     uint8_t kind;
     uint8_t tag; /* node tag, or the tag a root atom would get */
+    uint8_t enc; /* str and int atoms: the opcode that wrote them (how to read text_off) */
 } item;
 /* push() sets each field: a field added here must be set there too. */
 _Static_assert(sizeof(item) == 112, "item changed: update push()");
@@ -155,6 +156,9 @@ typedef struct node {
     uint8_t tag;
     bool dead;    /* inside an atom (bytes through _codecs.encode), unless that atom is the root */
     uint8_t note; /* NOTE_* said under the node */
+    uint8_t label_kind; /* SERTRACE_LABEL_*: what it is to its parent, 0 none */
+    uint64_t label;     /* its value (KEY: a name index; HIDDEN: numbered at STOP) */
+    uint64_t added;     /* items given by APPEND(S)/SETITEM(S) so far: the next position */
 } node;
 
 /* Notes the emulator attaches to nodes whose kind only an import could tell. */
@@ -168,7 +172,7 @@ typedef struct memo_entry {
     uint64_t key;
     bool used;
     bool global;
-    uint8_t kind, tag;
+    uint8_t kind, tag, enc;
     uint32_t type;
     uint64_t length;
     uint64_t text_off;
@@ -281,6 +285,8 @@ item *emu_replace(emu *e, uint32_t from, uint64_t start, uint32_t first_node, ui
                   uint8_t tag);
 int emu_add_items(emu *e, item *target, uint64_t items_start, uint64_t count);
 int emu_memo_put(emu *e, const op *o, uint64_t key);
+void emu_label(emu *e, const item *it, uint8_t kind, uint64_t value);
+int emu_label_value(emu *e, const item *key, const item *value);
 int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t first,
                  bool after_discard);
 int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limits *lim,
@@ -306,6 +312,9 @@ static inline uint32_t new_node(emu *e, uint8_t tag, uint32_t type, uint64_t sta
     n->tag = tag;
     n->dead = false;
     n->note = NOTE_NONE;
+    n->label_kind = SERTRACE_LABEL_NONE;
+    n->label = 0;
+    n->added = 0;
     return e->nnodes++;
 }
 
@@ -341,6 +350,7 @@ static inline item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t ki
     it->call_result = false;
     it->kind = kind;
     it->tag = tag;
+    it->enc = 0;
     return it;
 }
 

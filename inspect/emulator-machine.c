@@ -2,7 +2,10 @@
  * opcodes use them: items needed on the stack, a popped mark, the new item
  * that replaces a callable and its arguments, what a tuple remembers of its
  * elements for a REDUCE, APPEND(S)/SETITEM(S)/ADDITEMS batches on a
- * container, memo PUT and GET (a GET of a node object is a memo node).
+ * container, memo PUT and GET (a GET of a node object is a memo node),
+ * and the edge labels (schema v5) the bytes tell: an item's position, a
+ * dict value's key under the privacy rule of schema.h ("Edge labels"),
+ * a reduce's roles.
  */
 #include "emulator-internal.h"
 
@@ -79,6 +82,7 @@ int emu_memo_put(emu *e, const op *o, uint64_t key)
     m->length = top->node != NO_NODE ? e->nodes[top->node].length : 0;
     m->text_off = top->text_off;
     m->text_len = top->text_len;
+    m->enc = top->enc;
     top->memo_key = key;
     touch(e, top);
     return 0;
@@ -107,6 +111,7 @@ int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t fir
         it->type = m->type;
         it->text_off = m->text_off;
         it->text_len = m->text_len;
+        it->enc = m->enc;
         if (e->discard_node != NO_NODE) {
             it->node = e->discard_node;
             it->tag = e->nodes[it->node].tag;
@@ -126,6 +131,7 @@ int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t fir
     it->type = m->type;
     it->text_off = m->text_off;
     it->text_len = m->text_len;
+    it->enc = m->enc;
     if (m->kind == IK_NODE || m->kind == IK_GLOBAL) {
         it->kind = IK_NODE;
         it->tag = SERTRACE_TAG_MEMO;
@@ -133,5 +139,161 @@ int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t fir
         if (it->node == NO_NODE)
             return -1;
     }
+    return 0;
+}
+
+/* ---- edge labels (schema v5) --------------------------------------------- */
+
+/* The item's node (if any, and not labelled yet) is `kind`/`value` to its
+ * parent: a node is attached once, the first label is its edge.  A memo
+ * reference (Mo) has no label: the pickler writes it without one. */
+void emu_label(emu *e, const item *it, uint8_t kind, uint64_t value)
+{
+    if (it->node == NO_NODE || e->nodes[it->node].label_kind != SERTRACE_LABEL_NONE ||
+        e->nodes[it->node].tag == SERTRACE_TAG_MEMO)
+        return;
+    e->nodes[it->node].label_kind = kind;
+    e->nodes[it->node].label = value;
+}
+
+static uint64_t le_bytes(const uint8_t *p, uint32_t n)
+{
+    uint64_t v = 0;
+    for (uint32_t i = n; i-- > 0;)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* A decimal line (INT, LONG: optional sign, digits, LONG's trailing L) as
+ * a 64-bit int; false when it is none or does not fit. */
+static bool decimal_int(const uint8_t *p, uint64_t n, int64_t *out)
+{
+    bool neg = false;
+    uint64_t v = 0, i = 0;
+    if (n && p[n - 1] == 'L')
+        n--;
+    if (i < n && (p[i] == '-' || p[i] == '+'))
+        neg = p[i++] == '-';
+    if (i == n)
+        return false;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9' || v > (UINT64_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    }
+    if (v > (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
+        return false;
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return true;
+}
+
+/* An int key's value from the opcode that wrote it; false when it does
+ * not fit 64 bits (then the key is hidden, as the pickler hides it). */
+static bool int_key(emu *e, const item *k, int64_t *v)
+{
+    const uint8_t *p = e->in + k->text_off;
+    uint32_t n = k->text_len;
+    switch (k->enc) {
+    case OP_BININT1:
+        *v = p[0];
+        return true;
+    case OP_BININT2:
+        *v = (int64_t)le_bytes(p, 2);
+        return true;
+    case OP_BININT:
+        *v = (int32_t)(uint32_t)le_bytes(p, 4);
+        return true;
+    case OP_INT:
+    case OP_LONG:
+        return decimal_int(p, n, v);
+    case OP_LONG1:
+    case OP_LONG4:
+        if (n > 8)
+            return false; /* the pickler writes the fewest bytes: it needs more than 64 bits */
+        if (n == 0) {
+            *v = 0;
+            return true;
+        }
+        {
+            uint64_t u = le_bytes(p, n);
+            if (n < 8 && (p[n - 1] & 0x80))
+                u |= UINT64_MAX << (8 * n); /* sign-extend */
+            *v = (int64_t)u;
+        }
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The text of a str key as UTF-8 (BINUNICODE and its kin are UTF-8; the
+ * protocol 0-1 forms are shown only when they are plain ASCII with no
+ * escape, the one case where their bytes are the text). */
+static bool str_text(emu *e, const item *k, bool *ascii)
+{
+    const uint8_t *p = e->in + k->text_off;
+    *ascii = true;
+    for (uint32_t i = 0; i < k->text_len; i++)
+        if (p[i] >= 0x80)
+            *ascii = false;
+    switch (k->enc) {
+    case OP_SHORT_BINUNICODE:
+    case OP_BINUNICODE:
+    case OP_BINUNICODE8:
+        return true;
+    default: /* UNICODE (raw-unicode-escape), STRING, BINSTRING, SHORT_BINSTRING */
+        return *ascii && memchr(p, '\\', k->text_len) == NULL;
+    }
+}
+
+/* ASCII identifier (str.isidentifier for ASCII text). */
+static bool ascii_identifier(const uint8_t *p, uint32_t n)
+{
+    if (n == 0 || (p[0] >= '0' && p[0] <= '9'))
+        return false;
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t c = p[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_'))
+            return false;
+    }
+    return true;
+}
+
+/* The value of a dict item (SETITEM(S), a BUILD state's dict) is labelled
+ * by its key, as the pickler labels it: a str identifier of at most
+ * SERTRACE_KEY_NAME_MAX characters (every str with keys_all) as KEY, an
+ * int that fits 64 bits as INT, anything else HIDDEN (numbered at STOP, in
+ * the order the nodes are written).  Non-ASCII identifiers are hidden: the
+ * emulator does not carry Unicode's identifier tables (README). */
+int emu_label_value(emu *e, const item *key, const item *value)
+{
+    if (value->node == NO_NODE || e->nodes[value->node].label_kind != SERTRACE_LABEL_NONE ||
+        e->nodes[value->node].tag == SERTRACE_TAG_MEMO)
+        return 0;
+    if (key->kind == IK_STR && key->enc) {
+        bool ascii;
+        const uint8_t *p = e->in + key->text_off;
+        if (str_text(e, key, &ascii) &&
+            (e->lim->keys_all ||
+             (ascii && key->text_len <= SERTRACE_KEY_NAME_MAX &&
+              ascii_identifier(p, key->text_len)))) {
+            /* interned in the type table behind a prefix no type name has,
+             * so that a name and a type never share an index */
+            uint32_t index = emu_intern_type2(e, "\x01", 1, (const char *)p, key->text_len);
+            if (!index)
+                return -1;
+            emu_label(e, value, SERTRACE_LABEL_KEY, index);
+            return 0;
+        }
+    } else if (key->kind == IK_ATOM && key->tag == SERTRACE_TAG_INT && key->enc) {
+        int64_t v;
+        if (int_key(e, key, &v)) {
+            uint64_t zigzag = v >= 0 ? (uint64_t)v * 2 : ((uint64_t)(-(v + 1)) * 2) + 1;
+            emu_label(e, value, SERTRACE_LABEL_INT, zigzag);
+            return 0;
+        }
+    }
+    emu_label(e, value, SERTRACE_LABEL_HIDDEN, 0);
     return 0;
 }

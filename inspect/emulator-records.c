@@ -2,12 +2,17 @@
  * are sorted by span (outer first), nested with an explicit stack (no
  * recursion: depth costs memory, not C stack), and encoded as schema records
  * (ENTER/EXIT/TYPE/NOTE between a dump_begin and a dump_end) fed to the core
- * in batches.
+ * in batches.  A node's edge label (schema v5: NAME then LABEL, just before
+ * its ENTER) is emitted here too: hidden keys are numbered in the order the
+ * nodes are written, as a recording numbers them, not in the order the
+ * opcodes that attach them were read (an inner SETITEMS comes first).
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "emulator-internal.h"
 
 /* ---- records --------------------------------------------------------------- */
+
+#define LABEL_DEPTH_MAX 10000u
 
 static int flush_batch(emu *e)
 {
@@ -51,6 +56,34 @@ static int rec_type(emu *e, uint32_t type)
     e->batch_len += put_varint(e->batch + e->batch_len, len);
     memcpy(e->batch + e->batch_len, e->names + e->type_off[type], len);
     e->batch_len += len;
+    return 0;
+}
+
+/* A label name: interned in the type table as "\x01." + text (see
+ * emu_label_value), written as a NAME record without that prefix. */
+static int rec_name(emu *e, uint32_t index)
+{
+    uint32_t len = e->type_len[index], skip = len >= 2 ? 2 : len;
+    len -= skip;
+    if (len > SERTRACE_STRING_MAX)
+        len = SERTRACE_STRING_MAX;
+    if (batch_room(e, 1 + 10 + 10 + len) < 0)
+        return -1;
+    e->batch[e->batch_len++] = SERTRACE_REC_NAME;
+    e->batch_len += put_varint(e->batch + e->batch_len, index);
+    e->batch_len += put_varint(e->batch + e->batch_len, len);
+    memcpy(e->batch + e->batch_len, e->names + e->type_off[index] + skip, len);
+    e->batch_len += len;
+    return 0;
+}
+
+static int rec_label(emu *e, uint8_t kind, uint64_t value)
+{
+    if (batch_room(e, 2 + 10) < 0)
+        return -1;
+    e->batch[e->batch_len++] = SERTRACE_REC_LABEL;
+    e->batch[e->batch_len++] = kind;
+    e->batch_len += put_varint(e->batch + e->batch_len, value);
     return 0;
 }
 
@@ -198,6 +231,8 @@ radix:;
 int emu_emit_dump(emu *e, uint64_t total)
 {
     uint32_t *order = NULL, *open = NULL, nopen = 0;
+    uint64_t hidden = 0; /* HIDDEN keys numbered so far */
+    bool labels = true;
     bool *typed = NULL;
     uint64_t extra = (uint64_t)e->nnodes * 8 + (e->ntypes + 1);
     int rc = -1;
@@ -231,6 +266,20 @@ int emu_emit_dump(emu *e, uint64_t total)
     }
     e->seq = 0;
     e->batch_len = 0;
+    {
+        /* Labels only when the tree is at most LABEL_DEPTH_MAX deep: a
+         * summary builds a path per node it keeps, as long as the node's
+         * depth, so 10^6 levels of labels would cost 10^12 steps.  Deeper
+         * pickles get no labels, as a v4 trace (README). */
+        uint32_t depth = 0;
+        for (uint32_t k = 0; k < live && depth <= LABEL_DEPTH_MAX; k++) {
+            const node *n = &e->nodes[order[k]];
+            while (depth && e->nodes[open[depth - 1]].end <= n->start)
+                depth--;
+            open[depth++] = order[k];
+        }
+        labels = depth <= LABEL_DEPTH_MAX;
+    }
     for (uint32_t k = 0; k < live; k++) {
         node *n = &e->nodes[order[k]];
         while (nopen && e->nodes[open[nopen - 1]].end <= n->start) {
@@ -254,6 +303,17 @@ int emu_emit_dump(emu *e, uint64_t total)
                 goto end;
             typed[n->type] = true;
         }
+        if (labels && n->label_kind == SERTRACE_LABEL_KEY && n->label <= e->ntypes &&
+            !typed[n->label]) {
+            if (rec_name(e, (uint32_t)n->label) < 0)
+                goto end;
+            typed[n->label] = true;
+        }
+        /* the root has no label (a hostile stream may have attached it) */
+        if (labels && n->label_kind != SERTRACE_LABEL_NONE && nopen &&
+            rec_label(e, n->label_kind,
+                      n->label_kind == SERTRACE_LABEL_HIDDEN ? ++hidden : n->label) < 0)
+            goto end;
         if (rec_enter(e, n, nopen + 1) < 0)
             goto end;
         if (n->note == NOTE_GETATTR && rec_note(e, nopen + 1, note_key, note_getattr) < 0)

@@ -20,6 +20,72 @@
 #include "emulator-internal.h"
 #include "emulator-reader.h"
 
+/* Edge labels of the items at [from, nstack), about to become parts of
+ * `target` (NULL: of the container the opcode builds from them): dict
+ * values by their keys (SETITEM(S), DICT), set elements (ADDITEMS,
+ * FROZENSET), positions otherwise, counted on from the items the target's
+ * node has been given already. */
+static int label_items(emu *e, uint8_t code, uint32_t from, const item *target)
+{
+    uint64_t pos = 0, *next = &pos;
+    if (target && target->node != NO_NODE)
+        next = &e->nodes[target->node].added;
+    if (code == OP_SETITEM || code == OP_SETITEMS || code == OP_DICT) {
+        for (uint32_t i = from; i + 1 < e->nstack; i += 2)
+            if (emu_label_value(e, &e->stack[i], &e->stack[i + 1]) < 0)
+                return -1;
+        return 0;
+    }
+    for (uint32_t i = from; i < e->nstack; i++) {
+        if (code == OP_ADDITEMS || code == OP_FROZENSET)
+            emu_label(e, &e->stack[i], SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT);
+        else
+            emu_label(e, &e->stack[i], SERTRACE_LABEL_POS, *next);
+        (*next)++;
+    }
+    return 0;
+}
+
+/* The tag of the memo entry a GET at input offset `at` reads, or -1 when
+ * no GET is there.  POP / POP_MARK then GET is how a pickler finishes a
+ * tuple or frozenset that became memoized while its elements were written:
+ * the GET's entry says which, so that the discarded elements get the
+ * labels the container would have given them. */
+static int peek_get_tag(emu *e, size_t at)
+{
+    uint64_t key = 0;
+    const memo_entry *m;
+    if (at >= e->n)
+        return -1;
+    if (e->in[at] == OP_BINGET && at + 1 < e->n) {
+        key = e->in[at + 1];
+    } else if (e->in[at] == OP_LONG_BINGET && at + 4 < e->n) {
+        for (int i = 4; i >= 1; i--)
+            key = key << 8 | e->in[at + (size_t)i];
+    } else if (e->in[at] == OP_GET) {
+        const uint8_t *p = e->in + at + 1, *nl = memchr(p, '\n', e->n - at - 1);
+        if (!nl || decimal(p, (uint64_t)(nl - p), &key) < 0)
+            return -1;
+    } else {
+        return -1;
+    }
+    m = emu_memo_find(e, key, false);
+    return m ? m->tag : -1;
+}
+
+/* Label the elements of a tuple or frozenset about to be discarded, the
+ * items at [from, nstack), when the GET at `next` finishes that container. */
+static void label_discarded(emu *e, uint32_t from, size_t next)
+{
+    int tag = peek_get_tag(e, next);
+    for (uint32_t i = from; i < e->nstack; i++) {
+        if (tag == SERTRACE_TAG_TUPLE)
+            emu_label(e, &e->stack[i], SERTRACE_LABEL_POS, i - from);
+        else if (tag == SERTRACE_TAG_FROZENSET)
+            emu_label(e, &e->stack[i], SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT);
+    }
+}
+
 static int step(emu *e, const op *o, uint64_t start, bool *stop)
 {
     uint32_t first = e->nnodes;
@@ -75,6 +141,22 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         }
         if (emu_need_items(e, o, 1) < 0)
             return -1;
+        if (!after_discard && e->stack[e->nstack - 1].kind != IK_SETTER &&
+            !(e->stack[e->nstack - 1].call_result &&
+              (last_op == OP_REDUCE || last_op == OP_NEWOBJ || last_op == OP_NEWOBJ_EX ||
+               last_op == OP_OBJ || last_op == OP_INST))) {
+            /* the first of a chain of POPs then a GET: the elements of a
+             * recursive tuple (TUPLE1-3's, or protocol 0's, whose last POP
+             * takes the MARK) are labelled now, all still on the stack;
+             * not a call's result POPped right after the call (an object
+             * memoized while its arguments were written: the GET is it) */
+            size_t j = 0;
+            uint32_t floor = e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0, k;
+            while (o->at + j < e->n && e->in[o->at + j] == OP_POP)
+                j++;
+            k = (uint32_t)(j < e->nstack - floor ? j : e->nstack - floor);
+            label_discarded(e, e->nstack - k, o->at + j);
+        }
         t = &e->stack[--e->nstack];
         if (t->kind == IK_SETTER) {
             if (e->nstack)
@@ -99,6 +181,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_POP_MARK:
         if (emu_pop_mark(e, o, &m) < 0)
             return -1;
+        label_discarded(e, m.stack_len, o->at + o->len);
         for (uint32_t i = m.stack_len; i < e->nstack && e->obs; i++)
             if (e->stack[i].call_result) {
                 e->discard_call = true;
@@ -130,20 +213,34 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_NEWFALSE:
         return push(e, start, first, IK_ATOM, SERTRACE_TAG_ATOM) ? 0 : -1;
     case OP_INT:
-        return push(e, start, first, IK_ATOM,
-                    (o->data_len == 2 && o->data[0] == '0' &&
-                     (o->data[1] == '0' || o->data[1] == '1'))
-                        ? SERTRACE_TAG_ATOM
-                        : SERTRACE_TAG_INT)
-                   ? 0
-                   : -1;
+        if (!(it = push(e, start, first, IK_ATOM,
+                        (o->data_len == 2 && o->data[0] == '0' &&
+                         (o->data[1] == '0' || o->data[1] == '1'))
+                            ? SERTRACE_TAG_ATOM
+                            : SERTRACE_TAG_INT)))
+            return -1;
+        it->enc = o->code;
+        it->text_off = (uint64_t)(o->data - e->in);
+        it->text_len = (uint32_t)(o->data_len > UINT32_MAX ? UINT32_MAX : o->data_len);
+        return 0;
     case OP_BININT:
     case OP_BININT1:
     case OP_BININT2:
     case OP_LONG:
     case OP_LONG1:
     case OP_LONG4:
-        return push(e, start, first, IK_ATOM, SERTRACE_TAG_INT) ? 0 : -1;
+        if (!(it = push(e, start, first, IK_ATOM, SERTRACE_TAG_INT)))
+            return -1;
+        /* where its value lies, should it be a dict key (a label) */
+        it->enc = o->code;
+        if (o->data) {
+            it->text_off = (uint64_t)(o->data - e->in);
+            it->text_len = (uint32_t)(o->data_len > UINT32_MAX ? UINT32_MAX : o->data_len);
+        } else {
+            it->text_off = (uint64_t)(o->arg - e->in);
+            it->text_len = (uint32_t)(o->len - 1);
+        }
+        return 0;
     case OP_FLOAT:
     case OP_BINFLOAT:
         return push(e, start, first, IK_ATOM, SERTRACE_TAG_FLOAT) ? 0 : -1;
@@ -164,6 +261,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_BINUNICODE8:
         if (!(it = push(e, start, first, IK_STR, SERTRACE_TAG_STR)))
             return -1;
+        it->enc = o->code;
         /* STRING is quoted: its text is between the quotes */
         if (o->code == OP_STRING && o->data_len >= 2) {
             it->text_off = (uint64_t)(o->data + 1 - e->in);
@@ -233,6 +331,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             return -1;
         count = e->nstack - m.stack_len;
         a = emu_take_args(e, m.stack_len, count);
+        if (label_items(e, o->code, m.stack_len, NULL) < 0)
+            return -1;
         if (o->code == OP_DICT)
             count /= 2;
         if (!(it = emu_replace(e, m.stack_len, m.start, m.first_node, IK_NODE, tag)))
@@ -242,7 +342,10 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         if (!(it->type = emu_intern_type(e, name)))
             return -1;
         it->node = new_node(e, tag, it->type, m.start, count + 1);
-        return it->node == NO_NODE ? -1 : 0;
+        if (it->node == NO_NODE)
+            return -1;
+        e->nodes[it->node].added = count; /* a LIST's APPENDs go on from there */
+        return 0;
     }
     case OP_TUPLE1:
     case OP_TUPLE2:
@@ -252,6 +355,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             return -1;
         from = e->nstack - k;
         t = &e->stack[from];
+        if (label_items(e, OP_TUPLE, from, NULL) < 0)
+            return -1;
         {
             tuple_args a = emu_take_args(e, from, k);
             if (!(it = emu_replace(e, from, t->start, t->first_node, IK_NODE, SERTRACE_TAG_TUPLE)))
@@ -268,6 +373,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             return -1;
         {
             uint64_t s = e->stack[e->nstack - 1].start;
+            if (label_items(e, OP_APPEND, e->nstack - 1, &e->stack[e->nstack - 2]) < 0)
+                return -1;
             e->nstack--;
             return emu_add_items(e, &e->stack[e->nstack - 1], s, 1);
         }
@@ -276,6 +383,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             return -1;
         {
             uint64_t s = e->stack[e->nstack - 2].start;
+            if (label_items(e, OP_SETITEM, e->nstack - 2, &e->stack[e->nstack - 3]) < 0)
+                return -1;
             e->nstack -= 2;
             return emu_add_items(e, &e->stack[e->nstack - 1], s, 1);
         }
@@ -288,6 +397,9 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         count = e->nstack - m.stack_len;
         if (o->code == OP_SETITEMS)
             count /= 2;
+        if (m.stack_len >= 1 + (e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0) &&
+            label_items(e, o->code, m.stack_len, &e->stack[m.stack_len - 1]) < 0)
+            return -1;
         e->nstack = m.stack_len;
         if (emu_need_items(e, o, 1) < 0)
             return -1;
@@ -403,6 +515,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             uint32_t f = fn->first_node;
             if (emu_obs_call(e, o->at, OP_REDUCE, fn, args, NULL) < 0)
                 return -1;
+            emu_label(e, fn, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE);
+            emu_label(e, args, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ARGS);
             for (uint32_t i = f; i < e->nnodes; i++)
                 e->nodes[i].dead = true;
             it = emu_replace(e, e->nstack - 2, s, f, IK_ATOM, SERTRACE_TAG_BYTES);
@@ -420,8 +534,28 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             item *obj = &e->stack[e->nstack - 3];
             if (emu_obs_call(e, o->at, OP_REDUCE, fn, args, NULL) < 0)
                 return -1;
-            if (args->node != NO_NODE)
-                e->nodes[args->node].dead = true; /* the pickler writes no tuple node */
+            emu_label(e, fn, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE);
+            if (args->node != NO_NODE) {
+                node *tn = &e->nodes[args->node];
+                uint32_t state = NO_NODE;
+                tn->dead = true; /* the pickler writes no tuple node */
+                /* the state (the tuple's last element, labelled [1] by
+                 * TUPLE) is the obj's state: the outermost node of the
+                 * tuple's that ends where the element ends, one byte
+                 * (TUPLE2 or TUPLE) before the tuple */
+                for (uint32_t i = args->first_node; i < args->node; i++) {
+                    const node *x = &e->nodes[i];
+                    if (!x->dead && x->end + 1 == tn->end && x->label_kind == SERTRACE_LABEL_POS &&
+                        x->label == 1 &&
+                        (state == NO_NODE || x->start < e->nodes[state].start ||
+                         (x->start == e->nodes[state].start && x->end >= e->nodes[state].end)))
+                        state = i;
+                }
+                if (state != NO_NODE) {
+                    e->nodes[state].label_kind = SERTRACE_LABEL_ROLE;
+                    e->nodes[state].label = SERTRACE_ROLE_STATE;
+                }
+            }
             e->nstack -= 2;
             touch(e, obj);
             it = push(e, start, first, IK_SETTER, SERTRACE_TAG_ATOM);
@@ -439,6 +573,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                                            args->arg1_len);
             if (!t2)
                 return -1;
+            emu_label(e, fn, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE);
+            emu_label(e, args, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ARGS);
             if (!(it = emu_replace(e, e->nstack - 2, s, f, IK_GLOBAL, SERTRACE_TAG_GLOBAL)))
                 return -1;
             it->type = t2;
@@ -486,6 +622,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             if (fn->global && args->arg0_len && emu_audit_nested(e, o, fn, args) < 0)
                 return -1;
         }
+        emu_label(e, fn, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE);
+        emu_label(e, args, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ARGS);
         {
             uint64_t s = fn->start;
             uint32_t f = fn->first_node;
@@ -510,6 +648,9 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             emu_obs_evasion(e, o->at, SERTRACE_EVASION_NON_GLOBAL_CALLABLE,
                             "NEWOBJ creates an instance of an object that is not a global") < 0)
             return -1;
+        emu_label(e, cls, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE);
+        for (uint32_t i = e->nstack - k + 1; i < e->nstack; i++) /* args (and kwargs) */
+            emu_label(e, &e->stack[i], SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ARGS);
         {
             uint64_t s = cls->start;
             uint32_t f = cls->first_node, type = cls->type;
@@ -585,6 +726,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             if (emu_obs_call(e, o->at, OP_BUILD, target, NULL, d) < 0)
                 return -1;
         }
+        emu_label(e, &e->stack[e->nstack - 1], SERTRACE_LABEL_ROLE, SERTRACE_ROLE_STATE);
         e->nstack--;
         t = &e->stack[e->nstack - 1];
         t->it_node = NO_NODE;
@@ -776,7 +918,7 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
                      int nesting, sertrace_inspect_result *res)
 {
     sertrace_inspect_limits dflt = {SERTRACE_INSPECT_DEFAULT_MEMORY,
-                                    SERTRACE_INSPECT_DEFAULT_DEPTH};
+                                    SERTRACE_INSPECT_DEFAULT_DEPTH, false};
     emu *e = calloc(1, sizeof *e);
 
     memset(res, 0, sizeof *res);

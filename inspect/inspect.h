@@ -43,6 +43,8 @@
 typedef struct sertrace_inspect_limits {
     uint64_t max_memory; /* bytes, default SERTRACE_INSPECT_DEFAULT_MEMORY */
     uint32_t max_depth;  /* tree depth, default SERTRACE_INSPECT_DEFAULT_DEPTH */
+    bool keys_all;       /* label every str dict key, as SERTRACE_KEYS=all (default: the
+                          * privacy rule of schema.h, "Edge labels") */
 } sertrace_inspect_limits;
 
 #define SERTRACE_INSPECT_DEFAULT_MEMORY (1024ull << 20) /* 1 GiB */

@@ -42,7 +42,7 @@ static void run(const uint8_t *data, size_t size, int sink)
     sertrace_treeprint *tp = NULL;
     sertrace_export *xp = NULL;
     sertrace_core *core;
-    sertrace_inspect_limits lim = {64u << 20, 100000};
+    sertrace_inspect_limits lim = {64u << 20, 100000, false};
     sertrace_inspect_result res;
 
     if (sink == 2) {

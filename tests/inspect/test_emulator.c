@@ -250,7 +250,7 @@ Test(emulator, limits)
     for (int i = 0; i < 999; i++)
         deep[n++] = 'a';
     deep[n++] = '.';
-    sertrace_inspect_limits lim = {1u << 30, 500};
+    sertrace_inspect_limits lim = {1u << 30, 500, false};
     inconclusive(deep, n, SERTRACE_INSPECT_LIMIT, "deeper than 500", &lim);
     lim.max_depth = 1000;
     rec r;
