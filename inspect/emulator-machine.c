@@ -146,11 +146,10 @@ int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t fir
 
 /* The item's node (if any, and not labelled yet) is `kind`/`value` to its
  * parent: a node is attached once, the first label is its edge.  A memo
- * reference (Mo) has no label: the pickler writes it without one. */
+ * reference (Mo) is labelled like any node: it sits at that edge. */
 void emu_label(emu *e, const item *it, uint8_t kind, uint64_t value)
 {
-    if (it->node == NO_NODE || e->nodes[it->node].label_kind != SERTRACE_LABEL_NONE ||
-        e->nodes[it->node].tag == SERTRACE_TAG_MEMO)
+    if (it->node == NO_NODE || e->nodes[it->node].label_kind != SERTRACE_LABEL_NONE)
         return;
     e->nodes[it->node].label_kind = kind;
     e->nodes[it->node].label = value;
@@ -268,16 +267,14 @@ static bool ascii_identifier(const uint8_t *p, uint32_t n)
  * emulator does not carry Unicode's identifier tables (README). */
 int emu_label_value(emu *e, const item *key, const item *value)
 {
-    if (value->node == NO_NODE || e->nodes[value->node].label_kind != SERTRACE_LABEL_NONE ||
-        e->nodes[value->node].tag == SERTRACE_TAG_MEMO)
+    if (value->node == NO_NODE || e->nodes[value->node].label_kind != SERTRACE_LABEL_NONE)
         return 0;
     if (key->kind == IK_STR && key->enc) {
         bool ascii;
         const uint8_t *p = e->in + key->text_off;
         if (str_text(e, key, &ascii) &&
-            (e->lim->keys_all ||
-             (ascii && key->text_len <= SERTRACE_KEY_NAME_MAX &&
-              ascii_identifier(p, key->text_len)))) {
+            (e->lim->keys_all || (ascii && key->text_len <= SERTRACE_KEY_NAME_MAX &&
+                                  ascii_identifier(p, key->text_len)))) {
             /* interned in the type table behind a prefix no type name has,
              * so that a name and a type never share an index */
             uint32_t index = emu_intern_type2(e, "\x01", 1, (const char *)p, key->text_len);

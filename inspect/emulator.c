@@ -917,8 +917,8 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
                      sertrace_core *core, const sertrace_inspect_observer *obs, bool single,
                      int nesting, sertrace_inspect_result *res)
 {
-    sertrace_inspect_limits dflt = {SERTRACE_INSPECT_DEFAULT_MEMORY,
-                                    SERTRACE_INSPECT_DEFAULT_DEPTH, false};
+    sertrace_inspect_limits dflt = {SERTRACE_INSPECT_DEFAULT_MEMORY, SERTRACE_INSPECT_DEFAULT_DEPTH,
+                                    false};
     emu *e = calloc(1, sizeof *e);
 
     memset(res, 0, sizeof *res);
