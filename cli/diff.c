@@ -13,9 +13,10 @@
  * "[*]" by the core, so a reordered dict or a list of equal items gives no
  * false delta) and types, each with bytes in A, in B, the delta and its
  * share; a pattern only in B is [NEW], only in A [DEL]; equal rows are
- * hidden; TOTAL is the payload bytes.  A path row's bytes include its
- * children (the pattern's "bytes"); a type row's are the type's self bytes
- * ("self": never counted twice, as nested dicts would be).  One dump on each side: compared
+ * hidden; TOTAL is the payload bytes.  The rows themselves come from
+ * diff-rows.c (shared with sertrace.compare): a path row's bytes include
+ * its children (the pattern's "bytes"); a type row's are the type's self
+ * bytes ("self": never counted twice, as nested dicts would be).  One dump on each side: compared
  * directly.  Several: grouped by serializer and root pattern, each group's
  * rows with totals and per-dump averages.  Exit status: 0 ok, 1 runtime
  * error, 2 usage, 3 a --fail-if-grows or --budget limit exceeded (the
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "diff-rows.h"
 #include "diff.h"
 
 #define DIFF_EXCEEDED 3
@@ -68,20 +70,12 @@ static const char diff_help[] =
 
 /* ---- one side: its dumps ---- */
 
-struct row {
-    char *name;
-    bool is_type;
-    uint64_t a, b;
-    bool in_a, in_b;
-};
-
 struct group {
     char *serializer; /* NULL: none */
     char *root;       /* the root's pattern, or NULL */
     uint64_t na, nb;  /* dumps */
     uint64_t total_a, total_b;
-    struct row *rows;
-    size_t nrows, cap;
+    sertrace_rows t; /* column 0: A, column 1: B */
 };
 
 struct diff {
@@ -98,28 +92,6 @@ static char *dup_or_null(const char *s)
 static bool same(const char *x, const char *y)
 {
     return (!x && !y) || (x && y && strcmp(x, y) == 0);
-}
-
-static struct row *find_row(struct group *g, const char *name, bool is_type)
-{
-    for (size_t i = 0; i < g->nrows; i++)
-        if (g->rows[i].is_type == is_type && strcmp(g->rows[i].name, name) == 0)
-            return &g->rows[i];
-    if (g->nrows == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 32;
-        struct row *r = realloc(g->rows, cap * sizeof *r);
-        if (!r)
-            return NULL;
-        g->rows = r;
-        g->cap = cap;
-    }
-    struct row *r = &g->rows[g->nrows];
-    memset(r, 0, sizeof *r);
-    if (!(r->name = strdup(name)))
-        return NULL;
-    r->is_type = is_type;
-    g->nrows++;
-    return r;
 }
 
 /* The root pattern of a dump: its shortest path pattern. */
@@ -170,29 +142,7 @@ static int add_dump(struct diff *d, const djson *dump, bool b)
         g->na++;
         g->total_a += payload;
     }
-    static const struct {
-        const char *list, *key, *bytes;
-        bool is_type;
-    } lists[] = {{"paths", "pattern", "bytes", false}, {"by_type", "type", "self", true}};
-    for (size_t l = 0; l < 2; l++) {
-        const djson *arr = djson_get(dump, lists[l].list);
-        for (size_t i = 0; arr && arr->type == DJSON_ARRAY && i < arr->n; i++) {
-            const djson *e = arr->items[i];
-            const char *name = djson_str(djson_get(e, lists[l].key));
-            struct row *r = find_row(g, name ? name : "(no type)", lists[l].is_type);
-            if (!r)
-                return -1;
-            uint64_t bytes = djson_u64(djson_get(e, lists[l].bytes));
-            if (b) {
-                r->b += bytes;
-                r->in_b = true;
-            } else {
-                r->a += bytes;
-                r->in_a = true;
-            }
-        }
-    }
-    return 0;
+    return sertrace_rows_add_dump(&g->t, b ? 1 : 0, dump);
 }
 
 /* ---- reading an input through report or inspect ---- */
@@ -402,21 +352,21 @@ static int parse_opts(int argc, char **argv, struct diff_opts *o)
 
 static int cmp_rows(const void *x, const void *y)
 {
-    const struct row *a = x, *b = y;
+    const sertrace_row *a = x, *b = y;
     if (a->is_type != b->is_type)
         return a->is_type ? 1 : -1;
-    int64_t da = (int64_t)(a->b - a->a), db = (int64_t)(b->b - b->a);
+    int64_t da = (int64_t)(a->v[1] - a->v[0]), db = (int64_t)(b->v[1] - b->v[0]);
     uint64_t ma = da < 0 ? (uint64_t)-da : (uint64_t)da, mb = db < 0 ? (uint64_t)-db : (uint64_t)db;
     if (ma != mb)
         return ma > mb ? -1 : 1;
     return strcmp(a->name, b->name);
 }
 
-static const char *status_of(const struct row *r)
+static const char *status_of(const sertrace_row *r)
 {
-    if (!r->in_a)
+    if (!sertrace_row_in(r, 0))
         return "new";
-    if (!r->in_b)
+    if (!sertrace_row_in(r, 1))
         return "deleted";
     return "changed";
 }
@@ -469,19 +419,19 @@ static void print_text(const struct diff *d, uint64_t ta, uint64_t tb)
         else
             printf("%-7s %14s %14s %14s %9s  %s\n", "", "A", "B", "delta", "delta%", "row");
         bool any = false;
-        for (size_t i = 0; i < g->nrows; i++) {
-            const struct row *r = &g->rows[i];
-            if (r->in_a && r->in_b && r->a == r->b)
+        for (size_t i = 0; i < g->t.n; i++) {
+            const sertrace_row *r = &g->t.rows[i];
+            if (sertrace_row_in(r, 0) && sertrace_row_in(r, 1) && r->v[0] == r->v[1])
                 continue; /* unchanged */
             any = true;
             char pct[32];
-            fmt_pct(pct, sizeof pct, r->a, r->b);
-            const char *tag = !r->in_a ? "[NEW]" : !r->in_b ? "[DEL]" : "";
-            printf("%-7s %14llu %14llu %+14lld %9s", tag, (unsigned long long)r->a,
-                   (unsigned long long)r->b, (long long)(r->b - r->a), pct);
+            fmt_pct(pct, sizeof pct, r->v[0], r->v[1]);
+            const char *tag = !sertrace_row_in(r, 0) ? "[NEW]" : !sertrace_row_in(r, 1) ? "[DEL]" : "";
+            printf("%-7s %14llu %14llu %+14lld %9s", tag, (unsigned long long)r->v[0],
+                   (unsigned long long)r->v[1], (long long)(r->v[1] - r->v[0]), pct);
             if (d->several)
-                printf(" %12.1f %12.1f", g->na ? (double)r->a / (double)g->na : 0.0,
-                       g->nb ? (double)r->b / (double)g->nb : 0.0);
+                printf(" %12.1f %12.1f", g->na ? (double)r->v[0] / (double)g->na : 0.0,
+                       g->nb ? (double)r->v[1] / (double)g->nb : 0.0);
             printf("  %s%s\n", r->is_type ? "type " : "", r->name);
         }
         if (!any)
@@ -517,9 +467,9 @@ static void print_json(const struct diff *d, uint64_t ta, uint64_t tb, uint64_t 
                (unsigned long long)g->na, (unsigned long long)g->nb, (unsigned long long)g->total_a,
                (unsigned long long)g->total_b, (long long)(g->total_b - g->total_a));
         bool first = true;
-        for (size_t i = 0; i < g->nrows; i++) {
-            const struct row *r = &g->rows[i];
-            if (r->in_a && r->in_b && r->a == r->b)
+        for (size_t i = 0; i < g->t.n; i++) {
+            const sertrace_row *r = &g->t.rows[i];
+            if (sertrace_row_in(r, 0) && sertrace_row_in(r, 1) && r->v[0] == r->v[1])
                 continue;
             printf("%s{\"kind\": \"%s\", \"name\": ", first ? "" : ", ",
                    r->is_type ? "type" : "path");
@@ -527,12 +477,12 @@ static void print_json(const struct diff *d, uint64_t ta, uint64_t tb, uint64_t 
             json_string(stdout, r->name);
             printf(", \"status\": \"%s\", \"a\": %llu, \"b\": %llu, \"delta\": %lld, "
                    "\"delta_percent\": ",
-                   status_of(r), (unsigned long long)r->a, (unsigned long long)r->b,
-                   (long long)(r->b - r->a));
-            json_pct(stdout, r->a, r->b);
+                   status_of(r), (unsigned long long)r->v[0], (unsigned long long)r->v[1],
+                   (long long)(r->v[1] - r->v[0]));
+            json_pct(stdout, r->v[0], r->v[1]);
             printf(", \"a_per_dump\": %.4f, \"b_per_dump\": %.4f}",
-                   g->na ? (double)r->a / (double)g->na : 0.0,
-                   g->nb ? (double)r->b / (double)g->nb : 0.0);
+                   g->na ? (double)r->v[0] / (double)g->na : 0.0,
+                   g->nb ? (double)r->v[1] / (double)g->nb : 0.0);
         }
         printf("]}");
     }
@@ -558,11 +508,11 @@ static bool b_value(const struct diff *d, const char *name, uint64_t tb, uint64_
     double worst = 0;
     for (size_t gi = 0; gi < d->ngroups; gi++) {
         const struct group *g = &d->groups[gi];
-        for (size_t i = 0; i < g->nrows; i++) {
-            const struct row *r = &g->rows[i];
-            if (!r->in_b || strcmp(r->name, name) != 0)
+        for (size_t i = 0; i < g->t.n; i++) {
+            const sertrace_row *r = &g->t.rows[i];
+            if (!sertrace_row_in(r, 1) || strcmp(r->name, name) != 0)
                 continue;
-            double v = d->several && g->nb ? (double)r->b / (double)g->nb : (double)r->b;
+            double v = d->several && g->nb ? (double)r->v[1] / (double)g->nb : (double)r->v[1];
             if (!found || v > worst)
                 worst = v;
             found = true;
@@ -616,9 +566,7 @@ static int check_budget(const struct diff *d, const char *path, uint64_t tb, uin
 static void free_diff(struct diff *d)
 {
     for (size_t gi = 0; gi < d->ngroups; gi++) {
-        for (size_t i = 0; i < d->groups[gi].nrows; i++)
-            free(d->groups[gi].rows[i].name);
-        free(d->groups[gi].rows);
+        sertrace_rows_free(&d->groups[gi].t);
         free(d->groups[gi].serializer);
         free(d->groups[gi].root);
     }
@@ -664,7 +612,7 @@ int sertrace_cli_diff(int argc, char **argv)
         goto out;
     }
     for (size_t gi = 0; gi < d.ngroups; gi++)
-        qsort(d.groups[gi].rows, d.groups[gi].nrows, sizeof *d.groups[gi].rows, cmp_rows);
+        qsort(d.groups[gi].t.rows, d.groups[gi].t.n, sizeof *d.groups[gi].t.rows, cmp_rows);
     if (o.json)
         print_json(&d, ta, tb, da->n, db->n);
     else

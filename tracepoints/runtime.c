@@ -107,6 +107,7 @@ struct sertrace_dump {
     int protocol;
     char serializer[SERIALIZER_MAX + 1];
     struct sertrace_internal_hooks hooks;
+    sertrace_listener listener; /* sertrace_set_listener(), copied at begin */
 
     struct node *stack;
     uint32_t depth;
@@ -158,6 +159,9 @@ static atomic_uint_fast64_t next_dump_id;
 static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sertrace_internal_hooks hooks;
 static atomic_bool hooks_on;
+/* sertrace_set_listener() (under hooks_lock, like the hooks). */
+static sertrace_listener listener;
+static atomic_bool listener_on;
 static atomic_uint max_depth_cap = SERTRACE_MAX_DEPTH;
 static atomic_bool config_atoms;
 /* SERTRACE_KEYS=all (schema.h, privacy of dict keys). */
@@ -391,6 +395,8 @@ static void batch_flush(struct sertrace_dump *d)
                              current_pid(), current_tid(), scope);
     if (d->hooks.records != NULL)
         d->hooks.records(d->hooks.ctx, d->id, d->seq, d->batch, d->batch_len);
+    if (d->listener.records != NULL)
+        d->listener.records(d->listener.ctx, d->id, d->seq, d->batch, d->batch_len);
     d->seq++;
     d->batch_len = 0;
 }
@@ -481,7 +487,8 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     pthread_once(&config_once, config_from_env);
     prune_ended_elsewhere();
     lttng = lttng_ust_tracepoint_enabled(sertrace, records);
-    hooked = atomic_load_explicit(&hooks_on, memory_order_acquire);
+    hooked = atomic_load_explicit(&hooks_on, memory_order_acquire) ||
+             atomic_load_explicit(&listener_on, memory_order_acquire);
     text = sertrace_text_enabled();
     if (!lttng && !hooked && !text)
         return NULL;
@@ -515,9 +522,11 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
         memcpy(d->serializer, serializer, n);
     d->serializer[n] = '\0';
     memset(&d->hooks, 0, sizeof d->hooks);
+    memset(&d->listener, 0, sizeof d->listener);
     if (hooked) {
         pthread_mutex_lock(&hooks_lock);
         d->hooks = hooks;
+        d->listener = listener;
         pthread_mutex_unlock(&hooks_lock);
     }
     d->depth = 0;
@@ -545,6 +554,8 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
                              current_pid(), current_tid(), scope);
     if (d->hooks.dump_begin != NULL)
         d->hooks.dump_begin(d->hooks.ctx, d->id, d->serializer, (int32_t)protocol);
+    if (d->listener.dump_begin != NULL)
+        d->listener.dump_begin(d->listener.ctx, d->id, d->serializer, (int32_t)protocol);
     if (text)
         sertrace_text_begin(&d->text, d->id, d->serializer, protocol);
     return d;
@@ -616,6 +627,10 @@ static void dump_finish(struct sertrace_dump *d, uint64_t total_bytes, int statu
                 scope, (d->flags & SERTRACE_DUMP_LOWER_BOUNDS) ? SERTRACE_END_LOWER_BOUNDS : 0u);
         if (d->hooks.dump_end != NULL)
             d->hooks.dump_end(d->hooks.ctx, d->id, total_bytes, st);
+        if (d->listener.dump_end != NULL)
+            d->listener.dump_end(
+                d->listener.ctx, d->id, total_bytes, st, d->seq,
+                (d->flags & SERTRACE_DUMP_LOWER_BOUNDS) ? SERTRACE_END_LOWER_BOUNDS : 0u);
     }
 }
 
@@ -1050,6 +1065,20 @@ sertrace_dump *sertrace_current_dump(void)
 uint32_t sertrace_depth(const sertrace_dump *d)
 {
     return d ? d->depth + d->overflow : 0;
+}
+
+/* ---- the in-process listener (sertrace.h) ------------------------------ */
+
+void sertrace_set_listener(const sertrace_listener *l)
+{
+    pthread_once(&config_once, config_from_env);
+    pthread_mutex_lock(&hooks_lock);
+    if (l != NULL)
+        listener = *l;
+    else
+        memset(&listener, 0, sizeof listener);
+    atomic_store_explicit(&listener_on, l != NULL, memory_order_release);
+    pthread_mutex_unlock(&hooks_lock);
 }
 
 /* ---- internal hooks (runtime-internal.h) ------------------------------- */

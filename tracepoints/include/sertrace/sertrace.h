@@ -177,6 +177,30 @@ uint32_t sertrace_depth(const sertrace_dump *d);
 /* SERTRACE_MAX_DEPTH and SERTRACE_MAX_TYPES: schema.h (the analyzers
  * share them). */
 
+/* An in-process listener: a tool that reads its own process's dumps
+ * without LTTng (sertrace.compare: a dump straight into the tree core).
+ * While one is set, every dump records, as if a session had enabled
+ * sertrace:* (sertrace_dump_flags() has no SERTRACE_DUMP_LTTNG for it),
+ * and its callbacks get what the three events carry (schema.h):
+ * dump_begin, each records batch, dump_end (with `batches`, the number of
+ * records calls made, and the SERTRACE_END_* `flags`).  Any callback may
+ * be NULL.  They are called on the thread that owns the dump, from inside
+ * the serializer: they must not call back into sertrace for that dump,
+ * and a listener shared by threads must lock (filter by thread if only
+ * one matters).  A dump keeps the listener it began with: after
+ * sertrace_set_listener(NULL) a dump already begun still calls it until
+ * it ends, so `ctx` must outlive every such dump.  `l` is copied; NULL
+ * removes the listener.  One listener at a time (a new one replaces it). */
+typedef struct sertrace_listener {
+    void (*dump_begin)(void *ctx, uint64_t dump_id, const char *serializer, int32_t protocol);
+    void (*records)(void *ctx, uint64_t dump_id, uint32_t seq, const uint8_t *buf, uint32_t len);
+    void (*dump_end)(void *ctx, uint64_t dump_id, uint64_t bytes, uint8_t status,
+                     uint32_t batches, uint32_t flags);
+    void *ctx;
+} sertrace_listener;
+
+void sertrace_set_listener(const sertrace_listener *l);
+
 #pragma GCC visibility pop
 
 #ifdef __cplusplus
