@@ -12,6 +12,8 @@ byte-identical to CPython's C pickle and traced through libsertrace:
     sertrace.install(), sertrace.uninstall()   trace an unmodified program's pickling
     sertrace.inspect(data)      the size summary of stored pickle bytes, without
                                 unpickling them (as `sertrace inspect --json`)
+    sertrace.compare(obj)       what pickle, dill and cloudpickle each write for obj,
+                                by path pattern and type, traced in this process
 
 With no listener (no LTTng session enabling sertrace:*, DISPATCH_TRACE off)
 nothing is traced and the cost is one branch per object.  See
@@ -42,6 +44,7 @@ __all__ = [
     "uninstall",
     "inspect",
     "InspectError",
+    "compare",
 ]
 
 
@@ -92,6 +95,18 @@ def inspect(data, *, top=10, oversize=None, max_memory=1 << 30):
     if status != _inspect.OK:
         raise InspectError(reason, offset, summary)
     return summary
+
+
+def compare(obj, serializers=("pickle", "dill", "cloudpickle"), protocol=None):
+    """Pickle `obj` with each of `serializers` that is installed, traced in this
+    process (no LTTng), and return a Comparison: .text(), .json(), .outcomes (per
+    serializer: status "ok" / "refused" / "not installed" / "untraceable" /
+    "mismatch", bytes = its real len(dumps()), what it refused and why) and .rows
+    (bytes per path pattern and per type, one column per serializer that wrote
+    obj).  protocol None: each serializer's own default.  See sertrace.comparison."""
+    from .comparison import compare as _compare
+
+    return _compare(obj, serializers, protocol)
 
 
 def install():

@@ -1,5 +1,5 @@
 """`python3 -m sertrace run ...` (sertrace._run) and `python3 -m sertrace compare ...`
-(sertrace.compare)."""
+(sertrace.comparison)."""
 import sys
 
 from ._run import USAGE as RUN_USAGE
@@ -23,7 +23,7 @@ def main(argv):
         sys.stdout.write(USAGE + "\n" + RUN_USAGE)
         return 0
     if argv[0] == "compare":
-        from .compare import main as compare_main
+        from .comparison import main as compare_main
 
         return compare_main(argv[1:])
     if argv[0] != "run":

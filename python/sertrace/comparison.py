@@ -1,4 +1,4 @@
-"""sertrace.compare: what switching serializer costs, path pattern by path pattern.
+"""sertrace.compare() (sertrace.comparison): what switching serializer costs, path pattern by path pattern.
 
 ``compare(obj, serializers=("pickle", "dill", "cloudpickle"), protocol=None)`` pickles
 ``obj`` with each serializer that is installed, traced in this process (no LTTng: the

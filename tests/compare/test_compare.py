@@ -1,0 +1,229 @@
+"""sertrace.compare and `python3 -m sertrace compare` (issue 15 item 2).
+
+The closure workload (workloads/dispatch_like_state.py: a cell, a nested
+function and a lambda on one coroutine's stack): plain pickle refuses it and
+the result names the refused subtree (path, tag, type, message, from the
+trace); dill and cloudpickle write it, and their totals equal the lengths of
+their real dumps(), computed here independently.  A plain state: all three
+agree with their real lengths.  Every figure is checked for consistency
+where it can be: a dump's type rows (self bytes) add up to its root
+pattern's bytes; the root plus the fixed header and trailer is the payload.
+The CLI: text, --json, --serializers, --protocol, --help, usage errors
+(exit 2).  Missing serializers: a real interpreter without site-packages
+(python3 -S), where dill and cloudpickle cannot be imported.
+"""
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = os.path.realpath(os.path.join(HERE, "..", "..", "workloads"))
+sys.path.insert(0, WORKLOADS)
+PY = os.environ.get("SERTRACE_TEST_PYTHON", sys.executable)
+
+dill = pytest.importorskip("dill")
+cloudpickle = pytest.importorskip("cloudpickle")
+import dispatch_like_state as m  # noqa: E402
+
+import sertrace  # noqa: E402
+import sertrace.comparison as sc  # noqa: E402
+
+
+def by_name(result):
+    return {o.name: o for o in result.outcomes}
+
+
+def column(result, name, kind):
+    return {n: vals[name] for k, n, vals in result.rows if k == kind and vals.get(name) is not None}
+
+
+def check_consistent(result, name, root):
+    """The rows of one serializer add up: its type rows (self bytes) sum to the root
+    pattern's bytes, and the root is the payload minus PROTO+FRAME+STOP (12 bytes at
+    protocol >= 4 for a payload in one frame, 2+1 below protocol 4)."""
+    o = by_name(result)[name]
+    paths, types = column(result, name, "path"), column(result, name, "type")
+    assert sum(types.values()) == paths[root], (name, types, paths[root])
+    header = 12 if o.protocol >= 4 else 3
+    assert paths[root] + header == o.bytes, (name, paths[root], o.bytes)
+
+
+def test_closure_workload_pickle_refuses_the_cell_dill_and_cloudpickle_exact():
+    obj = m.build_state_with_closures(4)
+    r = sc.compare(obj)
+    o = by_name(r)
+    assert [x.name for x in r.outcomes] == ["pickle", "dill", "cloudpickle"]
+    # pickle: refused, and the refused subtree is the cell at the head of the stack
+    assert o["pickle"].status == "refused"
+    assert o["pickle"].bytes is None
+    assert "cannot pickle 'cell' object" in o["pickle"].error
+    with pytest.raises(TypeError):
+        pickle.dumps(obj)
+    assert o["pickle"].refused == [{"path": "State.suspended[0].frame.stack[0][1]",
+                                     "message": "cannot pickle 'cell' object",
+                                     "tag": "R", "type": "cell"}]
+    # dill and cloudpickle: totals are their real lengths
+    assert o["dill"].status == "ok" and o["cloudpickle"].status == "ok"
+    assert o["dill"].bytes == o["dill"].traced_bytes == len(dill.dumps(obj))
+    assert o["cloudpickle"].bytes == o["cloudpickle"].traced_bytes == len(cloudpickle.dumps(obj))
+    assert o["dill"].protocol == dill.settings["protocol"]
+    assert o["cloudpickle"].protocol == cloudpickle.DEFAULT_PROTOCOL
+    assert r.compared == ["dill", "cloudpickle"]
+    for name in r.compared:
+        check_consistent(r, name, "State")
+    # the rest is compared: the closure's function differs, the plain args do not
+    rows = {(k, n): v for k, n, v in r.rows}
+    assert set(rows[("path", "State")]) == {"dill", "cloudpickle"}
+    assert rows[("path", "State.suspended[*].args")]["dill"] == \
+        rows[("path", "State.suspended[*].args")]["cloudpickle"]
+    assert rows[("path", "State")]["dill"] != rows[("path", "State")]["cloudpickle"]
+    text = r.text()
+    assert "refused R cell at State.suspended[0].frame.stack[0][1]: cannot pickle 'cell' object" \
+        in text
+    assert "{:,}".format(o["dill"].bytes) in text and "{:,}".format(o["cloudpickle"].bytes) in text
+    assert "BUG" not in text
+    doc = json.loads(r.json())
+    assert doc["format"] == "sertrace-compare" and doc["compared"] == ["dill", "cloudpickle"]
+    assert doc["total"] == {"dill": o["dill"].bytes, "cloudpickle": o["cloudpickle"].bytes}
+    assert doc["serializers"][0]["status"] == "refused"
+    assert doc["serializers"][0]["refused"][0]["path"] == "State.suspended[0].frame.stack[0][1]"
+
+
+@pytest.mark.parametrize("protocol", [None, 2, 5])
+def test_plain_state_all_three_equal_their_real_lengths(protocol):
+    obj = m.build_state(16)
+    r = sc.compare(obj, protocol=protocol)
+    o = by_name(r)
+    real = {"pickle": pickle.dumps(obj, protocol), "dill": dill.dumps(obj, protocol),
+            "cloudpickle": cloudpickle.dumps(obj, protocol)}
+    for name, b in real.items():
+        assert o[name].status == "ok", (name, o[name].as_dict())
+        assert o[name].bytes == o[name].traced_bytes == len(b)
+        if protocol is not None:
+            assert o[name].protocol == protocol
+    assert r.compared == ["pickle", "dill", "cloudpickle"]
+    if protocol is not None and protocol < 4:
+        root_paths = [n for k, n, v in r.rows if k == "path" and n == "State"]
+        assert root_paths == ["State"]
+    else:
+        for name in r.compared:
+            if o[name].bytes < 65536:
+                check_consistent(r, name, "State")
+    # every pattern the three write is a row with a value in every column
+    for kind, name, vals in r.rows:
+        assert set(vals) == {"pickle", "dill", "cloudpickle"}
+    pats = {n for k, n, v in r.rows if k == "path"}
+    assert {"State", "State.suspended[*]", "State.suspended[*].frame.stack[*]"} <= pats
+    assert r.text().rstrip().splitlines()[-1].split()[:3] == [
+        "{:,}".format(len(real[n])) for n in ("pickle", "dill", "cloudpickle")]
+
+
+def test_compare_leaves_the_program_as_it_was():
+    import cloudpickle.cloudpickle_fast as cpf
+    import sertrace.dill as sdill
+    before = (cpf.Pickler, cloudpickle.Pickler, sdill.is_traced(dill.Pickler))
+    sc.compare({"a": [1, 2, 3]})
+    assert (cpf.Pickler, cloudpickle.Pickler, sdill.is_traced(dill.Pickler)) == before
+    # nothing listens any more: a dump after compare() is not captured, and a second
+    # compare works
+    assert len(sertrace.dumps([1])) == len(pickle.dumps([1]))
+    assert by_name(sc.compare([1, 2]))["pickle"].bytes == len(pickle.dumps([1, 2]))
+
+
+def test_a_mismatch_is_reported_as_a_bug_and_its_figures_left_out(monkeypatch):
+    """The check can fail: a 'real' dumps that returns one byte more than the traced one."""
+    orig = sc._PAIRS["pickle"]
+
+    def lying(protocol):
+        (real, traced), why = orig(protocol)
+        return (lambda obj: real(obj) + b".", traced), why
+    monkeypatch.setitem(sc._PAIRS, "pickle", lying)
+    obj = m.build_state(2)
+    r = sc.compare(obj, serializers=("pickle", "dill"))
+    o = by_name(r)
+    assert o["pickle"].status == "mismatch"
+    assert o["pickle"].problems == ["the trace counted %d bytes, len(pickle.dumps()) is %d"
+                                    % (len(pickle.dumps(obj)), len(pickle.dumps(obj)) + 1)]
+    assert r.compared == ["dill"]
+    assert all(set(v) == {"dill"} for k, n, v in r.rows)
+    assert "BUG (sertrace): the trace counted" in r.text()
+    assert json.loads(r.json())["serializers"][0]["exact"] is False
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="unknown serializer 'marshal'"):
+        sc.compare(1, serializers=("pickle", "marshal"))
+    with pytest.raises(ValueError, match="protocol"):
+        sc.compare(1, protocol=9)
+    with pytest.raises(ValueError, match="at most once"):
+        sc.compare(1, serializers=("dill", "dill"))
+    assert by_name(sertrace.compare([1], serializers=("pickle",)))["pickle"].bytes == len(pickle.dumps([1]))
+
+
+def test_not_installed_serializers_are_listed():
+    """python3 -S: no site-packages, so neither dill nor cloudpickle can be imported."""
+    code = ("import sys, json; sys.path.insert(0, %r); import sertrace.comparison as sc; "
+            "r = sc.compare([1, 2]); print(r.json()); print(r.text())" % WORKLOADS)
+    p = subprocess.run([PY, "-S", "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ))
+    if p.returncode != 0 and "No module named" in p.stderr:
+        pytest.skip("the build's package needs site-packages here: " + p.stderr[-200:])
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout[:p.stdout.index("\n}") + 2])
+    st = {s["name"]: s["status"] for s in doc["serializers"]}
+    assert st == {"pickle": "ok", "dill": "not installed", "cloudpickle": "not installed"}
+    assert doc["total"] == {"pickle": len(pickle.dumps([1, 2]))}
+    assert "not installed" in p.stdout
+
+
+def cli(*args, cwd=WORKLOADS):
+    return subprocess.run([PY, "-m", "sertrace", "compare"] + list(args), cwd=cwd,
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
+
+
+def test_cli_text_and_json():
+    p = cli("dispatch_like_state:build_state_with_closures(4)")
+    assert p.returncode == 0, p.stderr
+    obj = m.build_state_with_closures(4)
+    assert "refused R cell at State.suspended[0].frame.stack[0][1]" in p.stdout
+    assert "{:,}".format(len(dill.dumps(obj))) in p.stdout
+    assert p.stdout.rstrip().splitlines()[-1].split()[:2] == [
+        "{:,}".format(len(dill.dumps(obj))), "{:,}".format(len(cloudpickle.dumps(obj)))]
+    p = cli("dispatch_like_state:build_state(3)", "--json", "--serializers", "pickle,cloudpickle",
+            "--protocol", "3")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    st = m.build_state(3)
+    assert doc["total"] == {"pickle": len(pickle.dumps(st, 3)),
+                            "cloudpickle": len(cloudpickle.dumps(st, 3))}
+    assert [s["protocol"] for s in doc["serializers"]] == [3, 3]
+    assert doc["object"].startswith("dispatch_like_state:build_state(3)")
+
+
+def test_cli_help_and_usage_errors():
+    p = cli("--help")
+    assert p.returncode == 0
+    for word in ("MODULE:EXPR", "--serializers", "--protocol", "--json", "Exit status"):
+        assert word in p.stdout
+    top = subprocess.run([PY, "-m", "sertrace", "--help"], capture_output=True, text=True)
+    assert top.returncode == 0 and "compare MODULE:EXPR" in top.stdout
+    for args, words in [((), "give MODULE:EXPR"),
+                        (("dispatch_like_state",), "expected MODULE:EXPR"),
+                        (("no_such_module_here:x",), "cannot import 'no_such_module_here'"),
+                        (("dispatch_like_state:no_such_name",), "NameError"),
+                        (("dispatch_like_state:build_state(1)", "--serializers", "json"),
+                         "--serializers takes"),
+                        (("dispatch_like_state:build_state(1)", "--protocol", "9"),
+                         "--protocol takes"),
+                        (("dispatch_like_state:build_state(1)", "--protocol"), "needs a value"),
+                        (("dispatch_like_state:build_state(1)", "--frobnicate"),
+                         "unknown option"),
+                        (("a:b", "c:d"), "one MODULE:EXPR only")]:
+        p = cli(*args)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert words in p.stderr, (args, p.stderr)
+        assert p.stdout == ""
