@@ -268,8 +268,11 @@ def section_sizes(sz):
         return "## Serialized size\n\nNot run.\n"
     L = ["## Serialized size versus plain pickle", ""]
     L.append("Protocol 4 (`pickle.DEFAULT_PROTOCOL` on Python 3.11) for every serializer; bytes of "
-             "one `dumps()`. `objects` is a walk of containers and instance dicts (shared objects "
-             "once). sertrace must equal pickle byte for byte (checked: `=` in the sertrace column).")
+             "one `dumps()`: pickle, dill and cloudpickle are the totals of `sertrace.compare` "
+             "(each equal to that serializer's real `len(dumps())`, checked by compare), dill "
+             "with byref=True and sertrace are measured directly. `objects` is a walk of "
+             "containers and instance dicts (shared objects once). sertrace must equal pickle "
+             "byte for byte (checked: `=` in the sertrace column).")
     L.append("")
     rows = []
     for name, w in sz["workloads"].items():
@@ -295,115 +298,134 @@ def section_sizes(sz):
              "as in a script): dill then stores them by value unless `byref=True`, cloudpickle "
              "stores them by value, pickle and sertrace by reference.")
     L.append("")
-    L.append(section_breakdown(sz.get("breakdown") or {}))
+    L.append(section_breakdown(sz))
     return "\n".join(L)
 
 
-def _by(d, key):
-    return {x[key]: x for x in d.get("by_" + ("type" if key == "type" else "kind"), [])}
+def _fmt(v):
+    return "{:,}".format(v) if isinstance(v, int) else "–"
 
 
-def section_breakdown(bd):
-    L = ["### Where the bytes go (from sertrace traces)", ""]
-    if bd.get("error") and not bd.get("dumps"):
-        L.append("Not available: %s" % bd["error"])
+def _pct(part, whole):
+    return "%.0f%%" % (100.0 * part / whole) if whole else "?"
+
+
+def _md(name):
+    return "`%s`" % name.replace("|", "\\|").replace("`", "'")
+
+
+def section_breakdown(sz):
+    """Where the bytes go and dill against pickle: rendered from the documents of
+    `sertrace.compare` and `sertrace diff` that bench/sizes.py kept (no figure is
+    computed here; rows are only chosen and ordered)."""
+    L = ["### Where the bytes go (`sertrace.compare`)", ""]
+    ws = {n: w for n, w in sz.get("workloads", {}).items() if w.get("compare")}
+    if not ws:
+        L.append("Not available (this run of bench/sizes.py kept no `sertrace.compare` result).")
         return "\n".join(L) + "\n"
-    if bd.get("error"):
-        L.append("Warning: %s" % bd["error"])
-        L.append("")
-    L.append("Recorded with `sertrace record --cmd-only` at every-object granularity "
-             "(`SERTRACE_GRANULARITY=all`), read back with `sertrace report --json` (trace: %s). "
-             "*self* bytes are a node's bytes minus its children's: summed over a dump they give "
-             "the payload minus the fixed header and trailer, so the shares below add up to 100 %%."
-             % human(bd.get("trace_bytes", 0)))
+    L.append("One `sertrace.compare(obj, protocol=4)` per workload (`bench/sizes.py`), at "
+             "every-object granularity (`SERTRACE_GRANULARITY=%s`): pickle, dill and cloudpickle "
+             "each traced in the benchmark's process (libsertrace's in-process listener into the "
+             "tree core, no LTTng), rows by path pattern (positions and dict keys as `[*]`; bytes "
+             "including children) and by type (self bytes: a node's bytes minus its children's, "
+             "so a dump's type rows add up to its root). Shares are of the root pattern's bytes "
+             "(the payload minus the fixed header and trailer)." % sz.get("granularity", "?"))
     L.append("")
-    dumps = bd.get("dumps", [])
-    checks = [d for d in dumps if d.get("payload_bytes") is not None]
-    bad = [d for d in checks if d["payload_bytes"] != d["len"]]
-    L.append("Check: the payload size in the trace equals `len(dumps())` for %d of %d dumps%s."
-             % (len(checks) - len(bad), len(checks),
-                "" if not bad else " (**mismatch:** %s)" % ", ".join(
-                    "%s/%s %s≠%s" % (d["workload"], d["serializer"], d["payload_bytes"], d["len"])
-                    for d in bad)))
+    outcomes = [(n, o) for n, w in ws.items() for o in w["compare"]["serializers"]]
+    ok = [(n, o) for n, o in outcomes if o["status"] == "ok"]
+    bad = [(n, o) for n, o in outcomes if o["status"] == "mismatch"]
+    L.append("Check (by `sertrace.compare` itself): the traced total equals `len(dumps())` for "
+             "%d of %d dumps%s." % (len(ok), len(ok) + len(bad), "" if not bad else
+                                    " (**sertrace bug:** %s)" % "; ".join(
+                                        "%s/%s: %s" % (n, o["name"], ", ".join(o["problems"]))
+                                        for n, o in bad)))
+    for n, o in outcomes:
+        if o["status"] == "refused":
+            for r in o["refused"] or [{}]:
+                L.append("")
+                L.append("%s refuses `%s` (%s): it cannot write the %s `%s` at `%s` (%s); the "
+                         "others are compared without it." % (
+                             o["name"], n, o["error"], r.get("tag", "?"), r.get("type", "?"),
+                             r.get("path", "?"), r.get("message", "?")))
+        elif o["status"] not in ("ok", "mismatch"):
+            L.append("")
+            L.append("%s on `%s`: %s%s." % (o["name"], n, o["status"],
+                                           ": " + o["error"] if o.get("error") else ""))
     L.append("")
-    # By kind, per workload (pickle dumps).
     rows = []
-    for d in dumps:
-        if d["serializer"] != "pickle":
+    for n, w in ws.items():
+        doc = w["compare"]
+        if not doc["compared"]:
             continue
-        kinds = sorted(d.get("by_kind", []), key=lambda k: -k.get("self", 0))[:4]
-        types = sorted(d.get("by_type", []), key=lambda k: -k.get("self", 0))[:4]
-        rows.append(["`%s`" % d["workload"], "{:,}".format(d.get("nodes") or 0),
-                     ", ".join("%s %.0f%%" % (k["tag"], 100 * k.get("share", 0)) for k in kinds),
-                     ", ".join("`%s` %.0f%%" % (t["type"], 100 * t.get("share", 0)) for t in types)])
-    if rows:
-        legend = {}
-        for d in dumps:
-            if d["serializer"] == "pickle":
-                for k in sorted(d.get("by_kind", []), key=lambda k: -k.get("self", 0))[:4]:
-                    legend[k["tag"]] = k.get("kind", "?")
-        L.append("Largest shares of self bytes, sertrace (= pickle) dumps:")
-        L.append("")
-        L.append(table(["workload", "nodes", "by kind (tag)", "by type"], rows))
-        L.append("")
-        L.append("Tags (as in the text tree): " + "; ".join(
-            "`%s` %s" % kv for kv in sorted(legend.items())) + ".")
-        L.append("")
-    # pickle vs dill by type.
-    byw = {(d["workload"], d["serializer"]): d for d in dumps}
-    comps = []
-    for w in sorted({d["workload"] for d in dumps}):
-        if ("%s" % w, "dill") in byw:
-            pw = w if (w, "pickle") in byw else None
-            if pw is None and w.startswith("closures-"):
-                pw = "state-" + w.split("-", 1)[1]
-            if (pw, "pickle") in byw:
-                comps.append((w, pw))
-    if not any(d["serializer"] == "dill" for d in dumps):
-        L.append("pickle against dill by type: not available (the dill hook `sertrace._pyhook` "
-                 "was not built/installed when this ran).")
-        L.append("")
+        ser = "pickle" if "pickle" in doc["compared"] else doc["compared"][0]
+        paths = [r for r in doc["rows"] if r["kind"] == "path" and r["bytes"].get(ser) is not None]
+        types = [r for r in doc["rows"] if r["kind"] == "type" and r["bytes"].get(ser) is not None]
+        if not paths:
+            continue
+        root = max(paths, key=lambda r: (r["bytes"][ser], -len(r["name"])))
+        whole = root["bytes"][ser]
+        below = sorted((r for r in paths if r is not root),
+                       key=lambda r: (-r["bytes"][ser], r["name"]))[:3]
+        tops = sorted(types, key=lambda r: (-r["bytes"][ser], r["name"]))[:4]
+        rows.append(["`%s`" % n, ser, "%s %s B" % (_md(root["name"]), _fmt(whole)),
+                     ", ".join("%s %s" % (_md(r["name"]), _pct(r["bytes"][ser], whole))
+                               for r in below),
+                     ", ".join("%s %s" % (_md(r["name"]), _pct(r["bytes"][ser], whole))
+                               for r in tops)])
+    L.append(table(["workload", "serializer", "root pattern", "largest patterns below it "
+                    "(incl. children)", "largest types (self bytes)"], rows))
+    L.append("")
+    # dill against pickle: the rows of the same compare results where they differ.
     same = []
-    for w, pw in comps:
-        dd, pd = byw[(w, "dill")], byw[(pw, "pickle")]
-        pk = {x["tag"]: x for x in pd.get("by_kind", [])}
-        dk = {x["tag"]: x for x in dd.get("by_kind", [])}
-        diffs = []
-        for t in set(pk) | set(dk):
-            a, b = pk.get(t, {}), dk.get(t, {})
-            if a.get("self", 0) != b.get("self", 0) or a.get("count", 0) != b.get("count", 0):
-                diffs.append((b.get("self", 0) - a.get("self", 0), t, (a or b).get("kind", "?"),
-                              a.get("count", 0), a.get("self", 0), b.get("count", 0),
-                              b.get("self", 0), b.get("bytes", 0)))
-        if w == pw:
-            title = ("dill against pickle on `%s` (%s B against %s B), by kind: every kind "
-                     "whose count or self bytes differ" % (w, "{:,}".format(dd["len"]),
-                                                            "{:,}".format(pd["len"])))
-        else:
-            title = ("What dill adds to serialize `%s` (%s B) compared with pickle on `%s` "
-                     "(%s B), by kind: every kind whose count or self bytes differ"
-                     % (w, "{:,}".format(dd["len"]), pw, "{:,}".format(pd["len"])))
-        if not diffs:
-            same.append("`%s`" % w)
+    for n, w in ws.items():
+        doc = w["compare"]
+        if not {"pickle", "dill"} <= set(doc["compared"]):
             continue
-        L.append(title + ":")
+        diff = [r for r in doc["rows"] if r["bytes"].get("pickle") != r["bytes"].get("dill")]
+        if not diff:
+            same.append("`%s`" % n)
+            continue
+        t = doc["total"]
+        L.append("dill against pickle on `%s` (%s B against %s B; cloudpickle %s B): the %d rows "
+                 "of `sertrace.compare` where dill and pickle differ, largest difference first%s:"
+                 % (n, _fmt(t.get("dill")), _fmt(t.get("pickle")), _fmt(t.get("cloudpickle")),
+                    len(diff), "" if len(diff) <= 15 else " (the first 15)"))
         L.append("")
-        diffs.sort(key=lambda d: (-d[0], d[1]))
-        L.append(table(["tag", "kind", "pickle nodes", "pickle self B", "dill nodes", "dill self B",
-                        "dill bytes incl. children", "self Δ"],
-                       [["`%s`" % t, k, c1, "{:,}".format(a), c2, "{:,}".format(b),
-                         "{:,}".format(inc), "%+d" % dlt]
-                        for dlt, t, k, c1, a, c2, b, inc in diffs]))
+
+        def delta(r):
+            return (r["bytes"].get("dill") or 0) - (r["bytes"].get("pickle") or 0)
+        diff.sort(key=lambda r: (-abs(delta(r)), r["kind"], r["name"]))
+        L.append(table(["row", "pickle", "dill", "cloudpickle", "dill − pickle"],
+                       [["%s%s" % ("type " if r["kind"] == "type" else "", _md(r["name"])),
+                         _fmt(r["bytes"].get("pickle")), _fmt(r["bytes"].get("dill")),
+                         _fmt(r["bytes"].get("cloudpickle")), "%+d" % delta(r)]
+                        for r in diff[:15]]))
         L.append("")
     if same:
-        L.append("dill (traced by `sertrace.dill`) and pickle write the same nodes, kind by kind "
-                 "and byte for byte, on: %s." % ", ".join(same))
+        L.append("dill (traced by `sertrace.dill`) and pickle write the same bytes under every path "
+                 "pattern and type on: %s." % ", ".join(same))
         L.append("")
-    if len(same) < len(comps):
-        L.append("Self bytes of a kind that only dill writes (`F1` function by value, `Co` code, "
-                 "`Ce1` cell, `D4` module dict by reference ...) are small because at every-object "
-                 "granularity their strings and bytes are child nodes; the *incl. children* column "
-                 "is their full cost.")
+    # Where pickle refuses: `sertrace diff` of pickle on the plain state against dill.
+    for d in sz.get("diffs", []):
+        title = ("What %s adds to serialize `%s` compared with %s on `%s` (`sertrace diff "
+                 "--json` of the two payloads" % (d["b_serializer"], d["b"], d["a_serializer"],
+                                                  d["a"]))
+        if d.get("error"):
+            L.append(title + "): not available: %s" % d["error"])
+            L.append("")
+            continue
+        g = d["diff"]["groups"][0] if d["diff"].get("groups") else {"rows": []}
+        tot = d["diff"]["total"]
+        rws = sorted(g["rows"], key=lambda r: (-abs(r["delta"]), r["kind"], r["name"]))
+        L.append(title + "; %s B against %s B, %+d B; %d rows changed%s):" % (
+            _fmt(tot["a"]), _fmt(tot["b"]), tot["delta"], len(rws),
+            "" if len(rws) <= 15 else ", the 15 largest"))
+        L.append("")
+        L.append(table(["", "row", d["a_serializer"] + " on " + d["a"],
+                        d["b_serializer"] + " on " + d["b"], "Δ"],
+                       [[{"new": "[NEW]", "deleted": "[DEL]"}.get(r["status"], ""),
+                         "%s%s" % ("type " if r["kind"] == "type" else "", _md(r["name"])),
+                         _fmt(r["a"]), _fmt(r["b"]), "%+d" % r["delta"]] for r in rws[:15]]))
         L.append("")
     return "\n".join(L)
 

@@ -1,20 +1,20 @@
 #!/usr/bin/env python3
 """Serialized sizes, and where the bytes go, for every bench workload.
 
-1. Payload sizes (protocol 4): C pickle, dill, dill with byref=True,
-   cloudpickle (Debian's python3-cloudpickle) and sertrace (whose bytes must
-   equal pickle's: checked).  Serializers that refuse a workload show the
-   exception type and message.
+1. Payload sizes (protocol 4): pickle, dill and cloudpickle from
+   `sertrace.compare` (each serializer traced in-process; its total is its
+   real `len(dumps())`, checked by compare itself; a refusal comes with the
+   refused subtree's path and message), plus dill with byref=True and
+   sertrace.dumps (whose bytes must equal pickle's: checked).
 2. The text tree (DISPATCH_TRACE=<file>, default granularity) of one dump
    of each workload: lines, bytes, deepest indentation.
-3. Where the bytes go: one child process, recorded with `sertrace record
-   --cmd-only` at every-object granularity (SERTRACE_GRANULARITY=all), dumps
-   each workload once with sertrace.dumps and, when the dill hook is built,
-   once with dill.dumps traced by sertrace.dill.  `sertrace report --json`
-   of that trace gives per dump the bytes by kind (tag) and by type, self
-   bytes (a node's bytes minus its children's) summing to the payload.
-   Dumps are matched to workloads by order and checked against the payload
-   length the child printed.
+3. Where the bytes go, and dill against pickle: the rows of the same
+   `sertrace.compare` call (bytes per path pattern and per type, one
+   column per serializer), at every-object granularity
+   (SERTRACE_GRANULARITY=all in the child); and, for a workload pickle
+   refuses, `sertrace diff --json` of pickle's bytes of the plain state
+   against dill's of the closure variant (DIFFS).  The benchmark computes
+   no figure of its own here: bench/run.py renders these documents.
 
 Usage (normally through bench/run.py):
   /usr/bin/python3 bench/sizes.py [--build DIR] [--out FILE]
@@ -41,7 +41,18 @@ def _exc(e):
     return "refused (%s: %s)" % (type(e).__name__, msg)
 
 
-def child_sizes():
+# (workload B, its serializer, workload A, its serializer): `sertrace diff A B` on the
+# pickle bytes, for a workload one serializer refuses: what dill adds to the closure
+# variant against pickle on the same state without closures.
+DIFFS = [("closures-64", "dill", "state-64", "pickle")]
+
+
+def _compare_doc(result):
+    """What RESULTS.md needs of a sertrace.compare result: its JSON document."""
+    return json.loads(result.json())
+
+
+def child_sizes(outdir):
     import pickle
     import warnings
     warnings.simplefilter("ignore")  # dill's PicklingWarning about __main__ classes
@@ -54,27 +65,45 @@ def child_sizes():
 
     out = {"versions": {"dill": dill.__version__,
                         "cloudpickle": getattr(cloudpickle, "__version__", "?")},
-           "workloads": {}}
+           "granularity": os.environ.get("SERTRACE_GRANULARITY", "containers"),
+           "workloads": {}, "payload_files": {}}
+    wanted = {(w, s) for b, sb, a, sa in DIFFS for w, s in ((b, sb), (a, sa))}
     for name in list(wl.WORKLOADS) + list(wl.SIZE_ONLY):
         obj = wl.build(name)
         row = {"objects": wl.count_objects(obj), "description": wl.DESCRIPTIONS.get(name, "")}
-        ref = None
-        for label, fn in (("pickle", lambda: pickle.dumps(obj, PROTOCOL)),
-                          ("dill", lambda: dill.dumps(obj, PROTOCOL)),
-                          ("dill-byref", lambda: dill.dumps(obj, PROTOCOL, byref=True)),
-                          ("cloudpickle", lambda: cloudpickle.dumps(obj, PROTOCOL)),
+        doc = _compare_doc(sertrace.compare(obj, protocol=PROTOCOL))
+        row["compare"] = doc
+        for o in doc["serializers"]:
+            if o["status"] == "ok":
+                row[o["name"]] = o["bytes"]
+            elif o["status"] == "refused":
+                row[o["name"]] = _refused(o["error"])
+            else:
+                row[o["name"]] = o["status"]
+        for label, fn in (("dill-byref", lambda: dill.dumps(obj, PROTOCOL, byref=True)),
                           ("sertrace", lambda: sertrace.dumps(obj, PROTOCOL))):
             try:
                 b = fn()
                 row[label] = len(b)
-                if label == "pickle":
-                    ref = b
                 if label == "sertrace":
-                    row["sertrace_identical"] = (b == ref)
+                    row["sertrace_identical"] = (b == pickle.dumps(obj, PROTOCOL))
             except Exception as e:  # refusals are results here
                 row[label] = _exc(e)
+        for ser in ("pickle", "dill"):
+            if (name, ser) in wanted and isinstance(row.get(ser), int):
+                path = os.path.join(outdir, "%s.%s.pkl" % (name, ser))
+                with open(path, "wb") as f:
+                    f.write((pickle if ser == "pickle" else dill).dumps(obj, PROTOCOL))
+                out["payload_files"]["%s/%s" % (name, ser)] = path
         out["workloads"][name] = row
     print(json.dumps(out))
+
+
+def _refused(error):
+    msg = error.split("\n")[0]
+    if len(msg) > 60:
+        msg = msg[:57] + "..."
+    return "refused (%s)" % msg
 
 
 def child_text():
@@ -100,59 +129,21 @@ def child_text():
     print(json.dumps(out))
 
 
-def child_trace(with_dill):
-    """Runs under `sertrace record`: one dump per workload and serializer."""
-    import warnings
-    warnings.simplefilter("ignore")
-    import sertrace
-    import workloads as wl
-
-    if with_dill:
-        import dill
-
-        import sertrace.dill as sdill
-        sdill.install(pure_pickle=False)
-    print(json.dumps({"pid": os.getpid()}), flush=True)
-    for name, (_, picklable) in list(wl.WORKLOADS.items()) + list(wl.SIZE_ONLY.items()):
-        obj = wl.build(name)
-        if picklable:
-            print(json.dumps({"w": name, "s": "pickle", "len": len(sertrace.dumps(obj, PROTOCOL))}),
-                  flush=True)
-        if with_dill:
-            print(json.dumps({"w": name, "s": "dill", "len": len(dill.dumps(obj, PROTOCOL))}),
-                  flush=True)
-
-
-def trace_breakdown(tools, tmp):
-    have_dill_hook = common.run([common.PYTHON, "-c", "import sertrace._pyhook, sertrace.dill"],
-                                env=tools.env()).returncode == 0
-    trace = os.path.join(tmp, "sizes-trace")
-    env = tools.env({"SERTRACE_GRANULARITY": "all"})
-    r = common.run([tools.sertrace, "record", "--cmd-only", "-o", trace, "--",
-                    common.PYTHON, os.path.abspath(__file__), "--trace-child"]
-                   + (["--with-dill"] if have_dill_hook else []), env=env, cwd=tmp)
-    if r.returncode != 0:
-        return {"error": "sertrace record failed (%d): %s" % (r.returncode, r.stderr[-1500:])}
-    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
-    pid = lines[0]["pid"]
-    expected = lines[1:]
-    rep = common.run([tools.sertrace, "report", "--json", "--top", "20", trace], env=env)
-    if rep.returncode != 0:
-        return {"error": "sertrace report failed (%d): %s" % (rep.returncode, rep.stderr[-1500:])}
-    doc = json.loads(rep.stdout)
-    dumps = sorted((d for d in doc["dumps"] if d["pid"] == pid), key=lambda d: d.get("time_ns") or 0)
-    out = {"dill_hook": have_dill_hook, "trace_bytes": common.dir_bytes(trace),
-           "record_stderr": r.stderr.strip().splitlines()[:3], "dumps": []}
-    if len(dumps) != len(expected):
-        out["error"] = "trace has %d dumps of pid %d, expected %d" % (len(dumps), pid, len(expected))
-    for exp, d in zip(expected, dumps):
-        out["dumps"].append({
-            "workload": exp["w"], "serializer": exp["s"], "len": exp["len"],
-            "payload_bytes": d.get("payload_bytes"), "root_bytes": d.get("root_bytes"),
-            "trace_serializer": d.get("serializer"), "nodes": d.get("nodes"),
-            "complete": d.get("complete"), "lost": d.get("lost"),
-            "by_kind": d.get("by_kind", []), "by_type": d.get("by_type", []),
-            "top": d.get("top", [])[:8]})
+def diffs(tools, files):
+    """`sertrace diff --json A B` for each of DIFFS whose two payloads were written."""
+    out = []
+    for b, sb, a, sa in DIFFS:
+        fa, fb = files.get("%s/%s" % (a, sa)), files.get("%s/%s" % (b, sb))
+        entry = {"a": a, "a_serializer": sa, "b": b, "b_serializer": sb}
+        if not fa or not fb:
+            entry["error"] = "a payload is missing (refused?)"
+        else:
+            r = common.run([tools.sertrace, "diff", "--json", fa, fb], env=tools.env())
+            if r.returncode != 0:
+                entry["error"] = "sertrace diff failed (%d): %s" % (r.returncode, r.stderr[-1000:])
+            else:
+                entry["diff"] = json.loads(r.stdout)
+        out.append(entry)
     return out
 
 
@@ -160,24 +151,20 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.environ.get("SERTRACE_BENCH_BUILD"))
     ap.add_argument("--out", default=None)
-    ap.add_argument("--child-sizes", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--trace-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--child-sizes", metavar="DIR", help=argparse.SUPPRESS)
     ap.add_argument("--text-child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--with-dill", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child_sizes:
-        return child_sizes()
-    if args.trace_child:
-        return child_trace(args.with_dill)
+        return child_sizes(args.child_sizes)
     if args.text_child:
         return child_text()
 
     tools = common.Tools(args.build)
     tmp = tempfile.mkdtemp(prefix="sertrace-bench-sizes-")
     try:
-        common.log("sizes: payload sizes")
-        r = common.run([common.PYTHON, os.path.abspath(__file__), "--child-sizes"],
-                       env=tools.env(), cwd=tmp)
+        common.log("sizes: payload sizes and where the bytes go (sertrace.compare)")
+        r = common.run([common.PYTHON, os.path.abspath(__file__), "--child-sizes", tmp],
+                       env=tools.env({"SERTRACE_GRANULARITY": "all"}), cwd=tmp)
         if r.returncode != 0:
             raise SystemExit("sizes child failed: " + r.stderr[-3000:])
         result = json.loads(r.stdout.strip().splitlines()[-1])
@@ -186,11 +173,8 @@ def main(argv):
                        env=tools.env({"DISPATCH_TRACE": os.path.join(tmp, "tree.txt")}), cwd=tmp)
         result["text"] = (json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0
                           else {"error": r.stderr[-1000:]})
-        common.log("sizes: recording where the bytes go")
-        if common.ensure_sessiond():
-            result["breakdown"] = trace_breakdown(tools, tmp)
-        else:
-            result["breakdown"] = {"error": "no lttng-sessiond reachable"}
+        common.log("sizes: what dill adds where pickle refuses (sertrace diff)")
+        result["diffs"] = diffs(tools, result.pop("payload_files", {}))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.out:

@@ -426,7 +426,9 @@ static void print_text(const struct diff *d, uint64_t ta, uint64_t tb)
             any = true;
             char pct[32];
             fmt_pct(pct, sizeof pct, r->v[0], r->v[1]);
-            const char *tag = !sertrace_row_in(r, 0) ? "[NEW]" : !sertrace_row_in(r, 1) ? "[DEL]" : "";
+            const char *tag = !sertrace_row_in(r, 0)   ? "[NEW]"
+                              : !sertrace_row_in(r, 1) ? "[DEL]"
+                                                       : "";
             printf("%-7s %14llu %14llu %+14lld %9s", tag, (unsigned long long)r->v[0],
                    (unsigned long long)r->v[1], (long long)(r->v[1] - r->v[0]), pct);
             if (d->several)

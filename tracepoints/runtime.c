@@ -628,9 +628,9 @@ static void dump_finish(struct sertrace_dump *d, uint64_t total_bytes, int statu
         if (d->hooks.dump_end != NULL)
             d->hooks.dump_end(d->hooks.ctx, d->id, total_bytes, st);
         if (d->listener.dump_end != NULL)
-            d->listener.dump_end(
-                d->listener.ctx, d->id, total_bytes, st, d->seq,
-                (d->flags & SERTRACE_DUMP_LOWER_BOUNDS) ? SERTRACE_END_LOWER_BOUNDS : 0u);
+            d->listener.dump_end(d->listener.ctx, d->id, total_bytes, st, d->seq,
+                                 (d->flags & SERTRACE_DUMP_LOWER_BOUNDS) ? SERTRACE_END_LOWER_BOUNDS
+                                                                         : 0u);
     }
 }
 

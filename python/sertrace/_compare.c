@@ -189,8 +189,8 @@ static PyObject *capture_end(PyObject *self, PyObject *noargs)
     ok = !cap.failed && sertrace_core_finish(cap.core) == 0 &&
          sertrace_summary_finish(cap.sum, sertrace_core_get_stats(cap.core)) == 0;
     if (ok)
-        ret = Py_BuildValue("Ky#", (unsigned long long)cap.first_dump,
-                            cap.out.p ? cap.out.p : "", (Py_ssize_t)cap.out.len);
+        ret = Py_BuildValue("Ky#", (unsigned long long)cap.first_dump, cap.out.p ? cap.out.p : "",
+                            (Py_ssize_t)cap.out.len);
     else
         PyErr_NoMemory();
     release_locked();
@@ -257,9 +257,8 @@ static PyObject *rows(PyObject *self, PyObject *arg)
         const sertrace_row *r = &t.rows[i];
         PyObject *vals = PyList_New(ncols), *tup;
         for (Py_ssize_t c = 0; vals && c < ncols; c++) {
-            PyObject *v = sertrace_row_in(r, (unsigned)c)
-                              ? PyLong_FromUnsignedLongLong(r->v[c])
-                              : Py_NewRef(Py_None);
+            PyObject *v = sertrace_row_in(r, (unsigned)c) ? PyLong_FromUnsignedLongLong(r->v[c])
+                                                          : Py_NewRef(Py_None);
             if (!v) {
                 Py_CLEAR(vals);
                 break;

@@ -194,8 +194,8 @@ uint32_t sertrace_depth(const sertrace_dump *d);
 typedef struct sertrace_listener {
     void (*dump_begin)(void *ctx, uint64_t dump_id, const char *serializer, int32_t protocol);
     void (*records)(void *ctx, uint64_t dump_id, uint32_t seq, const uint8_t *buf, uint32_t len);
-    void (*dump_end)(void *ctx, uint64_t dump_id, uint64_t bytes, uint8_t status,
-                     uint32_t batches, uint32_t flags);
+    void (*dump_end)(void *ctx, uint64_t dump_id, uint64_t bytes, uint8_t status, uint32_t batches,
+                     uint32_t flags);
     void *ctx;
 } sertrace_listener;
 
