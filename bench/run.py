@@ -6,7 +6,8 @@
 
 Parts (all by default; --only takes a comma-separated subset):
   sizes     payload sizes under pickle, dill (with/without byref), cloudpickle
-            and sertrace, and where the bytes go (sertrace traces)   bench/sizes.py
+            and sertrace; where the bytes go and dill against pickle
+            (sertrace.compare, sertrace diff)                        bench/sizes.py
   overhead  ratios to pickle.dumps: sertrace dormant, recording into LTTng
             (default and every-object granularity), DISPATCH_TRACE to a
             file, dill untraced / dill.detect.trace / dill traced by sertrace

@@ -36,6 +36,7 @@ import io
 import json
 import pickle
 import sys
+import threading
 import types
 
 SERIALIZERS = ("pickle", "dill", "cloudpickle")
@@ -182,8 +183,16 @@ def _dill_pair(protocol):
         return None, "the dill hook (sertrace._pyhook) is not built: %s" % e
 
     def traced(obj):
-        with sdill.traced(dill.Pickler):
-            return dill.dumps(obj, protocol)
+        # Hooked for this call only; dill's logger proxy (which hands dill's tags to the
+        # hook) is taken off again unless someone (install()) had it on before.
+        wrapped_before = sdill._logger_module is not None
+        try:
+            with sdill.traced(dill.Pickler):
+                return dill.dumps(obj, protocol)
+        finally:
+            if not wrapped_before:
+                with sdill._lock:
+                    sdill._unwrap_dill_logger()
     return (lambda obj: dill.dumps(obj, protocol), traced), None
 
 
@@ -243,6 +252,8 @@ def _cloudpickle_pair(protocol):
     return (lambda obj: cloudpickle.dumps(obj, protocol), traced), None
 
 
+_capture_lock = threading.Lock()
+
 _PAIRS = {"pickle": _pickle_pair, "dill": _dill_pair, "cloudpickle": _cloudpickle_pair}
 
 
@@ -279,13 +290,14 @@ def _run_one(name, obj, protocol):
     except Exception as e:  # a refusal is a result
         real_bytes, real_error = None, e
     traced_error = None
-    _compare.capture_begin()
-    try:
-        traced(obj)
-    except Exception as e:
-        traced_error = e
-    finally:
-        dump_id, summary = _compare.capture_end()
+    with _capture_lock:  # one capture per process: concurrent compare() calls take turns
+        _compare.capture_begin()
+        try:
+            traced(obj)
+        except Exception as e:
+            traced_error = e
+        finally:
+            dump_id, summary = _compare.capture_end()
     doc = json.loads(summary)
     dump = next((d for d in doc["dumps"] if d["dump_id"] == dump_id), None)
     if dump is not None:

@@ -125,9 +125,10 @@ def test_plain_state_all_three_equal_their_real_lengths(protocol):
 def test_compare_leaves_the_program_as_it_was():
     import cloudpickle.cloudpickle_fast as cpf
     import sertrace.dill as sdill
-    before = (cpf.Pickler, cloudpickle.Pickler, sdill.is_traced(dill.Pickler))
+    before = (cpf.Pickler, cloudpickle.Pickler, sdill.is_traced(dill.Pickler), dill._dill.logger)
     sc.compare({"a": [1, 2, 3]})
-    assert (cpf.Pickler, cloudpickle.Pickler, sdill.is_traced(dill.Pickler)) == before
+    assert (cpf.Pickler, cloudpickle.Pickler, sdill.is_traced(dill.Pickler),
+            dill._dill.logger) == before
     # nothing listens any more: a dump after compare() is not captured, and a second
     # compare works
     assert len(sertrace.dumps([1])) == len(pickle.dumps([1]))
@@ -227,3 +228,33 @@ def test_cli_help_and_usage_errors():
         assert p.returncode == 2, (args, p.stdout, p.stderr)
         assert words in p.stderr, (args, p.stderr)
         assert p.stdout == ""
+
+
+def test_other_threads_dumps_are_not_captured_and_calls_take_turns():
+    """While one thread compares, another pickles (and compares) at the same time: each
+    comparison has exactly its own object's figures."""
+    import threading
+    big = m.build_state(8)
+    small = {"k": list(range(50))}
+    results, errors = {}, []
+
+    def worker(name, obj, n):
+        try:
+            for _ in range(n):
+                sertrace.dumps(big)  # a traced dump of another object, on this thread
+                results.setdefault(name, []).append(sc.compare(obj, serializers=("pickle", "dill")))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+    ts = [threading.Thread(target=worker, args=("big", big, 3)),
+          threading.Thread(target=worker, args=("small", small, 6))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    for name, obj in (("big", big), ("small", small)):
+        for r in results[name]:
+            o = by_name(r)
+            assert o["pickle"].status == "ok" and o["dill"].status == "ok"
+            assert o["pickle"].bytes == len(pickle.dumps(obj))
+            assert o["dill"].bytes == len(dill.dumps(obj))
