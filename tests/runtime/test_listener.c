@@ -63,8 +63,8 @@ static void on_end(void *ctx, uint64_t id, uint64_t bytes, uint8_t status, uint3
     L.end_status = status;
     L.end_batches = batches;
     L.end_flags = flags;
-    cr_assert_eq(
-        sertrace_core_dump_end_flags(L.core, 1, 1, 0, id, bytes, status, batches, flags), 0);
+    cr_assert_eq(sertrace_core_dump_end_flags(L.core, 1, 1, 0, id, bytes, status, batches, flags),
+                 0);
 }
 
 static int node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
