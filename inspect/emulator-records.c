@@ -286,8 +286,7 @@ int emu_emit_dump(emu *e, uint64_t total)
                 goto end;
             typed[n->type] = true;
         }
-        if (n->label_kind == SERTRACE_LABEL_KEY && n->label <= e->ntypes &&
-            !typed[n->label]) {
+        if (n->label_kind == SERTRACE_LABEL_KEY && n->label <= e->ntypes && !typed[n->label]) {
             if (rec_name(e, (uint32_t)n->label) < 0)
                 goto end;
             typed[n->label] = true;

@@ -41,8 +41,8 @@ int sertrace_path_segment_append(sertrace_buf *b, const sertrace_dump_state *d,
     if (n->label_kind == SERTRACE_LABEL_NONE)
         return sertrace_buf_append(b, "/?", 2);
     unsigned mode = SERTRACE_FMT_LABEL_PATH | (pattern ? SERTRACE_FMT_LABEL_PATTERN : 0);
-    return sertrace_label_append(b, d, n->label_kind, n->label, sertrace_node_is_state(&chain[i - 1]),
-                                 mode);
+    return sertrace_label_append(b, d, n->label_kind, n->label,
+                                 sertrace_node_is_state(&chain[i - 1]), mode);
 }
 
 int sertrace_path_append(sertrace_buf *b, const sertrace_dump_state *d, const sertrace_node *chain,

@@ -32,7 +32,7 @@ typedef struct entry {
 struct sertrace_pathstats {
     entry *e; /* by id, in order of creation: a parent before its children */
     size_t n, e_cap;
-    uint32_t *slots;   /* id + 1, 0: free; `cap` a power of two */
+    uint32_t *slots; /* id + 1, 0: free; `cap` a power of two */
     size_t cap;
     sertrace_buf text; /* every pattern's last segment */
     sertrace_buf seg;  /* scratch: the segment being entered */
@@ -176,8 +176,8 @@ int sertrace_pathstats_enter(sertrace_pathstats *p, const sertrace_dump_state *d
         p->ids[k - 1] = p->ids[k - 2];
         return 0;
     }
-    int64_t id = intern(p, k > 1 ? p->ids[k - 2] : NO_PARENT, p->seg.data ? p->seg.data : "",
-                        p->seg.len);
+    int64_t id =
+        intern(p, k > 1 ? p->ids[k - 2] : NO_PARENT, p->seg.data ? p->seg.data : "", p->seg.len);
     if (id < 0)
         return -1;
     p->ids[k - 1] = (uint32_t)id;

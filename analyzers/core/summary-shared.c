@@ -5,21 +5,22 @@
  * A memo reference (a node of class SERTRACE_TAGCLASS_REF) carries the
  * address of the object it points back to (schema.h `addr`: the C pickler
  * and the pyhook both pass the referenced object), and the object itself
- * was written, once, as a node with that address.  So one dump needs two
- * tables keyed by address:
- *   - the objects written (`objs`): where each was written (its node's
- *     [start, end) in the payload), its type index and depth.  Entered at
- *     node_enter, so a reference from inside the object itself (a list
- *     that holds itself) finds it; `end` is set at its node_exit.  A
- *     memoized object stays alive for the whole dump (the memo holds it),
- *     so its address is never reused while references to it can come;
- *     an address written again (a temporary that was not memoized) takes
- *     the slot over, which is the object later references mean.
- *   - the references (`refs`): per referenced address, how many and the
- *     position of the last one.
- * A reference counts on its target's type row (a reference to a function
- * on the function's row, not on a row of its own), or on its own type's
- * when the target is unknown.
+ * was written, once, as a node with that address.  So one dump keeps:
+ *   - the objects written (`objs`), an array in the order their nodes
+ *     opened: address, where the node was written ([start, end) in the
+ *     payload), type index, depth.  Appended at node_enter, so a
+ *     reference from inside the object itself (a list that holds itself)
+ *     finds it; `end` is set at its node_exit (n->user holds its index).
+ *   - the references (`refs`), by address: how many, the position of the
+ *     last one, and their bytes on their own type row.
+ * At dump close each referenced address is matched with the last object
+ * written at it (a memoized object stays alive for the whole dump, the
+ * memo holds it, so its address is never reused while references to it
+ * can come), and the references move from their own type row to their
+ * target's (a reference to a function counts on the function's row, not
+ * on a "function X" row of its own).  Matching at close keeps the node
+ * path to an append and, per reference, one probe of the (small)
+ * reference table: no hash probe per node.
  *
  * Retained bytes of a top entry X (README: the definition): its bytes
  * less the bytes of the maximal objects written inside it (strictly) that
@@ -33,14 +34,14 @@
  * object this table does not know (its table was full, or the reference
  * has no address: `sertrace inspect` records none).
  *
- * Cost: two hash probes per node with an address, one per reference; at
- * close, the referenced objects sorted by start once (O(R log R), R
- * distinct referenced objects), then per top entry a binary search and a
- * sweep over the referenced objects written inside it, at most
- * SWEEP_BUDGET steps per dump (entries past the budget get no retained).
- * Memory: 32 B per object slot, the table at most 3/4 full (43 B per
- * object at worst), at most OBJS_MAX objects per dump (2^21 slots: 64
- * MiB); beyond it objects are not recorded, and references to them are
+ * Cost: per node with an address one append to `objs`, per reference
+ * one probe of `refs`; at close one pass over `objs` probing `refs`, the
+ * referenced objects sorted by start once (O(R log R), R distinct
+ * referenced objects), then per top entry a binary search and a sweep
+ * over the referenced objects written inside it, at most SWEEP_BUDGET
+ * steps per dump (entries past the budget get no retained bytes).
+ * Memory: 32 B per object, at most OBJS_MAX objects per dump (64 MiB);
+ * beyond it objects are not recorded, and references to them are
  * "unknown" as above.
  */
 #include <stdlib.h>
@@ -48,8 +49,8 @@
 
 #include "summary-internal.h"
 
-#define OBJS_MAX (3u << 19)     /* objects recorded per dump (3/4 of 2^21 slots) */
-#define KEEP_SLOTS (1u << 14)   /* a recycled dump keeps tables this small */
+#define OBJS_MAX (1u << 21)     /* objects recorded per dump */
+#define KEEP_SLOTS (1u << 14)   /* a recycled dump keeps arrays this small */
 #define SWEEP_BUDGET (1u << 24) /* retained: sweep steps per dump */
 #define OPEN_END UINT64_MAX     /* an object whose node has not closed */
 
@@ -61,76 +62,51 @@ static inline size_t slot_of(uint64_t addr, size_t cap)
 
 /* ---- objects written ------------------------------------------------------- */
 
-static shared_obj *obj_find(const dump_sum *ds, uint64_t addr)
-{
-    if (ds->objs_cap == 0)
-        return NULL;
-    for (size_t j = slot_of(addr, ds->objs_cap);; j = (j + 1) & (ds->objs_cap - 1)) {
-        shared_obj *o = &ds->objs[j];
-        if (o->addr == addr)
-            return o;
-        if (o->addr == 0)
-            return NULL;
-    }
-}
-
-static int objs_grow(dump_sum *ds)
-{
-    size_t cap = ds->objs_cap ? ds->objs_cap * 2 : 256;
-    shared_obj *t = calloc(cap, sizeof *t);
-    if (t == NULL)
-        return -1;
-    for (size_t i = 0; i < ds->objs_cap; i++) {
-        if (ds->objs[i].addr == 0)
-            continue;
-        size_t j = slot_of(ds->objs[i].addr, cap);
-        while (t[j].addr != 0)
-            j = (j + 1) & (cap - 1);
-        t[j] = ds->objs[i];
-    }
-    free(ds->objs);
-    ds->objs = t;
-    ds->objs_cap = cap;
-    return 0;
-}
-
-int shared_object_enter(dump_sum *ds, const sertrace_node *n)
+int shared_object_enter(dump_sum *ds, sertrace_node *n)
 {
     if (n->addr == 0 || sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF ||
         (n->flags & SERTRACE_NODE_NO_ENTER))
         return 0;
-    shared_obj *o = obj_find(ds, n->addr);
-    if (o == NULL) {
+    if (ds->objs_n == ds->objs_cap) {
         if (ds->objs_n >= OBJS_MAX) {
             ds->objs_full = true;
             return 0;
         }
-        if ((ds->objs_n + 1) * 4 > ds->objs_cap * 3 && objs_grow(ds) < 0)
+        size_t cap = ds->objs_cap ? ds->objs_cap * 2 : 256;
+        shared_obj *t = realloc(ds->objs, cap * sizeof *t);
+        if (t == NULL)
             return -1;
-        size_t j = slot_of(n->addr, ds->objs_cap);
-        while (ds->objs[j].addr != 0)
-            j = (j + 1) & (ds->objs_cap - 1);
-        o = &ds->objs[j];
-        ds->objs_n++;
+        ds->objs = t;
+        ds->objs_cap = cap;
     }
+    shared_obj *o = &ds->objs[ds->objs_n++];
     o->addr = n->addr;
     o->start = n->enter_pos;
     o->end = OPEN_END;
     o->type = n->type;
     o->depth = n->depth;
+    n->user = ds->objs_n; /* its index + 1, for its exit */
     return 0;
 }
 
 void shared_object_exit(dump_sum *ds, const sertrace_node *n)
 {
-    if (n->addr == 0 || sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF)
-        return;
-    shared_obj *o = obj_find(ds, n->addr);
-    if (o != NULL && o->depth == n->depth && o->start == n->enter_pos)
-        o->end = n->enter_pos + n->bytes;
+    if (n->user != 0 && n->user <= ds->objs_n)
+        ds->objs[n->user - 1].end = n->enter_pos + n->bytes;
 }
 
 /* ---- references ------------------------------------------------------------ */
+
+static shared_ref *ref_find(const dump_sum *ds, uint64_t addr)
+{
+    if (ds->refs_cap == 0)
+        return NULL;
+    for (size_t j = slot_of(addr, ds->refs_cap); ds->refs[j].count != 0;
+         j = (j + 1) & (ds->refs_cap - 1))
+        if (ds->refs[j].addr == addr)
+            return &ds->refs[j];
+    return NULL;
+}
 
 static int refs_grow(dump_sum *ds)
 {
@@ -152,9 +128,8 @@ static int refs_grow(dump_sum *ds)
     return 0;
 }
 
-int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint32_t *target_type)
+int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned)
 {
-    *target_type = 0;
     if (n->addr == 0) { /* no address (sertrace inspect): its target is unknown */
         if (!ds->unknown_ref || n->enter_pos > ds->unknown_ref_pos)
             ds->unknown_ref_pos = n->enter_pos;
@@ -169,30 +144,69 @@ int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint32_t *target_type
     shared_ref *r = &ds->refs[j];
     if (r->count == 0) {
         r->addr = n->addr;
+        r->type = n->type;
         ds->refs_n++;
     }
     r->count++;
     if (n->enter_pos > r->last)
         r->last = n->enter_pos;
-    const shared_obj *o = obj_find(ds, n->addr);
-    if (o != NULL) {
-        *target_type = o->type;
-    } else { /* its target was never recorded */
-        if (!ds->unknown_ref || n->enter_pos > ds->unknown_ref_pos)
-            ds->unknown_ref_pos = n->enter_pos;
-        ds->unknown_ref = true;
+    if (n->type == r->type) { /* what moves to the target's row */
+        r->bytes += n->bytes;
+        r->self += n->self;
+        r->owned += owned;
+        r->moved++;
     }
     return 0;
 }
 
 uint64_t shared_refs_of(const dump_sum *ds, uint64_t addr)
 {
-    if (ds->refs_cap == 0 || addr == 0)
+    const shared_ref *r = addr ? ref_find(ds, addr) : NULL;
+    return r ? r->count : 0;
+}
+
+int shared_resolve(dump_sum *ds)
+{
+    if (ds->refs_n == 0)
         return 0;
-    for (size_t j = slot_of(addr, ds->refs_cap); ds->refs[j].count != 0;
-         j = (j + 1) & (ds->refs_cap - 1))
-        if (ds->refs[j].addr == addr)
-            return ds->refs[j].count;
+    /* each referenced address's object: the last one written there (a
+     * memoized object stays alive, so nothing reuses its address later) */
+    for (size_t i = 0; i < ds->objs_n; i++) {
+        shared_ref *r = ref_find(ds, ds->objs[i].addr);
+        if (r != NULL)
+            r->obj = (uint32_t)(i + 1);
+    }
+    for (size_t j = 0; j < ds->refs_cap; j++) {
+        shared_ref *r = &ds->refs[j];
+        if (r->count == 0)
+            continue;
+        if (r->obj == 0) { /* its target was never recorded */
+            if (!ds->unknown_ref || r->last > ds->unknown_ref_pos)
+                ds->unknown_ref_pos = r->last;
+            ds->unknown_ref = true;
+            continue;
+        }
+        uint32_t target = ds->objs[r->obj - 1].type;
+        if (target == 0 || target == r->type || r->moved == 0)
+            continue;
+        /* its references count on the target's row, not on their own */
+        node_stat *to = summary_type_stat(ds, target);
+        if (to == NULL)
+            return -1;
+        if (r->type != 0) {
+            node_stat *from = &ds->types[r->type];
+            from->count -= r->moved;
+            from->refs -= r->moved;
+            from->bytes -= r->bytes;
+            from->self -= r->self;
+            from->owned -= r->owned;
+        }
+        to->count += r->moved;
+        to->refs += r->moved;
+        to->bytes += r->bytes;
+        to->self += r->self;
+        to->owned += r->owned;
+    }
     return 0;
 }
 
@@ -238,7 +252,7 @@ static bool retained_of(const top_raw *r, const shared_span *sp, size_t nsp, uin
         if (chosen && y->start < chosen_end)
             continue; /* inside an object already taken out */
         if (y->end == OPEN_END || y->end > xe || y->end < y->start)
-            return false; /* not a closed subtree of it: not exact */
+            return false;    /* not a closed subtree of it: not exact */
         if (y->last >= xe) { /* referenced from after X: written there */
             shared += y->end - y->start;
             chosen = true;
@@ -266,9 +280,9 @@ int shared_retained(dump_sum *ds, const sertrace_dump_state *d)
         for (size_t j = 0; j < ds->refs_cap; j++) {
             if (ds->refs[j].count == 0)
                 continue;
-            const shared_obj *o = obj_find(ds, ds->refs[j].addr);
-            if (o == NULL)
+            if (ds->refs[j].obj == 0)
                 continue; /* counted in unknown_ref */
+            const shared_obj *o = &ds->objs[ds->refs[j].obj - 1];
             sp[nsp++] = (shared_span){o->start, o->end, ds->refs[j].last, o->depth};
         }
         qsort(sp, nsp, sizeof *sp, cmp_span);
@@ -294,8 +308,6 @@ void shared_reset(dump_sum *ds)
         free(ds->objs);
         ds->objs = NULL;
         ds->objs_cap = 0;
-    } else if (ds->objs_n) {
-        memset(ds->objs, 0, ds->objs_cap * sizeof *ds->objs);
     }
     if (ds->refs_cap > KEEP_SLOTS) {
         free(ds->refs);

@@ -465,9 +465,7 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     return s->o.paths ? sertrace_pathstats_enter(ds->paths, d, n) : 0;
 }
 
-/* The dump's stats of type index `type` (grown on demand); NULL: out of
- * memory. */
-static node_stat *type_stat(dump_sum *ds, uint32_t type)
+node_stat *summary_type_stat(dump_sum *ds, uint32_t type)
 {
     if (type >= ds->types_cap) {
         uint32_t cap = ds->types_cap ? ds->types_cap : 16;
@@ -486,8 +484,10 @@ static node_stat *type_stat(dump_sum *ds, uint32_t type)
 }
 
 /* Owned bytes (node_stat.owned) of a closing node. */
-static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_node *n, uint32_t row)
+static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_node *n, uint32_t row,
+                        uint64_t *to_row)
 {
+    *to_row = 0;
     if (ds->args_depth != 0 && n->depth > ds->args_depth)
         return 0; /* inside a reduce's arguments: its parent's type owns it */
     if (ds->args_depth != 0 && n->depth == ds->args_depth) {
@@ -495,14 +495,16 @@ static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_nod
         uint32_t owner = n->depth >= 2 ? d->stack[n->depth - 2].type : 0;
         if (owner == 0)
             return 0;
-        node_stat *t = type_stat(ds, owner);
+        node_stat *t = summary_type_stat(ds, owner);
         if (!t)
             return -1;
         t->owned += n->bytes;
         return 0;
     }
-    if (row)
+    if (row) {
         ds->types[row].owned += n->self; /* its row: grown by the caller */
+        *to_row = n->self;
+    }
     return 0;
 }
 
@@ -563,21 +565,13 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     k->count++;
     k->bytes += n->bytes;
     k->self += n->self;
-    /* a memo reference counts on the row of the object it points to (a
-     * reference to a function on the function's row), else on its own */
+    /* a memo reference counts on its own type's row here, and moves to the
+     * row of the object it points to at dump close (summary-shared.c) */
     bool ref = sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF;
-    uint32_t row = n->type;
-    if (ref) {
-        uint32_t target = 0;
-        if (shared_count_ref(ds, n, &target) < 0)
-            return -1;
-        if (target != 0)
-            row = target;
-    } else {
+    if (!ref)
         shared_object_exit(ds, n);
-    }
-    if (row) {
-        node_stat *t = type_stat(ds, row);
+    if (n->type) {
+        node_stat *t = summary_type_stat(ds, n->type);
         if (!t)
             return -1;
         t->count++;
@@ -585,7 +579,10 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
         t->self += n->self;
         t->refs += ref;
     }
-    if (charge_owned(d, ds, n, row) < 0)
+    uint64_t owned_row;
+    if (charge_owned(d, ds, n, n->type, &owned_row) < 0)
+        return -1;
+    if (ref && shared_count_ref(ds, n, owned_row) < 0)
         return -1;
     if (n->depth == 1) {
         ds->root_bytes += n->bytes;
@@ -857,7 +854,7 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     for (unsigned i = 0; i < ds->ntop; i++)
         if (sertrace_tagclass_of(ds->top[i].tag) != SERTRACE_TAGCLASS_REF)
             ds->top[i].refs = shared_refs_of(ds, ds->top[i].addr);
-    if (shared_retained(ds, d) < 0) {
+    if (shared_resolve(ds) < 0 || shared_retained(ds, d) < 0) {
         rc = -1;
         goto end;
     }

@@ -1493,8 +1493,9 @@ Test(sinks, summary_retained_bytes_of_shared_objects)
     o.exact = true;
     run_summary(&o, feed_shared);
     s = OUT.data;
-    cr_assert_not_null(strstr(s, "    34 B (self 2 B, 1 ref, retains 4 B)  L list \xe2\x80\xba L list\n"),
-                       "got:\n%s", s);
+    cr_assert_not_null(
+        strstr(s, "    34 B (self 2 B, 1 ref, retains 4 B)  L list \xe2\x80\xba L list\n"),
+        "got:\n%s", s);
     cr_assert_not_null(strstr(s, "    20 B (self 15 B, 1 ref, retains 15 B)  "), "got:\n%s", s);
     /* retained equal to the bytes is not repeated */
     cr_assert_not_null(strstr(s, "    50 B (self 2 B)  L list\n"), "got:\n%s", s);
@@ -1510,8 +1511,8 @@ Test(sinks, summary_retained_bytes_not_shown_when_sizes_are_not_exact)
         run_summary(&o, feed_shared);
         cr_assert_null(strstr(OUT.data, "\"retained_bytes\": 4"), "mode %d got:\n%s", SHARED_MODE,
                        OUT.data);
-        cr_assert_null(strstr(OUT.data, "\"retained_bytes\": 1"), "mode %d got:\n%s",
-                       SHARED_MODE, OUT.data);
+        cr_assert_null(strstr(OUT.data, "\"retained_bytes\": 1"), "mode %d got:\n%s", SHARED_MODE,
+                       OUT.data);
         cr_assert_not_null(strstr(OUT.data, "\"retained_bytes\": null"), "mode %d got:\n%s",
                            SHARED_MODE, OUT.data);
         /* the refs are still counted */
