@@ -358,6 +358,14 @@ def test_deep_nesting_keeps_labels():
     assert len(d["top"]) == 10
     for t in d["top"]:
         assert t["path"] == "list" + "[0]" * (t["depth"] - 1), t
+    # path patterns too: one per level, each interned as (parent, segment)
+    # (whole texts would be 10^12 bytes); the largest are the outermost
+    proc = inspect("--paths", "--json", "--top", "3", "-", data=data, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)["dumps"][0]
+    assert [p["pattern"] for p in d["paths"]] == ["list", "list[*]", "list[*][*]"]
+    assert [p["count"] for p in d["paths"]] == [1, 1, 1]
+    assert d["paths"][0]["bytes"] == d["payload_bytes"] - 3  # PROTO 4 and STOP
 
 
 def test_memo_bomb_and_memory_limit():
