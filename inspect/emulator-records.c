@@ -12,8 +12,6 @@
 
 /* ---- records --------------------------------------------------------------- */
 
-#define LABEL_DEPTH_MAX 10000u
-
 static int flush_batch(emu *e)
 {
     if (!e->batch_len)
@@ -232,7 +230,6 @@ int emu_emit_dump(emu *e, uint64_t total)
 {
     uint32_t *order = NULL, *open = NULL, nopen = 0;
     uint64_t hidden = 0; /* HIDDEN keys numbered so far */
-    bool labels = true;
     bool *typed = NULL;
     uint64_t extra = (uint64_t)e->nnodes * 8 + (e->ntypes + 1);
     int rc = -1;
@@ -266,20 +263,6 @@ int emu_emit_dump(emu *e, uint64_t total)
     }
     e->seq = 0;
     e->batch_len = 0;
-    {
-        /* Labels only when the tree is at most LABEL_DEPTH_MAX deep: a
-         * summary builds a path per node it keeps, as long as the node's
-         * depth, so 10^6 levels of labels would cost 10^12 steps.  Deeper
-         * pickles get no labels, as a v4 trace (README). */
-        uint32_t depth = 0;
-        for (uint32_t k = 0; k < live && depth <= LABEL_DEPTH_MAX; k++) {
-            const node *n = &e->nodes[order[k]];
-            while (depth && e->nodes[open[depth - 1]].end <= n->start)
-                depth--;
-            open[depth++] = order[k];
-        }
-        labels = depth <= LABEL_DEPTH_MAX;
-    }
     for (uint32_t k = 0; k < live; k++) {
         node *n = &e->nodes[order[k]];
         while (nopen && e->nodes[open[nopen - 1]].end <= n->start) {
@@ -303,14 +286,13 @@ int emu_emit_dump(emu *e, uint64_t total)
                 goto end;
             typed[n->type] = true;
         }
-        if (labels && n->label_kind == SERTRACE_LABEL_KEY && n->label <= e->ntypes &&
-            !typed[n->label]) {
+        if (n->label_kind == SERTRACE_LABEL_KEY && n->label <= e->ntypes && !typed[n->label]) {
             if (rec_name(e, (uint32_t)n->label) < 0)
                 goto end;
             typed[n->label] = true;
         }
         /* the root has no label (a hostile stream may have attached it) */
-        if (labels && n->label_kind != SERTRACE_LABEL_NONE && nopen &&
+        if (n->label_kind != SERTRACE_LABEL_NONE && nopen &&
             rec_label(e, n->label_kind,
                       n->label_kind == SERTRACE_LABEL_HIDDEN ? ++hidden : n->label) < 0)
             goto end;

@@ -1,8 +1,11 @@
 /* paths.c -- node labels and paths (paths.h).
  *
- * A path is built from the open chain a visitor sees at node_exit, so it
- * costs nothing unless a writer asks for it (the summary's top nodes, the
- * path patterns), and no per-node string is ever kept.  The root reads as
+ * A path is built from the open chain a visitor sees at node_exit, one
+ * segment per level, so it costs nothing unless a writer asks for it.
+ * A writer that needs the paths of many nodes of one deep chain keeps the
+ * chain's text and appends one segment per level as levels open
+ * (sertrace_path_segment_append): the summary's top entries, the path
+ * patterns; building whole paths per node would cost O(depth) each.  The root reads as
  * its type's short name (the text after the last '.' of its recorded
  * "module.qualname": a nested class loses its outer part, the error
  * paths of serializers/pickle use the qualname).
@@ -21,31 +24,31 @@ int sertrace_label_append(sertrace_buf *b, const sertrace_dump_state *d, uint8_t
     return sertrace_fmt_label(b, kind, value, name, len, mode);
 }
 
-int sertrace_path_append(sertrace_buf *b, const sertrace_dump_state *d, const sertrace_node *chain,
-                         uint32_t depth, bool pattern)
+int sertrace_path_segment_append(sertrace_buf *b, const sertrace_dump_state *d,
+                                 const sertrace_node *chain, uint32_t i, bool pattern)
 {
-    unsigned mode = SERTRACE_FMT_LABEL_PATH | (pattern ? SERTRACE_FMT_LABEL_PATTERN : 0);
-    if (depth == 0)
-        return 0;
-    size_t len;
-    const char *name = sertrace_core_type_name(d, chain[0].type, &len);
-    if (name == NULL) {
-        sertrace_buf_append(b, "?", 1);
-    } else {
+    if (i == 0) { /* the root: its type's short name */
+        size_t len;
+        const char *name = sertrace_core_type_name(d, chain[0].type, &len);
+        if (name == NULL)
+            return sertrace_buf_append(b, "?", 1);
         size_t start = len;
         while (start > 0 && name[start - 1] != '.')
             start--;
-        name += start;
-        len -= start;
-        sertrace_fmt_escape(b, name, len);
+        return sertrace_fmt_escape(b, name + start, len - start);
     }
-    for (uint32_t i = 1; i < depth; i++) {
-        const sertrace_node *n = &chain[i];
-        if (n->label_kind == SERTRACE_LABEL_NONE)
-            sertrace_buf_append(b, "/?", 2);
-        else
-            sertrace_label_append(b, d, n->label_kind, n->label,
-                                  sertrace_node_is_state(&chain[i - 1]), mode);
-    }
+    const sertrace_node *n = &chain[i];
+    if (n->label_kind == SERTRACE_LABEL_NONE)
+        return sertrace_buf_append(b, "/?", 2);
+    unsigned mode = SERTRACE_FMT_LABEL_PATH | (pattern ? SERTRACE_FMT_LABEL_PATTERN : 0);
+    return sertrace_label_append(b, d, n->label_kind, n->label,
+                                 sertrace_node_is_state(&chain[i - 1]), mode);
+}
+
+int sertrace_path_append(sertrace_buf *b, const sertrace_dump_state *d, const sertrace_node *chain,
+                         uint32_t depth, bool pattern)
+{
+    for (uint32_t i = 0; i < depth; i++)
+        sertrace_path_segment_append(b, d, chain, i, pattern);
     return sertrace_buf_error(b);
 }

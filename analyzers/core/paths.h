@@ -20,6 +20,12 @@
 int sertrace_label_append(sertrace_buf *b, const sertrace_dump_state *d, uint8_t kind,
                           uint64_t value, bool in_state, unsigned mode);
 
+/* Append segment `i` of a path (0: the root's short type name; else
+ * chain[i]'s label, "/?" without one), chain[0 .. i] being the open
+ * chain.  Returns 0 or -1. */
+int sertrace_path_segment_append(sertrace_buf *b, const sertrace_dump_state *d,
+                                 const sertrace_node *chain, uint32_t i, bool pattern);
+
 /* Append the path of chain[depth - 1], whose ancestors are chain[0 ..
  * depth - 2] (a dump's open stack during node_exit: d->stack, n->depth).
  * `pattern`: positions and keys read "[*]" (path patterns).  Returns 0 or

@@ -1,34 +1,44 @@
 /* pathstats.c -- path patterns (pathstats.h).
  *
- * The open chain's pattern is kept as one string with the end of each
- * level's segment (`ends[depth - 1]`), so a node's pattern is a prefix of
- * that string: entering a node truncates to its parent's end and appends
- * one segment (format/'s text, pattern mode), closing it looks the prefix
- * up in an open-addressing table (FNV-1a over the text) -- one segment
- * and one lookup per node, no per-node allocation once warm.
+ * A pattern is interned as (its parent pattern, its own last segment):
+ * entering a node formats one segment (format/'s text, pattern mode) and
+ * looks (parent id, segment) up in an open-addressing table, so a node
+ * costs one segment and one lookup whatever its depth, and a pattern's
+ * text is never stored whole (a 10^6-deep chain has 10^6 patterns; their
+ * whole texts would be 10^12 bytes).  The open chain keeps each level's
+ * pattern id; closing a node adds its bytes to that id's entry.  An
+ * instance's state has an empty segment: it keeps its parent's pattern.
+ * Whole texts are built only for the rows written (and for ties in bytes
+ * while sorting), by walking the parent links.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "outbuf.h"
 #include "pathstats.h"
 #include "paths.h"
 
+#define NO_PARENT UINT32_MAX
+
 typedef struct entry {
     uint64_t hash;
-    uint32_t off, len; /* the pattern, in `text` */
+    uint32_t parent;   /* parent pattern's id, NO_PARENT for a root */
+    uint32_t off, len; /* its last segment, in `text` */
+    uint32_t depth;    /* segments in the pattern */
     uint64_t count, bytes, self;
-    bool used;
     bool inexact;
 } entry;
 
 struct sertrace_pathstats {
-    entry *slots;
-    size_t cap, n;      /* cap: power of two */
-    sertrace_buf text;  /* every pattern's text */
-    sertrace_buf chain; /* the open chain's pattern */
-    uint32_t *ends;
-    bool *empty; /* the level's segment is empty (an instance's state) */
-    size_t ends_cap;
+    entry *e; /* by id, in order of creation: a parent before its children */
+    size_t n, e_cap;
+    uint32_t *slots; /* id + 1, 0: free; `cap` a power of two */
+    size_t cap;
+    sertrace_buf text; /* every pattern's last segment */
+    sertrace_buf seg;  /* scratch: the segment being entered */
+    uint32_t *ids;     /* pattern id of the open node at each depth */
+    bool *empty;       /* the level's segment is empty (an instance's state) */
+    size_t ids_cap;
 };
 
 sertrace_pathstats *sertrace_pathstats_create(void)
@@ -49,11 +59,12 @@ void sertrace_pathstats_destroy(sertrace_pathstats *p)
 {
     if (p == NULL)
         return;
+    free(p->e);
     free(p->slots);
-    free(p->ends);
+    free(p->ids);
     free(p->empty);
     sertrace_buf_free(&p->text);
-    sertrace_buf_free(&p->chain);
+    sertrace_buf_free(&p->seg);
     free(p);
 }
 
@@ -62,7 +73,6 @@ void sertrace_pathstats_reset(sertrace_pathstats *p)
     memset(p->slots, 0, p->cap * sizeof *p->slots);
     p->n = 0;
     sertrace_buf_clear(&p->text);
-    sertrace_buf_clear(&p->chain);
 }
 
 size_t sertrace_pathstats_count(const sertrace_pathstats *p)
@@ -70,9 +80,9 @@ size_t sertrace_pathstats_count(const sertrace_pathstats *p)
     return p->n;
 }
 
-static uint64_t fnv(const char *s, size_t n)
+static uint64_t hash_of(uint32_t parent, const char *s, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = 0xcbf29ce484222325ULL ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ULL);
     for (size_t i = 0; i < n; i++) {
         h ^= (unsigned char)s[i];
         h *= 0x100000001b3ULL;
@@ -83,14 +93,14 @@ static uint64_t fnv(const char *s, size_t n)
 static int grow(sertrace_pathstats *p)
 {
     size_t cap = p->cap * 2;
-    entry *slots = calloc(cap, sizeof *slots);
+    uint32_t *slots = calloc(cap, sizeof *slots);
     if (slots == NULL)
         return -1;
     for (size_t i = 0; i < p->cap; i++) {
-        if (!p->slots[i].used)
+        if (p->slots[i] == 0)
             continue;
-        size_t j = p->slots[i].hash & (cap - 1);
-        while (slots[j].used)
+        size_t j = p->e[p->slots[i] - 1].hash & (cap - 1);
+        while (slots[j] != 0)
             j = (j + 1) & (cap - 1);
         slots[j] = p->slots[i];
     }
@@ -100,33 +110,42 @@ static int grow(sertrace_pathstats *p)
     return 0;
 }
 
-/* The entry of pattern `s`, created empty when new; NULL: out of memory. */
-static entry *lookup(sertrace_pathstats *p, const char *s, size_t n)
+/* The id of pattern (parent, segment s), created empty when new; -1: out
+ * of memory or too many patterns. */
+static int64_t intern(sertrace_pathstats *p, uint32_t parent, const char *s, size_t n)
 {
     if ((p->n + 1) * 2 > p->cap && grow(p) < 0)
-        return NULL;
-    uint64_t h = fnv(s, n);
+        return -1;
+    uint64_t h = hash_of(parent, s, n);
     size_t i = h & (p->cap - 1);
-    for (;; i = (i + 1) & (p->cap - 1)) {
-        entry *e = &p->slots[i];
-        if (!e->used)
-            break;
-        if (e->hash == h && e->len == n && memcmp(p->text.data + e->off, s, n) == 0)
-            return e;
+    for (; p->slots[i] != 0; i = (i + 1) & (p->cap - 1)) {
+        const entry *e = &p->e[p->slots[i] - 1];
+        if (e->hash == h && e->parent == parent && e->len == n &&
+            memcmp(p->text.data + e->off, s, n) == 0)
+            return p->slots[i] - 1;
     }
-    if (p->text.len > UINT32_MAX - n)
-        return NULL;
-    entry *e = &p->slots[i];
+    if (p->text.len > UINT32_MAX - n || p->n >= UINT32_MAX - 1)
+        return -1;
+    if (p->n == p->e_cap) {
+        size_t cap = p->e_cap ? p->e_cap * 2 : 64;
+        entry *e = realloc(p->e, cap * sizeof *e);
+        if (e == NULL)
+            return -1;
+        p->e = e;
+        p->e_cap = cap;
+    }
     uint32_t off = (uint32_t)p->text.len;
-    if (sertrace_buf_append(&p->text, s, n) < 0)
-        return NULL;
+    if (n > 0 && sertrace_buf_append(&p->text, s, n) < 0)
+        return -1;
+    entry *e = &p->e[p->n];
     memset(e, 0, sizeof *e);
-    e->used = true;
     e->hash = h;
+    e->parent = parent;
     e->off = off;
     e->len = (uint32_t)n;
-    p->n++;
-    return e;
+    e->depth = parent == NO_PARENT ? 1 : p->e[parent].depth + 1;
+    p->slots[i] = (uint32_t)(p->n + 1);
+    return (int64_t)p->n++;
 }
 
 int sertrace_pathstats_enter(sertrace_pathstats *p, const sertrace_dump_state *d,
@@ -135,46 +154,42 @@ int sertrace_pathstats_enter(sertrace_pathstats *p, const sertrace_dump_state *d
     uint32_t k = n->depth;
     if (k == 0)
         return 0;
-    if (k > p->ends_cap) {
-        size_t cap = p->ends_cap ? p->ends_cap * 2 : 64;
+    if (k > p->ids_cap) {
+        size_t cap = p->ids_cap ? p->ids_cap * 2 : 64;
         while (cap < k)
             cap *= 2;
-        uint32_t *ends = realloc(p->ends, cap * sizeof *ends);
-        if (ends == NULL)
+        uint32_t *ids = realloc(p->ids, cap * sizeof *ids);
+        if (ids == NULL)
             return -1;
-        p->ends = ends;
+        p->ids = ids;
         bool *empty = realloc(p->empty, cap * sizeof *empty);
         if (empty == NULL)
             return -1;
         p->empty = empty;
-        p->ends_cap = cap;
+        p->ids_cap = cap;
     }
-    size_t start = k > 1 ? p->ends[k - 2] : 0;
-    p->chain.len = start; /* the parent's pattern */
-    if (k == 1) {
-        sertrace_path_append(&p->chain, d, n, 1, true);
-    } else if (n->label_kind == SERTRACE_LABEL_NONE) {
-        sertrace_buf_append(&p->chain, "/?", 2);
-    } else {
-        sertrace_label_append(&p->chain, d, n->label_kind, n->label,
-                              sertrace_node_is_state(&d->stack[k - 2]),
-                              SERTRACE_FMT_LABEL_PATH | SERTRACE_FMT_LABEL_PATTERN);
-    }
-    if (sertrace_buf_error(&p->chain) < 0 || p->chain.len > UINT32_MAX)
+    sertrace_buf_clear(&p->seg);
+    if (sertrace_path_segment_append(&p->seg, d, d->stack, k - 1, true) < 0)
         return -1;
-    p->ends[k - 1] = (uint32_t)p->chain.len;
-    p->empty[k - 1] = k > 1 && p->chain.len == start;
+    p->empty[k - 1] = k > 1 && p->seg.len == 0;
+    if (p->empty[k - 1]) { /* an instance's state: its parent's pattern */
+        p->ids[k - 1] = p->ids[k - 2];
+        return 0;
+    }
+    int64_t id =
+        intern(p, k > 1 ? p->ids[k - 2] : NO_PARENT, p->seg.data ? p->seg.data : "", p->seg.len);
+    if (id < 0)
+        return -1;
+    p->ids[k - 1] = (uint32_t)id;
     return 0;
 }
 
 int sertrace_pathstats_exit(sertrace_pathstats *p, const sertrace_node *n)
 {
     uint32_t k = n->depth;
-    if (k == 0 || k > p->ends_cap)
+    if (k == 0 || k > p->ids_cap || p->ids[k - 1] >= p->n)
         return 0;
-    entry *e = lookup(p, p->chain.data ? p->chain.data : "", p->ends[k - 1]);
-    if (e == NULL)
-        return -1;
+    entry *e = &p->e[p->ids[k - 1]];
     e->self += n->self;
     if (!p->empty[k - 1]) { /* an instance's state is no match of its own */
         e->count++;
@@ -187,31 +202,63 @@ int sertrace_pathstats_exit(sertrace_pathstats *p, const sertrace_node *n)
 
 int sertrace_pathstats_merge(sertrace_pathstats *dst, const sertrace_pathstats *src)
 {
-    for (size_t i = 0; i < src->cap; i++) {
-        const entry *s = &src->slots[i];
-        if (!s->used)
-            continue;
-        entry *e = lookup(dst, src->text.data + s->off, s->len);
-        if (e == NULL)
+    /* src ids map to dst ids; a parent's id is smaller than its children's */
+    uint32_t *map = malloc((src->n ? src->n : 1) * sizeof *map);
+    if (map == NULL)
+        return -1;
+    for (size_t i = 0; i < src->n; i++) {
+        const entry *s = &src->e[i];
+        uint32_t parent = s->parent == NO_PARENT ? NO_PARENT : map[s->parent];
+        int64_t id = intern(dst, parent, src->text.data + s->off, s->len);
+        if (id < 0) {
+            free(map);
             return -1;
+        }
+        map[i] = (uint32_t)id;
+        entry *e = &dst->e[id];
         e->count += s->count;
         e->bytes += s->bytes;
         e->self += s->self;
         e->inexact |= s->inexact;
     }
+    free(map);
+    return 0;
+}
+
+/* Append the whole text of pattern `id` (root segment first): its length
+ * from the parent links, then each segment copied into place once. */
+static int pattern_text(const sertrace_pathstats *p, uint32_t id, sertrace_buf *b)
+{
+    size_t total = 0;
+    for (uint32_t i = id; i != NO_PARENT; i = p->e[i].parent)
+        total += p->e[i].len;
+    if (ensure(b, total + 1) < 0)
+        return -1;
+    char *end = b->data + b->len + total;
+    for (uint32_t i = id; i != NO_PARENT; i = p->e[i].parent) {
+        end -= p->e[i].len;
+        memcpy(end, p->text.data + p->e[i].off, p->e[i].len);
+    }
+    put_end(b, b->data + b->len + total);
     return 0;
 }
 
 static const sertrace_pathstats *sort_ctx;
+static sertrace_buf sort_a, sort_b;
 
+/* Largest first; ties (rare) by the patterns' texts, built for them. */
 static int by_bytes(const void *a, const void *b)
 {
     const entry *x = *(entry *const *)a, *y = *(entry *const *)b;
     if (x->bytes != y->bytes)
         return x->bytes > y->bytes ? -1 : 1;
-    size_t n = x->len < y->len ? x->len : y->len;
-    int c = memcmp(sort_ctx->text.data + x->off, sort_ctx->text.data + y->off, n);
-    return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
+    sertrace_buf_clear(&sort_a);
+    sertrace_buf_clear(&sort_b);
+    pattern_text(sort_ctx, (uint32_t)(x - sort_ctx->e), &sort_a);
+    pattern_text(sort_ctx, (uint32_t)(y - sort_ctx->e), &sort_b);
+    size_t n = sort_a.len < sort_b.len ? sort_a.len : sort_b.len;
+    int c = n ? memcmp(sort_a.data, sort_b.data, n) : 0;
+    return c != 0 ? c : (sort_a.len > sort_b.len) - (sort_a.len < sort_b.len);
 }
 
 int sertrace_pathstats_write(const sertrace_pathstats *p, sertrace_buf *b, bool json, unsigned top,
@@ -221,21 +268,27 @@ int sertrace_pathstats_write(const sertrace_pathstats *p, sertrace_buf *b, bool 
     if (rows == NULL)
         return -1;
     size_t n = 0;
-    for (size_t i = 0; i < p->cap; i++)
-        if (p->slots[i].used)
-            rows[n++] = &p->slots[i];
+    for (size_t i = 0; i < p->n; i++) /* each was entered, so closed: a row */
+        rows[n++] = &p->e[i];
     sort_ctx = p;
     qsort(rows, n, sizeof *rows, by_bytes);
+    sertrace_buf_free(&sort_a);
+    sertrace_buf_free(&sort_b);
+    sertrace_buf text = SERTRACE_BUF_INIT;
     if (top != 0 && n > top)
         n = top;
     if (json)
         sertrace_buf_append(b, "[", 1);
     for (size_t i = 0; i < n; i++) {
         const entry *e = rows[i];
+        sertrace_buf_clear(&text);
+        if (pattern_text(p, (uint32_t)(e - p->e), &text) < 0)
+            break;
+        const char *t = text.data ? text.data : "";
         double share = payload ? 100.0 * (double)e->bytes / (double)payload : 0.0;
         if (json) {
             sertrace_buf_append(b, i ? ", {\"pattern\": " : "{\"pattern\": ", i ? 14 : 12);
-            sertrace_fmt_json_string(b, p->text.data + e->off, e->len);
+            sertrace_fmt_json_string(b, t, text.len);
             sertrace_buf_appendf(b,
                                  ", \"count\": %llu, \"bytes\": %llu, \"self_bytes\": %llu, "
                                  "\"share\": %.6f, \"exact\": %s}",
@@ -253,12 +306,14 @@ int sertrace_pathstats_write(const sertrace_pathstats *p, sertrace_buf *b, bool 
             sertrace_fmt_size(&sz, e->self, exact);
             sertrace_buf_appendf(b, "  %12s  %5.1f%%  ", sz.data ? sz.data : "", share);
             sertrace_buf_free(&sz);
-            sertrace_buf_append(b, p->text.data + e->off, e->len);
+            sertrace_buf_append(b, t, text.len);
             sertrace_buf_append(b, "\n", 1);
         }
     }
     if (json)
         sertrace_buf_append(b, "]", 1);
+    int rc = sertrace_buf_error(&text) < 0 ? -1 : sertrace_buf_error(b);
+    sertrace_buf_free(&text);
     free(rows);
-    return sertrace_buf_error(b);
+    return rc;
 }

@@ -18,8 +18,10 @@
  * overlap; self bytes never do (their sum over all patterns is the sum of
  * all nodes' self bytes).
  *
- * Memory: one entry per distinct pattern of a dump (and of the totals),
- * plus the open chain's segments.  Only built when asked for.
+ * Memory: one entry per distinct pattern of a dump (and of the totals)
+ * holding its last segment and its parent pattern (a pattern's whole text
+ * is built only when written), plus one id per open level: a node costs
+ * one segment and one lookup at any depth.  Only built when asked for.
  */
 #ifndef SERTRACE_CORE_PATHSTATS_H
 #define SERTRACE_CORE_PATHSTATS_H

@@ -30,8 +30,9 @@ typedef struct summary_writer summary_writer;
 
 /* Nodes counted, their bytes (incl. children) and self bytes; `refs`:
  * how many of the counted nodes are memo references (SERTRACE_TAG_MEMO
- * nodes, which carry the type of the object they point back to), so a
- * type shows the objects written apart from the references to them. */
+ * nodes, counted on the row of the object they point back to, found by
+ * address: summary-shared.c), so a type shows the objects written apart
+ * from the references to them. */
 typedef struct node_stat {
     uint64_t count, bytes, self, refs;
     /* Bytes owned (types only, issue 13 item 7): a node's self bytes,
@@ -60,9 +61,29 @@ typedef struct top_raw {
      * and its innermost end. */
     uint16_t path_len;
     char path[PATH_KEPT];
-    uint64_t addr; /* the object's address (identity) */
-    uint64_t refs; /* memo references to it in its dump (filled at dump close) */
+    uint64_t addr;     /* the object's address (identity) */
+    uint64_t start;    /* payload offset of its first byte */
+    uint64_t refs;     /* memo references to it in its dump (filled at dump close) */
+    uint64_t retained; /* retained bytes (summary-shared.c), when has_retained */
+    bool has_retained; /* exact retained bytes known (filled at dump close) */
 } top_raw;
+
+/* An object written in a dump (summary-shared.c): a non-reference node
+ * with an address, in the order the nodes opened. */
+typedef struct shared_obj {
+    uint64_t addr, start, end; /* end: UINT64_MAX while its node is open */
+    uint32_t type, depth;
+} shared_obj;
+
+/* Memo references to one address (`count` 0: a free slot): how many, the
+ * last one's position, their own type row, what of them moves to the
+ * target's row at dump close (`moved` of them, with their bytes, self
+ * and owned bytes), and the target (index + 1 in objs, 0: unknown). */
+typedef struct shared_ref {
+    uint64_t addr, count, last;
+    uint64_t moved, bytes, self, owned;
+    uint32_t type, obj;
+} shared_ref;
 
 /* A rendered entry (overall top, flag) in the output's format. */
 typedef struct rendered {
@@ -98,11 +119,27 @@ typedef struct dump_sum {
     uint64_t root_bytes;
     bool root_exact;
     sertrace_pathstats *paths; /* opts.paths: the dump's path patterns */
-    /* Memo references per referenced address (Mo nodes' addr): open
-     * addressing, `refs_cap` a power of two (0: none yet). */
-    uint64_t *ref_addr;
-    uint64_t *ref_count;
+    /* Shared objects (summary-shared.c): the objects written (an array,
+     * in order) and the memo references by address (open addressing,
+     * `refs_cap` a power of two, 0: none yet). */
+    shared_obj *objs;
+    size_t objs_cap, objs_n;
+    shared_ref *refs;
     size_t refs_cap, refs_n;
+    bool objs_full;           /* objects past OBJS_MAX were not recorded */
+    bool unknown_ref;         /* a reference whose target is not in objs
+                               * (set at node exit without an address, at
+                               * shared_resolve otherwise) */
+    uint64_t unknown_ref_pos; /* the last such reference's position */
+    /* The open chain's path (paths.h), rendered lazily: chain.data[0 ..
+     * chain_end[k - 1]] is the path of the open node at depth k for k <=
+     * chain_depth; a node opening at depth k cuts chain_depth to k - 1,
+     * and a capture renders the missing levels.  Each level's segment is
+     * rendered at most once while it is open, so a kept node's path costs
+     * O(PATH_KEPT), not O(depth). */
+    sertrace_buf chain;
+    uint32_t *chain_end;
+    uint32_t chain_cap, chain_depth;
     uint32_t args_depth; /* depth of the open reduce-arguments node whose
                           * bytes its parent's type owns (0: none) */
     struct dump_sum *next_free;
@@ -214,6 +251,28 @@ int summary_ancestry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_s
 /* Hand s->out to the write function when it holds FLUSH_AT bytes (or
  * any, with `force`).  0 or -1 (a write failed, remembered). */
 int summary_flush(sertrace_summary *s, bool force);
+
+/* The dump's stats of type index `type` (grown on demand); NULL: out of
+ * memory (summary.c). */
+node_stat *summary_type_stat(dump_sum *ds, uint32_t type);
+
+/* Shared objects (summary-shared.c).  shared_object_enter, at node_enter:
+ * record an object written (n->user: its index + 1); 0 or -1.
+ * shared_object_exit: its end.  shared_count_ref: count a memo reference
+ * node `n` (counted on its own type's row, `owned` of its bytes owned
+ * there); 0 or -1.  At dump close: shared_resolve finds each reference's
+ * target and moves the references to the target's type row (0 or -1),
+ * shared_refs_of gives the references to `addr`, shared_retained fills
+ * the top entries' retained bytes (has_retained; 0 or -1).  shared_reset
+ * / shared_free: recycle / free. */
+int shared_object_enter(dump_sum *ds, sertrace_node *n);
+void shared_object_exit(dump_sum *ds, const sertrace_node *n);
+int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned);
+int shared_resolve(dump_sum *ds);
+uint64_t shared_refs_of(const dump_sum *ds, uint64_t addr);
+int shared_retained(dump_sum *ds, const sertrace_dump_state *d);
+void shared_reset(dump_sum *ds);
+void shared_free(dump_sum *ds);
 
 /* Mark `b` failed (an error that is not the buffer's own): -1. */
 static inline int summary_fail(sertrace_buf *b)

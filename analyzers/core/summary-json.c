@@ -146,11 +146,17 @@ static void put_type_row_cached(sertrace_summary *s, sertrace_buf *b, const sert
     put_stat(b, st, whole, true);
 }
 
-/* `, "path": "Session.cache"` of a top entry (null without labels), and
- * `, "refs": N`: the memo references to it in its dump. */
+/* `, "path": "Session.cache"` of a top entry (null without labels),
+ * `, "refs": N`: the memo references to it in its dump, and
+ * `, "retained_bytes": N`: what the payload would lose without it
+ * (summary-shared.c; null when not exact). */
 static void put_path(sertrace_buf *b, const top_raw *r)
 {
     put_u64_field(b, ", \"refs\": ", r->refs);
+    if (r->has_retained)
+        put_u64_field(b, ", \"retained_bytes\": ", r->retained);
+    else
+        buf_lit(b, ", \"retained_bytes\": null");
     buf_lit(b, ", \"path\": ");
     if (r->path_len > 0)
         sertrace_fmt_json_string(b, r->path, r->path_len);

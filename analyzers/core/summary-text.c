@@ -218,6 +218,12 @@ static int text_entry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_
         if (r->refs) /* "(self 3 B, 2 refs)": memo references to it */
             sertrace_buf_appendf(b, ", %llu ref%s", (unsigned long long)r->refs,
                                  r->refs == 1 ? "" : "s");
+        if (r->has_retained && r->retained != r->bytes) {
+            /* "retains 1.2 KiB": less than its bytes, as objects inside
+             * it are referenced from elsewhere (summary-shared.c) */
+            buf_lit(b, ", retains ");
+            put_size(b, r->retained, true, s->o.exact);
+        }
         buf_lit(b, ")");
     }
     buf_lit(b, "  ");

@@ -190,6 +190,33 @@ static int put_label(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_s
     return sertrace_fmt_json_string(b, lab->data, lab->len);
 }
 
+/* The path of the open node at `depth` (ds->chain: the levels not yet
+ * rendered are rendered now).  0 or -1. */
+static int chain_path(dump_sum *ds, const sertrace_dump_state *d, uint32_t depth)
+{
+    if (depth > ds->chain_cap) {
+        uint32_t cap = ds->chain_cap ? ds->chain_cap : 64;
+        while (cap < depth)
+            cap *= 2;
+        uint32_t *e = realloc(ds->chain_end, (size_t)cap * sizeof *e);
+        if (e == NULL)
+            return -1;
+        ds->chain_end = e;
+        ds->chain_cap = cap;
+    }
+    if (ds->chain_depth >= depth)
+        return 0; /* rendered, and still open (a new node cuts it at enter) */
+    ds->chain.len = ds->chain_depth ? ds->chain_end[ds->chain_depth - 1] : 0;
+    for (uint32_t k = ds->chain_depth + 1; k <= depth; k++) {
+        if (sertrace_path_segment_append(&ds->chain, d, d->stack, k - 1, false) < 0 ||
+            ds->chain.len > UINT32_MAX)
+            return -1;
+        ds->chain_end[k - 1] = (uint32_t)ds->chain.len;
+    }
+    ds->chain_depth = depth;
+    return 0;
+}
+
 /* Ancestry kept for a node: the root, then up to ANC_MAX-1 closest
  * ancestors, ending with the node itself (stack[depth-1]). */
 static void capture(const sertrace_dump_state *d, const sertrace_node *n, top_raw *r)
@@ -212,11 +239,17 @@ static void capture(const sertrace_dump_state *d, const sertrace_node *n, top_ra
     }
     r->anc_n = k;
     r->addr = n->addr;
+    r->start = n->enter_pos;
     r->refs = 0;
+    r->retained = 0;
+    r->has_retained = false;
     r->path_len = 0;
-    if (d->labels > 0) { /* a dump with labels (schema v5): every node has a path */
-        sertrace_buf p = SERTRACE_BUF_INIT;
-        if (sertrace_path_append(&p, d, d->stack, n->depth, false) == 0) {
+    dump_sum *ds = d->user;
+    /* a dump with labels (schema v5): every node has a path */
+    if (d->labels > 0 && ds != NULL && n->depth > 0 && chain_path(ds, d, n->depth) == 0) {
+        sertrace_buf p = ds->chain; /* a view: its first chain_end[depth - 1] bytes */
+        p.len = ds->chain_end[n->depth - 1];
+        {
             if (p.len <= PATH_KEPT) {
                 memcpy(r->path, p.data, p.len);
                 r->path_len = (uint16_t)p.len;
@@ -232,7 +265,6 @@ static void capture(const sertrace_dump_state *d, const sertrace_node *n, top_ra
                 r->path_len = (uint16_t)(head + 3 + p.len - tail);
             }
         }
-        sertrace_buf_free(&p);
     }
 }
 
@@ -426,12 +458,14 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
         (n->label == SERTRACE_ROLE_ARGS ||
          (n->label == SERTRACE_ROLE_STATE && d->stack[n->depth - 2].tag == SERTRACE_TAG_REDUCE)))
         ds->args_depth = n->depth;
+    if (ds->chain_depth >= n->depth) /* a new node at this depth: its path is not rendered */
+        ds->chain_depth = n->depth - 1;
+    if (shared_object_enter(ds, n) < 0)
+        return -1;
     return s->o.paths ? sertrace_pathstats_enter(ds->paths, d, n) : 0;
 }
 
-/* The dump's stats of type index `type` (grown on demand); NULL: out of
- * memory. */
-static node_stat *type_stat(dump_sum *ds, uint32_t type)
+node_stat *summary_type_stat(dump_sum *ds, uint32_t type)
 {
     if (type >= ds->types_cap) {
         uint32_t cap = ds->types_cap ? ds->types_cap : 16;
@@ -449,59 +483,11 @@ static node_stat *type_stat(dump_sum *ds, uint32_t type)
     return &ds->types[type];
 }
 
-/* Count a memo reference to `addr` (issue 13 item 5).  0 or -1. */
-static int count_ref(dump_sum *ds, uint64_t addr)
-{
-    if ((ds->refs_n + 1) * 2 > ds->refs_cap) {
-        size_t cap = ds->refs_cap ? ds->refs_cap * 2 : 64;
-        uint64_t *ka = calloc(cap, sizeof *ka), *ca = calloc(cap, sizeof *ca);
-        if (!ka || !ca) {
-            free(ka);
-            free(ca);
-            return -1;
-        }
-        for (size_t i = 0; i < ds->refs_cap; i++) {
-            if (ds->ref_count[i] == 0)
-                continue;
-            size_t j = (ds->ref_addr[i] * 0x9e3779b97f4a7c15ULL >> 20) & (cap - 1);
-            while (ca[j])
-                j = (j + 1) & (cap - 1);
-            ka[j] = ds->ref_addr[i];
-            ca[j] = ds->ref_count[i];
-        }
-        free(ds->ref_addr);
-        free(ds->ref_count);
-        ds->ref_addr = ka;
-        ds->ref_count = ca;
-        ds->refs_cap = cap;
-    }
-    size_t j = (addr * 0x9e3779b97f4a7c15ULL >> 20) & (ds->refs_cap - 1);
-    while (ds->ref_count[j] && ds->ref_addr[j] != addr)
-        j = (j + 1) & (ds->refs_cap - 1);
-    if (ds->ref_count[j] == 0) {
-        ds->ref_addr[j] = addr;
-        ds->refs_n++;
-    }
-    ds->ref_count[j]++;
-    return 0;
-}
-
-static uint64_t refs_of(const dump_sum *ds, uint64_t addr)
-{
-    if (ds->refs_cap == 0)
-        return 0;
-    size_t j = (addr * 0x9e3779b97f4a7c15ULL >> 20) & (ds->refs_cap - 1);
-    while (ds->ref_count[j]) {
-        if (ds->ref_addr[j] == addr)
-            return ds->ref_count[j];
-        j = (j + 1) & (ds->refs_cap - 1);
-    }
-    return 0;
-}
-
 /* Owned bytes (node_stat.owned) of a closing node. */
-static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_node *n)
+static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_node *n, uint32_t row,
+                        uint64_t *to_row)
 {
+    *to_row = 0;
     if (ds->args_depth != 0 && n->depth > ds->args_depth)
         return 0; /* inside a reduce's arguments: its parent's type owns it */
     if (ds->args_depth != 0 && n->depth == ds->args_depth) {
@@ -509,14 +495,16 @@ static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_nod
         uint32_t owner = n->depth >= 2 ? d->stack[n->depth - 2].type : 0;
         if (owner == 0)
             return 0;
-        node_stat *t = type_stat(ds, owner);
+        node_stat *t = summary_type_stat(ds, owner);
         if (!t)
             return -1;
         t->owned += n->bytes;
         return 0;
     }
-    if (n->type)
-        ds->types[n->type].owned += n->self; /* grown by the caller */
+    if (row) {
+        ds->types[row].owned += n->self; /* its row: grown by the caller */
+        *to_row = n->self;
+    }
     return 0;
 }
 
@@ -577,19 +565,24 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     k->count++;
     k->bytes += n->bytes;
     k->self += n->self;
+    /* a memo reference counts on its own type's row here, and moves to the
+     * row of the object it points to at dump close (summary-shared.c) */
+    bool ref = sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF;
+    if (!ref)
+        shared_object_exit(ds, n);
     if (n->type) {
-        node_stat *t = type_stat(ds, n->type);
+        node_stat *t = summary_type_stat(ds, n->type);
         if (!t)
             return -1;
         t->count++;
         t->bytes += n->bytes;
         t->self += n->self;
-        t->refs += sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF;
+        t->refs += ref;
     }
-    if (charge_owned(d, ds, n) < 0)
+    uint64_t owned_row;
+    if (charge_owned(d, ds, n, n->type, &owned_row) < 0)
         return -1;
-    if (sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF && n->addr != 0 &&
-        count_ref(ds, n->addr) < 0)
+    if (ref && shared_count_ref(ds, n, owned_row) < 0)
         return -1;
     if (n->depth == 1) {
         ds->root_bytes += n->bytes;
@@ -791,10 +784,16 @@ static void recycle_dump_sum(sertrace_summary *s, dump_sum *ds)
     ds->root_bytes = 0;
     ds->root_exact = false;
     ds->args_depth = 0;
-    if (ds->refs_n) {
-        memset(ds->ref_count, 0, ds->refs_cap * sizeof *ds->ref_count);
-        ds->refs_n = 0;
+    ds->chain_depth = 0;
+    if (ds->chain.cap > KEEP_NOTES) {
+        sertrace_buf_free(&ds->chain);
+        free(ds->chain_end);
+        ds->chain_end = NULL;
+        ds->chain_cap = 0;
+    } else {
+        sertrace_buf_clear(&ds->chain);
     }
+    shared_reset(ds);
     ds->next_free = s->free_list;
     s->free_list = ds;
 }
@@ -810,8 +809,9 @@ static void free_dump_sum(dump_sum *ds)
     free(ds->died_json);
     sertrace_buf_free(&ds->notes);
     sertrace_pathstats_destroy(ds->paths);
-    free(ds->ref_addr);
-    free(ds->ref_count);
+    shared_free(ds);
+    sertrace_buf_free(&ds->chain);
+    free(ds->chain_end);
     free(ds);
 }
 
@@ -853,7 +853,11 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
      * after its first writing, so only now are they all known) */
     for (unsigned i = 0; i < ds->ntop; i++)
         if (sertrace_tagclass_of(ds->top[i].tag) != SERTRACE_TAGCLASS_REF)
-            ds->top[i].refs = refs_of(ds, ds->top[i].addr);
+            ds->top[i].refs = shared_refs_of(ds, ds->top[i].addr);
+    if (shared_resolve(ds) < 0 || shared_retained(ds, d) < 0) {
+        rc = -1;
+        goto end;
+    }
     uint64_t whole = 0; /* sum of self bytes = root bytes when exact */
     for (unsigned i = 0; i < ds->ntouched; i++)
         whole += ds->kinds[ds->touched[i]].self;

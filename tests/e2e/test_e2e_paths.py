@@ -267,3 +267,56 @@ def test_reduced_objects_own_their_arguments(tmp_path):
         for t in dump["by_type"]:  # a type outside any reduce owns its self bytes
             if t["type"] == "dict":
                 assert t["owned"] == t["self"]
+
+
+# ---- shared objects: refs and retained bytes (issue 13 item 5) -----------
+
+def report_summary_text(trace):
+    import subprocess
+    r = subprocess.run([er.BIN, "report", "--summary", "--exact", trace], capture_output=True,
+                       text=True, env=er.env(), timeout=300)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    return r.stdout
+
+
+@pytest.mark.parametrize("protocol,serializer", [(2, "c"), (4, "c"), (2, "pyhook"),
+                                                 (4, "pyhook")])
+def test_retained_bytes_are_what_the_payload_loses(protocol, serializer):
+    """shared_prog.py: State.x = [y, big str], State.y = y (a memo reference
+    after x), State.z = a list nothing else reaches.  The retained bytes of
+    a top entry are its subtree less what other paths still reach, and here
+    that is what the real payload loses:
+      retained(State.x) == len(payload) - len(payload with x replaced by y)
+    (y then is written in x's place and s.y stays one 2-byte memo
+    reference: everything else is byte for byte the same, memo indices
+    stay below 256 so every GET keeps its size), and
+      retained(State.z) == len(payload) - len(payload with z = None) + 1
+    (the 1-byte NONE written instead)."""
+    er.skip_unless_built()
+    args = [str(protocol)] + (["pyhook"] if serializer == "pyhook" else [])
+    trace, (out,) = er.record("shared_prog.py", *args)
+    (dump,) = er.report_json(trace)
+    assert dump["complete"] is True and dump["payload_bytes"] == out["payload"]
+    by_path = {}
+    for t in dump["top"]:
+        by_path.setdefault(t["path"], t)
+    x, y, z = by_path["State.x"], by_path["State.x[0]"], by_path["State.z"]
+    assert (x["tag"], y["tag"], z["tag"]) == ("L", "D2", "L")
+    # bytes where written, and the references to it
+    assert (x["refs"], y["refs"], z["refs"]) == (0, 1, 0)
+    # retained: x less y, which State.y still reaches
+    assert x["retained_bytes"] == x["bytes"] - y["bytes"]
+    assert x["retained_bytes"] == out["payload"] - out["swapped"]
+    assert x["retained_bytes"] < x["bytes"]
+    assert z["retained_bytes"] == z["bytes"] == out["payload"] - out["no_z"] + 1
+    assert y["retained_bytes"] == y["bytes"]
+    # the root retains the whole tree; a memo reference retains nothing
+    assert dump["top"][0]["depth"] == 1
+    assert dump["top"][0]["retained_bytes"] == dump["top"][0]["bytes"]
+    assert all(t["retained_bytes"] is None for t in dump["top"] if t["tag"] == "Mo")
+    # text: the entry says how much it retains when that is less
+    text = report_summary_text(trace)
+    line = "%d B (self %d B, retains %d B)  State.x  (" % (
+        x["bytes"], x["self"], x["retained_bytes"])
+    assert line in text, text
+    assert "%d B (self %d B, 1 ref)  State.x[0]  (" % (y["bytes"], y["self"]) in text, text

@@ -330,6 +330,44 @@ def test_deep_nesting():
     assert d["nodes"] == m and d["max_depth"] == m and d["payload_bytes"] == len(data)
 
 
+def test_deep_nesting_keeps_labels():
+    # Labels at any depth (no cut-off): the summary renders a kept node's
+    # path from the open chain's text, so the run stays linear in the
+    # depth (10^6 levels finish well within meson's timeout; 10^12 steps
+    # would not).  10^5 levels with every node kept: the deepest node's
+    # path is there, its root and its innermost end.
+    m = 10 ** 5
+    data = b"\x80\x04" + b"]" * m + b"a" * (m - 1) + b"."
+    proc = inspect("--json", "--top", str(m), "-", data=data, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)["dumps"][0]
+    assert d["nodes"] == m and len(d["top"]) == m
+    by_depth = {t["depth"]: t for t in d["top"]}
+    assert by_depth[1]["path"] == "list" and by_depth[3]["path"] == "list[0][0]"
+    deepest = by_depth[m]["path"]
+    assert deepest.startswith("list\u2026") and deepest.endswith("[0][0][0][0]"), deepest
+    assert by_depth[m]["bytes"] == 1 and by_depth[m]["retained_bytes"] == 1
+    # 10^6 levels (the core's limit): the same node count as levels, and
+    # every kept node has its path ("list[0][0]..." one "[0]" per level)
+    n = 10 ** 6
+    data = b"\x80\x04" + b"]" * n + b"a" * (n - 1) + b"."
+    proc = inspect("--json", "-", data=data, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)["dumps"][0]
+    assert d["nodes"] == n == 10 * m and d["max_depth"] == n
+    assert len(d["top"]) == 10
+    for t in d["top"]:
+        assert t["path"] == "list" + "[0]" * (t["depth"] - 1), t
+    # path patterns too: one per level, each interned as (parent, segment)
+    # (whole texts would be 10^12 bytes); the largest are the outermost
+    proc = inspect("--paths", "--json", "--top", "3", "-", data=data, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)["dumps"][0]
+    assert [p["pattern"] for p in d["paths"]] == ["list", "list[*]", "list[*][*]"]
+    assert [p["count"] for p in d["paths"]] == [1, 1, 1]
+    assert d["paths"][0]["bytes"] == d["payload_bytes"] - 3  # PROTO 4 and STOP
+
+
 def test_memo_bomb_and_memory_limit():
     # one list referenced 10^6 times: 10^6 memo nodes, linear, fine
     n = 10 ** 6

@@ -334,6 +334,23 @@ def run_refs(n):
     record(data, label="refs", protocol=4, target="dumps")
 
 
+def helper():
+    """A module-level function: pickled by reference (F2)."""
+
+
+class Marker:
+    """A class pickled by reference (T4), and instances of it."""
+
+
+def run_fnrefs(n):
+    """A function and a class, each written once by reference and then
+    referenced n more times (memo references to a function or class, which
+    the serializer names "function __main__.helper" / "class ..."), and n
+    Marker instances, whose reduce refers back to their class too."""
+    data = sertrace.dumps(([helper] * (n + 1), [Marker] * (n + 1), [Marker() for _ in range(n)]), 4)
+    record(data, label="fnrefs", protocol=4, target="dumps")
+
+
 def main():
     emit({"pid": os.getpid()})
     mode = sys.argv[1]
@@ -353,6 +370,8 @@ def main():
         run_loop(int(sys.argv[2]))
     elif mode == "refs":
         run_refs(int(sys.argv[2]))
+    elif mode == "fnrefs":
+        run_fnrefs(int(sys.argv[2]))
     else:
         raise SystemExit("unknown mode " + mode)
 

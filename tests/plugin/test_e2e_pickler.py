@@ -703,3 +703,48 @@ def test_pickler_type_counts_objects_apart_from_refs():
     finally:
         cleanup(out)
 
+
+def test_pickler_refs_to_functions_and_classes_count_on_their_row():
+    """Memo references to a function or a class (named "function X" /
+    "class X" on their own node) count as refs on the row of the function
+    or class they point to, as references to a dict count on "dict": one
+    function written + 30 refs is one row "__main__.helper 1 + 30 refs",
+    not a second row "function __main__.helper 0 + 30 refs"."""
+    n = 30
+    with session(channel=BIG) as (_, out):
+        pid, sizes, _ = run_child("fnrefs", n)
+    try:
+        doc = summary(out, pid)
+        (d,) = doc["dumps"]
+        assert d["complete"] is True and d["payload_bytes"] == sizes[0]["len"]
+        (mo,) = [k for k in d["by_kind"] if k["tag"] == "Mo"]
+        (f2,) = [k for k in d["by_kind"] if k["tag"] == "F2"]
+        (t4,) = [k for k in d["by_kind"] if k["tag"] == "T4"]
+        # n refs to the function, n to the class, and each instance's
+        # reduce refers back to its class (n more)
+        assert (f2["count"], t4["count"], mo["count"]) == (1, 1, 3 * n), d["by_kind"]
+        for rows in (d["by_type"], doc["totals"]["by_type"]):
+            by = {t["type"]: t for t in rows}
+            assert not [t for t in by if t.startswith(("function ", "class "))], rows
+            fn = by["__main__.helper"]
+            assert (fn["objects"], fn["refs"], fn["count"]) == (1, n, n + 1), rows
+            # the refs' bytes are on the row: the function once + n GETs
+            # (BINGET, 2 bytes: the memo holds fewer than 256 objects)
+            assert fn["self"] == fn["bytes"] == f2["self"] + 2 * n, (fn, f2)
+            # the class row holds the class (T4) and its n instances, and
+            # the 2n references to the class
+            cls = by["__main__.Marker"]
+            assert (cls["objects"], cls["refs"]) == (1 + n, 2 * n), rows
+        # every byte is still on one row: the rows' self bytes add up
+        assert sum(t["self"] for t in d["by_type"]) == sum(k["self"] for k in d["by_kind"])
+        assert sum(t["owned"] for t in d["by_type"]) == sum(k["self"] for k in d["by_kind"])
+        text = bt(out, "summary", "exact=yes", pid=pid).stdout.decode("utf-8")
+        rows = [l for l in text.splitlines() if l.split()[:1] == ["__main__.helper"]]
+        assert len(rows) == 2, text  # the dump's and the overall table
+        for row in rows:
+            assert row.split()[1] == "1" and row.endswith("+ %d refs" % n), row
+        assert not [l for l in text.splitlines() if l.split()[:1] in (["function"], ["class"])], \
+            text
+    finally:
+        cleanup(out)
+

@@ -1,0 +1,331 @@
+/* summary-shared.c -- shared objects in the summary (issue 13 item 5):
+ * how many memo references point to each object, which type row a
+ * reference counts on, and the retained bytes of the top entries.
+ *
+ * A memo reference (a node of class SERTRACE_TAGCLASS_REF) carries the
+ * address of the object it points back to (schema.h `addr`: the C pickler
+ * and the pyhook both pass the referenced object), and the object itself
+ * was written, once, as a node with that address.  So one dump keeps:
+ *   - the objects written (`objs`), an array in the order their nodes
+ *     opened: address, where the node was written ([start, end) in the
+ *     payload), type index, depth.  Appended at node_enter, so a
+ *     reference from inside the object itself (a list that holds itself)
+ *     finds it; `end` is set at its node_exit (n->user holds its index).
+ *   - the references (`refs`), by address: how many, the position of the
+ *     last one, and their bytes on their own type row.
+ * At dump close each referenced address is matched with the last object
+ * written at it (a memoized object stays alive for the whole dump, the
+ * memo holds it, so its address is never reused while references to it
+ * can come), and the references move from their own type row to their
+ * target's (a reference to a function counts on the function's row, not
+ * on a "function X" row of its own).  Matching at close keeps the node
+ * path to an append and, per reference, one probe of the (small)
+ * reference table: no hash probe per node.
+ *
+ * Retained bytes of a top entry X (README: the definition): its bytes
+ * less the bytes of the maximal objects written inside it (strictly) that
+ * a reference outside X points to -- they would still be written, where
+ * that reference is.  A reference to Y inside X's subtree can only come
+ * after Y was written, so "outside X" is "at or after X's end": Y is
+ * shared out when its last reference is at or after X's end.  Computed
+ * at dump close, only for a complete dump whose sizes are exact (not a
+ * lower-bound dump) and for entries whose bytes are exact; unknown (null,
+ * nothing in text) when a reference at or after X's end points to an
+ * object this table does not know (its table was full, or the reference
+ * has no address: `sertrace inspect` records none).
+ *
+ * Cost: per node with an address one append to `objs`, per reference
+ * one probe of `refs`; at close one pass over `objs` probing `refs`, the
+ * referenced objects sorted by start once (O(R log R), R distinct
+ * referenced objects), then per top entry a binary search and a sweep
+ * over the referenced objects written inside it, at most SWEEP_BUDGET
+ * steps per dump (entries past the budget get no retained bytes).
+ * Memory: 32 B per object, at most OBJS_MAX objects per dump (64 MiB);
+ * beyond it objects are not recorded, and references to them are
+ * "unknown" as above.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "summary-internal.h"
+
+#define OBJS_MAX (1u << 21)     /* objects recorded per dump */
+#define KEEP_SLOTS (1u << 14)   /* a recycled dump keeps arrays this small */
+#define SWEEP_BUDGET (1u << 24) /* retained: sweep steps per dump */
+#define OPEN_END UINT64_MAX     /* an object whose node has not closed */
+
+static inline size_t slot_of(uint64_t addr, size_t cap)
+{
+    uint64_t h = addr * 0x9e3779b97f4a7c15ULL;
+    return (size_t)(h ^ (h >> 29)) & (cap - 1);
+}
+
+/* ---- objects written ------------------------------------------------------- */
+
+int shared_object_enter(dump_sum *ds, sertrace_node *n)
+{
+    if (n->addr == 0 || sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF ||
+        (n->flags & SERTRACE_NODE_NO_ENTER))
+        return 0;
+    if (ds->objs_n == ds->objs_cap) {
+        if (ds->objs_n >= OBJS_MAX) {
+            ds->objs_full = true;
+            return 0;
+        }
+        size_t cap = ds->objs_cap ? ds->objs_cap * 2 : 256;
+        shared_obj *t = realloc(ds->objs, cap * sizeof *t);
+        if (t == NULL)
+            return -1;
+        ds->objs = t;
+        ds->objs_cap = cap;
+    }
+    shared_obj *o = &ds->objs[ds->objs_n++];
+    o->addr = n->addr;
+    o->start = n->enter_pos;
+    o->end = OPEN_END;
+    o->type = n->type;
+    o->depth = n->depth;
+    n->user = ds->objs_n; /* its index + 1, for its exit */
+    return 0;
+}
+
+void shared_object_exit(dump_sum *ds, const sertrace_node *n)
+{
+    if (n->user != 0 && n->user <= ds->objs_n)
+        ds->objs[n->user - 1].end = n->enter_pos + n->bytes;
+}
+
+/* ---- references ------------------------------------------------------------ */
+
+static shared_ref *ref_find(const dump_sum *ds, uint64_t addr)
+{
+    if (ds->refs_cap == 0)
+        return NULL;
+    for (size_t j = slot_of(addr, ds->refs_cap); ds->refs[j].count != 0;
+         j = (j + 1) & (ds->refs_cap - 1))
+        if (ds->refs[j].addr == addr)
+            return &ds->refs[j];
+    return NULL;
+}
+
+static int refs_grow(dump_sum *ds)
+{
+    size_t cap = ds->refs_cap ? ds->refs_cap * 2 : 64;
+    shared_ref *t = calloc(cap, sizeof *t);
+    if (t == NULL)
+        return -1;
+    for (size_t i = 0; i < ds->refs_cap; i++) {
+        if (ds->refs[i].count == 0)
+            continue;
+        size_t j = slot_of(ds->refs[i].addr, cap);
+        while (t[j].count != 0)
+            j = (j + 1) & (cap - 1);
+        t[j] = ds->refs[i];
+    }
+    free(ds->refs);
+    ds->refs = t;
+    ds->refs_cap = cap;
+    return 0;
+}
+
+int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned)
+{
+    if (n->addr == 0) { /* no address (sertrace inspect): its target is unknown */
+        if (!ds->unknown_ref || n->enter_pos > ds->unknown_ref_pos)
+            ds->unknown_ref_pos = n->enter_pos;
+        ds->unknown_ref = true;
+        return 0;
+    }
+    if ((ds->refs_n + 1) * 2 > ds->refs_cap && refs_grow(ds) < 0)
+        return -1;
+    size_t j = slot_of(n->addr, ds->refs_cap);
+    while (ds->refs[j].count != 0 && ds->refs[j].addr != n->addr)
+        j = (j + 1) & (ds->refs_cap - 1);
+    shared_ref *r = &ds->refs[j];
+    if (r->count == 0) {
+        r->addr = n->addr;
+        r->type = n->type;
+        ds->refs_n++;
+    }
+    r->count++;
+    if (n->enter_pos > r->last)
+        r->last = n->enter_pos;
+    if (n->type == r->type) { /* what moves to the target's row */
+        r->bytes += n->bytes;
+        r->self += n->self;
+        r->owned += owned;
+        r->moved++;
+    }
+    return 0;
+}
+
+uint64_t shared_refs_of(const dump_sum *ds, uint64_t addr)
+{
+    const shared_ref *r = addr ? ref_find(ds, addr) : NULL;
+    return r ? r->count : 0;
+}
+
+int shared_resolve(dump_sum *ds)
+{
+    if (ds->refs_n == 0)
+        return 0;
+    /* each referenced address's object: the last one written there (a
+     * memoized object stays alive, so nothing reuses its address later) */
+    for (size_t i = 0; i < ds->objs_n; i++) {
+        shared_ref *r = ref_find(ds, ds->objs[i].addr);
+        if (r != NULL)
+            r->obj = (uint32_t)(i + 1);
+    }
+    for (size_t j = 0; j < ds->refs_cap; j++) {
+        shared_ref *r = &ds->refs[j];
+        if (r->count == 0)
+            continue;
+        if (r->obj == 0) { /* its target was never recorded */
+            if (!ds->unknown_ref || r->last > ds->unknown_ref_pos)
+                ds->unknown_ref_pos = r->last;
+            ds->unknown_ref = true;
+            continue;
+        }
+        uint32_t target = ds->objs[r->obj - 1].type;
+        if (target == 0 || target == r->type || r->moved == 0)
+            continue;
+        /* its references count on the target's row, not on their own */
+        node_stat *to = summary_type_stat(ds, target);
+        if (to == NULL)
+            return -1;
+        if (r->type != 0) {
+            node_stat *from = &ds->types[r->type];
+            from->count -= r->moved;
+            from->refs -= r->moved;
+            from->bytes -= r->bytes;
+            from->self -= r->self;
+            from->owned -= r->owned;
+        }
+        to->count += r->moved;
+        to->refs += r->moved;
+        to->bytes += r->bytes;
+        to->self += r->self;
+        to->owned += r->owned;
+    }
+    return 0;
+}
+
+/* ---- retained bytes ------------------------------------------------------- */
+
+/* A referenced object, for the sweep: where it was written, its last
+ * reference. */
+typedef struct shared_span {
+    uint64_t start, end, last;
+    uint32_t depth;
+} shared_span;
+
+static int cmp_span(const void *a, const void *b)
+{
+    const shared_span *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->depth < y->depth ? -1 : x->depth > y->depth; /* outer first */
+}
+
+/* Retained bytes of `r` from the sorted spans; false when unknown (the
+ * budget ran out or a span is not a closed subtree of it). */
+static bool retained_of(const top_raw *r, const shared_span *sp, size_t nsp, uint64_t *budget,
+                        uint64_t *out)
+{
+    uint64_t xs = r->start, xe = r->start + r->bytes, shared = 0, chosen_end = 0;
+    bool chosen = false;
+    size_t lo = 0, hi = nsp; /* first span starting at or after xs */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sp[mid].start < xs)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < nsp && sp[i].start < xe; i++) {
+        if (*budget == 0)
+            return false;
+        (*budget)--;
+        const shared_span *y = &sp[i];
+        if (y->depth <= r->depth)
+            continue; /* the entry itself (or a wrapper as long as it) */
+        if (chosen && y->start < chosen_end)
+            continue; /* inside an object already taken out */
+        if (y->end == OPEN_END || y->end > xe || y->end < y->start)
+            return false;    /* not a closed subtree of it: not exact */
+        if (y->last >= xe) { /* referenced from after X: written there */
+            shared += y->end - y->start;
+            chosen = true;
+            chosen_end = y->end;
+        }
+    }
+    if (shared > r->bytes)
+        return false;
+    *out = r->bytes - shared;
+    return true;
+}
+
+int shared_retained(dump_sum *ds, const sertrace_dump_state *d)
+{
+    for (unsigned i = 0; i < ds->ntop; i++)
+        ds->top[i].has_retained = false;
+    if (!sertrace_dump_complete(d) || (d->flags & SERTRACE_DUMPF_LOWER_BOUNDS))
+        return 0; /* sizes not all exact: no retained bytes */
+    shared_span *sp = NULL;
+    size_t nsp = 0;
+    if (ds->refs_n > 0) {
+        sp = malloc(ds->refs_n * sizeof *sp);
+        if (sp == NULL)
+            return -1;
+        for (size_t j = 0; j < ds->refs_cap; j++) {
+            if (ds->refs[j].count == 0)
+                continue;
+            if (ds->refs[j].obj == 0)
+                continue; /* counted in unknown_ref */
+            const shared_obj *o = &ds->objs[ds->refs[j].obj - 1];
+            sp[nsp++] = (shared_span){o->start, o->end, ds->refs[j].last, o->depth};
+        }
+        qsort(sp, nsp, sizeof *sp, cmp_span);
+    }
+    uint64_t budget = SWEEP_BUDGET;
+    for (unsigned i = 0; i < ds->ntop; i++) {
+        top_raw *r = &ds->top[i];
+        if (sertrace_tagclass_of(r->tag) == SERTRACE_TAGCLASS_REF || !raw_exact(r))
+            continue;
+        if (ds->unknown_ref && ds->unknown_ref_pos >= r->start + r->bytes)
+            continue; /* a reference after it to an object not recorded */
+        r->has_retained = retained_of(r, sp, nsp, &budget, &r->retained);
+    }
+    free(sp);
+    return 0;
+}
+
+/* ---- per-dump state -------------------------------------------------------- */
+
+void shared_reset(dump_sum *ds)
+{
+    if (ds->objs_cap > KEEP_SLOTS) {
+        free(ds->objs);
+        ds->objs = NULL;
+        ds->objs_cap = 0;
+    }
+    if (ds->refs_cap > KEEP_SLOTS) {
+        free(ds->refs);
+        ds->refs = NULL;
+        ds->refs_cap = 0;
+    } else if (ds->refs_n) {
+        memset(ds->refs, 0, ds->refs_cap * sizeof *ds->refs);
+    }
+    ds->objs_n = ds->refs_n = 0;
+    ds->objs_full = ds->unknown_ref = false;
+    ds->unknown_ref_pos = 0;
+}
+
+void shared_free(dump_sum *ds)
+{
+    free(ds->objs);
+    free(ds->refs);
+    ds->objs = NULL;
+    ds->refs = NULL;
+    ds->objs_cap = ds->refs_cap = 0;
+}
