@@ -998,11 +998,15 @@ def main(argv):
     args = ap.parse_args(argv)
     if args.from_raw:
         return bench(args, "(rendered from %s)" % args.from_raw)
-    if not args.shared_sessiond and not os.environ.get(ISOLATED_ENV) and can_isolate():
+    # the inspect and api parts record nothing: no private session daemon for them alone
+    records = any(p not in ("inspect", "api") for p in args.only.split(",") if p)
+    if records and not args.shared_sessiond and not os.environ.get(ISOLATED_ENV) and can_isolate():
         return reexec_isolated(argv)
     sessiond_pid = None
     isolation = "shared lttng-sessiond (other sessions may record the benchmark processes)"
-    if os.environ.get(ISOLATED_ENV) and not args.shared_sessiond:
+    if not records:
+        isolation = "none needed (nothing recorded)"
+    elif os.environ.get(ISOLATED_ENV) and not args.shared_sessiond:
         # SIGTERM/SIGHUP unwind through the finally below, which stops our daemon.
         import signal
         for sig in (signal.SIGTERM, signal.SIGHUP):
