@@ -935,13 +935,16 @@ static __thread struct {
     uint32_t cap_nodes;
     memo_entry *dense;
     uint64_t dense_cap;
+    uint32_t *order, *open;
+    uint32_t cap_order;
 } table_cache;
 
 static uint64_t cached_bytes(void)
 {
     return (uint64_t)table_cache.cap_stack * sizeof(item) +
            (uint64_t)table_cache.cap_nodes * sizeof(node) +
-           table_cache.dense_cap * sizeof(memo_entry);
+           table_cache.dense_cap * sizeof(memo_entry) +
+           (uint64_t)table_cache.cap_order * 2 * sizeof(uint32_t);
 }
 
 static void cache_take(emu *e)
@@ -953,6 +956,8 @@ static void cache_take(emu *e)
         free(table_cache.stack);
         free(table_cache.nodes);
         free(table_cache.dense);
+        free(table_cache.order);
+        free(table_cache.open);
     } else {
         e->stack = table_cache.stack;
         e->cap_stack = table_cache.cap_stack;
@@ -960,8 +965,11 @@ static void cache_take(emu *e)
         e->cap_nodes = table_cache.cap_nodes;
         e->dense = table_cache.dense;
         e->dense_cap = table_cache.dense_cap; /* entries are zeroed as used */
-        e->memory = bytes;
-        e->peak = bytes;
+        e->order = table_cache.order;
+        e->open = table_cache.open;
+        e->cap_order = table_cache.cap_order;
+        e->memory = bytes - (uint64_t)e->cap_order * 2 * sizeof(uint32_t); /* those: in `extra` */
+        e->peak = e->memory;
     }
     memset(&table_cache, 0, sizeof table_cache);
 }
@@ -969,11 +977,14 @@ static void cache_take(emu *e)
 static void cache_give(emu *e)
 {
     uint64_t bytes = (uint64_t)e->cap_stack * sizeof(item) + (uint64_t)e->cap_nodes * sizeof(node) +
-                     e->dense_cap * sizeof(memo_entry);
+                     e->dense_cap * sizeof(memo_entry) +
+                     (uint64_t)e->cap_order * 2 * sizeof(uint32_t);
     if (bytes > TABLE_CACHE_MAX || cached_bytes()) {
         free(e->stack);
         free(e->nodes);
         free(e->dense);
+        free(e->order);
+        free(e->open);
         return;
     }
     table_cache.stack = e->stack;
@@ -982,6 +993,9 @@ static void cache_give(emu *e)
     table_cache.cap_nodes = e->cap_nodes;
     table_cache.dense = e->dense;
     table_cache.dense_cap = e->dense_cap;
+    table_cache.order = e->order;
+    table_cache.open = e->open;
+    table_cache.cap_order = e->cap_order;
 }
 
 int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limits *lim,
@@ -1030,6 +1044,8 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
         free(e->stack);
         free(e->nodes);
         free(e->dense);
+        free(e->order);
+        free(e->open);
     }
     free(e->marks);
     free(e->memo);
