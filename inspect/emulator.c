@@ -17,6 +17,8 @@
  * Rebuilding it from spans needs no knowledge of which opcode consumed
  * which item, and stays a tree whatever a hostile stream does.
  */
+#include <pthread.h>
+
 #include "emulator-internal.h"
 #include "emulator-reader.h"
 
@@ -926,7 +928,8 @@ static int run_pickle(emu *e)
  * zeroing of their fresh pages -- a fifth of a small payload's time.  At
  * most TABLE_CACHE_MAX bytes are kept; a run whose --max-memory is below
  * what they hold frees them instead.  Per thread: no lock, and the
- * binding may run on several threads. */
+ * binding may run on several threads; a thread's tables are freed when it
+ * exits (a pthread key's destructor), so short-lived threads leak nothing. */
 #define TABLE_CACHE_MAX (64u << 20)
 static __thread struct {
     item *stack;
@@ -938,6 +941,28 @@ static __thread struct {
     uint32_t *order, *open;
     uint32_t cap_order;
 } table_cache;
+
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static bool cache_key_ok;
+
+/* At the exit of a thread that kept tables (runs on that thread, its TLS
+ * still there). */
+static void cache_free(void *unused)
+{
+    (void)unused;
+    free(table_cache.stack);
+    free(table_cache.nodes);
+    free(table_cache.dense);
+    free(table_cache.order);
+    free(table_cache.open);
+    memset(&table_cache, 0, sizeof table_cache);
+}
+
+static void cache_key_create(void)
+{
+    cache_key_ok = pthread_key_create(&cache_key, cache_free) == 0;
+}
 
 static uint64_t cached_bytes(void)
 {
@@ -979,7 +1004,9 @@ static void cache_give(emu *e)
     uint64_t bytes = (uint64_t)e->cap_stack * sizeof(item) + (uint64_t)e->cap_nodes * sizeof(node) +
                      e->dense_cap * sizeof(memo_entry) +
                      (uint64_t)e->cap_order * 2 * sizeof(uint32_t);
-    if (bytes > TABLE_CACHE_MAX || cached_bytes()) {
+    pthread_once(&cache_once, cache_key_create);
+    if (bytes > TABLE_CACHE_MAX || cached_bytes() || !cache_key_ok ||
+        pthread_setspecific(cache_key, &table_cache) != 0) {
         free(e->stack);
         free(e->nodes);
         free(e->dense);
