@@ -16,13 +16,14 @@ For each workload of bench/workloads.py (and the micro lists), its payload
              scanners use)
 and the table gives the median time of each and the paired ratios
 loads/inspect (>= 1: inspect is at least as fast as unpickling) and
-genops/inspect (the issue asks >= 50).  Memory: peak RSS of the cli run.
+genops/inspect (the issue asks >= 50).  Memory: peak RSS of a cli run
+(/usr/bin/time), and a probe of flat lists of 10^5 and 10^6 tuples written without a memo: RSS growth per node.
 """
 import argparse
+import io
 import os
 import pickle
 import pickletools
-import resource
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,7 @@ def walk(data):
 
 
 def cli_run(tools, path):
+    """Wall time (ns) of one `sertrace inspect --summary PATH`."""
     t = time.perf_counter_ns()
     proc = subprocess.run([tools.sertrace, "inspect", "--summary", path], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE)
@@ -54,6 +56,42 @@ def cli_run(tools, path):
     if proc.returncode != 0:
         raise SystemExit("sertrace inspect failed: %s" % proc.stderr.decode())
     return dt
+
+
+def cli_maxrss(tools, path):
+    """Peak RSS (KiB) of one `sertrace inspect --summary PATH`, by /usr/bin/time: a child's
+    ru_maxrss seen from this process would count the pages it had between fork and exec
+    (this process's, hundreds of MiB here).  None without /usr/bin/time."""
+    if not os.access("/usr/bin/time", os.X_OK):
+        return None
+    proc = subprocess.run(["/usr/bin/time", "-f", "maxrss %M", tools.sertrace, "inspect", "--summary",
+                           path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise SystemExit("sertrace inspect failed: %s" % proc.stderr)
+    return int(proc.stderr.strip().splitlines()[-1].split()[1])
+
+
+def memory_probe(tools, tmp):
+    """Peak RSS of `inspect --summary` on flat lists of n small tuples (n = 10^5, 10^6), and on
+    the growth per node says whether memory follows the nodes (O(nodes)) or only the depth and
+    the memo (the issue's goal).  Written by a Pickler in fast mode (no memo, no PUT): depth 2
+    and an empty memo, so O(depth + memo) memory would not grow with n."""
+    rows = []
+    for label, obj in (("list of 10^5 tuples", [(i, i) for i in range(10 ** 5)]),
+                       ("list of 10^6 tuples", [(i, i) for i in range(10 ** 6)])):
+        buf = io.BytesIO()
+        p = pickle.Pickler(buf, pickle.DEFAULT_PROTOCOL)
+        p.fast = True
+        p.dump(obj)
+        data = buf.getvalue()
+        path = os.path.join(tmp, "mem.pkl")
+        with open(path, "wb") as f:
+            f.write(data)
+        rss = cli_maxrss(tools, path)
+        if rss is None:
+            return []
+        rows.append({"payload": label, "bytes": len(data), "nodes": len(obj) + 1, "maxrss_kb": rss})
+    return rows
 
 
 def main():
@@ -88,15 +126,16 @@ def main():
                 t["inspect"].append(timed(lambda: sertrace.inspect(data)))
                 t["cli"].append(cli_run(tools, path))
                 t["genops"].append(timed(lambda: walk(data)))
-            rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            rss = cli_maxrss(tools, path)
             r1 = common.ratio_stats(t["loads"], t["inspect"])
             r2 = common.ratio_stats(t["genops"], t["inspect"])
             rows.append((name_used, common.human(len(data)), nodes, common.fmt_ms(t["loads"]),
                          common.fmt_ms(t["inspect"]), common.fmt_ms(t["cli"]), common.fmt_ms(t["genops"]),
                          common.fmt_ratio(r1), common.fmt_ratio(r2, 0)))
             out[name_used] = {"bytes": len(data), "nodes": nodes, "ns": t, "loads_over_inspect": r1,
-                              "genops_over_inspect": r2, "cli_children_maxrss_kb": rss}
+                              "genops_over_inspect": r2, "cli_maxrss_kb": rss}
             common.log("%s done" % name_used)
+        memory = memory_probe(tools, tmp)
     print("Payloads: pickle.dumps at protocol %d; %d rounds; medians in ms; ratios per round, "
           "median [min–max]; %s." % (pickle.DEFAULT_PROTOCOL, a.rounds, tools.describe()))
     print()
@@ -104,8 +143,23 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print("| %s | %s | %d | %s | %s | %s | %s | %s | %s |" % r)
+    print()
+    print("Memory: peak RSS of `sertrace inspect --summary FILE` (the whole process, input mapped).")
+    print()
+    print("| payload | bytes | nodes | peak RSS |")
+    print("|---|---|---|---|")
+    for m in memory:
+        print("| %s | %s | %d | %.1f MiB |" % (m["payload"], common.human(m["bytes"]), m["nodes"],
+                                              m["maxrss_kb"] / 1024.0))
+    if len(memory) == 2:
+        per = (memory[1]["maxrss_kb"] - memory[0]["maxrss_kb"]) * 1024.0 / (memory[1]["nodes"] -
+                                                                            memory[0]["nodes"])
+        print()
+        print("Growth: %.0f B of RSS per node (O(nodes) when well above 0; O(depth + memo) would "
+              "not grow: no memo, depth 2)." % per)
     if a.json:
-        common.write_json(a.json, out)
+        common.write_json(a.json, {"workloads": out, "memory": memory,
+                                   "rounds": a.rounds, "tools": tools.describe()})
 
 
 if __name__ == "__main__":

@@ -624,6 +624,7 @@ int sertrace_cli_inspect(int argc, char **argv)
         so.oversize_percent = o.oversize_percent;
         so.per_dump = !o.no_per_dump;
         so.paths = o.paths;
+        so.input = strcmp(o.input, "-") ? o.input : "standard input";
         sum = sertrace_summary_create(&so, sertrace_summary_write_file, stdout);
         if (sum)
             sertrace_summary_visitor(sum, &v);

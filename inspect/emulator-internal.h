@@ -233,6 +233,11 @@ typedef struct emu {
     bool single; /* audit: one pickle, what follows STOP is data */
     int nesting; /* pickles nested in loads() arguments, audited in turn */
 
+    /* emu_emit_dump's sort order and nesting stack (nnodes + 1 each),
+     * kept across pickles and runs (they are counted in its `extra`) */
+    uint32_t *order, *open;
+    uint32_t cap_order;
+
     uint8_t batch[RECORD_BATCH];
     size_t batch_len;
     uint32_t seq;

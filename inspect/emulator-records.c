@@ -240,8 +240,20 @@ int emu_emit_dump(emu *e, uint64_t total)
         return emu_fail(e, SERTRACE_INSPECT_LIMIT, e->base,
                         "memory limit reached (nesting the nodes%s; raise it with --max-memory)",
                         "");
-    order = malloc(((size_t)e->nnodes + 1) * sizeof *order);
-    open = malloc(((size_t)e->nnodes + 1) * sizeof *open);
+    if (e->cap_order < e->nnodes + 1) {
+        uint32_t *o2 = realloc(e->order, ((size_t)e->nnodes + 1) * sizeof *o2);
+        if (o2)
+            e->order = o2;
+        uint32_t *p2 = o2 ? realloc(e->open, ((size_t)e->nnodes + 1) * sizeof *p2) : NULL;
+        if (p2) {
+            e->open = p2;
+            e->cap_order = e->nnodes + 1;
+        }
+    }
+    if (e->cap_order >= e->nnodes + 1) {
+        order = e->order;
+        open = e->open;
+    }
     typed = calloc(e->ntypes + 1, 1);
     if (!order || !open || !typed) {
         emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "out of memory%s", "");
@@ -318,8 +330,6 @@ int emu_emit_dump(emu *e, uint64_t total)
     e->res->nodes += live;
     rc = 0;
 end:
-    free(order);
-    free(open);
     free(typed);
     return rc;
 }

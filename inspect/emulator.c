@@ -17,6 +17,8 @@
  * Rebuilding it from spans needs no knowledge of which opcode consumed
  * which item, and stays a tree whatever a hostile stream does.
  */
+#include <pthread.h>
+
 #include "emulator-internal.h"
 #include "emulator-reader.h"
 
@@ -544,7 +546,13 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                  * tuple's that ends where the element ends, one byte
                  * (TUPLE2 or TUPLE) before the tuple */
                 for (uint32_t i = args->first_node; i < args->node; i++) {
-                    const node *x = &e->nodes[i];
+                    node *x = &e->nodes[i];
+                    /* the obj argument, a memo reference to obj (labelled
+                     * [0] by TUPLE): the pickler writes it as no item of
+                     * anything, so a recording gives it no label */
+                    if (!x->dead && x->tag == SERTRACE_TAG_MEMO && x->start == tn->start &&
+                        x->label_kind == SERTRACE_LABEL_POS && x->label == 0)
+                        x->label_kind = SERTRACE_LABEL_NONE;
                     if (!x->dead && x->end + 1 == tn->end && x->label_kind == SERTRACE_LABEL_POS &&
                         x->label == 1 &&
                         (state == NO_NODE || x->start < e->nodes[state].start ||
@@ -805,7 +813,7 @@ static void reset_pickle(emu *e, size_t base)
         memset(e->memo, 0, e->memo_cap * sizeof *e->memo);
     }
     e->memo_used = 0;
-    if (e->dense_cap > 4096) {
+    if (e->dense_cap > 4096 && e->dump_id) { /* not the cached table of the first */
         e->memory -= e->dense_cap * sizeof *e->dense;
         free(e->dense);
         e->dense = NULL;
@@ -913,6 +921,110 @@ static int run_pickle(emu *e)
     return 0;
 }
 
+/* The big tables of the last run on this thread (stack, nodes, dense
+ * memo), kept for the next run instead of freed: a process that inspects
+ * many payloads (the Python binding, a server) would otherwise pay, per
+ * call, for growing them again (realloc copies) and for the kernel's
+ * zeroing of their fresh pages -- a fifth of a small payload's time.  At
+ * most TABLE_CACHE_MAX bytes are kept; a run whose --max-memory is below
+ * what they hold frees them instead.  Per thread: no lock, and the
+ * binding may run on several threads; a thread's tables are freed when it
+ * exits (a pthread key's destructor), so short-lived threads leak nothing. */
+#define TABLE_CACHE_MAX (64u << 20)
+static __thread struct {
+    item *stack;
+    uint32_t cap_stack;
+    node *nodes;
+    uint32_t cap_nodes;
+    memo_entry *dense;
+    uint64_t dense_cap;
+    uint32_t *order, *open;
+    uint32_t cap_order;
+} table_cache;
+
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static bool cache_key_ok;
+
+/* At the exit of a thread that kept tables (runs on that thread, its TLS
+ * still there). */
+static void cache_free(void *unused)
+{
+    (void)unused;
+    free(table_cache.stack);
+    free(table_cache.nodes);
+    free(table_cache.dense);
+    free(table_cache.order);
+    free(table_cache.open);
+    memset(&table_cache, 0, sizeof table_cache);
+}
+
+static void cache_key_create(void)
+{
+    cache_key_ok = pthread_key_create(&cache_key, cache_free) == 0;
+}
+
+static uint64_t cached_bytes(void)
+{
+    return (uint64_t)table_cache.cap_stack * sizeof(item) +
+           (uint64_t)table_cache.cap_nodes * sizeof(node) +
+           table_cache.dense_cap * sizeof(memo_entry) +
+           (uint64_t)table_cache.cap_order * 2 * sizeof(uint32_t);
+}
+
+static void cache_take(emu *e)
+{
+    uint64_t bytes = cached_bytes();
+    if (!bytes)
+        return;
+    if (bytes > e->lim->max_memory / 2) {
+        free(table_cache.stack);
+        free(table_cache.nodes);
+        free(table_cache.dense);
+        free(table_cache.order);
+        free(table_cache.open);
+    } else {
+        e->stack = table_cache.stack;
+        e->cap_stack = table_cache.cap_stack;
+        e->nodes = table_cache.nodes;
+        e->cap_nodes = table_cache.cap_nodes;
+        e->dense = table_cache.dense;
+        e->dense_cap = table_cache.dense_cap; /* entries are zeroed as used */
+        e->order = table_cache.order;
+        e->open = table_cache.open;
+        e->cap_order = table_cache.cap_order;
+        e->memory = bytes - (uint64_t)e->cap_order * 2 * sizeof(uint32_t); /* those: in `extra` */
+        e->peak = e->memory;
+    }
+    memset(&table_cache, 0, sizeof table_cache);
+}
+
+static void cache_give(emu *e)
+{
+    uint64_t bytes = (uint64_t)e->cap_stack * sizeof(item) + (uint64_t)e->cap_nodes * sizeof(node) +
+                     e->dense_cap * sizeof(memo_entry) +
+                     (uint64_t)e->cap_order * 2 * sizeof(uint32_t);
+    pthread_once(&cache_once, cache_key_create);
+    if (bytes > TABLE_CACHE_MAX || cached_bytes() || !cache_key_ok ||
+        pthread_setspecific(cache_key, &table_cache) != 0) {
+        free(e->stack);
+        free(e->nodes);
+        free(e->dense);
+        free(e->order);
+        free(e->open);
+        return;
+    }
+    table_cache.stack = e->stack;
+    table_cache.cap_stack = e->cap_stack;
+    table_cache.nodes = e->nodes;
+    table_cache.cap_nodes = e->cap_nodes;
+    table_cache.dense = e->dense;
+    table_cache.dense_cap = e->dense_cap;
+    table_cache.order = e->order;
+    table_cache.open = e->open;
+    table_cache.cap_order = e->cap_order;
+}
+
 int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limits *lim,
                      sertrace_core *core, const sertrace_inspect_observer *obs, bool single,
                      int nesting, sertrace_inspect_result *res)
@@ -937,6 +1049,8 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
     e->obs = obs;
     e->single = single;
     e->nesting = nesting;
+    if (!nesting)
+        cache_take(e);
     while (e->base < n) {
         if (single && res->dumps == 1) {
             char d[96];
@@ -951,11 +1065,17 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
             break;
     }
     res->peak_memory = e->peak;
-    free(e->stack);
+    if (!nesting) {
+        cache_give(e);
+    } else {
+        free(e->stack);
+        free(e->nodes);
+        free(e->dense);
+        free(e->order);
+        free(e->open);
+    }
     free(e->marks);
-    free(e->nodes);
     free(e->memo);
-    free(e->dense);
     free(e->names);
     free(e->type_off);
     free(e->type_len);

@@ -65,6 +65,7 @@ static PyObject *summary_json(PyObject *self, PyObject *args)
     so.top = top;
     so.oversize_bytes = oversize_bytes;
     so.oversize_percent = oversize_percent;
+    so.input = "data"; /* sertrace.inspect(data): each dump's "input_offset" in it */
     lim.max_memory = max_memory;
     memset(&res, 0, sizeof res);
     Py_BEGIN_ALLOW_THREADS sum = sertrace_summary_create(&so, membuf_write, &out);

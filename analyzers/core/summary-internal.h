@@ -169,6 +169,7 @@ struct sertrace_summary {
     bool json_started;
     bool legend_done; /* text: the tables' legend was printed */
     bool any_dump;
+    uint64_t input_off; /* o.input: byte offset of the dump being written */
     int failed;
     dump_sum *free_list; /* recycled per-dump states */
     type_row *rows;      /* scratch for a dump's type rows */

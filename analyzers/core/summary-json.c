@@ -327,6 +327,11 @@ static void dump_header(sertrace_summary *s, sertrace_buf *b, const sertrace_dum
     buf_lit(b, ", \"tid\": ");
     put_i64(b, d->tid);
     put_u64_field(b, ", \"dump_id\": ", d->dump_id);
+    if (s->o.input) { /* a file of pickles: where the dump is in it */
+        buf_lit(b, ", \"input\": ");
+        put_string_or_null(b, s->o.input, strlen(s->o.input));
+        put_u64_field(b, ", \"input_offset\": ", s->input_off);
+    }
     buf_lit(b, ", \"time_ns\": ");
     put_i64(b, d->ts_begin);
     buf_lit(b, ", \"serializer\": ");

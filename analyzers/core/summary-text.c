@@ -285,19 +285,29 @@ static void dump_header(sertrace_summary *s, sertrace_buf *b, const sertrace_dum
     bool complete = sertrace_dump_complete(d);
     buf_lit(b, "dump ");
     put_u64(b, d->dump_id);
-    buf_lit(b, " \xc2\xb7 pid ");
-    put_i64(b, d->pid);
-    buf_lit(b, " \xc2\xb7 tid ");
-    put_i64(b, d->tid);
-    buf_lit(b, " \xc2\xb7 ");
+    if (s->o.input) { /* "dump 2 · FILE · byte 188 · pickle protocol 4" */
+        buf_lit(b, " \xc2\xb7 ");
+        sertrace_fmt_escape(b, s->o.input, strlen(s->o.input));
+        buf_lit(b, " \xc2\xb7 byte ");
+        put_u64(b, s->input_off);
+        buf_lit(b, " \xc2\xb7 ");
+    } else {
+        buf_lit(b, " \xc2\xb7 pid ");
+        put_i64(b, d->pid);
+        buf_lit(b, " \xc2\xb7 tid ");
+        put_i64(b, d->tid);
+        buf_lit(b, " \xc2\xb7 ");
+    }
     if (d->serializer_len)
         sertrace_fmt_escape(b, d->serializer, d->serializer_len);
     else
         buf_lit(b, "?");
     buf_lit(b, " protocol ");
     put_i64(b, d->protocol);
-    buf_lit(b, " \xc2\xb7 ");
-    put_time(b, d->ts_begin, &s->tcache);
+    if (!s->o.input) {
+        buf_lit(b, " \xc2\xb7 ");
+        put_time(b, d->ts_begin, &s->tcache);
+    }
     buf_lit(b, "\n  payload ");
     if (s->lower)
         buf_lit(b, "\xe2\x89\xa5 ");

@@ -933,6 +933,7 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     sertrace_buf_clear(&s->esc);
     s->cache_on = true;
     rc = s->w->dump(s, d, ds, s->rows, nrows, whole);
+    s->input_off += (d->flags & SERTRACE_DUMPF_END) ? d->payload_bytes : d->max_pos;
     if (rc == 0 && s->o.paths) {
         if (s->paths == NULL && (s->paths = sertrace_pathstats_create()) == NULL)
             rc = -1;

@@ -34,11 +34,17 @@ typedef struct sertrace_summary_opts {
      * (text: a "paths" section; JSON: a "paths" list in each dump and in
      * "totals").  Off by default (it formats one segment per node). */
     bool paths;
+    /* Dumps read from a file of pickles (sertrace inspect): its name.  A
+     * dump's header then names it and the dump's byte offset in it (the
+     * sum of the payloads before) instead of a pid, tid and time, which a
+     * file does not have; JSON adds "input" and "input_offset" to each
+     * dump.  NULL (the default): dumps of a trace. */
+    const char *input;
 } sertrace_summary_opts;
 
 #define SERTRACE_SUMMARY_OPTS_DEFAULT                                                              \
     {                                                                                              \
-        false, false, 10, 0, 0.0, 1000, true, false                                                \
+        false, false, 10, 0, 0.0, 1000, true, false, NULL                                          \
     }
 
 /* Receives output; returns 0 or -1 (write error). */

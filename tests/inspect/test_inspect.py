@@ -145,7 +145,9 @@ def test_stdin_and_file_agree(corpus):
     a = inspect("--summary", "--exact", str(pkl))
     b = inspect("--summary", "--exact", "-", data=pkl.read_bytes())
     assert a.returncode == b.returncode == 0
-    assert a.stdout == b.stdout
+    # the same but for the input's name in each dump's header
+    assert str(pkl).encode() in a.stdout and b"standard input" in b.stdout
+    assert a.stdout.replace(str(pkl).encode(), b"standard input") == b.stdout
 
 
 def test_json_totals(corpus):
@@ -238,6 +240,38 @@ def test_tree_header_names_the_input_and_each_pickles_offset(tmp_path):
             assert (int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))) == \
                 (i + 1, name, offsets[i], i)
             assert "pid" not in h and "tid" not in h
+
+
+def test_summary_header_names_the_input_and_each_pickles_offset(tmp_path):
+    """The summary (text and JSON) says where each pickle lies, as the tree
+    does: the input and the pickle's first byte, not pid -1 / t=0.  JSON
+    keeps report's fields (pid and tid -1: unknown) and adds "input" and
+    "input_offset"."""
+    import pickle
+    import re
+
+    parts = [pickle.dumps(x, p) for p, x in enumerate([[1], {"a": (1,)}, None, "s" * 300,
+                                                         [b"x"], {1}])]
+    path = tmp_path / "six.pkl"
+    path.write_bytes(b"".join(parts))
+    offsets = [sum(len(p) for p in parts[:i]) for i in range(len(parts))]
+    for arg, name, data in ((str(path), str(path), None), ("-", "standard input", path.read_bytes())):
+        for extra in ([], ["--no-per-dump"]):
+            proc = inspect("--summary", *extra, arg, data=data)
+            assert proc.returncode == 0, proc.stderr
+            heads = [l for l in proc.stdout.decode().splitlines() if l.startswith("dump ")]
+            assert len(heads) == len(parts), proc.stdout.decode()
+            for i, h in enumerate(heads):
+                m = re.match(r"dump (\d+) · (.*) · byte (\d+) · pickle protocol (\d)$", h)
+                assert m, h
+                assert (int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))) == \
+                    (i + 1, name, offsets[i], i)
+        proc = inspect("--json", arg, data=data)
+        assert proc.returncode == 0, proc.stderr
+        dumps = json.loads(proc.stdout)["dumps"]
+        assert [(d["input"], d["input_offset"], d["payload_bytes"]) for d in dumps] == \
+            [(name, offsets[i], len(p)) for i, p in enumerate(parts)]
+        assert all(d["pid"] == -1 and d["tid"] == -1 for d in dumps)
 
 
 def test_display_options():

@@ -27,7 +27,13 @@ def test_same_as_cli_json():
     data = b"".join(payloads())
     cli = subprocess.run([SERTRACE, "inspect", "--json", "--top", "4", "--oversize", "10%", "-"],
                          input=data, capture_output=True, check=True)
-    assert sertrace.inspect(data, top=4, oversize="10%") == json.loads(cli.stdout)
+    mine, theirs = sertrace.inspect(data, top=4, oversize="10%"), json.loads(cli.stdout)
+    # the input's name differs (the argument `data`, the CLI's standard input), nothing else
+    assert [d.pop("input") for d in mine["dumps"]] == ["data"] * len(payloads())
+    assert [d.pop("input") for d in theirs["dumps"]] == ["standard input"] * len(payloads())
+    assert [d["input_offset"] for d in mine["dumps"]] == \
+        [sum(len(p) for p in payloads()[:i]) for i in range(len(payloads()))]
+    assert mine == theirs
 
 
 def test_summary_fields():

@@ -108,9 +108,8 @@ def label_excuse(live_nodes, i, mine_label):
     reduce whose callable is itself built by a reduce, such as a
     functools.partial) "(reconstructor)"; an empty tuple is no callable,
     inspect says "(args)" -- the same recording bug, reported.
-    "recursive-self-ref": a memo reference the recording leaves unlabelled
-    (a recursive tuple's GET of itself after its POPs), which inspect
-    labels with the position it stands at."""
+    (No exception for a state setter's obj argument, `setter(obj, state)`:
+    both leave that memo reference unlabelled, inspect/README.md.)"""
     live_label = live_nodes[i][3]
     if (mine_label == "[…]" and live_label and live_label.startswith("['")
             and any(ord(c) > 127 for c in live_label)):
@@ -120,12 +119,6 @@ def label_excuse(live_nodes, i, mine_label):
     if (live_nodes[i][1] == "Tu" and live_nodes[i][2] == 1 and live_label == "(reconstructor)"
             and mine_label == "(args)"):
         return "args-as-callable"
-    if live_nodes[i][1] == "Mo" and live_label is None and mine_label and mine_label.startswith("["):
-        # a recursive tuple's reference to itself, written after the POPs
-        # that drop its elements: the pickler writes it outside any item
-        # edge (no label), inspect reads it as the element position it
-        # stands at.  Open question for #13/#14 (see the closing note).
-        return "recursive-self-ref"
     return None
 
 
