@@ -180,6 +180,103 @@ def test_closure_workload_pickle_refuses_the_cell_dill_and_cloudpickle_exact():
     assert "marks" not in jrows[("path", "State.suspended[*].result")]
 
 
+class Holder:
+    """A module-level class (pickled by reference by all three): refused things first,
+    then plain data."""
+
+    def __init__(self, fn, cells, data):
+        self.fn = fn
+        self.cells = cells
+        self.data = data
+
+
+def make_cell(v):
+    def f():
+        return v
+    return f.__closure__[0]
+
+
+def plain_data(n):
+    # distinct objects only (no memo hit inside), strings made at run time (interned
+    # by no code object), so that every serializer writes them with pickle's savers
+    return {"row%d" % i: ["v%d" % (i * 7 + j) for j in range(3)] + [i, i * 0.5]
+            for i in range(n)}
+
+
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_partial_rows_equal_dills_where_they_must(protocol):
+    """Outside the refused subtrees, with no object shared with them and no memo index
+    written (protocol 4+ memoizes with MEMOIZE, and the data has no back-reference),
+    pickle's partial payload writes the same bytes as dill for the same data."""
+    cells = [make_cell(i) for i in range(3)]
+    obj = Holder(lambda x: x + 1, cells, plain_data(20))
+    r = sc.compare(obj, serializers=("pickle", "dill"), protocol=protocol)
+    o = by_name(r)
+    assert o["pickle"].status == "refused" and o["dill"].status == "ok"
+    partial = pickle_without(obj, [obj.fn] + cells, protocol)
+    assert o["pickle"].partial == {"bytes": len(partial), "stand_ins": 4, "stand_in_bytes": 3,
+                                   "refused_objects": 4}
+    assert [(x["path"], x["type"], x["count"]) for x in o["pickle"].refused] == [
+        ("Holder.fn", "%s.test_partial_rows_equal_dills_where_they_must.<locals>.<lambda>"
+         % __name__, 1), ("Holder.cells[*]", "cell", 3)]
+    assert o["pickle"].refused[1]["paths"] == ["Holder.cells[%d]" % i for i in range(3)]
+    rows = {(k, n): v for k, n, v in r.rows}
+    data_rows = [n for k, n in rows if k == "path" and n.startswith("Holder.data")]
+    assert {"Holder.data", "Holder.data[*]"} <= set(data_rows)  # str, int, float: folded
+    for n in data_rows:
+        assert r.mark("path", n, "pickle") is None
+        assert rows[("path", n)]["pickle"] == rows[("path", n)]["dill"], n
+    # the refused rows: pickle wrote only stand-ins there
+    assert r.mark("path", "Holder.fn", "pickle") == "refused"
+    assert r.mark("path", "Holder.cells[*]", "pickle") == "refused"
+    assert r.mark("path", "Holder.cells", "pickle") == "partial"
+    assert rows[("path", "Holder.cells")]["pickle"] == \
+        rows[("path", "Holder.cells[*]")]["pickle"] + 4  # EMPTY_LIST MEMOIZE MARK ... APPENDS
+    assert r.mark("type", "cell", "pickle") == "refused"
+    assert rows[("type", "cell")]["pickle"] == 9
+    check_consistent(r, "pickle", "Holder", total=len(partial))
+    check_consistent(r, "dill", "Holder")
+    assert "refused R cell x3 at Holder.cells[*] (first Holder.cells[0])" in r.text()
+
+
+def test_partial_at_protocol_0_is_pickles_own():
+    """Protocol 0 writes a persistent id as a text line ('P0' newline, 3 bytes too)."""
+    obj = Holder(None, [make_cell(1)], plain_data(3))
+    r = sc.compare(obj, serializers=("pickle",), protocol=0)
+    o = by_name(r)["pickle"]
+    ids = {id(obj.cells[0])}
+
+    class P(pickle.Pickler):
+        def persistent_id(self, x):
+            return "0" if id(x) in ids else None
+    f = io.BytesIO()
+    P(f, 0).dump(obj)
+    assert b"P0\n" in f.getvalue()
+    assert o.partial == {"bytes": len(f.getvalue()), "stand_ins": 1, "stand_in_bytes": 3,
+                         "refused_objects": 1}
+    assert r.compared == ["pickle"]
+
+
+def test_partial_bounded_and_refusals_that_cannot_be_replaced(monkeypatch):
+    obj = Holder(None, [make_cell(i) for i in range(3)], [1])
+    monkeypatch.setattr(sc, "MAX_REFUSED", 2)
+    r = sc.compare(obj, serializers=("pickle", "dill"))
+    o = by_name(r)["pickle"]
+    assert o.status == "refused" and o.partial is None
+    assert o.partial_error == ("more than 2 objects refused (the next: TypeError: cannot pickle "
+                               "'cell' object): no partial payload")
+    assert r.compared == ["dill"] and json.loads(r.json())["partial_total"] == {}
+    assert "no partial payload: more than 2 objects refused" in r.text()
+    monkeypatch.setattr(sc, "MAX_REFUSED", 3)
+    assert by_name(sc.compare(obj, serializers=("pickle",)))["pickle"].partial["stand_ins"] == 3
+    # the object itself refused: nothing else to compare
+    r = sc.compare(make_cell(0), serializers=("pickle",))
+    o = by_name(r)["pickle"]
+    assert o.partial is None and o.partial_error == \
+        "the object itself is refused: nothing else to compare"
+    assert r.compared == [] and "nothing to compare" in r.text()
+
+
 @pytest.mark.parametrize("protocol", [None, 2, 5])
 def test_plain_state_all_three_equal_their_real_lengths(protocol):
     obj = m.build_state(16)
@@ -193,6 +290,13 @@ def test_plain_state_all_three_equal_their_real_lengths(protocol):
         if protocol is not None:
             assert o[name].protocol == protocol
     assert r.compared == ["pickle", "dill", "cloudpickle"]
+    # nothing refused: no partial payload, no marks, exactly as before
+    assert all(x.partial is None and x.partial_error is None and x.refused == []
+               for x in r.outcomes)
+    doc = json.loads(r.json())
+    assert doc["partial_total"] == {} and not any("marks" in x for x in doc["rows"])
+    assert all(s["partial"] is False and s["exact"] is True for s in doc["serializers"])
+    assert "partial" not in r.text() and "refused" not in r.text()
     if protocol is not None and protocol < 4:
         root_paths = [n for k, n, v in r.rows if k == "path" and n == "State"]
         assert root_paths == ["State"]
