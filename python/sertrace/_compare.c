@@ -75,7 +75,7 @@ static struct capture {
     bool active;
     bool failed; /* the core refused an event (out of memory) */
     bool has_err_addr;
-    uint64_t err_addr; /* node address at the first dump's first ERROR */
+    uint64_t err_addr;          /* node address at the first dump's first ERROR */
     sertrace_core_visitor sumv; /* the summary's visitor, wrapped */
     pthread_t thread;
     int64_t pid;

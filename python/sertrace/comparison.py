@@ -13,8 +13,21 @@ its JSON summary, ``sertrace._compare``), and returns a :class:`Comparison`:
   that is not complete, is a bug of sertrace, said as such in the result, and that
   serializer's figures are left out rather than shown as exact;
 - a serializer that refuses ``obj`` (plain pickle on a closure cell, a lambda): which
-  subtree it refused and why, as the trace has it (path, message, tag and type of the
-  object), and the others are compared without it;
+  subtrees it refused and why, as the trace has it (path pattern, the objects' paths
+  and count, message, tag and type);
+- and for plain pickle the rest of the object: it is pickled again with each refused
+  object replaced by a persistent id (the pickle protocol's own way of writing a
+  reference instead of an object: a ``Pickler`` subclass whose ``persistent_id``
+  returns 0 for the objects in the refused set, by identity), until it succeeds, at
+  most MAX_REFUSED (64) distinct objects.  Which object was refused: the one whose
+  address the trace's error node carries (``sertrace._compare`` keeps it), among the
+  objects ``persistent_id`` saw in that dump (so no user code is called to find it).
+  pickle's column then holds the rows of that partial payload, its total is shown as
+  "N B without K refused subtrees (each replaced by a 3-byte persistent id)", never as
+  a ``len(pickle.dumps(obj))`` (which does not exist), and its cells are marked:
+  "refused" (only stand-ins, or inside a refused subtree) or "partial" (the figure
+  includes stand-ins).  The partial payload is checked like any other: traced total
+  == len() of the same partial payload written by the C pickle, and the same bytes;
 - a serializer that is not installed: listed as such.
 
 How each is traced: ``pickle`` is ``sertrace.dumps`` (byte-identical to the C pickle);
@@ -644,8 +657,12 @@ Imports MODULE (from the current directory or sys.path), evaluates EXPR in its
 namespace, pickles the value with each serializer (traced in this process, no
 LTTng needed) and prints, per path pattern (bytes including children) and per
 type (self bytes), the bytes each wrote, and each one's total, which equals
-its real len(dumps()).  A serializer that refuses the value says which subtree
-it refused and why; one that is not installed is listed as such.
+its real len(dumps()).  A serializer that refuses the value says which subtrees
+it refused and why; plain pickle is then compared for the rest of the value:
+its column is the payload it writes with each refused object replaced by a
+3-byte persistent id (marked: 'refused' rows, 'p' figures that include
+stand-ins, a TOTAL of "N B without K refused subtrees").  A serializer that
+is not installed is listed as such.
 
   MODULE:EXPR          e.g. dispatch_like_state:build_state_with_closures(16)
   --serializers LIST   comma-separated, of pickle, dill, cloudpickle (default: all three)

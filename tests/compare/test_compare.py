@@ -277,6 +277,31 @@ def test_partial_bounded_and_refusals_that_cannot_be_replaced(monkeypatch):
     assert r.compared == [] and "nothing to compare" in r.text()
 
 
+class FreshCell:
+    """Its __reduce__ makes a new cell at each call: a refused object that cannot be
+    replaced by identity."""
+
+    def __reduce__(self):
+        return (FreshCell, (make_cell(1),))
+
+
+def test_partial_a_refused_object_made_anew_and_one_referenced_twice():
+    r = sc.compare(Holder(None, [FreshCell()], [1, 2]), serializers=("pickle",))
+    o = by_name(r)["pickle"]
+    assert o.partial is None
+    assert o.partial_error == ("the object refused at Holder.cells[0](args)[0] is made anew at "
+                               "each dump (by a __reduce__): it cannot be replaced by identity")
+    assert o.refused[0]["paths"] == ["Holder.cells[0](args)[0]"]
+    # one cell twice: one refused object, two persistent ids (pickle would have written
+    # a memo reference the second time; a persistent id is not memoized)
+    c = make_cell(2)
+    obj = Holder(None, [c, c], [1])
+    o = by_name(sc.compare(obj, serializers=("pickle",)))["pickle"]
+    assert o.partial == {"bytes": len(pickle_without(obj, [c])), "stand_ins": 2,
+                         "stand_in_bytes": 3, "refused_objects": 1}
+    assert [(x["path"], x["count"]) for x in o.refused] == [("Holder.cells[*]", 1)]
+
+
 @pytest.mark.parametrize("protocol", [None, 2, 5])
 def test_plain_state_all_three_equal_their_real_lengths(protocol):
     obj = m.build_state(16)
