@@ -740,4 +740,4 @@ def main(argv):
     result = compare(obj, serializers, protocol)
     result.what = "%s (%s)" % (spec, result.what)
     sys.stdout.write(result.json() + "\n" if as_json else result.text())
-    return 1 if any(o.status == "mismatch" for o in result.outcomes) else 0
+    return 1 if any(o.problems for o in result.outcomes) else 0

@@ -371,6 +371,38 @@ def test_a_mismatch_is_reported_as_a_bug_and_its_figures_left_out(monkeypatch):
     assert json.loads(r.json())["serializers"][0]["exact"] is False
 
 
+def test_a_partial_payload_that_disagrees_is_reported_as_a_bug(monkeypatch):
+    """The partial payload's check can fail too: pickle's own partial dump made one byte
+    longer than the traced one."""
+    import _pickle
+    orig = sc._partial_class
+
+    def lying(base):
+        cls = orig(base)
+        if base is not _pickle.Pickler:
+            return cls
+
+        class Longer(cls):
+            def __init__(self, file, *args):
+                cls.__init__(self, file, *args)
+                self._out = file
+
+            def dump(self, obj):
+                cls.dump(self, obj)
+                self._out.write(b".")
+        return Longer
+    monkeypatch.setattr(sc, "_partial_class", lying)
+    c = make_cell(3)
+    obj = Holder(None, [c], [1, 2])
+    r = sc.compare(obj, serializers=("pickle", "dill"))
+    o = by_name(r)["pickle"]
+    n = len(pickle_without(obj, [c]))
+    assert o.status == "refused" and o.partial is None
+    assert o.problems == ["the trace counted %d bytes for the partial payload, its len() is %d"
+                          % (n, n + 1)]
+    assert r.compared == ["dill"] and "BUG (sertrace): the trace counted" in r.text()
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="unknown serializer 'marshal'"):
         sc.compare(1, serializers=("pickle", "marshal"))
