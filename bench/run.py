@@ -349,10 +349,17 @@ def section_breakdown(sz):
         if o["status"] == "refused":
             for r in o["refused"] or [{}]:
                 L.append("")
-                L.append("%s refuses `%s` (%s): it cannot write the %s `%s` at `%s` (%s); the "
-                         "others are compared without it." % (
-                             o["name"], n, o["error"], r.get("tag", "?"), r.get("type", "?"),
-                             r.get("path", "?"), r.get("message", "?")))
+                L.append("%s refuses `%s` (%s): it cannot write the %s `%s` at `%s`%s (%s)." % (
+                    o["name"], n, o["error"], r.get("tag", "?"), r.get("type", "?"),
+                    r.get("path", "?"), "" if r.get("count", 1) == 1 else
+                    " (%d objects)" % r["count"], r.get("message", "?")))
+            if o.get("partial"):
+                L.append("")
+                L.append("%s on `%s` is compared for the rest of the object: its column is "
+                         "its partial payload, %s B without %d refused subtrees (each replaced "
+                         "by a %d-byte persistent id), not a `len(dumps())`." % (
+                             o["name"], n, _fmt(o["partial_bytes"]), o["stand_ins"],
+                             o["stand_in_bytes"]))
         elif o["status"] not in ("ok", "mismatch"):
             L.append("")
             L.append("%s on `%s`: %s%s." % (o["name"], n, o["status"],
@@ -363,7 +370,10 @@ def section_breakdown(sz):
         doc = w["compare"]
         if not doc["compared"]:
             continue
-        ser = "pickle" if "pickle" in doc["compared"] else doc["compared"][0]
+        exact = [o["name"] for o in doc["serializers"] if o["status"] == "ok"]
+        if not exact:
+            continue
+        ser = "pickle" if "pickle" in exact else exact[0]
         paths = [r for r in doc["rows"] if r["kind"] == "path" and r["bytes"].get(ser) is not None]
         types = [r for r in doc["rows"] if r["kind"] == "type" and r["bytes"].get(ser) is not None]
         if not paths:
@@ -391,19 +401,25 @@ def section_breakdown(sz):
         if not diff:
             same.append("`%s`" % n)
             continue
-        t = doc["total"]
-        L.append("dill against pickle on `%s` (%s B against %s B; cloudpickle %s B): the %d rows "
+        t = dict(doc["total"], **doc.get("partial_total", {}))
+        part = " (pickle's partial payload: its refused subtrees replaced by persistent ids)" \
+            if "pickle" in doc.get("partial_total", {}) else ""
+        L.append("dill against pickle on `%s` (%s B against %s B%s; cloudpickle %s B): the %d rows "
                  "of `sertrace.compare` where dill and pickle differ, largest difference first%s:"
-                 % (n, _fmt(t.get("dill")), _fmt(t.get("pickle")), _fmt(t.get("cloudpickle")),
+                 % (n, _fmt(t.get("dill")), _fmt(t.get("pickle")), part, _fmt(t.get("cloudpickle")),
                     len(diff), "" if len(diff) <= 15 else " (the first 15)"))
         L.append("")
 
         def delta(r):
             return (r["bytes"].get("dill") or 0) - (r["bytes"].get("pickle") or 0)
         diff.sort(key=lambda r: (-abs(delta(r)), r["kind"], r["name"]))
+        def pickle_cell(r):
+            mark = r.get("marks", {}).get("pickle")
+            return "refused" if mark == "refused" else _fmt(r["bytes"].get("pickle")) + (
+                " (incl. stand-ins)" if mark == "partial" else "")
         L.append(table(["row", "pickle", "dill", "cloudpickle", "dill − pickle"],
                        [["%s%s" % ("type " if r["kind"] == "type" else "", _md(r["name"])),
-                         _fmt(r["bytes"].get("pickle")), _fmt(r["bytes"].get("dill")),
+                         pickle_cell(r), _fmt(r["bytes"].get("dill")),
                          _fmt(r["bytes"].get("cloudpickle")), "%+d" % delta(r)]
                         for r in diff[:15]]))
         L.append("")

@@ -6,7 +6,8 @@
  * This module gives it two things, both in C so that the logic has one
  * home:
  *
- *   capture_begin() / capture_end() -> (dump_id, summary_json):
+ *   capture_begin() / capture_end() -> (dump_id, summary_json,
+ *   error_address):
  *     sets libsertrace's in-process listener (sertrace_set_listener,
  *     sertrace.h) for the calling thread; every dump that thread makes
  *     until capture_end() goes, as records, straight into the tree core
@@ -14,6 +15,12 @@
  *     no top list -- the document `sertrace report --json --paths --top 0`
  *     prints for a trace.  dump_id is the first dump the thread began
  *     (the outermost: a nested dump of a __reduce__ begins later).
+ *     error_address: the object address recorded on the node at the
+ *     depth of that dump's first ERROR (the object the serializer refused,
+ *     as the trace has it; CPython's id() of it), or None.  The summary
+ *     does not carry addresses (no object identity in reports), so the
+ *     summary's visitor is wrapped here to keep this one; compare() uses
+ *     it to replace exactly that object by a persistent id and try again.
  *
  *   rows([(summary_json, dump_id) | None, ...]) -> [(kind, name, [bytes |
  *     None, ...]), ...]: those dumps, one column each, through the rows of
@@ -67,6 +74,9 @@ static struct capture {
     pthread_mutex_t mu;
     bool active;
     bool failed; /* the core refused an event (out of memory) */
+    bool has_err_addr;
+    uint64_t err_addr;          /* node address at the first dump's first ERROR */
+    sertrace_core_visitor sumv; /* the summary's visitor, wrapped */
     pthread_t thread;
     int64_t pid;
     uint64_t first_dump;
@@ -120,6 +130,21 @@ static void on_end(void *ctx, uint64_t dump_id, uint64_t bytes, uint8_t status, 
     pthread_mutex_unlock(&cap.mu);
 }
 
+/* The summary's error callback, after keeping the address of the node at
+ * the first dump's first ERROR (called under cap.mu, from the core). */
+static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n, uint8_t tag, uint32_t type,
+                   const char *msg, size_t msg_len, const char *path, size_t path_len)
+{
+    (void)ctx;
+    if (n && !cap.has_err_addr && d->dump_id == cap.first_dump) {
+        cap.has_err_addr = true;
+        cap.err_addr = n->addr;
+    }
+    if (!cap.sumv.error)
+        return 0;
+    return cap.sumv.error(cap.sumv.ctx, d, n, tag, type, msg, msg_len, path, path_len);
+}
+
 static void release_locked(void)
 {
     if (cap.core)
@@ -153,7 +178,9 @@ static PyObject *capture_begin(PyObject *self, PyObject *noargs)
     so.max_flags = 100;
     cap.sum = sertrace_summary_create(&so, membuf_write, &cap.out);
     if (cap.sum) {
-        sertrace_summary_visitor(cap.sum, &v);
+        sertrace_summary_visitor(cap.sum, &cap.sumv);
+        v = cap.sumv;
+        v.error = v_error;
         cap.core = sertrace_core_create(&v);
     }
     if (!cap.core) {
@@ -163,6 +190,8 @@ static PyObject *capture_begin(PyObject *self, PyObject *noargs)
     }
     cap.active = true;
     cap.failed = false;
+    cap.has_err_addr = false;
+    cap.err_addr = 0;
     cap.first_dump = 0;
     cap.thread = pthread_self();
     cap.pid = (int64_t)getpid();
@@ -188,9 +217,12 @@ static PyObject *capture_end(PyObject *self, PyObject *noargs)
     cap.active = false;
     ok = !cap.failed && sertrace_core_finish(cap.core) == 0 &&
          sertrace_summary_finish(cap.sum, sertrace_core_get_stats(cap.core)) == 0;
-    if (ok)
-        ret = Py_BuildValue("Ky#", (unsigned long long)cap.first_dump, cap.out.p ? cap.out.p : "",
-                            (Py_ssize_t)cap.out.len);
+    if (ok && cap.has_err_addr)
+        ret = Py_BuildValue("Ky#K", (unsigned long long)cap.first_dump, cap.out.p ? cap.out.p : "",
+                            (Py_ssize_t)cap.out.len, (unsigned long long)cap.err_addr);
+    else if (ok)
+        ret = Py_BuildValue("Ky#O", (unsigned long long)cap.first_dump, cap.out.p ? cap.out.p : "",
+                            (Py_ssize_t)cap.out.len, Py_None);
     else
         PyErr_NoMemory();
     release_locked();
@@ -284,7 +316,8 @@ static PyMethodDef methods[] = {
     {"capture_begin", capture_begin, METH_NOARGS,
      "capture_begin(): trace this thread's dumps in-process into the tree core"},
     {"capture_end", capture_end, METH_NOARGS,
-     "capture_end() -> (first_dump_id, summary_json): stop, and the JSON summary (with paths)"},
+     "capture_end() -> (first_dump_id, summary_json, error_address or None): stop, the JSON "
+     "summary (with paths), and the address of the object at the first dump's first error"},
     {"rows", rows, METH_O,
      "rows([(summary_json, dump_id) | None, ...]) -> [(kind, name, [bytes | None, ...])]: "
      "one column per dump, rows by path pattern and by type (as sertrace diff)"},

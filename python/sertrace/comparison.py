@@ -13,8 +13,21 @@ its JSON summary, ``sertrace._compare``), and returns a :class:`Comparison`:
   that is not complete, is a bug of sertrace, said as such in the result, and that
   serializer's figures are left out rather than shown as exact;
 - a serializer that refuses ``obj`` (plain pickle on a closure cell, a lambda): which
-  subtree it refused and why, as the trace has it (path, message, tag and type of the
-  object), and the others are compared without it;
+  subtrees it refused and why, as the trace has it (path pattern, the objects' paths
+  and count, message, tag and type);
+- and for plain pickle the rest of the object: it is pickled again with each refused
+  object replaced by a persistent id (the pickle protocol's own way of writing a
+  reference instead of an object: a ``Pickler`` subclass whose ``persistent_id``
+  returns 0 for the objects in the refused set, by identity), until it succeeds, at
+  most MAX_REFUSED (64) distinct objects.  Which object was refused: the one whose
+  address the trace's error node carries (``sertrace._compare`` keeps it), among the
+  objects ``persistent_id`` saw in that dump (so no user code is called to find it).
+  pickle's column then holds the rows of that partial payload, its total is shown as
+  "N B without K refused subtrees (each replaced by a 3-byte persistent id)", never as
+  a ``len(pickle.dumps(obj))`` (which does not exist), and its cells are marked:
+  "refused" (only stand-ins, or inside a refused subtree) or "partial" (the figure
+  includes stand-ins).  The partial payload is checked like any other: traced total
+  == len() of the same partial payload written by the C pickle, and the same bytes;
 - a serializer that is not installed: listed as such.
 
 How each is traced: ``pickle`` is ``sertrace.dumps`` (byte-identical to the C pickle);
@@ -35,6 +48,7 @@ import importlib.util
 import io
 import json
 import pickle
+import re
 import sys
 import threading
 import types
@@ -48,11 +62,18 @@ class Outcome:
     """One serializer's result.
 
     name, version (the package's, or None); status: "ok", "refused" (it raised on obj;
-    `error` the exception, `refused` what the trace says it refused), "not installed",
+    `error` the exception, `refused` what it refused: one entry per path pattern, type
+    and message, with the count of objects refused there), "not installed",
     "untraceable" (installed, but sertrace cannot trace it here: `error` says why) or
     "mismatch" (a sertrace bug: `problems` says what disagreed); bytes: len of the
     real dumps() (None unless it succeeded); protocol: the one its dump used;
     traced_bytes: the payload the trace counted.
+
+    partial (plain pickle only, when it refused): a dict when pickle wrote obj with
+    each refused object replaced by a persistent id -- "bytes" (len of that partial
+    payload, equal to its traced total), "stand_ins" (persistent ids written),
+    "stand_in_bytes" (each one's size), "refused_objects"; None when no partial
+    payload was made (`partial_error` says why, if one was tried).
     """
 
     def __init__(self, name):
@@ -65,19 +86,37 @@ class Outcome:
         self.error = None
         self.refused = []
         self.problems = []
+        self.partial = None
+        self.partial_error = None
         self._summary = None  # (json bytes, dump_id) of a dump whose figures are exact
+        self._marks = None  # partial: {(kind, row name): "refused" | "partial"}
 
     def as_dict(self):
         return {"name": self.name, "version": self.version, "status": self.status,
                 "protocol": self.protocol, "bytes": self.bytes, "traced_bytes": self.traced_bytes,
-                "exact": self._summary is not None, "error": self.error, "refused": self.refused,
-                "problems": self.problems}
+                "exact": self.status == "ok", "error": self.error, "refused": self.refused,
+                "partial": self.partial is not None,
+                "partial_bytes": None if self.partial is None else self.partial["bytes"],
+                "stand_ins": None if self.partial is None else self.partial["stand_ins"],
+                "stand_in_bytes": None if self.partial is None else self.partial["stand_in_bytes"],
+                "partial_error": self.partial_error, "problems": self.problems}
+
+    def partial_text(self):
+        """'N B without K refused subtrees (each replaced by a k-byte persistent id)'."""
+        pa = self.partial
+        return "%s B without %d refused subtree%s (each replaced by a %d-byte persistent id)" % (
+            "{:,}".format(pa["bytes"]), pa["stand_ins"], "" if pa["stand_ins"] == 1 else "s",
+            pa["stand_in_bytes"])
 
 
 class Comparison:
     """What compare() returns: .outcomes (one Outcome per serializer asked for, in that
     order), .rows ([(kind, name, {serializer: bytes or None})], kind "path" or "type",
-    over the serializers whose status is "ok"), .text() and .json()."""
+    over the serializers in .compared), .text() and .json().  A serializer that refused
+    obj but wrote a partial payload (plain pickle, its refused subtrees replaced by
+    persistent ids) has a column too: .mark(kind, name, serializer) says which of its
+    cells are "refused" (value None: the row is inside, or only made of, refused
+    subtrees) or "partial" (the value includes stand-ins)."""
 
     def __init__(self, what, protocol, outcomes, rows):
         self.what = what
@@ -87,24 +126,50 @@ class Comparison:
 
     @property
     def compared(self):
-        """Names of the serializers whose figures are in the rows (status "ok")."""
-        return [o.name for o in self.outcomes if o.status == "ok"]
+        """Names of the serializers whose figures are in the rows: status "ok", and a
+        refusing one that wrote a partial payload."""
+        return [o.name for o in self.outcomes if o.status == "ok" or o.partial is not None]
+
+    def mark(self, kind, name, serializer):
+        """None (an exact figure, or '-' not written), "refused" or "partial"."""
+        for o in self.outcomes:
+            if o.name == serializer and o._marks is not None:
+                return o._marks.get((kind, name))
+        return None
 
     def as_dict(self):
         names = self.compared
+        rows = []
+        for kind, name, vals in self.rows:
+            row = {"kind": kind, "name": name, "bytes": vals, "differs": _differs(vals, names)}
+            marks = {n: self.mark(kind, name, n) for n in names}
+            marks = {n: m for n, m in marks.items() if m}
+            if marks:
+                row["marks"] = marks
+            rows.append(row)
         return {
             "format": "sertrace-compare", "version": 1, "object": self.what,
             "protocol": self.protocol,
             "serializers": [o.as_dict() for o in self.outcomes],
             "compared": names,
-            "rows": [{"kind": kind, "name": name, "bytes": vals,
-                      "differs": _differs(vals, names)} for kind, name, vals in self.rows],
+            "rows": rows,
             "total": {o.name: o.bytes for o in self.outcomes if o.status == "ok"},
+            "partial_total": {o.name: o.partial["bytes"] for o in self.outcomes
+                              if o.partial is not None},
         }
 
     def json(self):
         """The comparison as one JSON document (format "sertrace-compare", version 1)."""
         return json.dumps(self.as_dict(), indent=1)
+
+    def _cell(self, kind, name, n, vals):
+        m = self.mark(kind, name, n)
+        if m == "refused":
+            return "refused"
+        v = vals.get(n)
+        if v is None:
+            return "-"
+        return "{:,}".format(v) + ("p" if m == "partial" else "")
 
     def text(self):
         """The comparison for a terminal: each serializer's outcome, then the rows."""
@@ -123,9 +188,17 @@ class Comparison:
                 w, _label(o), "-" if o.protocol is None else o.protocol,
                 "-" if o.bytes is None else "{:,}".format(o.bytes), status))
             for r in o.refused:
-                L.append("  %-*s   refused %s %s at %s: %s" % (
-                    w, "", r.get("tag") or "?", r.get("type") or "?", r.get("path") or "?",
+                n, paths = r.get("count", 1), r.get("paths") or [r.get("path")]
+                L.append("  %-*s   refused %s %s%s at %s: %s" % (
+                    w, "", r.get("tag") or "?", r.get("type") or "?",
+                    "" if n == 1 else " x%d" % n,
+                    (paths[0] or "?") if n == 1 else "%s (first %s)" % (r.get("path"), paths[0]),
                     r.get("message") or "?"))
+            if o.partial is not None:
+                L.append("  %-*s   partial: %s; its traced total is len() of that payload"
+                         % (w, "", o.partial_text()))
+            elif o.partial_error:
+                L.append("  %-*s   no partial payload: %s" % (w, "", o.partial_error))
             for p in o.problems:
                 L.append("  %-*s   BUG (sertrace): %s" % (w, "", p))
         if not names:
@@ -135,21 +208,32 @@ class Comparison:
         L.append("")
         L.append("Bytes by path pattern (including children) and by type (self bytes); "
                  "'-' not written; * the serializers differ.")
+        partial = [o for o in self.outcomes if o.partial is not None]
+        for o in partial:
+            L.append("%s: a partial payload: 'refused' rows are refused subtrees (or inside "
+                     "them), 'p' figures include the %d-byte persistent ids standing in for them."
+                     % (o.name, o.partial["stand_in_bytes"]))
         cw = max([len(n) for n in names] + [12])
         L.append("  " + " ".join("%*s" % (cw, n) for n in names) + "    row")
         for kind, name, vals in self.rows:
-            cells = " ".join("%*s" % (cw, "-" if vals.get(n) is None else "{:,}".format(vals[n]))
-                             for n in names)
+            cells = " ".join("%*s" % (cw, self._cell(kind, name, n, vals)) for n in names)
             L.append("  %s  %s %s%s" % (cells, "*" if _differs(vals, names) else " ",
                                         "type " if kind == "type" else "", name))
-        totals = {o.name: o.bytes for o in self.outcomes}
-        L.append("  %s  %s TOTAL" % (" ".join("%*s" % (cw, "{:,}".format(totals[n])) for n in names),
-                                      "*" if _differs(totals, names) else " "))
+        totals = {o.name: o.bytes if o.partial is None else o.partial["bytes"]
+                  for o in self.outcomes}
+        L.append("  %s  %s TOTAL" % (" ".join(
+            "%*s" % (cw, "{:,}".format(totals[n]) + ("p" if self.mark("total", "", n) else ""))
+            for n in names), "*" if _differs(totals, names) else " "))
+        for o in partial:
+            L.append("  (%s: %s, not len(%s.dumps(obj)), which does not exist)"
+                     % (o.name, o.partial_text(), o.name))
         return "\n".join(L) + "\n"
 
     def __repr__(self):
         return "<sertrace.compare %s: %s>" % (self.what, ", ".join(
-            "%s %s" % (o.name, o.bytes if o.status == "ok" else o.status) for o in self.outcomes))
+            "%s %s" % (o.name, o.bytes if o.status == "ok" else
+                       "refused, partial %d" % o.partial["bytes"] if o.partial else o.status)
+            for o in self.outcomes))
 
 
 def _label(o):
@@ -254,6 +338,196 @@ def _cloudpickle_pair(protocol):
 
 _capture_lock = threading.Lock()
 
+# ---- a refusing pickle: the rest of the object (issue 15 item 2) ----
+
+MAX_REFUSED = 64  # distinct refused objects replaced before giving up
+
+_INDEX = re.compile(r"""\[(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\]'"]*)\]""")
+
+
+def _pattern(path):
+    """A trace path ("State.suspended[0].frame.stack[0][1]") as its pattern, positions
+    and dict keys as [*] (as the summary's "paths" have it)."""
+    return _INDEX.sub("[*]", path) if path else path
+
+
+def _group_refused(found):
+    """One entry per (path pattern, tag, type, message): "path" the pattern, "paths" the
+    refused objects' own paths (in the order found), "count" how many."""
+    groups = {}
+    for f in found:
+        key = (_pattern(f.get("path")), f.get("tag"), f.get("type"), f.get("message"))
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {"path": key[0], "type": key[2], "tag": key[1],
+                               "message": key[3], "count": 0, "paths": []}
+        g["count"] += 1
+        g["paths"].append(f.get("path"))
+    return list(groups.values())
+
+
+def _partial_class(base):
+    """`base` (a pickle Pickler) whose persistent_id returns `stand_in` for the objects
+    in `refused` (id -> object, kept alive so that the ids stay theirs) and records
+    every other object it is asked about in `seen` (id -> object: the same, for one
+    dump) when `seen` is not None.  persistent ids are the pickle protocol's own way
+    of writing a reference instead of an object; our method calls no user code."""
+    class _Partial(base):
+        def __init__(self, file, protocol, refused, seen, stand_in):
+            base.__init__(self, file, protocol)
+            self._st = (refused, seen, stand_in)
+
+        def persistent_id(self, obj):
+            refused, seen, stand_in = self._st
+            k = id(obj)
+            if k in refused:
+                return stand_in
+            if seen is not None:
+                seen[k] = obj
+            return None
+    _Partial.__name__ = _Partial.__qualname__ = "Partial" + base.__name__
+    return _Partial
+
+
+def _partial_pickle(o, obj, protocol):
+    """pickle refused obj: pickle it again, traced, with each refused object replaced by
+    a persistent id, until it succeeds (at most MAX_REFUSED objects).  The refused object
+    is the one whose address the trace's error node has (sertrace._compare keeps it)
+    among those persistent_id saw in that dump.  Then the same untraced with the C
+    pickle: the traced total must equal len() of that payload (and the bytes be the
+    same), else it is a sertrace bug like any mismatch.  Sets o.partial, o.refused (all
+    refused objects, grouped), o._summary and o._marks; or o.partial_error."""
+    import _pickle
+
+    import sertrace
+    from . import _compare
+
+    proto = pickle.DEFAULT_PROTOCOL if protocol is None else protocol
+    stand_in = 0 if proto >= 1 else "0"  # protocol 0 writes persistent ids as text lines
+    traced_cls, real_cls = _partial_class(sertrace.Pickler), _partial_class(_pickle.Pickler)
+    refused, found, stand_in_types = {}, [], []
+    while True:
+        seen = {}
+        out = io.BytesIO()
+        err = None
+        with _capture_lock:
+            _compare.capture_begin()
+            try:
+                traced_cls(out, protocol, refused, seen, stand_in).dump(obj)
+            except Exception as e:
+                err = e
+            finally:
+                dump_id, summary, addr = _compare.capture_end()
+        doc = json.loads(summary)
+        dump = next((d for d in doc["dumps"] if d["dump_id"] == dump_id), None)
+        if err is None:
+            break
+        flag = next((f for f in (dump or {}).get("flags", [])
+                     if f.get("kind") == "unserializable"), None)
+        what = _exc_text(err)
+        if len(refused) >= MAX_REFUSED:
+            o.partial_error = ("more than %d objects refused (the next: %s): no partial payload"
+                               % (MAX_REFUSED, what))
+            return
+        target = seen.get(addr) if addr is not None else None
+        if flag is None or target is None:
+            o.partial_error = ("the trace does not name the object refused with %s, so it "
+                               "cannot be replaced" % what)
+            return
+        if target is obj:
+            o.partial_error = "the object itself is refused: nothing else to compare"
+            return
+        if any(f["path"] == flag.get("path") for f in found):
+            o.partial_error = ("the object refused at %s is made anew at each dump (by a "
+                               "__reduce__): it cannot be replaced by identity"
+                               % flag.get("path"))
+            return
+        refused[addr] = target
+        found.append({k: flag.get(k) for k in ("path", "message", "tag", "type")})
+        t = type(target)  # a stand-in's node is named by its object's type
+        stand_in_types.append(t.__qualname__ if t.__module__ == "builtins"
+                              else "%s.%s" % (t.__module__, t.__qualname__))
+        del seen, target
+    seen = None
+    traced_payload = out.getvalue()
+    try:
+        real = io.BytesIO()
+        real_cls(real, protocol, refused, None, stand_in).dump(obj)
+        real_payload = real.getvalue()
+    except Exception as e:
+        o.problems.append("pickle's partial dump (%d objects replaced) raised %s where the "
+                          "traced one succeeded" % (len(refused), _exc_text(e)))
+        return
+    pid_kind = next((k for k in dump.get("by_kind", []) if k.get("tag") == "Pid"), {})
+    n_pids = pid_kind.get("count", 0)
+    problems = []
+    if dump.get("status") != "ok" or not dump.get("complete"):
+        problems.append("the traced partial dump is not complete (status %s)"
+                        % dump.get("status"))
+    if dump.get("sizes_are_lower_bounds"):
+        problems.append("the traced sizes of the partial dump are lower bounds")
+    if dump.get("payload_bytes") != len(real_payload):
+        problems.append("the trace counted %s bytes for the partial payload, its len() is %d"
+                        % (dump.get("payload_bytes"), len(real_payload)))
+    elif traced_payload != real_payload:
+        problems.append("the traced partial payload differs from pickle's own (same length)")
+    if n_pids < len(refused):
+        problems.append("%d persistent ids traced for %d refused objects"
+                        % (n_pids, len(refused)))
+    if problems:
+        o.problems.extend(problems)
+        return
+    o.refused = _group_refused(found)
+    o.partial = {"bytes": len(real_payload), "stand_ins": n_pids,
+                 "stand_in_bytes": 3,  # K 00 Q (BININT1 0, BINPERSID); protocol 0: "P0" newline
+                 "refused_objects": len(refused)}
+    o._summary = (summary, dump_id)
+    o._marks = _marks(dump, o.refused, stand_in_types, stand_in)
+
+
+_SEPS = (".", "[", "(")
+
+
+def _below(p, r):
+    """Pattern p is strictly inside pattern r."""
+    return len(p) > len(r) and p.startswith(r) and p[len(r)] in _SEPS
+
+
+def _marks(dump, refused, stand_in_types, stand_in):
+    """{(kind, row name): "refused" | "partial"} for a partial payload's column:
+    a pattern where every node is a stand-in is "refused"; a pattern with stand-ins
+    among its nodes or below them is "partial", and so is a stand-in's own persistent
+    id object when atoms are nodes (SERTRACE_GRANULARITY=all: the pattern "R/?" below
+    a refused pattern R; its type too).  Types: a type whose every node is a stand-in
+    is "refused", one with some stand-ins "partial".  The total is "partial".  Every
+    other row of that column is an exact figure of the partial payload.  Rows absent
+    from the column inside a refused pattern are marked "refused" by compare()."""
+    count_at = {}
+    for r in refused:
+        count_at[r["path"]] = count_at.get(r["path"], 0) + r["count"]
+    marks = {("total", ""): "partial"}
+    pid_rows = False
+    for p in dump.get("paths", []):
+        pat, n = p["pattern"], p.get("count", 0)
+        if pat in count_at:
+            marks[("path", pat)] = "refused" if n == count_at[pat] else "partial"
+        elif any(_below(r, pat) for r in count_at):
+            marks[("path", pat)] = "partial"
+        elif any(pat == r + "/?" for r in count_at):
+            marks[("path", pat)] = "partial"
+            pid_rows = True
+    type_count = {}
+    for t in stand_in_types:
+        type_count[t] = type_count.get(t, 0) + 1
+    for t in dump.get("by_type", []):
+        if t.get("type") in type_count:
+            marks[("type", t["type"])] = "refused" if t.get("count") == type_count[t["type"]] \
+                else "partial"
+    if pid_rows:
+        marks.setdefault(("type", type(stand_in).__name__), "partial")
+    return marks
+
+
 _PAIRS = {"pickle": _pickle_pair, "dill": _dill_pair, "cloudpickle": _cloudpickle_pair}
 
 
@@ -297,7 +571,7 @@ def _run_one(name, obj, protocol):
         except Exception as e:
             traced_error = e
         finally:
-            dump_id, summary = _compare.capture_end()
+            dump_id, summary, _err_addr = _compare.capture_end()
     doc = json.loads(summary)
     dump = next((d for d in doc["dumps"] if d["dump_id"] == dump_id), None)
     if dump is not None:
@@ -305,12 +579,14 @@ def _run_one(name, obj, protocol):
         o.traced_bytes = dump.get("payload_bytes")
     if real_error is not None:
         o.status, o.error = "refused", _exc_text(real_error)
-        for f in (dump or {}).get("flags", []):
-            if f.get("kind") == "unserializable":
-                o.refused.append({k: f.get(k) for k in ("path", "message", "tag", "type")})
+        found = [f for f in (dump or {}).get("flags", []) if f.get("kind") == "unserializable"]
+        o.refused = _group_refused([{k: f.get(k) for k in ("path", "message", "tag", "type")}
+                                    for f in found])
         if traced_error is None:
             o.problems.append("the traced dump succeeded where %s.dumps() raised %s"
                               % (name, o.error))
+        elif name == "pickle":
+            _partial_pickle(o, obj, protocol)
         return o
     o.bytes = len(real_bytes)
     if traced_error is not None:
@@ -357,9 +633,17 @@ def compare(obj, serializers=SERIALIZERS, protocol=None):
             raise ValueError("protocol: expected None or 0 to %d, not %r"
                              % (pickle.HIGHEST_PROTOCOL, protocol))
     outcomes = [_run_one(s, obj, protocol) for s in serializers]
-    ok = [o for o in outcomes if o.status == "ok"]
+    ok = [o for o in outcomes if o.status == "ok" or o.partial is not None]
     raw = _compare.rows([o._summary for o in ok]) if ok else []
     rows = [(kind, name, {o.name: v for o, v in zip(ok, vals)}) for kind, name, vals in raw]
+    for o in ok:
+        if o._marks is None:
+            continue
+        inside = [r["path"] for r in o.refused]
+        for kind, name, vals in rows:
+            if kind == "path" and vals.get(o.name) is None and any(_below(name, r)
+                                                                     for r in inside):
+                o._marks[("path", name)] = "refused"
     rows.sort(key=lambda r: (r[0] == "type", -max((v or 0) for v in r[2].values()), r[1]))
     return Comparison(_describe(obj), protocol, outcomes, rows)
 
@@ -373,8 +657,12 @@ Imports MODULE (from the current directory or sys.path), evaluates EXPR in its
 namespace, pickles the value with each serializer (traced in this process, no
 LTTng needed) and prints, per path pattern (bytes including children) and per
 type (self bytes), the bytes each wrote, and each one's total, which equals
-its real len(dumps()).  A serializer that refuses the value says which subtree
-it refused and why; one that is not installed is listed as such.
+its real len(dumps()).  A serializer that refuses the value says which subtrees
+it refused and why; plain pickle is then compared for the rest of the value:
+its column is the payload it writes with each refused object replaced by a
+3-byte persistent id (marked: 'refused' rows, 'p' figures that include
+stand-ins, a TOTAL of "N B without K refused subtrees").  A serializer that
+is not installed is listed as such.
 
   MODULE:EXPR          e.g. dispatch_like_state:build_state_with_closures(16)
   --serializers LIST   comma-separated, of pickle, dill, cloudpickle (default: all three)
@@ -452,4 +740,4 @@ def main(argv):
     result = compare(obj, serializers, protocol)
     result.what = "%s (%s)" % (spec, result.what)
     sys.stdout.write(result.json() + "\n" if as_json else result.text())
-    return 1 if any(o.status == "mismatch" for o in result.outcomes) else 0
+    return 1 if any(o.problems for o in result.outcomes) else 0

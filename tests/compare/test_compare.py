@@ -12,6 +12,7 @@ The CLI: text, --json, --serializers, --protocol, --help, usage errors
 (exit 2).  Missing serializers: a real interpreter without site-packages
 (python3 -S), where dill and cloudpickle cannot be imported.
 """
+import io
 import json
 import os
 import pickle
@@ -41,15 +42,37 @@ def column(result, name, kind):
     return {n: vals[name] for k, n, vals in result.rows if k == kind and vals.get(name) is not None}
 
 
-def check_consistent(result, name, root):
+def check_consistent(result, name, root, total=None):
     """The rows of one serializer add up: its type rows (self bytes) sum to the root
     pattern's bytes, and the root is the payload minus PROTO+FRAME+STOP (12 bytes at
-    protocol >= 4 for a payload in one frame, 2+1 below protocol 4)."""
+    protocol >= 4 for a payload in one frame, 2+1 below protocol 4).  `total`: the
+    payload's length when it is not the outcome's bytes (a partial payload)."""
     o = by_name(result)[name]
     paths, types = column(result, name, "path"), column(result, name, "type")
     assert sum(types.values()) == paths[root], (name, types, paths[root])
     header = 12 if o.protocol >= 4 else 3
-    assert paths[root] + header == o.bytes, (name, paths[root], o.bytes)
+    assert paths[root] + header == (o.bytes if total is None else total), (name, paths[root])
+
+
+def closure_values(obj):
+    """The cell, nested function and lambda on the root coroutine's stack, with their
+    positions there."""
+    root = next(iter(obj.suspended.values()))
+    return [(i, e[1]) for i, e in enumerate(root.frame.stack)
+            if isinstance(e, tuple) and type(e[1]).__name__ in ("cell", "function")]
+
+
+def pickle_without(obj, replaced, protocol=None):
+    """pickle's own payload with the objects in `replaced` (by identity) written as the
+    persistent id 0: what compare() must have measured as pickle's partial payload."""
+    ids = {id(x) for x in replaced}
+
+    class P(pickle.Pickler):
+        def persistent_id(self, o):
+            return 0 if id(o) in ids else None
+    f = io.BytesIO()
+    P(f, protocol).dump(obj)
+    return f.getvalue()
 
 
 def test_closure_workload_pickle_refuses_the_cell_dill_and_cloudpickle_exact():
@@ -57,40 +80,226 @@ def test_closure_workload_pickle_refuses_the_cell_dill_and_cloudpickle_exact():
     r = sc.compare(obj)
     o = by_name(r)
     assert [x.name for x in r.outcomes] == ["pickle", "dill", "cloudpickle"]
-    # pickle: refused, and the refused subtree is the cell at the head of the stack
+    # pickle: refused, and every refused subtree named (the cell, the nested function,
+    # the lambda on the root coroutine's stack), each with its pattern and count
     assert o["pickle"].status == "refused"
     assert o["pickle"].bytes is None
     assert "cannot pickle 'cell' object" in o["pickle"].error
     with pytest.raises(TypeError):
         pickle.dumps(obj)
-    assert o["pickle"].refused == [{"path": "State.suspended[0].frame.stack[0][1]",
-                                     "message": "cannot pickle 'cell' object",
-                                     "tag": "R", "type": "cell"}]
+    vals = closure_values(obj)
+    assert [type(v).__name__ for i, v in vals] == ["cell", "function", "function"]
+    pattern = "State.suspended[*].frame.stack[*][*]"
+    assert o["pickle"].refused == [
+        {"path": pattern, "paths": ["State.suspended[0].frame.stack[%d][1]" % i],
+         "count": 1, "tag": tag, "type": typ, "message": msg}
+        for (i, v), tag, typ, msg in zip(
+            vals, ("R", "F2", "F2"),
+            ("cell", "dispatch_like_state._make_closure_values.<locals>.keep",
+             "dispatch_like_state._make_closure_values.<locals>.<lambda>"),
+            ("cannot pickle 'cell' object",
+             "Can't pickle local object '_make_closure_values.<locals>.keep'",
+             "Can't pickle local object '_make_closure_values.<locals>.<lambda>'"))]
+    # ... and compared for the rest: its partial payload is pickle's own with those
+    # three objects written as persistent ids, and the traced total is its length
+    partial = pickle_without(obj, [v for i, v in vals])
+    assert o["pickle"].partial == {"bytes": len(partial), "stand_ins": 3, "stand_in_bytes": 3,
+                                   "refused_objects": 3}
+    assert partial.count(b"K\x00Q") >= 3  # BININT1 0, BINPERSID
     # dill and cloudpickle: totals are their real lengths
     assert o["dill"].status == "ok" and o["cloudpickle"].status == "ok"
     assert o["dill"].bytes == o["dill"].traced_bytes == len(dill.dumps(obj))
     assert o["cloudpickle"].bytes == o["cloudpickle"].traced_bytes == len(cloudpickle.dumps(obj))
     assert o["dill"].protocol == dill.settings["protocol"]
     assert o["cloudpickle"].protocol == cloudpickle.DEFAULT_PROTOCOL
-    assert r.compared == ["dill", "cloudpickle"]
+    assert r.compared == ["pickle", "dill", "cloudpickle"]
     for name in r.compared:
-        check_consistent(r, name, "State")
-    # the rest is compared: the closure's function differs, the plain args do not
+        check_consistent(r, name, "State", total=len(partial) if name == "pickle" else None)
     rows = {(k, n): v for k, n, v in r.rows}
-    assert set(rows[("path", "State")]) == {"dill", "cloudpickle"}
+    # pickle's column: rows that contain the stand-ins are marked partial, the refused
+    # pattern's parts that only dill and cloudpickle wrote are 'refused', and the type
+    # rows made only of stand-ins (cell, the two functions) are 'refused'
+    assert r.mark("path", "State", "pickle") == "partial"
+    assert r.mark("path", pattern, "pickle") == "partial"  # stand-ins among its 12 nodes
+    assert r.mark("path", pattern + "(args)", "pickle") == "refused"
+    assert rows[("path", pattern + "(args)")]["pickle"] is None
+    assert rows[("path", pattern + "(args)")]["dill"] > 0
+    assert r.mark("type", "cell", "pickle") == "refused"
+    assert r.mark("type", "function", "pickle") == "refused"
+    assert rows[("type", "cell")]["pickle"] == 3 and rows[("type", "function")]["pickle"] == 6
+    # rows outside the refused subtrees: exact figures of the partial payload, and
+    # where pickle and dill write the same bytes (plain data that dill writes with
+    # pickle's own savers, sharing no object with the refused subtrees) they are equal
+    for row in ("State.suspended[*].result", "State.suspended[*].function",
+                "State.suspended[*].kwargs", "State.suspended[*].args[*][*][*]",
+                "State.suspended[*].wrapped.args", "State(reconstructor)"):
+        assert r.mark("path", row, "pickle") is None, row
+        assert rows[("path", row)]["pickle"] == rows[("path", row)]["dill"] > 0, row
+    # ... but not State.suspended[*].args: the dict keys 'id' and 'score' of two
+    # coroutines' args are the very str objects of the nested function's and the
+    # lambda's code (interned constants).  dill writes them first inside the stack
+    # of coroutine 0 and refers back to them (a memo GET) in the args; the partial
+    # payload, without those subtrees, writes them out in full there.
+    consts = [c for i, v in vals if type(v).__name__ == "function" for c in v.__code__.co_consts]
+    shared = {k for rec in obj.suspended.values() for a in rec.args
+              for d in (a if isinstance(a, list) else [a]) if isinstance(d, dict)
+              for k in d if any(k is c for c in consts)}
+    assert shared == {"id", "score"}
+    assert rows[("path", "State.suspended[*].args")]["pickle"] > \
+        rows[("path", "State.suspended[*].args")]["dill"]
     assert rows[("path", "State.suspended[*].args")]["dill"] == \
         rows[("path", "State.suspended[*].args")]["cloudpickle"]
     assert rows[("path", "State")]["dill"] != rows[("path", "State")]["cloudpickle"]
     text = r.text()
     assert "refused R cell at State.suspended[0].frame.stack[0][1]: cannot pickle 'cell' object" \
         in text
+    assert ("partial: {:,} B without 3 refused subtrees (each replaced by a 3-byte persistent "
+            "id)".format(len(partial))) in text
+    assert "not len(pickle.dumps(obj)), which does not exist" in text
+    assert text.rstrip().splitlines()[-2].split()[:3] == [
+        "{:,}p".format(len(partial)), "{:,}".format(o["dill"].bytes),
+        "{:,}".format(o["cloudpickle"].bytes)]
     assert "{:,}".format(o["dill"].bytes) in text and "{:,}".format(o["cloudpickle"].bytes) in text
     assert "BUG" not in text
     doc = json.loads(r.json())
-    assert doc["format"] == "sertrace-compare" and doc["compared"] == ["dill", "cloudpickle"]
+    assert doc["format"] == "sertrace-compare"
+    assert doc["compared"] == ["pickle", "dill", "cloudpickle"]
     assert doc["total"] == {"dill": o["dill"].bytes, "cloudpickle": o["cloudpickle"].bytes}
-    assert doc["serializers"][0]["status"] == "refused"
-    assert doc["serializers"][0]["refused"][0]["path"] == "State.suspended[0].frame.stack[0][1]"
+    assert doc["partial_total"] == {"pickle": len(partial)}
+    sp = doc["serializers"][0]
+    assert sp["status"] == "refused" and sp["partial"] is True and sp["exact"] is False
+    assert sp["bytes"] is None and sp["partial_bytes"] == len(partial)
+    assert sp["stand_ins"] == 3 and sp["stand_in_bytes"] == 3
+    assert [(x["path"], x["type"], x["count"]) for x in sp["refused"]] == [
+        (pattern, "cell", 1),
+        (pattern, "dispatch_like_state._make_closure_values.<locals>.keep", 1),
+        (pattern, "dispatch_like_state._make_closure_values.<locals>.<lambda>", 1)]
+    jrows = {(x["kind"], x["name"]): x for x in doc["rows"]}
+    assert jrows[("path", "State")]["marks"] == {"pickle": "partial"}
+    assert jrows[("type", "cell")]["marks"] == {"pickle": "refused"}
+    assert "marks" not in jrows[("path", "State.suspended[*].result")]
+
+
+class Holder:
+    """A module-level class (pickled by reference by all three): refused things first,
+    then plain data."""
+
+    def __init__(self, fn, cells, data):
+        self.fn = fn
+        self.cells = cells
+        self.data = data
+
+
+def make_cell(v):
+    def f():
+        return v
+    return f.__closure__[0]
+
+
+def plain_data(n):
+    # distinct objects only (no memo hit inside), strings made at run time (interned
+    # by no code object), so that every serializer writes them with pickle's savers
+    return {"row%d" % i: ["v%d" % (i * 7 + j) for j in range(3)] + [i, i * 0.5]
+            for i in range(n)}
+
+
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_partial_rows_equal_dills_where_they_must(protocol):
+    """Outside the refused subtrees, with no object shared with them and no memo index
+    written (protocol 4+ memoizes with MEMOIZE, and the data has no back-reference),
+    pickle's partial payload writes the same bytes as dill for the same data."""
+    cells = [make_cell(i) for i in range(3)]
+    obj = Holder(lambda x: x + 1, cells, plain_data(20))
+    r = sc.compare(obj, serializers=("pickle", "dill"), protocol=protocol)
+    o = by_name(r)
+    assert o["pickle"].status == "refused" and o["dill"].status == "ok"
+    partial = pickle_without(obj, [obj.fn] + cells, protocol)
+    assert o["pickle"].partial == {"bytes": len(partial), "stand_ins": 4, "stand_in_bytes": 3,
+                                   "refused_objects": 4}
+    assert [(x["path"], x["type"], x["count"]) for x in o["pickle"].refused] == [
+        ("Holder.fn", "%s.test_partial_rows_equal_dills_where_they_must.<locals>.<lambda>"
+         % __name__, 1), ("Holder.cells[*]", "cell", 3)]
+    assert o["pickle"].refused[1]["paths"] == ["Holder.cells[%d]" % i for i in range(3)]
+    rows = {(k, n): v for k, n, v in r.rows}
+    data_rows = [n for k, n in rows if k == "path" and n.startswith("Holder.data")]
+    assert {"Holder.data", "Holder.data[*]"} <= set(data_rows)  # str, int, float: folded
+    for n in data_rows:
+        assert r.mark("path", n, "pickle") is None
+        assert rows[("path", n)]["pickle"] == rows[("path", n)]["dill"], n
+    # the refused rows: pickle wrote only stand-ins there
+    assert r.mark("path", "Holder.fn", "pickle") == "refused"
+    assert r.mark("path", "Holder.cells[*]", "pickle") == "refused"
+    assert r.mark("path", "Holder.cells", "pickle") == "partial"
+    assert rows[("path", "Holder.cells")]["pickle"] == \
+        rows[("path", "Holder.cells[*]")]["pickle"] + 4  # EMPTY_LIST MEMOIZE MARK ... APPENDS
+    assert r.mark("type", "cell", "pickle") == "refused"
+    assert rows[("type", "cell")]["pickle"] == 9
+    check_consistent(r, "pickle", "Holder", total=len(partial))
+    check_consistent(r, "dill", "Holder")
+    assert "refused R cell x3 at Holder.cells[*] (first Holder.cells[0])" in r.text()
+
+
+def test_partial_at_protocol_0_is_pickles_own():
+    """Protocol 0 writes a persistent id as a text line ('P0' newline, 3 bytes too)."""
+    obj = Holder(None, [make_cell(1)], plain_data(3))
+    r = sc.compare(obj, serializers=("pickle",), protocol=0)
+    o = by_name(r)["pickle"]
+    ids = {id(obj.cells[0])}
+
+    class P(pickle.Pickler):
+        def persistent_id(self, x):
+            return "0" if id(x) in ids else None
+    f = io.BytesIO()
+    P(f, 0).dump(obj)
+    assert b"P0\n" in f.getvalue()
+    assert o.partial == {"bytes": len(f.getvalue()), "stand_ins": 1, "stand_in_bytes": 3,
+                         "refused_objects": 1}
+    assert r.compared == ["pickle"]
+
+
+def test_partial_bounded_and_refusals_that_cannot_be_replaced(monkeypatch):
+    obj = Holder(None, [make_cell(i) for i in range(3)], [1])
+    monkeypatch.setattr(sc, "MAX_REFUSED", 2)
+    r = sc.compare(obj, serializers=("pickle", "dill"))
+    o = by_name(r)["pickle"]
+    assert o.status == "refused" and o.partial is None
+    assert o.partial_error == ("more than 2 objects refused (the next: TypeError: cannot pickle "
+                               "'cell' object): no partial payload")
+    assert r.compared == ["dill"] and json.loads(r.json())["partial_total"] == {}
+    assert "no partial payload: more than 2 objects refused" in r.text()
+    monkeypatch.setattr(sc, "MAX_REFUSED", 3)
+    assert by_name(sc.compare(obj, serializers=("pickle",)))["pickle"].partial["stand_ins"] == 3
+    # the object itself refused: nothing else to compare
+    r = sc.compare(make_cell(0), serializers=("pickle",))
+    o = by_name(r)["pickle"]
+    assert o.partial is None and o.partial_error == \
+        "the object itself is refused: nothing else to compare"
+    assert r.compared == [] and "nothing to compare" in r.text()
+
+
+class FreshCell:
+    """Its __reduce__ makes a new cell at each call: a refused object that cannot be
+    replaced by identity."""
+
+    def __reduce__(self):
+        return (FreshCell, (make_cell(1),))
+
+
+def test_partial_a_refused_object_made_anew_and_one_referenced_twice():
+    r = sc.compare(Holder(None, [FreshCell()], [1, 2]), serializers=("pickle",))
+    o = by_name(r)["pickle"]
+    assert o.partial is None
+    assert o.partial_error == ("the object refused at Holder.cells[0](args)[0] is made anew at "
+                               "each dump (by a __reduce__): it cannot be replaced by identity")
+    assert o.refused[0]["paths"] == ["Holder.cells[0](args)[0]"]
+    # one cell twice: one refused object, two persistent ids (pickle would have written
+    # a memo reference the second time; a persistent id is not memoized)
+    c = make_cell(2)
+    obj = Holder(None, [c, c], [1])
+    o = by_name(sc.compare(obj, serializers=("pickle",)))["pickle"]
+    assert o.partial == {"bytes": len(pickle_without(obj, [c])), "stand_ins": 2,
+                         "stand_in_bytes": 3, "refused_objects": 1}
+    assert [(x["path"], x["count"]) for x in o.refused] == [("Holder.cells[*]", 1)]
 
 
 @pytest.mark.parametrize("protocol", [None, 2, 5])
@@ -106,6 +315,13 @@ def test_plain_state_all_three_equal_their_real_lengths(protocol):
         if protocol is not None:
             assert o[name].protocol == protocol
     assert r.compared == ["pickle", "dill", "cloudpickle"]
+    # nothing refused: no partial payload, no marks, exactly as before
+    assert all(x.partial is None and x.partial_error is None and x.refused == []
+               for x in r.outcomes)
+    doc = json.loads(r.json())
+    assert doc["partial_total"] == {} and not any("marks" in x for x in doc["rows"])
+    assert all(s["partial"] is False and s["exact"] is True for s in doc["serializers"])
+    assert "partial" not in r.text() and "refused" not in r.text()
     if protocol is not None and protocol < 4:
         root_paths = [n for k, n, v in r.rows if k == "path" and n == "State"]
         assert root_paths == ["State"]
@@ -155,6 +371,38 @@ def test_a_mismatch_is_reported_as_a_bug_and_its_figures_left_out(monkeypatch):
     assert json.loads(r.json())["serializers"][0]["exact"] is False
 
 
+def test_a_partial_payload_that_disagrees_is_reported_as_a_bug(monkeypatch):
+    """The partial payload's check can fail too: pickle's own partial dump made one byte
+    longer than the traced one."""
+    import _pickle
+    orig = sc._partial_class
+
+    def lying(base):
+        cls = orig(base)
+        if base is not _pickle.Pickler:
+            return cls
+
+        class Longer(cls):
+            def __init__(self, file, *args):
+                cls.__init__(self, file, *args)
+                self._out = file
+
+            def dump(self, obj):
+                cls.dump(self, obj)
+                self._out.write(b".")
+        return Longer
+    monkeypatch.setattr(sc, "_partial_class", lying)
+    c = make_cell(3)
+    obj = Holder(None, [c], [1, 2])
+    r = sc.compare(obj, serializers=("pickle", "dill"))
+    o = by_name(r)["pickle"]
+    n = len(pickle_without(obj, [c]))
+    assert o.status == "refused" and o.partial is None
+    assert o.problems == ["the trace counted %d bytes for the partial payload, its len() is %d"
+                          % (n, n + 1)]
+    assert r.compared == ["dill"] and "BUG (sertrace): the trace counted" in r.text()
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="unknown serializer 'marshal'"):
         sc.compare(1, serializers=("pickle", "marshal"))
@@ -192,8 +440,17 @@ def test_cli_text_and_json():
     obj = m.build_state_with_closures(4)
     assert "refused R cell at State.suspended[0].frame.stack[0][1]" in p.stdout
     assert "{:,}".format(len(dill.dumps(obj))) in p.stdout
-    assert p.stdout.rstrip().splitlines()[-1].split()[:2] == [
-        "{:,}".format(len(dill.dumps(obj))), "{:,}".format(len(cloudpickle.dumps(obj)))]
+    # pickle's column is its partial payload, marked as such in the TOTAL row and below
+    n = len(pickle_without(obj, [v for i, v in closure_values(obj)]))
+    lines = p.stdout.rstrip().splitlines()
+    assert lines[-2].split() == [
+        "{:,}p".format(n), "{:,}".format(len(dill.dumps(obj))),
+        "{:,}".format(len(cloudpickle.dumps(obj))), "*", "TOTAL"]
+    assert lines[-1] == ("  (pickle: {:,} B without 3 refused subtrees (each replaced by a "
+                         "3-byte persistent id), not len(pickle.dumps(obj)), which does not "
+                         "exist)".format(n))
+    assert "partial: {:,} B without 3 refused subtrees".format(n) in p.stdout
+    assert "'p' figures include the 3-byte persistent ids" in p.stdout
     p = cli("dispatch_like_state:build_state(3)", "--json", "--serializers", "pickle,cloudpickle",
             "--protocol", "3")
     assert p.returncode == 0, p.stderr
