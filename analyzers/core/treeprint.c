@@ -16,6 +16,7 @@
 #include "format.h"
 #include "lines.h"
 #include "losses.h"
+#include "nodebuf.h"
 #include "outbuf.h"
 
 #define FLUSH_AT (64u << 10)
@@ -189,23 +190,10 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
 {
     (void)ctx;
     dump_buf *db = d->user;
-    if (db->n >= UINT32_MAX - 1) {
-        db->overflow = true;
-        n->user = UINT64_MAX;
-        return 0;
-    }
-    if (db->n == db->cap) {
-        uint32_t cap = db->cap ? db->cap * 2 : 256;
-        if (cap < db->cap)
-            cap = UINT32_MAX;
-        tnode *a = realloc(db->nodes, (size_t)cap * sizeof *a);
-        if (!a)
-            return -1;
-        db->nodes = a;
-        db->cap = cap;
-    }
-    tnode *tn = &db->nodes[db->n];
-    memset(tn, 0, sizeof *tn);
+    int kept = SERTRACE_NODEBUF_KEEP(db, n);
+    if (kept <= 0)
+        return kept;
+    tnode *tn = &db->nodes[n->user];
     tn->tag = n->tag;
     tn->type = n->type;
     tn->depth = n->depth;
@@ -213,10 +201,9 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     tn->length = n->length;
     tn->label_kind = n->label_kind;
     tn->label = n->label;
-    tn->in_state = n->depth >= 2 && sertrace_node_is_state(&d->stack[n->depth - 2]);
+    tn->in_state = sertrace_nodebuf_in_state(d, n);
     tn->extra_head = tn->extra_tail = NO_EXTRA;
     tn->end = UINT32_MAX;
-    n->user = db->n++;
     return 0;
 }
 
