@@ -439,13 +439,7 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     int kept = SERTRACE_NODEBUF_KEEP(db, n);
     if (kept <= 0)
         return kept;
-    xnode *xn = &db->nodes[n->user];
-    xn->tag = n->tag;
-    xn->type = n->type;
-    xn->depth = n->depth;
-    xn->label_kind = n->label_kind;
-    xn->label = n->label;
-    xn->in_state = sertrace_nodebuf_in_state(d, n);
+    SERTRACE_NODEBUF_COPY(&db->nodes[n->user], d, n);
     return 0;
 }
 

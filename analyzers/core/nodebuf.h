@@ -66,4 +66,12 @@ static inline int sertrace_nodebuf_keep_(void *nodes_field, uint32_t *n, uint32_
     sertrace_nodebuf_keep_(&(db)->nodes, &(db)->n, &(db)->cap, &(db)->overflow,                   \
                            sizeof *(db)->nodes, (node))
 
+/* The fields every kept node copies from the core's node `n` of dump `d`
+ * (both node types name them alike): tag, type, depth, its label, and
+ * whether it is a child of a state. */
+#define SERTRACE_NODEBUF_COPY(dst, d, n)                                                           \
+    ((dst)->tag = (n)->tag, (dst)->type = (n)->type, (dst)->depth = (n)->depth,                    \
+     (dst)->label_kind = (n)->label_kind, (dst)->label = (n)->label,                                \
+     (dst)->in_state = sertrace_nodebuf_in_state((d), (n)))
+
 #endif /* SERTRACE_NODEBUF_H */

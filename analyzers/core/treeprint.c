@@ -194,14 +194,9 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     if (kept <= 0)
         return kept;
     tnode *tn = &db->nodes[n->user];
-    tn->tag = n->tag;
-    tn->type = n->type;
-    tn->depth = n->depth;
+    SERTRACE_NODEBUF_COPY(tn, d, n);
     tn->addr = n->addr;
     tn->length = n->length;
-    tn->label_kind = n->label_kind;
-    tn->label = n->label;
-    tn->in_state = sertrace_nodebuf_in_state(d, n);
     tn->extra_head = tn->extra_tail = NO_EXTRA;
     tn->end = UINT32_MAX;
     return 0;
