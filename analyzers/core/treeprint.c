@@ -529,33 +529,32 @@ static int put_exit_oob(sertrace_treeprint *t, const sertrace_dump_state *d, con
     return rc;
 }
 
-static int put_folds(sertrace_treeprint *t, const struct open_entry *e, uint32_t child_depth)
+/* One fold line: "├ … N WHAT, [≥ ]SIZE" at the children's indentation. */
+static int put_fold_line(sertrace_treeprint *t, uint32_t nbars, uint32_t child_depth, uint64_t n,
+                         const char *what, bool inexact, uint64_t bytes)
 {
     sertrace_buf *b = &t->out;
+    int rc = indent(b, nbars, child_depth);
+    if (rc == 0)
+        rc = sertrace_buf_appendf(b, "\xe2\x94\x9c \xe2\x80\xa6 %llu %s, %s", (unsigned long long)n,
+                                  what, inexact ? "\xe2\x89\xa5 " : "");
+    if (rc == 0)
+        rc = sertrace_fmt_size(b, bytes, t->o.exact);
+    if (rc == 0)
+        rc = buf_lit(b, "\n");
+    return rc;
+}
+
+static int put_folds(sertrace_treeprint *t, const struct open_entry *e, uint32_t child_depth)
+{
     int rc = 0;
     uint32_t nbars = child_depth >= 2 ? child_depth - 2 : 0;
-    if (e->fold_n) {
-        rc = indent(b, nbars, child_depth);
-        if (rc == 0)
-            rc = sertrace_buf_appendf(b, "\xe2\x94\x9c \xe2\x80\xa6 %llu more, %s",
-                                      (unsigned long long)e->fold_n,
-                                      e->fold_inexact ? "\xe2\x89\xa5 " : "");
-        if (rc == 0)
-            rc = sertrace_fmt_size(b, e->fold_bytes, t->o.exact);
-        if (rc == 0)
-            rc = buf_lit(b, "\n");
-    }
-    if (rc == 0 && e->deep_n) {
-        rc = indent(b, nbars, child_depth);
-        if (rc == 0)
-            rc = sertrace_buf_appendf(b, "\xe2\x94\x9c \xe2\x80\xa6 %llu nodes below max-depth, %s",
-                                      (unsigned long long)e->deep_n,
-                                      t->lower ? "\xe2\x89\xa5 " : "");
-        if (rc == 0)
-            rc = sertrace_fmt_size(b, e->deep_bytes, t->o.exact);
-        if (rc == 0)
-            rc = buf_lit(b, "\n");
-    }
+    if (e->fold_n)
+        rc = put_fold_line(t, nbars, child_depth, e->fold_n, "more", e->fold_inexact,
+                           e->fold_bytes);
+    if (rc == 0 && e->deep_n)
+        rc = put_fold_line(t, nbars, child_depth, e->deep_n, "nodes below max-depth", t->lower,
+                           e->deep_bytes);
     return rc;
 }
 
