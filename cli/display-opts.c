@@ -214,3 +214,13 @@ int sertrace_display_check(struct sertrace_display_opts *o, const char *command)
     }
     return 0;
 }
+
+void sertrace_display_unknown(const char *command, char **argv)
+{
+    if (optopt != 0 && optopt < 256 && optopt != '?')
+        sertrace_cli_err("%s: unknown option -%c (see `sertrace %s --help`)", command, optopt,
+                         command);
+    else
+        sertrace_cli_err("%s: unknown or incomplete option %s (see `sertrace %s --help`)", command,
+                         argv[optind - 1], command);
+}

@@ -114,6 +114,10 @@ int sertrace_display_opt(int c, const char *arg, struct sertrace_display_opts *o
  * `command` names the command in messages.  0, or -1 (printed). */
 int sertrace_display_check(struct sertrace_display_opts *o, const char *command);
 
+/* The message for what getopt_long refused ('?'): an unknown short
+ * option, or an unknown or incomplete long one (argv[optind - 1]). */
+void sertrace_display_unknown(const char *command, char **argv);
+
 /* Help lines the two commands share word for word. */
 #define DISPLAY_HELP_SUMMARY                                                                       \
     "  --summary          per-dump and overall totals: bytes by kind and type,\n"                  \

@@ -210,13 +210,7 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
             break;
         case '?':
         default:
-            if (optopt != 0 && optopt < 256 && optopt != '?')
-                sertrace_cli_err("inspect: unknown option -%c (see `sertrace inspect --help`)",
-                                 optopt);
-            else
-                sertrace_cli_err("inspect: unknown or incomplete option %s (see `sertrace inspect "
-                                 "--help`)",
-                                 argv[optind - 1]);
+            sertrace_display_unknown("inspect", argv);
             return -1;
         }
     }

@@ -331,13 +331,7 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
             break;
         case '?':
         default:
-            if (optopt != 0 && optopt < 256 && optopt != '?')
-                sertrace_cli_err("report: unknown option -%c (see `sertrace report --help`)",
-                                 optopt);
-            else
-                sertrace_cli_err("report: unknown or incomplete option %s (see `sertrace "
-                                 "report --help`)",
-                                 argv[optind - 1]);
+            sertrace_display_unknown("report", argv);
             return -1;
         }
     }
