@@ -171,14 +171,33 @@ static void feed_deep_flag(sertrace_core *c)
 #define TEE "\xe2\x94\x9c"
 #define ELL "\xe2\x80\xa6"
 
-Test(sinks, tree_max_depth_never_hides_a_flag)
+/* The tree of feed_deep_flag (DEEP_MODE `mode`), exact sizes, folded by
+ * max-depth and min-size (0: not). */
+static const char *tree_of_deep_flag(int mode, uint64_t max_depth, uint64_t min_size)
 {
     sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
     o.exact = true;
-    o.max_depth = 2;
-    DEEP_MODE = 0;
+    o.max_depth = (uint32_t)max_depth;
+    o.min_size = min_size;
+    DEEP_MODE = mode;
     run_tree(&o, feed_deep_flag);
-    const char *s = OUT.data;
+    return OUT.data;
+}
+
+/* The chain down to the flagged cell is shown, folding or not: its R
+ * enter line and its flag line. */
+static void assert_flag_chain(const char *s)
+{
+    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s",
+                       s);
+    cr_assert_not_null(strstr(s, " !! UNSERIALIZABLE R cell: cannot pickle 'cell' object "
+                                 "at State.frame.stack[0][1]\n"),
+                       "got:\n%s", s);
+}
+
+Test(sinks, tree_max_depth_never_hides_a_flag)
+{
+    const char *s = tree_of_deep_flag(0, 2, 0);
     /* the chain down to the flag, at depths 3 and 4 (> max-depth) */
     cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Tu: <tuple object at 0xd2> len=2\n"),
                        "got:\n%s", s);
@@ -202,19 +221,10 @@ Test(sinks, tree_max_depth_never_hides_a_flag)
 
 Test(sinks, tree_min_size_never_hides_a_flag)
 {
-    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
-    o.exact = true;
-    o.min_size = 1000;
-    DEEP_MODE = 0;
-    run_tree(&o, feed_deep_flag);
-    const char *s = OUT.data;
+    const char *s = tree_of_deep_flag(0, 0, 1000);
     cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Tu: <tuple object at 0xd2> len=2\n"),
                        "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s",
-                       s);
-    cr_assert_not_null(strstr(s, " !! UNSERIALIZABLE R cell: cannot pickle 'cell' object "
-                                 "at State.frame.stack[0][1]\n"),
-                       "got:\n%s", s);
+    assert_flag_chain(s);
     cr_assert_not_null(strstr(s, BAR TEE " " ELL " 20 more, 40 B\n"), "got:\n%s", s);
     cr_assert_not_null(strstr(s, BAR BAR TEE " " ELL " 1 more, 2 B\n"), "got:\n%s", s);
     cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Str: <str object at 0xd4>\n"),
@@ -224,20 +234,10 @@ Test(sinks, tree_min_size_never_hides_a_flag)
 
 Test(sinks, tree_folding_keeps_failed_chain)
 {
-    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
-    o.exact = true;
-    o.max_depth = 1;
-    o.min_size = 1 << 20;
-    DEEP_MODE = 1;
-    run_tree(&o, feed_deep_flag);
-    const char *s = OUT.data;
+    const char *s = tree_of_deep_flag(1, 1, 1 << 20);
     cr_assert_not_null(strstr(s, TEE "\xe2\x94\xac L: <list object at 0xd1> len=22\n"), "got:\n%s",
                        s);
-    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s",
-                       s);
-    cr_assert_not_null(strstr(s, " !! UNSERIALIZABLE R cell: cannot pickle 'cell' object "
-                                 "at State.frame.stack[0][1]\n"),
-                       "got:\n%s", s);
+    assert_flag_chain(s);
     cr_assert_not_null(
         strstr(s, BAR BAR BAR
                "\xe2\x94\x94 # R [\xe2\x89\xa5 0 B]  !! FAILED inside !! UNSERIALIZABLE\n"),
@@ -251,13 +251,7 @@ Test(sinks, tree_folding_keeps_failed_chain)
 
 Test(sinks, tree_folding_keeps_lost_exit)
 {
-    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
-    o.exact = true;
-    o.max_depth = 2;
-    o.min_size = 1000;
-    DEEP_MODE = 2;
-    run_tree(&o, feed_deep_flag);
-    const char *s = OUT.data;
+    const char *s = tree_of_deep_flag(2, 2, 1000);
     cr_assert_not_null(strstr(s, "!! INCOMPLETE: 1 exits lost"), "got:\n%s", s);
     cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s",
                        s);
