@@ -70,8 +70,8 @@ enum sertrace_display_mode { DISPLAY_TREE, DISPLAY_SUMMARY, DISPLAY_JSON, DISPLA
 
 struct sertrace_display_opts {
     enum sertrace_display_mode mode;
-    int modes;        /* how many of --tree, --summary, --json were given */
-    bool has_display; /* any option but the mode and the exports was given */
+    int modes;            /* how many of --tree, --summary, --json were given */
+    bool has_display;     /* any option but the mode and the exports was given */
     const char *oversize; /* --oversize's text, as given */
     uint64_t oversize_bytes;
     double oversize_percent; /* > 0: a share of the dump, 0 < p <= 100 */
@@ -91,8 +91,7 @@ struct sertrace_display_opts {
 /* The sink parameter of export i (0..3: folded, speedscope, perfetto,
  * html), and its name: the option's and the parameter's. */
 extern const enum sertrace_sink_param sertrace_display_export_param[DISPLAY_NEXPORTS];
-#define sertrace_display_export_name(i)                                                            \
-    sertrace_sink_param_name(sertrace_display_export_param[i])
+#define sertrace_display_export_name(i) sertrace_sink_param_name(sertrace_display_export_param[i])
 
 /* Zero `o` and size its filter arrays for `argc` arguments.  0, or -1
  * (printed: out of memory). */

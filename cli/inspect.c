@@ -58,6 +58,9 @@ struct inspect_opts {
     size_t nallow;
 };
 
+/* The shared help lines (DISPLAY_HELP_*) stand on lines of their own, as
+ * they print: not reflowed by clang-format. */
+/* clang-format off */
 static const char inspect_help[] =
     "Usage: sertrace inspect [--tree | --summary | --json | EXPORT...] [OPTIONS] FILE\n"
     "       sertrace inspect [--tree | --summary | --json | EXPORT...] [OPTIONS] -\n"
@@ -129,6 +132,7 @@ static const char inspect_help[] =
     "truncated, or a limit was reached (objects nested deeper than 1000000\n"
     "levels, --max-memory): the pickles read before it are printed, and stderr\n"
     "says at which byte offset and why.\n";
+/* clang-format on */
 
 /* inspect's own long options, numbered after the display options'. */
 enum {
@@ -346,9 +350,9 @@ static int run_audit(const struct inspect_opts *o, const struct input *in,
     }
     verdict = sertrace_audit_verdict(a, &res);
     if (sertrace_audit_write(a, stdout,
-                             o->sarif               ? SERTRACE_AUDIT_SARIF
+                             o->sarif                    ? SERTRACE_AUDIT_SARIF
                              : o->d.mode == DISPLAY_JSON ? SERTRACE_AUDIT_JSON
-                                                    : SERTRACE_AUDIT_TEXT,
+                                                         : SERTRACE_AUDIT_TEXT,
                              o->input, &res) < 0 ||
         fflush(stdout) != 0) {
         sertrace_cli_err("inspect: cannot write the output: %s", strerror(errno));
@@ -387,8 +391,8 @@ static int open_exports(const struct inspect_opts *o, sertrace_export *x, struct
             }
             setvbuf(xf->f[i], NULL, _IOFBF, 1 << 16);
         }
-        if (sertrace_export_add_output(x, export_format[i], sertrace_summary_write_file,
-                                       xf->f[i]) < 0) {
+        if (sertrace_export_add_output(x, export_format[i], sertrace_summary_write_file, xf->f[i]) <
+            0) {
             sertrace_cli_err("inspect: out of memory");
             return -1;
         }

@@ -53,6 +53,9 @@
 #include "params.h" /* the sinks' parameters (analyzers/plugin) */
 #include "report.h"
 
+/* The shared help lines (DISPLAY_HELP_*) stand on lines of their own, as
+ * they print: not reflowed by clang-format. */
+/* clang-format off */
 static const char report_help[] =
     "Usage: sertrace report [--tree | --summary | --json | EXPORT...] [OPTIONS] TRACE\n"
     "       sertrace report [--tree | --summary | --json | EXPORT...] [OPTIONS] --live URL\n"
@@ -122,6 +125,7 @@ static const char report_help[] =
     "a trace that fails while being read, plugin not found); 2 usage error; 3 the\n"
     "report was printed but part of TRACE could not be read (a trace skipped, a\n"
     "stream file cut or set aside: each named on stderr).\n";
+/* clang-format on */
 
 /* ---- sink parameters ------------------------------------------------------ */
 
@@ -177,7 +181,8 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
     }
     for (int i = 0; ok && o->d.mode == DISPLAY_EXPORT && i < DISPLAY_NEXPORTS; i++)
         if (o->d.exports[i])
-            ok = bt_value_map_insert_string_entry(p, sertrace_display_export_name(i), o->d.exports[i]) ==
+            ok = bt_value_map_insert_string_entry(p, sertrace_display_export_name(i),
+                                                  o->d.exports[i]) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     if (ok && o->d.mode == DISPLAY_EXPORT)
         ok = bt_value_map_insert_string_entry(p, sertrace_sink_param_name(SERTRACE_PARAM_TITLE),

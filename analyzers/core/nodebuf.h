@@ -63,7 +63,7 @@ static inline int sertrace_nodebuf_keep_(void *nodes_field, uint32_t *n, uint32_
  * set, node->user = UINT64_MAX), -1 out of memory.  The caller then fills
  * db->nodes[node->user]. */
 #define SERTRACE_NODEBUF_KEEP(db, node)                                                            \
-    sertrace_nodebuf_keep_(&(db)->nodes, &(db)->n, &(db)->cap, &(db)->overflow,                   \
+    sertrace_nodebuf_keep_(&(db)->nodes, &(db)->n, &(db)->cap, &(db)->overflow,                    \
                            sizeof *(db)->nodes, (node))
 
 /* The fields every kept node copies from the core's node `n` of dump `d`
@@ -71,7 +71,7 @@ static inline int sertrace_nodebuf_keep_(void *nodes_field, uint32_t *n, uint32_
  * whether it is a child of a state. */
 #define SERTRACE_NODEBUF_COPY(dst, d, n)                                                           \
     ((dst)->tag = (n)->tag, (dst)->type = (n)->type, (dst)->depth = (n)->depth,                    \
-     (dst)->label_kind = (n)->label_kind, (dst)->label = (n)->label,                                \
+     (dst)->label_kind = (n)->label_kind, (dst)->label = (n)->label,                               \
      (dst)->in_state = sertrace_nodebuf_in_state((d), (n)))
 
 #endif /* SERTRACE_NODEBUF_H */

@@ -550,8 +550,8 @@ static int put_folds(sertrace_treeprint *t, const struct open_entry *e, uint32_t
     int rc = 0;
     uint32_t nbars = child_depth >= 2 ? child_depth - 2 : 0;
     if (e->fold_n)
-        rc = put_fold_line(t, nbars, child_depth, e->fold_n, "more", e->fold_inexact,
-                           e->fold_bytes);
+        rc =
+            put_fold_line(t, nbars, child_depth, e->fold_n, "more", e->fold_inexact, e->fold_bytes);
     if (rc == 0 && e->deep_n)
         rc = put_fold_line(t, nbars, child_depth, e->deep_n, "nodes below max-depth", t->lower,
                            e->deep_bytes);
