@@ -188,6 +188,36 @@ def test_option_errors_are_one_clear_line(args, words, tmp_path):
         assert w in r.stderr
 
 
+@pytest.mark.parametrize("args", [
+    ["--oversize", "0"], ["--oversize", "0%"], ["--oversize", "lots"], ["--top", "x"],
+    ["--top", "100001"], ["--max-depth", "-1"], ["--min-size", "1Q"], ["--paths", "--tree"],
+    ["--json", "--no-per-dump"], ["--tree", "--json"], ["--html", "-", "--folded", "-"],
+    ["--html", "x.html", "--top", "3"], ["--json", "--min-size", "1K"], ["--folded", ""],
+    ["--bogus"],
+])
+def test_report_and_inspect_share_their_display_options(args, tmp_path):
+    """The display options are one table (cli/display-opts.c): report and
+    inspect refuse the same values with the same one-line message (their
+    own command's name aside), exit 2, before reading any input."""
+    r = run("report", *args, str(tmp_path / "no-trace"))
+    i = run("inspect", *args, str(tmp_path / "no-file"))
+    assert r.returncode == 2 and i.returncode == 2, (args, r.stderr, i.stderr)
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+    same = r.stderr.replace("sertrace: report:", "sertrace: inspect:").replace(
+        "`sertrace report --help`", "`sertrace inspect --help`")
+    assert same == i.stderr, (r.stderr, i.stderr)
+
+
+def test_report_and_inspect_help_share_the_display_lines():
+    """The help lines both commands print word for word come from one place."""
+    r, i = run("report", "--help"), run("inspect", "--help")
+    assert r.returncode == 0 and i.returncode == 0
+    for line in ("  --top N            largest nodes listed in the summary (default 10, at\n",
+                 "  --exact            sizes in bytes instead of KiB/MiB\n",
+                 "  --folded OUT       folded stacks weighted by self bytes (flamegraph.pl,\n"):
+        assert line in r.stdout and line in i.stdout, line
+
+
 def test_graph_failure_is_one_line_and_verbose_has_the_chain():
     # Nothing listens on this port: the live source fails in the graph.
     port = _free_ports(1)[0]
