@@ -588,6 +588,20 @@ static void mark_flagged_subtrees(dump_buf *db, uint64_t oversize)
     }
 }
 
+/* Close the open node `e`: its children's fold lines, its exit line, and
+ * the output flushed when full. */
+static int close_open(sertrace_treeprint *t, const sertrace_dump_state *d, const dump_buf *db,
+                      const struct open_entry *e, uint64_t oversize)
+{
+    const tnode *on = &db->nodes[e->idx];
+    int rc = put_folds(t, e, on->depth + 1);
+    if (rc == 0)
+        rc = put_exit_oob(t, d, on, oversize);
+    if (rc == 0)
+        rc = flush_out(t, false);
+    return rc;
+}
+
 static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d, dump_buf *db)
 {
     sertrace_lines_new_dump(&t->lines); /* its type indexes name other types */
@@ -607,15 +621,8 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d, dump_
     uint32_t i = 0;
     while (i < db->n && rc == 0) {
         tnode *tn = &db->nodes[i];
-        while (sp > 0 && db->nodes[t->stack[sp - 1].idx].depth >= tn->depth && rc == 0) {
-            struct open_entry *e = &t->stack[--sp];
-            const tnode *on = &db->nodes[e->idx];
-            rc = put_folds(t, e, on->depth + 1);
-            if (rc == 0)
-                rc = put_exit_oob(t, d, on, oversize);
-            if (rc == 0)
-                rc = flush_out(t, false);
-        }
+        while (sp > 0 && db->nodes[t->stack[sp - 1].idx].depth >= tn->depth && rc == 0)
+            rc = close_open(t, d, db, &t->stack[--sp], oversize);
         if (rc < 0)
             break;
         uint32_t end = tn->end == UINT32_MAX || tn->end <= i ? i + 1 : tn->end;
@@ -655,15 +662,8 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d, dump_
         t->stack[sp++] = (struct open_entry){i, 0, 0, 0, 0, false};
         i++;
     }
-    while (sp > 0 && rc == 0) {
-        struct open_entry *e = &t->stack[--sp];
-        const tnode *on = &db->nodes[e->idx];
-        rc = put_folds(t, e, on->depth + 1);
-        if (rc == 0)
-            rc = put_exit_oob(t, d, on, oversize);
-        if (rc == 0)
-            rc = flush_out(t, false);
-    }
+    while (sp > 0 && rc == 0)
+        rc = close_open(t, d, db, &t->stack[--sp], oversize);
     return rc;
 }
 
