@@ -34,42 +34,33 @@
 #include "format.h"
 #include "audit.h"
 #include "inspect.h"
-#include "params.h" /* the export options' names, as report and the sink spell them */
+#include "display-opts.h" /* the display options, shared with report */
 #include "summary.h"
 #include "treeprint.h"
 
 #define INSPECT_INCONCLUSIVE 4
 
-enum inspect_mode { MODE_TREE, MODE_SUMMARY, MODE_JSON, MODE_EXPORT };
-
-/* --folded, --speedscope, --perfetto, --html: the export formats, named by
- * the sinks' parameter table (params.h) as `report` names them. */
-static const struct {
-    enum sertrace_sink_param param;
-    enum sertrace_export_format format;
-} export_opts[] = {
-    {SERTRACE_PARAM_FOLDED, SERTRACE_EXPORT_FOLDED},
-    {SERTRACE_PARAM_SPEEDSCOPE, SERTRACE_EXPORT_SPEEDSCOPE},
-    {SERTRACE_PARAM_PERFETTO, SERTRACE_EXPORT_PERFETTO},
-    {SERTRACE_PARAM_HTML, SERTRACE_EXPORT_HTML},
-};
-#define NEXPORTS (sizeof export_opts / sizeof export_opts[0])
-#define export_name(i) sertrace_sink_param_name(export_opts[i].param)
+/* --folded, --speedscope, --perfetto, --html (display-opts.h's order, the
+ * sinks' parameter table's): the export formats they write. */
+static const enum sertrace_export_format export_format[DISPLAY_NEXPORTS] = {
+    SERTRACE_EXPORT_FOLDED, SERTRACE_EXPORT_SPEEDSCOPE, SERTRACE_EXPORT_PERFETTO,
+    SERTRACE_EXPORT_HTML};
+#define NEXPORTS DISPLAY_NEXPORTS
+#define export_name(i) sertrace_display_export_name(i)
 
 struct inspect_opts {
-    enum inspect_mode mode;
+    struct sertrace_display_opts d; /* the options shared with report */
     const char *input;
-    uint64_t oversize_bytes;
-    double oversize_percent;
-    bool has_top, has_min_size, has_max_depth, exact, no_per_dump, paths, keys_all;
-    uint64_t top, min_size, max_depth, max_memory;
-    bool audit, sarif, has_display;
+    bool keys_all;
+    uint64_t max_memory;
+    bool audit, sarif;
     const char **allow; /* sized argc */
     size_t nallow;
-    const char *exports[NEXPORTS]; /* MODE_EXPORT: path per export_opts row, or NULL */
-    int nexports;
 };
 
+/* The shared help lines (DISPLAY_HELP_*) stand on lines of their own, as
+ * they print: not reflowed by clang-format. */
+/* clang-format off */
 static const char inspect_help[] =
     "Usage: sertrace inspect [--tree | --summary | --json | EXPORT...] [OPTIONS] FILE\n"
     "       sertrace inspect [--tree | --summary | --json | EXPORT...] [OPTIONS] -\n"
@@ -87,14 +78,12 @@ static const char inspect_help[] =
     "JSON, pid and tid are -1 and the time 0.\n"
     "\n"
     "  --tree             one tree per pickle (default)\n"
-    "  --summary          per-dump and overall totals: bytes by kind and type,\n"
-    "                     largest nodes, flagged nodes\n"
+    DISPLAY_HELP_SUMMARY
     "  --json             the summary as one JSON object (format \"sertrace-summary\",\n"
     "                     the schema of `report --json`)\n"
     "  --html OUT.html    a self-contained page: per pickle a zoomable icicle of the\n"
     "                     size tree (hover, search, dump selector); opens offline\n"
-    "  --folded OUT       folded stacks weighted by self bytes (flamegraph.pl,\n"
-    "                     inferno); first frame: the dump\n"
+    DISPLAY_HELP_FOLDED
     "  --speedscope OUT   speedscope JSON: one profile per pickle, unit bytes\n"
     "  --perfetto OUT     Chrome trace-event JSON (ui.perfetto.dev): one event per\n"
     "                     pickle (pid and tid -1, time 0: there is no process)\n"
@@ -103,17 +92,9 @@ static const char inspect_help[] =
     "                     bytes add up to its length\n"
     "  --oversize SIZE    flag nodes of at least SIZE bytes (64K, 1.5MiB) or of at\n"
     "                     least this share of their dump (10%)\n"
-    "  --top N            largest nodes listed in the summary (default 10, at\n"
-    "                     most 100000)\n"
-    "  --min-size SIZE    tree: fold siblings smaller than SIZE into one line\n"
-    "  --max-depth N      tree: fold nodes deeper than N (0: show all)\n"
-    "  --exact            sizes in bytes instead of KiB/MiB\n"
+    DISPLAY_HELP_TOP_TO_EXACT
     "  --no-per-dump      summary: no per-dump tables, then the overall tables\n"
-    "  --paths            path patterns (Session.users[*].avatar: positions and\n"
-    "                     dict keys as [*]) with count, bytes incl. children,\n"
-    "                     self bytes and share of the payload, per dump and\n"
-    "                     overall, largest first (--top N of them); with the\n"
-    "                     summary (the default with --paths) or --json, as\n"
+    DISPLAY_HELP_PATHS ", as\n"
     "                     `report --paths`.  Every node carries the label a\n"
     "                     recording gives it (list/tuple position, dict key,\n"
     "                     state key as .name, (args), {element}); the tree shows\n"
@@ -151,117 +132,56 @@ static const char inspect_help[] =
     "truncated, or a limit was reached (objects nested deeper than 1000000\n"
     "levels, --max-memory): the pickles read before it are printed, and stderr\n"
     "says at which byte offset and why.\n";
+/* clang-format on */
 
+/* inspect's own long options, numbered after the display options'. */
 enum {
-    OPT_TREE = 256,
-    OPT_SUMMARY,
-    OPT_JSON,
-    OPT_OVERSIZE,
-    OPT_TOP,
-    OPT_MIN_SIZE,
-    OPT_MAX_DEPTH,
-    OPT_EXACT,
-    OPT_NO_PER_DUMP,
-    OPT_MAX_MEMORY,
-    OPT_PATHS,
+    OPT_MAX_MEMORY = DOPT_END,
     OPT_KEYS,
     OPT_AUDIT,
     OPT_ALLOW,
     OPT_SARIF,
-    OPT_EXPORT, /* OPT_EXPORT + i: export_opts[i] */
 };
 
 /* 0 ok, 1 --help printed, -1 usage error (message printed). */
 static int parse_opts(int argc, char **argv, struct inspect_opts *o)
 {
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"help", no_argument, NULL, 'h'},
-        {"tree", no_argument, NULL, OPT_TREE},
-        {"summary", no_argument, NULL, OPT_SUMMARY},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"oversize", required_argument, NULL, OPT_OVERSIZE},
-        {"top", required_argument, NULL, OPT_TOP},
-        {"min-size", required_argument, NULL, OPT_MIN_SIZE},
-        {"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
-        {"exact", no_argument, NULL, OPT_EXACT},
-        {"no-per-dump", no_argument, NULL, OPT_NO_PER_DUMP},
         {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
-        {"paths", no_argument, NULL, OPT_PATHS},
         {"keys", required_argument, NULL, OPT_KEYS},
         {"audit", no_argument, NULL, OPT_AUDIT},
         {"allow", required_argument, NULL, OPT_ALLOW},
         {"sarif", no_argument, NULL, OPT_SARIF},
-        {"folded", required_argument, NULL, OPT_EXPORT + 0},
-        {"speedscope", required_argument, NULL, OPT_EXPORT + 1},
-        {"perfetto", required_argument, NULL, OPT_EXPORT + 2},
-        {"html", required_argument, NULL, OPT_EXPORT + 3},
-        {NULL, 0, NULL, 0},
     };
-    int c, modes = 0;
+    struct option longopts[DOPT_END - DOPT_BASE_ + sizeof own / sizeof own[0] + 1];
+    size_t n = sertrace_display_longopts(DISPLAY_INSPECT, longopts, DOPT_END - DOPT_BASE_);
+    int c;
 
+    memcpy(longopts + n, own, sizeof own);
+    n += sizeof own / sizeof own[0];
+    longopts[n] = (struct option){NULL, 0, NULL, 0};
     memset(o, 0, sizeof *o);
     o->allow = calloc((size_t)argc + 1, sizeof *o->allow);
     if (!o->allow) {
         sertrace_cli_err("out of memory");
         return -1;
     }
+    if (sertrace_display_init(&o->d, argc) != 0)
+        return -1;
     o->max_memory = SERTRACE_INSPECT_DEFAULT_MEMORY;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        int taken = sertrace_display_opt(c, optarg, &o->d);
+        if (taken < 0)
+            return -1;
+        if (taken == 0)
+            continue;
         switch (c) {
         case 'h':
             fputs(inspect_help, stdout);
             return 1;
-        case OPT_TREE:
-            o->mode = MODE_TREE;
-            modes++;
-            break;
-        case OPT_SUMMARY:
-            o->mode = MODE_SUMMARY;
-            modes++;
-            break;
-        case OPT_JSON:
-            o->mode = MODE_JSON;
-            modes++;
-            break;
-        case OPT_OVERSIZE:
-            o->has_display = true;
-            if (sertrace_parse_oversize(optarg, &o->oversize_bytes, &o->oversize_percent) != 0 ||
-                (o->oversize_bytes == 0 &&
-                 !(o->oversize_percent > 0.0 && o->oversize_percent <= 100.0))) {
-                sertrace_cli_err("--oversize: invalid value '%s' (a size more than 0 such as 64K, "
-                                 "or a share of the dump such as 10%%)",
-                                 optarg);
-                return -1;
-            }
-            break;
-        case OPT_TOP:
-            o->has_display = true;
-            if (sertrace_cli_parse_uint("--top", optarg, 100000, &o->top) != 0)
-                return -1;
-            o->has_top = true;
-            break;
-        case OPT_MIN_SIZE:
-            o->has_display = true;
-            if (sertrace_cli_parse_size("--min-size", optarg, &o->min_size) != 0)
-                return -1;
-            o->has_min_size = true;
-            break;
-        case OPT_MAX_DEPTH:
-            o->has_display = true;
-            if (sertrace_cli_parse_uint("--max-depth", optarg, UINT32_MAX, &o->max_depth) != 0)
-                return -1;
-            o->has_max_depth = true;
-            break;
-        case OPT_EXACT:
-            o->has_display = true;
-            o->exact = true;
-            break;
-        case OPT_NO_PER_DUMP:
-            o->has_display = true;
-            o->no_per_dump = true;
-            break;
         case OPT_MAX_MEMORY:
             if (sertrace_cli_parse_size("--max-memory", optarg, &o->max_memory) != 0)
                 return -1;
@@ -270,12 +190,8 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
                 return -1;
             }
             break;
-        case OPT_PATHS:
-            o->has_display = true;
-            o->paths = true;
-            break;
         case OPT_KEYS:
-            o->has_display = true;
+            o->d.has_display = true;
             if (strcmp(optarg, "all") == 0) {
                 o->keys_all = true;
             } else if (strcmp(optarg, "safe") != 0) {
@@ -296,28 +212,9 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
         case OPT_SARIF:
             o->sarif = true;
             break;
-        case OPT_EXPORT + 0:
-        case OPT_EXPORT + 1:
-        case OPT_EXPORT + 2:
-        case OPT_EXPORT + 3:
-            if (*optarg == '\0') {
-                sertrace_cli_err("--%s: give a file name (or - for stdout)",
-                                 export_name(c - OPT_EXPORT));
-                return -1;
-            }
-            if (!o->exports[c - OPT_EXPORT])
-                o->nexports++;
-            o->exports[c - OPT_EXPORT] = optarg;
-            break;
         case '?':
         default:
-            if (optopt != 0 && optopt < 256 && optopt != '?')
-                sertrace_cli_err("inspect: unknown option -%c (see `sertrace inspect --help`)",
-                                 optopt);
-            else
-                sertrace_cli_err("inspect: unknown or incomplete option %s (see `sertrace inspect "
-                                 "--help`)",
-                                 argv[optind - 1]);
+            sertrace_display_unknown("inspect", argv);
             return -1;
         }
     }
@@ -326,52 +223,15 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
             sertrace_cli_err("inspect: --allow and --sarif apply to --audit");
             return -1;
         }
-        if (o->has_display || o->nexports || (modes && o->mode != MODE_JSON) ||
-            (o->sarif && modes)) {
+        if (o->d.has_display || o->d.nexports || (o->d.modes && o->d.mode != DISPLAY_JSON) ||
+            (o->sarif && o->d.modes)) {
             sertrace_cli_err("inspect: --audit takes --allow, and one of --json or --sarif; "
                              "not the tree, summary or export options");
             return -1;
         }
     }
-    if (modes > 1 || (modes && o->nexports)) {
-        sertrace_cli_err("inspect: choose one of --tree, --summary, --json, or exports "
-                         "(--html, --folded, --speedscope, --perfetto)");
+    if (sertrace_display_check(&o->d, "inspect") != 0)
         return -1;
-    }
-    if (o->nexports) {
-        int dash = 0;
-        if (o->has_top || o->exact) {
-            sertrace_cli_err("inspect: --top and --exact apply to the text and JSON reports, "
-                             "not to --html, --folded, --speedscope, --perfetto");
-            return -1;
-        }
-        for (size_t i = 0; i < NEXPORTS; i++)
-            dash += o->exports[i] && strcmp(o->exports[i], "-") == 0;
-        if (dash > 1) {
-            sertrace_cli_err("inspect: only one export can go to stdout (-): give the "
-                             "others a file name");
-            return -1;
-        }
-        o->mode = MODE_EXPORT;
-    }
-    if (o->paths && (o->nexports || (modes && o->mode == MODE_TREE))) {
-        sertrace_cli_err("inspect: --paths applies to --summary and --json");
-        return -1;
-    }
-    if (o->paths && !modes)
-        o->mode = MODE_SUMMARY; /* `inspect --paths FILE` */
-    if (o->mode == MODE_TREE && o->has_top) {
-        sertrace_cli_err("inspect: --top applies to --summary and --json");
-        return -1;
-    }
-    if (o->mode != MODE_SUMMARY && o->no_per_dump) {
-        sertrace_cli_err("inspect: --no-per-dump applies to --summary");
-        return -1;
-    }
-    if (o->mode != MODE_TREE && (o->has_min_size || o->has_max_depth)) {
-        sertrace_cli_err("inspect: --min-size and --max-depth apply to --tree");
-        return -1;
-    }
     if (argc - optind != 1) {
         sertrace_cli_err("inspect: expected one FILE, or - for standard input (see `sertrace "
                          "inspect --help`)");
@@ -379,6 +239,13 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
     }
     o->input = argv[optind];
     return 0;
+}
+
+static void free_opts(struct inspect_opts *o)
+{
+    free(o->allow);
+    o->allow = NULL;
+    sertrace_display_free(&o->d);
 }
 
 /* The input: mapped (regular file) or read whole (anything else). */
@@ -483,9 +350,9 @@ static int run_audit(const struct inspect_opts *o, const struct input *in,
     }
     verdict = sertrace_audit_verdict(a, &res);
     if (sertrace_audit_write(a, stdout,
-                             o->sarif               ? SERTRACE_AUDIT_SARIF
-                             : o->mode == MODE_JSON ? SERTRACE_AUDIT_JSON
-                                                    : SERTRACE_AUDIT_TEXT,
+                             o->sarif                    ? SERTRACE_AUDIT_SARIF
+                             : o->d.mode == DISPLAY_JSON ? SERTRACE_AUDIT_JSON
+                                                         : SERTRACE_AUDIT_TEXT,
                              o->input, &res) < 0 ||
         fflush(stdout) != 0) {
         sertrace_cli_err("inspect: cannot write the output: %s", strerror(errno));
@@ -505,12 +372,12 @@ struct export_files {
     FILE *f[NEXPORTS];
 };
 
-/* Opens every output of o->exports and adds it to `x`.  0, or -1 with the
+/* Opens every output of o->d.exports and adds it to `x`.  0, or -1 with the
  * message printed (the files opened so far are left for close_exports). */
 static int open_exports(const struct inspect_opts *o, sertrace_export *x, struct export_files *xf)
 {
     for (size_t i = 0; i < NEXPORTS; i++) {
-        const char *path = o->exports[i];
+        const char *path = o->d.exports[i];
         if (!path)
             continue;
         if (strcmp(path, "-") == 0) {
@@ -524,8 +391,8 @@ static int open_exports(const struct inspect_opts *o, sertrace_export *x, struct
             }
             setvbuf(xf->f[i], NULL, _IOFBF, 1 << 16);
         }
-        if (sertrace_export_add_output(x, export_opts[i].format, sertrace_summary_write_file,
-                                       xf->f[i]) < 0) {
+        if (sertrace_export_add_output(x, export_format[i], sertrace_summary_write_file, xf->f[i]) <
+            0) {
             sertrace_cli_err("inspect: out of memory");
             return -1;
         }
@@ -542,7 +409,7 @@ static int close_exports(const struct inspect_opts *o, struct export_files *xf)
         if (!xf->f[i] || xf->f[i] == stdout)
             continue;
         if (fclose(xf->f[i]) != 0 && rc == 0) {
-            sertrace_cli_err("inspect: --%s: cannot write %s: %s", export_name(i), o->exports[i],
+            sertrace_cli_err("inspect: --%s: cannot write %s: %s", export_name(i), o->d.exports[i],
                              strerror(errno));
             rc = -1;
         }
@@ -566,17 +433,21 @@ int sertrace_cli_inspect(int argc, char **argv)
     int rc, status = SERTRACE_CLI_ERROR;
 
     rc = parse_opts(argc, argv, &o);
-    if (rc != 0)
+    if (rc != 0) {
+        free_opts(&o);
         return rc > 0 ? SERTRACE_CLI_OK : SERTRACE_CLI_USAGE;
+    }
     if (open_input(o.input, &in) != 0) {
         sertrace_cli_err("inspect: cannot read %s: %s",
                          strcmp(o.input, "-") ? o.input : "standard input", strerror(errno));
+        free_opts(&o);
         return SERTRACE_CLI_ERROR;
     }
     if (in.len == 0) {
         sertrace_cli_err("inspect: %s is empty: no pickle to read; exit status 4",
                          strcmp(o.input, "-") ? o.input : "standard input");
         close_input(&in);
+        free_opts(&o);
         return INSPECT_INCONCLUSIVE;
     }
     lim.max_memory = o.max_memory;
@@ -584,16 +455,16 @@ int sertrace_cli_inspect(int argc, char **argv)
     if (o.audit) {
         status = run_audit(&o, &in, &lim);
         close_input(&in);
-        free(o.allow);
+        free_opts(&o);
         return status;
     }
-    if (o.mode == MODE_EXPORT) {
+    if (o.d.mode == DISPLAY_EXPORT) {
         sertrace_export_opts eo = SERTRACE_EXPORT_OPTS_DEFAULT;
         char title[512];
         snprintf(title, sizeof title, "sertrace inspect %s",
                  strcmp(o.input, "-") ? o.input : "(standard input)");
-        eo.oversize_bytes = o.oversize_bytes;
-        eo.oversize_percent = o.oversize_percent;
+        eo.oversize_bytes = o.d.oversize_bytes;
+        eo.oversize_percent = o.d.oversize_percent;
         eo.title = title;
         exp = sertrace_export_create(&eo);
         if (!exp) {
@@ -603,27 +474,27 @@ int sertrace_cli_inspect(int argc, char **argv)
         if (open_exports(&o, exp, &xf) < 0)
             goto end;
         sertrace_export_visitor(exp, &v);
-    } else if (o.mode == MODE_TREE) {
+    } else if (o.d.mode == DISPLAY_TREE) {
         sertrace_treeprint_opts to = SERTRACE_TREEPRINT_OPTS_DEFAULT;
-        to.oversize_bytes = o.oversize_bytes;
-        to.oversize_percent = o.oversize_percent;
-        to.max_depth = (uint32_t)o.max_depth;
-        to.min_size = o.min_size;
-        to.exact = o.exact;
+        to.oversize_bytes = o.d.oversize_bytes;
+        to.oversize_percent = o.d.oversize_percent;
+        to.max_depth = (uint32_t)o.d.max_depth;
+        to.min_size = o.d.min_size;
+        to.exact = o.d.exact;
         to.input = strcmp(o.input, "-") ? o.input : "standard input";
         tree = sertrace_treeprint_create(&to, sertrace_summary_write_file, stdout);
         if (tree)
             sertrace_treeprint_visitor(tree, &v);
     } else {
         sertrace_summary_opts so = SERTRACE_SUMMARY_OPTS_DEFAULT;
-        so.json = o.mode == MODE_JSON;
-        so.exact = o.exact;
-        if (o.has_top)
-            so.top = (unsigned)o.top;
-        so.oversize_bytes = o.oversize_bytes;
-        so.oversize_percent = o.oversize_percent;
-        so.per_dump = !o.no_per_dump;
-        so.paths = o.paths;
+        so.json = o.d.mode == DISPLAY_JSON;
+        so.exact = o.d.exact;
+        if (o.d.has_top)
+            so.top = (unsigned)o.d.top;
+        so.oversize_bytes = o.d.oversize_bytes;
+        so.oversize_percent = o.d.oversize_percent;
+        so.per_dump = !o.d.no_per_dump;
+        so.paths = o.d.paths;
         so.input = strcmp(o.input, "-") ? o.input : "standard input";
         sum = sertrace_summary_create(&so, sertrace_summary_write_file, stdout);
         if (sum)
@@ -671,6 +542,6 @@ end:
     if (exp)
         sertrace_export_destroy(exp);
     close_input(&in);
-    free(o.allow);
+    free_opts(&o);
     return status;
 }

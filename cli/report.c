@@ -53,12 +53,9 @@
 #include "params.h" /* the sinks' parameters (analyzers/plugin) */
 #include "report.h"
 
-/* --folded, --speedscope, --perfetto, --html: sink.sertrace.export's
- * parameters of the same names (analyzers/core/export.h), in that order. */
-static const enum sertrace_sink_param export_params[NEXPORTS] = {
-    SERTRACE_PARAM_FOLDED, SERTRACE_PARAM_SPEEDSCOPE, SERTRACE_PARAM_PERFETTO, SERTRACE_PARAM_HTML};
-#define export_name(i) sertrace_sink_param_name(export_params[i])
-
+/* The shared help lines (DISPLAY_HELP_*) stand on lines of their own, as
+ * they print: not reflowed by clang-format. */
+/* clang-format off */
 static const char report_help[] =
     "Usage: sertrace report [--tree | --summary | --json | EXPORT...] [OPTIONS] TRACE\n"
     "       sertrace report [--tree | --summary | --json | EXPORT...] [OPTIONS] --live URL\n"
@@ -68,13 +65,11 @@ static const char report_help[] =
     "CTF trace found below it is read) and print them, or their summary.\n"
     "\n"
     "  --tree             one tree per dump, like DISPATCH_TRACE prints (default)\n"
-    "  --summary          per-dump and overall totals: bytes by kind and type,\n"
-    "                     largest nodes, flagged nodes\n"
+    DISPLAY_HELP_SUMMARY
     "  --json             the summary as one JSON object (format \"sertrace-summary\")\n"
     "  --html OUT.html    a self-contained page: per dump a zoomable icicle of the\n"
     "                     size tree (hover, search, dump selector); opens offline\n"
-    "  --folded OUT       folded stacks weighted by self bytes (flamegraph.pl,\n"
-    "                     inferno); first frame: the dump\n"
+    DISPLAY_HELP_FOLDED
     "  --speedscope OUT   speedscope JSON: one profile per dump, unit bytes\n"
     "  --perfetto OUT     Chrome trace-event JSON (ui.perfetto.dev): one event per\n"
     "                     dump on its pid/tid track, args serializer, payload, status\n"
@@ -84,11 +79,7 @@ static const char report_help[] =
     "  --oversize SIZE    flag nodes of at least SIZE bytes (64K, 1.5MiB) or of at\n"
     "                     least this share of their dump (10%); must be more than\n"
     "                     0 (without --oversize nothing is flagged)\n"
-    "  --top N            largest nodes listed in the summary (default 10, at\n"
-    "                     most 100000)\n"
-    "  --min-size SIZE    tree: fold siblings smaller than SIZE into one line\n"
-    "  --max-depth N      tree: fold nodes deeper than N (0: show all)\n"
-    "  --exact            sizes in bytes instead of KiB/MiB\n"
+    DISPLAY_HELP_TOP_TO_EXACT
     "  --pid PID          only the dumps of process PID\n"
     "  --dump N           only the dumps numbered N (the `dump N` of the tree\n"
     "                     header, `dump_id` in JSON; numbered per process)\n"
@@ -99,11 +90,7 @@ static const char report_help[] =
     "                     dump is kept when it matches one of the values given for\n"
     "                     each option given.  Filtered output ends with a line\n"
     "                     `── filter: ... · N dumps left out` (JSON: \"filter\")\n"
-    "  --paths            path patterns (Session.users[*].avatar: positions and\n"
-    "                     dict keys as [*]) with count, bytes incl. children,\n"
-    "                     self bytes and share of the payload, per dump and\n"
-    "                     overall, largest first (--top N of them); with the\n"
-    "                     summary (the default with --paths) or --json (a\n"
+    DISPLAY_HELP_PATHS " (a\n"
     "                     \"paths\" list per dump and in \"totals\")\n"
     "  --no-per-dump      summary: no per-dump tables (each dump keeps its two\n"
     "                     header lines and its flags), then the overall tables\n"
@@ -138,6 +125,7 @@ static const char report_help[] =
     "a trace that fails while being read, plugin not found); 2 usage error; 3 the\n"
     "report was printed but part of TRACE could not be read (a trace skipped, a\n"
     "stream file cut or set aside: each named on stderr).\n";
+/* clang-format on */
 
 /* ---- sink parameters ------------------------------------------------------ */
 
@@ -156,71 +144,72 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
     if (ok && inline_core)
         ok = bt_value_map_insert_bool_entry(p, PARAM(WORKER_THREAD), BT_FALSE) ==
              BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
-    if (ok && o->has_oversize && o->oversize_is_share)
-        ok = bt_value_map_insert_string_entry(p, PARAM(OVERSIZE), o->oversize) ==
+    if (ok && o->d.has_oversize && o->d.oversize_percent > 0)
+        ok = bt_value_map_insert_string_entry(p, PARAM(OVERSIZE), o->d.oversize) ==
              BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
-    else if (ok && o->has_oversize)
-        ok = bt_value_map_insert_unsigned_integer_entry(p, PARAM(OVERSIZE), o->oversize_bytes) ==
+    else if (ok && o->d.has_oversize)
+        ok = bt_value_map_insert_unsigned_integer_entry(p, PARAM(OVERSIZE), o->d.oversize_bytes) ==
              BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
-    if (ok && o->exact)
+    if (ok && o->d.exact)
         ok = bt_value_map_insert_bool_entry(p, PARAM(EXACT), BT_TRUE) ==
              BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
-    if (o->mode == MODE_TREE) {
+    if (o->d.mode == DISPLAY_TREE) {
         /* Live: each tree is written (and flushed) as its dump ends, not
          * when the sink's 64 KiB buffer fills. */
         if (ok && o->live_url != NULL)
             ok = bt_value_map_insert_bool_entry(p, PARAM(FLUSH_EACH_DUMP), BT_TRUE) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
-        if (ok && o->has_min_size)
-            ok = bt_value_map_insert_unsigned_integer_entry(p, PARAM(MIN_SIZE), o->min_size) ==
+        if (ok && o->d.has_min_size)
+            ok = bt_value_map_insert_unsigned_integer_entry(p, PARAM(MIN_SIZE), o->d.min_size) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
-        if (ok && o->has_max_depth)
-            ok = bt_value_map_insert_unsigned_integer_entry(p, PARAM(MAX_DEPTH), o->max_depth) ==
+        if (ok && o->d.has_max_depth)
+            ok = bt_value_map_insert_unsigned_integer_entry(p, PARAM(MAX_DEPTH), o->d.max_depth) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     } else {
-        if (ok && o->has_top)
-            ok = bt_value_map_insert_unsigned_integer_entry(p, PARAM(TOP), o->top) ==
+        if (ok && o->d.has_top)
+            ok = bt_value_map_insert_unsigned_integer_entry(p, PARAM(TOP), o->d.top) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
-        if (ok && o->mode == MODE_JSON)
+        if (ok && o->d.mode == DISPLAY_JSON)
             ok = bt_value_map_insert_string_entry(p, PARAM(FORMAT), "json") ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
-        if (ok && o->no_per_dump)
+        if (ok && o->d.no_per_dump)
             ok = bt_value_map_insert_bool_entry(p, PARAM(PER_DUMP), BT_FALSE) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
-        if (ok && o->paths)
+        if (ok && o->d.paths)
             ok = bt_value_map_insert_bool_entry(p, PARAM(PATHS), BT_TRUE) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
     }
-    for (int i = 0; ok && o->mode == MODE_EXPORT && i < NEXPORTS; i++)
-        if (o->exports[i])
-            ok = bt_value_map_insert_string_entry(p, export_name(i), o->exports[i]) ==
+    for (int i = 0; ok && o->d.mode == DISPLAY_EXPORT && i < DISPLAY_NEXPORTS; i++)
+        if (o->d.exports[i])
+            ok = bt_value_map_insert_string_entry(p, sertrace_display_export_name(i),
+                                                  o->d.exports[i]) ==
                  BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
-    if (ok && o->mode == MODE_EXPORT)
+    if (ok && o->d.mode == DISPLAY_EXPORT)
         ok = bt_value_map_insert_string_entry(p, sertrace_sink_param_name(SERTRACE_PARAM_TITLE),
                                               o->live_url ? o->live_url : o->trace) ==
              BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
-    if (ok && o->npids) {
+    if (ok && o->d.npids) {
         bt_value *a = bt_value_array_create();
-        for (size_t i = 0; a && ok && i < o->npids; i++)
-            ok = bt_value_array_append_unsigned_integer_element(a, o->pids[i]) ==
+        for (size_t i = 0; a && ok && i < o->d.npids; i++)
+            ok = bt_value_array_append_unsigned_integer_element(a, o->d.pids[i]) ==
                  BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
         ok = ok && a &&
              bt_value_map_insert_entry(p, PARAM(PID), a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
         bt_value_put_ref(a);
     }
-    if (ok && o->ndumps) {
+    if (ok && o->d.ndumps) {
         bt_value *a = bt_value_array_create();
-        for (size_t i = 0; a && ok && i < o->ndumps; i++)
-            ok = bt_value_array_append_unsigned_integer_element(a, o->dumps[i]) ==
+        for (size_t i = 0; a && ok && i < o->d.ndumps; i++)
+            ok = bt_value_array_append_unsigned_integer_element(a, o->d.dumps[i]) ==
                  BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
         ok = ok && a &&
              bt_value_map_insert_entry(p, PARAM(DUMP), a) == BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK;
         bt_value_put_ref(a);
     }
-    if (ok && o->nserializers) {
+    if (ok && o->d.nserializers) {
         bt_value *a = bt_value_array_create();
-        for (size_t i = 0; a && ok && i < o->nserializers; i++)
-            ok = bt_value_array_append_string_element(a, o->serializers[i]) ==
+        for (size_t i = 0; a && ok && i < o->d.nserializers; i++)
+            ok = bt_value_array_append_string_element(a, o->d.serializers[i]) ==
                  BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK;
         ok = ok && a &&
              bt_value_map_insert_entry(p, PARAM(SERIALIZER), a) ==
@@ -236,53 +225,8 @@ static bt_value *sink_params(const struct report_opts *o, bool inline_core)
 
 /* ---- options ---------------------------------------------------------------- */
 
-enum {
-    OPT_TREE = 256,
-    OPT_SUMMARY,
-    OPT_JSON,
-    OPT_OVERSIZE,
-    OPT_TOP,
-    OPT_MIN_SIZE,
-    OPT_MAX_DEPTH,
-    OPT_EXACT,
-    OPT_LIVE,
-    OPT_PID,
-    OPT_DUMP,
-    OPT_SERIALIZER,
-    OPT_NO_PER_DUMP,
-    OPT_PATHS,
-    OPT_EXPORT, /* OPT_EXPORT + i: export_name(i) */
-};
-
-/* --oversize: a size ("64K", parsed here like every size of sertrace) or a
- * share of the dump ("10%").  0 (or 0%) is refused: the sink refuses it
- * too, and "flag nodes of at least 0 bytes" would flag every node, which
- * is not what anyone asking for 0 means.  Without --oversize nothing is
- * flagged.  Parsed by format/'s sertrace_parse_oversize, as the sinks'
- * `oversize` parameter is.  0 ok, -1 usage error (printed). */
-static int parse_oversize(const char *text, struct report_opts *o)
-{
-    double share;
-
-    o->has_oversize = true;
-    o->oversize = text;
-    switch (sertrace_parse_oversize(text, &o->oversize_bytes, &share)) {
-    case 0:
-        o->oversize_is_share = share > 0;
-        return 0;
-    case SERTRACE_OVERSIZE_BAD_SHARE:
-        sertrace_cli_err("--oversize: invalid share '%s' (expected more than 0%% and at "
-                         "most 100%%, e.g. 10%%)",
-                         text);
-        return -1;
-    case SERTRACE_OVERSIZE_ZERO:
-        sertrace_cli_err("--oversize: must be more than 0 (a size such as 64K, or a share "
-                         "of the dump such as 10%%); leave it out to flag nothing");
-        return -1;
-    default:
-        return sertrace_cli_parse_size("--oversize", text, &o->oversize_bytes);
-    }
-}
+/* report's own long options, numbered after the display options'. */
+enum { OPT_LIVE = DOPT_END };
 
 /* Digits only, 0..65535. */
 static bool valid_port(const char *p, size_t len)
@@ -356,127 +300,32 @@ bad:
     return -1;
 }
 
-static void free_report_opts(struct report_opts *o)
-{
-    free(o->pids);
-    free(o->dumps);
-    free(o->serializers);
-    o->pids = o->dumps = NULL;
-    o->serializers = NULL;
-}
-
 /* 0 ok, 1 help printed, -1 usage error (printed). */
 static int parse_report_opts(int argc, char **argv, struct report_opts *o)
 {
-    static const struct option longopts[] = {
-        {"help", no_argument, NULL, 'h'},
-        {"tree", no_argument, NULL, OPT_TREE},
-        {"summary", no_argument, NULL, OPT_SUMMARY},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"oversize", required_argument, NULL, OPT_OVERSIZE},
-        {"top", required_argument, NULL, OPT_TOP},
-        {"min-size", required_argument, NULL, OPT_MIN_SIZE},
-        {"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
-        {"exact", no_argument, NULL, OPT_EXACT},
-        {"live", required_argument, NULL, OPT_LIVE},
-        {"pid", required_argument, NULL, OPT_PID},
-        {"dump", required_argument, NULL, OPT_DUMP},
-        {"serializer", required_argument, NULL, OPT_SERIALIZER},
-        {"no-per-dump", no_argument, NULL, OPT_NO_PER_DUMP},
-        {"paths", no_argument, NULL, OPT_PATHS},
-        {"folded", required_argument, NULL, OPT_EXPORT + 0},
-        {"speedscope", required_argument, NULL, OPT_EXPORT + 1},
-        {"perfetto", required_argument, NULL, OPT_EXPORT + 2},
-        {"html", required_argument, NULL, OPT_EXPORT + 3},
-        {"verbose", no_argument, NULL, 'v'},
-        {NULL, 0, NULL, 0},
-    };
-    int c, modes = 0, exports = 0;
+    struct option longopts[DOPT_END - DOPT_BASE_ + 4];
+    size_t n = sertrace_display_longopts(DISPLAY_REPORT, longopts, DOPT_END - DOPT_BASE_);
+    int c;
 
+    longopts[n++] = (struct option){"help", no_argument, NULL, 'h'};
+    longopts[n++] = (struct option){"verbose", no_argument, NULL, 'v'};
+    longopts[n++] = (struct option){"live", required_argument, NULL, OPT_LIVE};
+    longopts[n] = (struct option){NULL, 0, NULL, 0};
     memset(o, 0, sizeof(*o));
-    o->pids = calloc((size_t)argc + 1, sizeof(*o->pids));
-    o->dumps = calloc((size_t)argc + 1, sizeof(*o->dumps));
-    o->serializers = calloc((size_t)argc + 1, sizeof(*o->serializers));
-    if (o->pids == NULL || o->dumps == NULL || o->serializers == NULL) {
-        sertrace_cli_err("out of memory");
+    if (sertrace_display_init(&o->d, argc) != 0)
         return -1;
-    }
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
+        int taken = sertrace_display_opt(c, optarg, &o->d);
+        if (taken < 0)
+            return -1;
+        if (taken == 0)
+            continue;
         switch (c) {
         case 'h':
             fputs(report_help, stdout);
             return 1;
-        case OPT_TREE:
-            o->mode = MODE_TREE;
-            modes++;
-            break;
-        case OPT_SUMMARY:
-            o->mode = MODE_SUMMARY;
-            modes++;
-            break;
-        case OPT_JSON:
-            o->mode = MODE_JSON;
-            modes++;
-            break;
-        case OPT_OVERSIZE:
-            if (parse_oversize(optarg, o) != 0)
-                return -1;
-            break;
-        case OPT_TOP:
-            if (sertrace_cli_parse_uint("--top", optarg, 100000, &o->top) != 0)
-                return -1;
-            o->has_top = true;
-            break;
-        case OPT_MIN_SIZE:
-            if (sertrace_cli_parse_size("--min-size", optarg, &o->min_size) != 0)
-                return -1;
-            o->has_min_size = true;
-            break;
-        case OPT_MAX_DEPTH:
-            if (sertrace_cli_parse_uint("--max-depth", optarg, UINT32_MAX, &o->max_depth) != 0)
-                return -1;
-            o->has_max_depth = true;
-            break;
-        case OPT_EXACT:
-            o->exact = true;
-            break;
-        case OPT_PID:
-            if (sertrace_cli_parse_uint("--pid", optarg, INT32_MAX, &o->pids[o->npids]) != 0)
-                return -1;
-            o->npids++;
-            break;
-        case OPT_DUMP:
-            if (sertrace_cli_parse_uint("--dump", optarg, UINT64_MAX, &o->dumps[o->ndumps]) != 0)
-                return -1;
-            o->ndumps++;
-            break;
-        case OPT_SERIALIZER:
-            if (*optarg == '\0') {
-                sertrace_cli_err("--serializer: give a serializer name (pickle, dill, ...)");
-                return -1;
-            }
-            o->serializers[o->nserializers++] = optarg;
-            break;
-        case OPT_PATHS:
-            o->paths = true;
-            break;
-        case OPT_NO_PER_DUMP:
-            o->no_per_dump = true;
-            break;
-        case OPT_EXPORT + 0:
-        case OPT_EXPORT + 1:
-        case OPT_EXPORT + 2:
-        case OPT_EXPORT + 3:
-            if (*optarg == '\0') {
-                sertrace_cli_err("--%s: give a file name (or - for stdout)",
-                                 export_name(c - OPT_EXPORT));
-                return -1;
-            }
-            o->exports[c - OPT_EXPORT] = optarg;
-            exports++;
-            break;
         case OPT_LIVE:
             if (check_live_url(optarg) != 0)
                 return -1;
@@ -487,55 +336,12 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
             break;
         case '?':
         default:
-            if (optopt != 0 && optopt < 256 && optopt != '?')
-                sertrace_cli_err("report: unknown option -%c (see `sertrace report --help`)",
-                                 optopt);
-            else
-                sertrace_cli_err("report: unknown or incomplete option %s (see `sertrace "
-                                 "report --help`)",
-                                 argv[optind - 1]);
+            sertrace_display_unknown("report", argv);
             return -1;
         }
     }
-    if (modes > 1 || (modes && exports)) {
-        sertrace_cli_err("report: choose one of --tree, --summary, --json, or exports "
-                         "(--html, --folded, --speedscope, --perfetto)");
+    if (sertrace_display_check(&o->d, "report") != 0)
         return -1;
-    }
-    if (exports) {
-        if (o->has_top || o->exact) {
-            sertrace_cli_err("report: --top and --exact apply to the text and JSON reports, "
-                             "not to --html, --folded, --speedscope, --perfetto");
-            return -1;
-        }
-        int dash = 0;
-        for (int i = 0; i < NEXPORTS; i++)
-            dash += o->exports[i] && strcmp(o->exports[i], "-") == 0;
-        if (dash > 1) {
-            sertrace_cli_err("report: only one export can go to stdout (-): give the "
-                             "others a file name");
-            return -1;
-        }
-        o->mode = MODE_EXPORT;
-    }
-    if (o->paths && (exports || (modes && o->mode == MODE_TREE))) {
-        sertrace_cli_err("report: --paths applies to --summary and --json");
-        return -1;
-    }
-    if (o->paths && !modes)
-        o->mode = MODE_SUMMARY; /* `report --paths TRACE` */
-    if (o->mode == MODE_TREE && o->has_top) {
-        sertrace_cli_err("report: --top applies to --summary and --json");
-        return -1;
-    }
-    if (o->mode != MODE_SUMMARY && o->no_per_dump) {
-        sertrace_cli_err("report: --no-per-dump applies to --summary");
-        return -1;
-    }
-    if (o->mode != MODE_TREE && (o->has_min_size || o->has_max_depth)) {
-        sertrace_cli_err("report: --min-size and --max-depth apply to --tree");
-        return -1;
-    }
     if (o->live_url != NULL) {
         if (optind != argc) {
             sertrace_cli_err("report: --live URL takes no TRACE argument");
@@ -647,10 +453,12 @@ int sertrace_cli_report(int argc, char **argv)
     memset(&tty, 0, sizeof(tty));
     ret = parse_report_opts(argc, argv, &o);
     if (ret != 0) {
-        free_report_opts(&o);
+        sertrace_display_free(&o.d);
         return ret > 0 ? SERTRACE_CLI_OK : SERTRACE_CLI_USAGE;
     }
-    sink_name = o.mode == MODE_TREE ? "tree" : o.mode == MODE_EXPORT ? "export" : "summary";
+    sink_name = o.d.mode == DISPLAY_TREE     ? "tree"
+                : o.d.mode == DISPLAY_EXPORT ? "export"
+                                             : "summary";
     log_level = verbose ? BT_LOGGING_LEVEL_WARNING : BT_LOGGING_LEVEL_NONE;
 
     ctf = find_std_plugin("ctf");
@@ -854,7 +662,7 @@ end:
     bt_plugin_put_ref(ours);
     bt_plugin_put_ref(utils);
     bt_plugin_put_ref(ctf);
-    free_report_opts(&o);
+    sertrace_display_free(&o.d);
     remove_shadows();
     return rc;
 }

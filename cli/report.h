@@ -17,34 +17,19 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "display-opts.h"
+
 #define PROGRESS_MIN_BYTES (50ull * 1000 * 1000)
 #define PROGRESS_INTERVAL_NS 250000000ll
 #define LIVE_RETRY_MS 100
 
-enum report_mode { MODE_TREE, MODE_SUMMARY, MODE_JSON, MODE_EXPORT };
-
-/* The export formats (--folded, --speedscope, --perfetto, --html). */
-#define NEXPORTS 4
-
+/* The command line of `report`: the display options it shares with
+ * `inspect` (display-opts.h: mode, exports, --oversize, --top, filters
+ * ...; passed to the sink as its parameters) and its own input. */
 struct report_opts {
-    enum report_mode mode;
+    struct sertrace_display_opts d;
     const char *trace;
     const char *live_url;
-    const char *oversize; /* the text, passed as is when it is a share ("10%") */
-    uint64_t oversize_bytes;
-    bool oversize_is_share;
-    bool has_oversize, has_top, has_min_size, has_max_depth, exact;
-    uint64_t top, min_size, max_depth;
-    bool no_per_dump;
-    bool paths;                    /* --paths */
-    const char *exports[NEXPORTS]; /* MODE_EXPORT: path per format, or NULL */
-    /* Filters: each repeatable (a dump is kept when it matches any value
-     * given for an option, and every option given); sink parameters
-     * `pid`, `dump`, `serializer`.  Sized argc: never more values than
-     * arguments. */
-    uint64_t *pids, *dumps;
-    const char **serializers;
-    size_t npids, ndumps, nserializers;
 };
 
 /* ---- report-plugin.c ---- */

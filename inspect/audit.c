@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "pickle-opcodes.h"
 
 #define MAX_EVASIONS 1000
 
@@ -182,21 +183,15 @@ static const char *const evasion_rule[] = {"pop-call",   "build-global",        
                                            "after-stop", "nested-pickle",       "stack-global-memo",
                                            "inst-obj",   "non-global-callable", "frame-length"};
 
+/* An opcode's name, from the one opcode table (pickle-format/). */
 static const char *opcode_text(int op)
 {
     switch (op) {
-    case 'R':
-        return "REDUCE";
-    case 0x81:
-        return "NEWOBJ";
-    case 0x92:
-        return "NEWOBJ_EX";
-    case 'i':
-        return "INST";
-    case 'o':
-        return "OBJ";
-    case 'b':
-        return "BUILD";
+#define OPCODE_NAME_(name, value, proto)                                                           \
+    case value:                                                                                    \
+        return #name;
+        PICKLE_OPCODES(OPCODE_NAME_)
+#undef OPCODE_NAME_
     default:
         return "?";
     }

@@ -3,7 +3,7 @@
  * Declares the three LTTng events of provider "sertrace" (schema version 3).  Field meanings,
  * units and the record layout are documented once, in sertrace/schema.h
  * and tracepoints/README.md.  Included only by the runtime (runtime.c) and
- * the probe provider object (probes/provider.c); serializers never see it.
+ * the probe provider object (provider.c); serializers never see it.
  */
 #undef LTTNG_UST_TRACEPOINT_PROVIDER
 #define LTTNG_UST_TRACEPOINT_PROVIDER sertrace

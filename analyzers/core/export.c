@@ -18,6 +18,8 @@
 
 #include "export_int.h"
 #include "format.h"
+#include "nodebuf.h"
+#include "outbuf.h"
 
 #define FLUSH_AT (64u << 10)
 #define MAX_ERRORS_KEPT 1000u /* per dump, and as many notes */
@@ -82,29 +84,16 @@ static int lit(sertrace_buf *b, const char *s)
     return sertrace_buf_append(b, s, strlen(s));
 }
 
+/* export_int.h's number writers (export_html.c uses them): outbuf.h's. */
 int sertrace_export_put_u64(sertrace_buf *b, uint64_t v)
 {
-    char tmp[24];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return sertrace_buf_append(b, tmp + i, sizeof tmp - i);
+    return put_u64(b, v);
 }
 
 int sertrace_export_put_i64(sertrace_buf *b, int64_t v)
 {
-    if (v < 0) {
-        if (lit(b, "-") < 0)
-            return -1;
-        return sertrace_export_put_u64(b, (uint64_t)0 - (uint64_t)v);
-    }
-    return sertrace_export_put_u64(b, (uint64_t)v);
+    return put_i64(b, v);
 }
-
-#define put_u64 sertrace_export_put_u64
-#define put_i64 sertrace_export_put_i64
 
 /* Nanoseconds as microseconds with three decimals, exactly (no double). */
 static int put_us(sertrace_buf *b, int64_t ns)
@@ -447,30 +436,10 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
 {
     (void)ctx;
     dump_buf *db = d->user;
-    if (db->n >= UINT32_MAX - 1) {
-        db->overflow = true;
-        n->user = UINT64_MAX;
-        return 0;
-    }
-    if (db->n == db->cap) {
-        uint32_t cap = db->cap ? db->cap * 2 : 256;
-        if (cap < db->cap)
-            cap = UINT32_MAX;
-        xnode *a = realloc(db->nodes, (size_t)cap * sizeof *a);
-        if (!a)
-            return -1;
-        db->nodes = a;
-        db->cap = cap;
-    }
-    xnode *xn = &db->nodes[db->n];
-    memset(xn, 0, sizeof *xn);
-    xn->tag = n->tag;
-    xn->type = n->type;
-    xn->depth = n->depth;
-    xn->label_kind = n->label_kind;
-    xn->label = n->label;
-    xn->in_state = n->depth >= 2 && sertrace_node_is_state(&d->stack[n->depth - 2]);
-    n->user = db->n++;
+    int kept = SERTRACE_NODEBUF_KEEP(db, n);
+    if (kept <= 0)
+        return kept;
+    SERTRACE_NODEBUF_COPY(&db->nodes[n->user], d, n);
     return 0;
 }
 
@@ -539,44 +508,62 @@ static int v_note(void *ctx, sertrace_dump_state *d, sertrace_node *n, const cha
                       value_len);
 }
 
+/* The opening part of output f's document, before its first dump or at
+ * the end when no dump came (speedscope's header, perfetto's array). */
+static int start_document(sertrace_export *x, int f, output *o)
+{
+    if (o->started)
+        return 0;
+    o->started = true;
+    switch (f) {
+    case SERTRACE_EXPORT_SPEEDSCOPE:
+        return speedscope_start(x, &o->buf);
+    case SERTRACE_EXPORT_PERFETTO:
+        return lit(&o->buf, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+    default:
+        return 0;
+    }
+}
+
+/* After output f wrote a part: a failure stops every output, else the
+ * buffer goes out when full (`force`: now). */
+static void settle(sertrace_export *x, output *o, int rc, bool force)
+{
+    if (rc < 0)
+        x->failed = -1;
+    else
+        flush_output(x, o, force);
+}
+
 static int write_dump(sertrace_export *x, const xdump *xd)
 {
     for (int f = 0; f < SERTRACE_EXPORT_NFORMATS && x->failed == 0; f++) {
         output *o = &x->out[f];
         sertrace_buf *b = &o->buf;
-        int rc = 0;
         if (!o->on)
             continue;
-        switch (f) {
-        case SERTRACE_EXPORT_FOLDED:
-            rc = write_folded(x, b, xd);
-            break;
-        case SERTRACE_EXPORT_SPEEDSCOPE:
-            if (!o->started)
-                rc = speedscope_start(x, b);
-            if (rc == 0 && o->items)
-                rc = lit(b, ",\n");
-            if (rc == 0)
+        int rc = start_document(x, f, o);
+        if (rc == 0 && o->items &&
+            (f == SERTRACE_EXPORT_SPEEDSCOPE || f == SERTRACE_EXPORT_PERFETTO))
+            rc = lit(b, ",\n");
+        if (rc == 0) {
+            switch (f) {
+            case SERTRACE_EXPORT_FOLDED:
+                rc = write_folded(x, b, xd);
+                break;
+            case SERTRACE_EXPORT_SPEEDSCOPE:
                 rc = write_speedscope(x, b, xd);
-            break;
-        case SERTRACE_EXPORT_PERFETTO:
-            if (!o->started)
-                rc = lit(b, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
-            if (rc == 0 && o->items)
-                rc = lit(b, ",\n");
-            if (rc == 0)
+                break;
+            case SERTRACE_EXPORT_PERFETTO:
                 rc = write_perfetto(xd, b);
-            break;
-        case SERTRACE_EXPORT_HTML:
-            rc = sertrace_html_dump(x->html, b, xd);
-            break;
+                break;
+            case SERTRACE_EXPORT_HTML:
+                rc = sertrace_html_dump(x->html, b, xd);
+                break;
+            }
         }
-        o->started = true;
         o->items++;
-        if (rc < 0)
-            x->failed = -1;
-        else
-            flush_output(x, o, false);
+        settle(x, o, rc, false);
     }
     return x->failed;
 }
@@ -686,34 +673,25 @@ int sertrace_export_finish(sertrace_export *x, const sertrace_core_stats *stats)
 {
     for (int f = 0; f < SERTRACE_EXPORT_NFORMATS && x->failed == 0; f++) {
         output *o = &x->out[f];
-        sertrace_buf *b = &o->buf;
-        int rc = 0;
         if (!o->on)
             continue;
-        switch (f) {
-        case SERTRACE_EXPORT_FOLDED:
-            break;
-        case SERTRACE_EXPORT_SPEEDSCOPE:
-            if (!o->started)
-                rc = speedscope_start(x, b);
-            if (rc == 0)
-                rc = speedscope_end(x, b);
-            break;
-        case SERTRACE_EXPORT_PERFETTO:
-            if (!o->started)
-                rc = lit(b, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
-            if (rc == 0)
-                rc = lit(b, "\n],\"otherData\":{\"exporter\":\"sertrace\"}}\n");
-            break;
-        case SERTRACE_EXPORT_HTML:
-            rc = sertrace_html_finish(x->html, b, stats);
-            break;
+        int rc = start_document(x, f, o);
+        if (rc == 0) {
+            switch (f) {
+            case SERTRACE_EXPORT_SPEEDSCOPE:
+                rc = speedscope_end(x, &o->buf);
+                break;
+            case SERTRACE_EXPORT_PERFETTO:
+                rc = lit(&o->buf, "\n],\"otherData\":{\"exporter\":\"sertrace\"}}\n");
+                break;
+            case SERTRACE_EXPORT_HTML:
+                rc = sertrace_html_finish(x->html, &o->buf, stats);
+                break;
+            default:
+                break;
+            }
         }
-        o->started = true;
-        if (rc < 0)
-            x->failed = -1;
-        else
-            flush_output(x, o, true);
+        settle(x, o, rc, true);
     }
     return x->failed;
 }

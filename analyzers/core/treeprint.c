@@ -16,6 +16,7 @@
 #include "format.h"
 #include "lines.h"
 #include "losses.h"
+#include "nodebuf.h"
 #include "outbuf.h"
 
 #define FLUSH_AT (64u << 10)
@@ -189,34 +190,15 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
 {
     (void)ctx;
     dump_buf *db = d->user;
-    if (db->n >= UINT32_MAX - 1) {
-        db->overflow = true;
-        n->user = UINT64_MAX;
-        return 0;
-    }
-    if (db->n == db->cap) {
-        uint32_t cap = db->cap ? db->cap * 2 : 256;
-        if (cap < db->cap)
-            cap = UINT32_MAX;
-        tnode *a = realloc(db->nodes, (size_t)cap * sizeof *a);
-        if (!a)
-            return -1;
-        db->nodes = a;
-        db->cap = cap;
-    }
-    tnode *tn = &db->nodes[db->n];
-    memset(tn, 0, sizeof *tn);
-    tn->tag = n->tag;
-    tn->type = n->type;
-    tn->depth = n->depth;
+    int kept = SERTRACE_NODEBUF_KEEP(db, n);
+    if (kept <= 0)
+        return kept;
+    tnode *tn = &db->nodes[n->user];
+    SERTRACE_NODEBUF_COPY(tn, d, n);
     tn->addr = n->addr;
     tn->length = n->length;
-    tn->label_kind = n->label_kind;
-    tn->label = n->label;
-    tn->in_state = n->depth >= 2 && sertrace_node_is_state(&d->stack[n->depth - 2]);
     tn->extra_head = tn->extra_tail = NO_EXTRA;
     tn->end = UINT32_MAX;
-    n->user = db->n++;
     return 0;
 }
 
@@ -547,33 +529,32 @@ static int put_exit_oob(sertrace_treeprint *t, const sertrace_dump_state *d, con
     return rc;
 }
 
-static int put_folds(sertrace_treeprint *t, const struct open_entry *e, uint32_t child_depth)
+/* One fold line: "├ … N WHAT, [≥ ]SIZE" at the children's indentation. */
+static int put_fold_line(sertrace_treeprint *t, uint32_t nbars, uint32_t child_depth, uint64_t n,
+                         const char *what, bool inexact, uint64_t bytes)
 {
     sertrace_buf *b = &t->out;
+    int rc = indent(b, nbars, child_depth);
+    if (rc == 0)
+        rc = sertrace_buf_appendf(b, "\xe2\x94\x9c \xe2\x80\xa6 %llu %s, %s", (unsigned long long)n,
+                                  what, inexact ? "\xe2\x89\xa5 " : "");
+    if (rc == 0)
+        rc = sertrace_fmt_size(b, bytes, t->o.exact);
+    if (rc == 0)
+        rc = buf_lit(b, "\n");
+    return rc;
+}
+
+static int put_folds(sertrace_treeprint *t, const struct open_entry *e, uint32_t child_depth)
+{
     int rc = 0;
     uint32_t nbars = child_depth >= 2 ? child_depth - 2 : 0;
-    if (e->fold_n) {
-        rc = indent(b, nbars, child_depth);
-        if (rc == 0)
-            rc = sertrace_buf_appendf(b, "\xe2\x94\x9c \xe2\x80\xa6 %llu more, %s",
-                                      (unsigned long long)e->fold_n,
-                                      e->fold_inexact ? "\xe2\x89\xa5 " : "");
-        if (rc == 0)
-            rc = sertrace_fmt_size(b, e->fold_bytes, t->o.exact);
-        if (rc == 0)
-            rc = buf_lit(b, "\n");
-    }
-    if (rc == 0 && e->deep_n) {
-        rc = indent(b, nbars, child_depth);
-        if (rc == 0)
-            rc = sertrace_buf_appendf(b, "\xe2\x94\x9c \xe2\x80\xa6 %llu nodes below max-depth, %s",
-                                      (unsigned long long)e->deep_n,
-                                      t->lower ? "\xe2\x89\xa5 " : "");
-        if (rc == 0)
-            rc = sertrace_fmt_size(b, e->deep_bytes, t->o.exact);
-        if (rc == 0)
-            rc = buf_lit(b, "\n");
-    }
+    if (e->fold_n)
+        rc =
+            put_fold_line(t, nbars, child_depth, e->fold_n, "more", e->fold_inexact, e->fold_bytes);
+    if (rc == 0 && e->deep_n)
+        rc = put_fold_line(t, nbars, child_depth, e->deep_n, "nodes below max-depth", t->lower,
+                           e->deep_bytes);
     return rc;
 }
 
@@ -607,6 +588,20 @@ static void mark_flagged_subtrees(dump_buf *db, uint64_t oversize)
     }
 }
 
+/* Close the open node `e`: its children's fold lines, its exit line, and
+ * the output flushed when full. */
+static int close_open(sertrace_treeprint *t, const sertrace_dump_state *d, const dump_buf *db,
+                      const struct open_entry *e, uint64_t oversize)
+{
+    const tnode *on = &db->nodes[e->idx];
+    int rc = put_folds(t, e, on->depth + 1);
+    if (rc == 0)
+        rc = put_exit_oob(t, d, on, oversize);
+    if (rc == 0)
+        rc = flush_out(t, false);
+    return rc;
+}
+
 static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d, dump_buf *db)
 {
     sertrace_lines_new_dump(&t->lines); /* its type indexes name other types */
@@ -626,15 +621,8 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d, dump_
     uint32_t i = 0;
     while (i < db->n && rc == 0) {
         tnode *tn = &db->nodes[i];
-        while (sp > 0 && db->nodes[t->stack[sp - 1].idx].depth >= tn->depth && rc == 0) {
-            struct open_entry *e = &t->stack[--sp];
-            const tnode *on = &db->nodes[e->idx];
-            rc = put_folds(t, e, on->depth + 1);
-            if (rc == 0)
-                rc = put_exit_oob(t, d, on, oversize);
-            if (rc == 0)
-                rc = flush_out(t, false);
-        }
+        while (sp > 0 && db->nodes[t->stack[sp - 1].idx].depth >= tn->depth && rc == 0)
+            rc = close_open(t, d, db, &t->stack[--sp], oversize);
         if (rc < 0)
             break;
         uint32_t end = tn->end == UINT32_MAX || tn->end <= i ? i + 1 : tn->end;
@@ -674,15 +662,8 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d, dump_
         t->stack[sp++] = (struct open_entry){i, 0, 0, 0, 0, false};
         i++;
     }
-    while (sp > 0 && rc == 0) {
-        struct open_entry *e = &t->stack[--sp];
-        const tnode *on = &db->nodes[e->idx];
-        rc = put_folds(t, e, on->depth + 1);
-        if (rc == 0)
-            rc = put_exit_oob(t, d, on, oversize);
-        if (rc == 0)
-            rc = flush_out(t, false);
-    }
+    while (sp > 0 && rc == 0)
+        rc = close_open(t, d, db, &t->stack[--sp], oversize);
     return rc;
 }
 

@@ -26,6 +26,10 @@ import time
 
 import pytest
 
+# tests/lib: the shared test helpers (testlib.lttng: the lttng command)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from testlib import lttng  # noqa: E402
+
 SERTRACE = os.environ.get("SERTRACE_BIN", "")
 DUMPER = os.environ.get("SERTRACE_TEST_DUMPER", "")
 PLUGIN_PATH = os.environ.get("SERTRACE_PLUGIN_PATH", "")
@@ -49,9 +53,7 @@ def run(*args, env=None, unset=(), timeout=HANG_GUARD, **kw):
 
 def sessions():
     """Names of the LTTng sessions (through the lttng CLI: test-side only)."""
-    out = subprocess.run(["lttng", "list"], capture_output=True, text=True,
-                         timeout=HANG_GUARD).stdout
-    return set(re.findall(r"^\s*\d+\) (\S+)", out, re.M))
+    return lttng.sessions(timeout=HANG_GUARD)
 
 
 def unique(tag):
@@ -184,6 +186,36 @@ def test_option_errors_are_one_clear_line(args, words, tmp_path):
     assert "addr=" not in r.stderr
     for w in words:
         assert w in r.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["--oversize", "0"], ["--oversize", "0%"], ["--oversize", "lots"], ["--top", "x"],
+    ["--top", "100001"], ["--max-depth", "-1"], ["--min-size", "1Q"], ["--paths", "--tree"],
+    ["--json", "--no-per-dump"], ["--tree", "--json"], ["--html", "-", "--folded", "-"],
+    ["--html", "x.html", "--top", "3"], ["--json", "--min-size", "1K"], ["--folded", ""],
+    ["--bogus"],
+])
+def test_report_and_inspect_share_their_display_options(args, tmp_path):
+    """The display options are one table (cli/display-opts.c): report and
+    inspect refuse the same values with the same one-line message (their
+    own command's name aside), exit 2, before reading any input."""
+    r = run("report", *args, str(tmp_path / "no-trace"))
+    i = run("inspect", *args, str(tmp_path / "no-file"))
+    assert r.returncode == 2 and i.returncode == 2, (args, r.stderr, i.stderr)
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+    same = r.stderr.replace("sertrace: report:", "sertrace: inspect:").replace(
+        "`sertrace report --help`", "`sertrace inspect --help`")
+    assert same == i.stderr, (r.stderr, i.stderr)
+
+
+def test_report_and_inspect_help_share_the_display_lines():
+    """The help lines both commands print word for word come from one place."""
+    r, i = run("report", "--help"), run("inspect", "--help")
+    assert r.returncode == 0 and i.returncode == 0
+    for line in ("  --top N            largest nodes listed in the summary (default 10, at\n",
+                 "  --exact            sizes in bytes instead of KiB/MiB\n",
+                 "  --folded OUT       folded stacks weighted by self bytes (flamegraph.pl,\n"):
+        assert line in r.stdout and line in i.stdout, line
 
 
 def test_graph_failure_is_one_line_and_verbose_has_the_chain():
@@ -1026,9 +1058,7 @@ def test_stop_of_a_session_that_recorded_nothing_removes_its_empty_dir(tmp_path)
                 ["enable-event", "-u", "-s", name, "-c", "sertrace", "sertrace:*"],
                 ["untrack", "-u", "-s", name, "--vpid", "--all"],
                 ["start", name]):
-        c = subprocess.run(["lttng", *cmd], capture_output=True, text=True,
-                           timeout=HANG_GUARD)
-        assert c.returncode == 0, (cmd, c.stderr)
+        lttng.run(*cmd, timeout=HANG_GUARD)
     subprocess.run([DUMPER, "--dumps", "2"], capture_output=True, timeout=HANG_GUARD)
     r = run("stop", name)
     assert r.returncode == 1
@@ -1233,9 +1263,7 @@ def test_live_tree_is_printed_while_the_session_runs(relay, tmp_path):
                      "-t", "vpid"],
                     ["untrack", "-u", "-s", name, "--vpid", "--all"],
                     ["start", name]):
-            c = subprocess.run(["lttng", *cmd], capture_output=True, text=True,
-                               timeout=HANG_GUARD)
-            assert c.returncode == 0, (cmd, c.stderr)
+            lttng.run(*cmd, timeout=HANG_GUARD)
         url = "net://127.0.0.1:%d/host/%s/%s" % (live, socket.gethostname(), name)
         with open(tmp_path / "reader.err", "w") as err:
             reader = subprocess.Popen([SERTRACE, "report", "--tree", "--exact", "--live", url],
@@ -1247,9 +1275,7 @@ def test_live_tree_is_printed_while_the_session_runs(relay, tmp_path):
             ["sh", "-c", 'while [ ! -e "$1" ]; do sleep 0.01; done; shift; exec "$@"', "sh",
              str(go), DUMPER, "--dumps", "1", "--hold", str(hold)],
             stdout=subprocess.PIPE, text=True)
-        c = subprocess.run(["lttng", "track", "-u", "-s", name, "--vpid=%d" % dumper.pid],
-                           capture_output=True, text=True, timeout=HANG_GUARD)
-        assert c.returncode == 0, c.stderr
+        lttng.run("track", "-u", "-s", name, "--vpid=%d" % dumper.pid, timeout=HANG_GUARD)
         go.touch()
         pid = int(dumper.stdout.readline().split()[1])
         assert pid == dumper.pid
@@ -1398,8 +1424,7 @@ def test_report_no_per_dump(two_programs):
 # ---- traces that are not what the user thinks ------------------------------------
 
 def _lttng(*args):
-    r = subprocess.run(["lttng", *args], capture_output=True, text=True, timeout=HANG_GUARD)
-    assert r.returncode == 0, (args, r.stderr)
+    lttng.run(*args, timeout=HANG_GUARD)
 
 
 def test_report_foreign_trace_has_no_sertrace_events(tmp_path):

@@ -11,6 +11,7 @@
 
 #include "core.h"
 #include "enc.h"
+#include "fixtures.h"
 #include "export.h"
 #include "format.h"
 
@@ -22,35 +23,13 @@ static int capture(void *ctx, const char *s, size_t n)
     return sertrace_buf_append((sertrace_buf *)ctx, s, n);
 }
 
-static void flush(sertrace_core *c, int64_t pid, uint64_t id, uint32_t seq)
-{
-    cr_assert_eq(sertrace_core_records(c, pid, pid, 0, id, seq, E.buf, E.n), 0);
-    enc_reset(&E);
-}
-
-/* dict (root, 2..102) { list 10..50 { 4 ints of 2 B }, TNAME 60..90 }, payload 103 */
+/* The sample dump of fixtures.h with its error record, ended 3 us after
+ * it began (batches unknown). */
 static void sample(sertrace_core *c, int64_t pid, uint64_t id, const char *tname)
 {
-    cr_assert_eq(
-        sertrace_core_dump_begin(c, pid, pid + 1, 1700000000123456789ll, id, "pickle", 6, 5), 0);
-    enc_type(&E, 1, "dict");
-    enc_enter(&E, SERTRACE_TAG_DICT, 1, 1, 0xabc0, 3, 2);
-    enc_type(&E, 2, "list");
-    enc_enter(&E, SERTRACE_TAG_LIST, 2, 2, 0xabd0, 5, 10);
-    enc_type(&E, 3, "int");
-    for (int k = 0; k < 4; k++) {
-        enc_enter(&E, SERTRACE_TAG_INT, 3, 3, 0, 0, 12 + 5 * k);
-        enc_exit(&E, 3, 14 + 5 * k);
-    }
-    enc_exit(&E, 2, 50);
-    enc_type(&E, 4, tname);
-    enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, 4, 0xabe0, 0, 60);
-    enc_note(&E, 2, "ip", "42");
-    enc_error(&E, SERTRACE_TAG_INSTANCE, 2, 4, "cannot <pickle>", "x.y");
-    enc_exit(&E, 2, 90);
-    enc_exit(&E, 1, 102);
-    flush(c, pid, id, 0);
-    cr_assert_eq(sertrace_core_dump_end(c, pid, pid + 1, 1700000000123459789ll, id, 103, 0), 0);
+    fx_sample_how how = {
+        .error = true, .end_ns = FX_BEGIN_NS + 3000, .batches = -1, .end_flags = 0};
+    fx_sample(&E, c, pid, id, tname, &how);
 }
 
 static void setup(void)
@@ -68,14 +47,7 @@ static void run_export(const sertrace_export_opts *o, void (*feed)(sertrace_core
     cr_assert_not_null(x);
     for (int f = 0; f < SERTRACE_EXPORT_NFORMATS; f++)
         cr_assert_eq(sertrace_export_add_output(x, f, capture, &OUT[f]), 0);
-    sertrace_core_visitor v;
-    sertrace_export_visitor(x, &v);
-    sertrace_core *c = sertrace_core_create(&v);
-    feed(c);
-    cr_assert_eq(sertrace_core_finish(c), 0);
-    cr_assert_eq(sertrace_export_finish(x, sertrace_core_get_stats(c)), 0);
-    sertrace_core_destroy(c);
-    sertrace_export_destroy(x);
+    FX_RUN_SINK(export, x, feed);
     for (int f = 0; f < SERTRACE_EXPORT_NFORMATS; f++)
         if (!OUT[f].data)
             sertrace_buf_append(&OUT[f], "", 0);
@@ -200,7 +172,7 @@ static void feed_inexact(sertrace_core *c)
     enc_enter(&E, SERTRACE_TAG_LIST, 2, 0, 2, 0, 12);
     enc_exit(&E, 2, 20);
     enc_exit(&E, 1, 5);
-    flush(c, 5, 1, 0);
+    fx_flush(&E, c, 5, 1, 0);
     cr_assert_eq(sertrace_core_dump_end(c, 5, 5, 0, 1, 30, 0), 0);
     /* dump 2: never ends (the process died inside it) */
     cr_assert_eq(sertrace_core_dump_begin(c, 5, 5, 0, 2, "pickle", 6, 5), 0);
@@ -208,7 +180,7 @@ static void feed_inexact(sertrace_core *c)
     enc_enter(&E, SERTRACE_TAG_STR, 2, 0, 3, 0, 6);
     enc_exit(&E, 2, 1500);
     enc_enter(&E, SERTRACE_TAG_STR, 2, 0, 3, 0, 1500);
-    flush(c, 5, 2, 0);
+    fx_flush(&E, c, 5, 2, 0);
 }
 
 Test(export, speedscope_events_nest_when_sizes_are_not_exact)

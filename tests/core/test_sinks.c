@@ -12,6 +12,7 @@
 
 #include "core.h"
 #include "enc.h"
+#include "fixtures.h"
 #include "format.h"
 #include "summary.h"
 #include "treeprint.h"
@@ -38,33 +39,14 @@ static uint32_t SAMPLE_END_FLAGS;
 
 static void flush(sertrace_core *c, int64_t pid, uint64_t id, uint32_t seq)
 {
-    cr_assert_eq(sertrace_core_records(c, pid, pid, 0, id, seq, E.buf, E.n), 0);
-    enc_reset(&E);
+    fx_flush(&E, c, pid, id, seq);
 }
 
-/* dict (root, 2..102) { list 10..50 { 4 small ints }, Thing 60..90 } */
+/* The sample dump of fixtures.h, no error, ended with SAMPLE_END_FLAGS. */
 static void sample(sertrace_core *c, int64_t pid, uint64_t id, const char *tname)
 {
-    cr_assert_eq(
-        sertrace_core_dump_begin(c, pid, pid + 1, 1700000000123456789ll, id, "pickle", 6, 5), 0);
-    enc_type(&E, 1, "dict");
-    enc_enter(&E, SERTRACE_TAG_DICT, 1, 1, 0xabc0, 3, 2);
-    enc_type(&E, 2, "list");
-    enc_enter(&E, SERTRACE_TAG_LIST, 2, 2, 0xabd0, 5, 10);
-    enc_type(&E, 3, "int");
-    for (int k = 0; k < 4; k++) {
-        enc_enter(&E, SERTRACE_TAG_INT, 3, 3, 0, 0, 12 + 5 * k);
-        enc_exit(&E, 3, 14 + 5 * k);
-    }
-    enc_exit(&E, 2, 50);
-    enc_type(&E, 4, tname);
-    enc_enter(&E, SERTRACE_TAG_INSTANCE, 2, 4, 0xabe0, 0, 60);
-    enc_note(&E, 2, "ip", "42");
-    enc_exit(&E, 2, 90);
-    enc_exit(&E, 1, 102);
-    flush(c, pid, id, 0);
-    cr_assert_eq(sertrace_core_dump_end_flags(c, pid, pid + 1, 0, id, 103, 0, 1, SAMPLE_END_FLAGS),
-                 0);
+    fx_sample_how how = {.error = false, .end_ns = 0, .batches = 1, .end_flags = SAMPLE_END_FLAGS};
+    fx_sample(&E, c, pid, id, tname, &how);
 }
 
 static void setup(void)
@@ -79,14 +61,7 @@ TestSuite(sinks, .init = setup);
 static void run_tree(const sertrace_treeprint_opts *o, void (*feed)(sertrace_core *))
 {
     sertrace_treeprint *t = sertrace_treeprint_create(o, capture, NULL);
-    sertrace_core_visitor v;
-    sertrace_treeprint_visitor(t, &v);
-    sertrace_core *c = sertrace_core_create(&v);
-    feed(c);
-    cr_assert_eq(sertrace_core_finish(c), 0);
-    cr_assert_eq(sertrace_treeprint_finish(t, sertrace_core_get_stats(c)), 0);
-    sertrace_core_destroy(c);
-    sertrace_treeprint_destroy(t);
+    FX_RUN_SINK(treeprint, t, feed);
 }
 
 static void feed_sample(sertrace_core *c)
@@ -196,14 +171,33 @@ static void feed_deep_flag(sertrace_core *c)
 #define TEE "\xe2\x94\x9c"
 #define ELL "\xe2\x80\xa6"
 
-Test(sinks, tree_max_depth_never_hides_a_flag)
+/* The tree of feed_deep_flag (DEEP_MODE `mode`), exact sizes, folded by
+ * max-depth and min-size (0: not). */
+static const char *tree_of_deep_flag(int mode, uint64_t max_depth, uint64_t min_size)
 {
     sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
     o.exact = true;
-    o.max_depth = 2;
-    DEEP_MODE = 0;
+    o.max_depth = (uint32_t)max_depth;
+    o.min_size = min_size;
+    DEEP_MODE = mode;
     run_tree(&o, feed_deep_flag);
-    const char *s = OUT.data;
+    return OUT.data;
+}
+
+/* The chain down to the flagged cell is shown, folding or not: its R
+ * enter line and its flag line. */
+static void assert_flag_chain(const char *s)
+{
+    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s",
+                       s);
+    cr_assert_not_null(strstr(s, " !! UNSERIALIZABLE R cell: cannot pickle 'cell' object "
+                                 "at State.frame.stack[0][1]\n"),
+                       "got:\n%s", s);
+}
+
+Test(sinks, tree_max_depth_never_hides_a_flag)
+{
+    const char *s = tree_of_deep_flag(0, 2, 0);
     /* the chain down to the flag, at depths 3 and 4 (> max-depth) */
     cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Tu: <tuple object at 0xd2> len=2\n"),
                        "got:\n%s", s);
@@ -227,19 +221,10 @@ Test(sinks, tree_max_depth_never_hides_a_flag)
 
 Test(sinks, tree_min_size_never_hides_a_flag)
 {
-    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
-    o.exact = true;
-    o.min_size = 1000;
-    DEEP_MODE = 0;
-    run_tree(&o, feed_deep_flag);
-    const char *s = OUT.data;
+    const char *s = tree_of_deep_flag(0, 0, 1000);
     cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Tu: <tuple object at 0xd2> len=2\n"),
                        "got:\n%s", s);
-    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s",
-                       s);
-    cr_assert_not_null(strstr(s, " !! UNSERIALIZABLE R cell: cannot pickle 'cell' object "
-                                 "at State.frame.stack[0][1]\n"),
-                       "got:\n%s", s);
+    assert_flag_chain(s);
     cr_assert_not_null(strstr(s, BAR TEE " " ELL " 20 more, 40 B\n"), "got:\n%s", s);
     cr_assert_not_null(strstr(s, BAR BAR TEE " " ELL " 1 more, 2 B\n"), "got:\n%s", s);
     cr_assert_not_null(strstr(s, BAR TEE "\xe2\x94\xac Str: <str object at 0xd4>\n"),
@@ -249,20 +234,10 @@ Test(sinks, tree_min_size_never_hides_a_flag)
 
 Test(sinks, tree_folding_keeps_failed_chain)
 {
-    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
-    o.exact = true;
-    o.max_depth = 1;
-    o.min_size = 1 << 20;
-    DEEP_MODE = 1;
-    run_tree(&o, feed_deep_flag);
-    const char *s = OUT.data;
+    const char *s = tree_of_deep_flag(1, 1, 1 << 20);
     cr_assert_not_null(strstr(s, TEE "\xe2\x94\xac L: <list object at 0xd1> len=22\n"), "got:\n%s",
                        s);
-    cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s",
-                       s);
-    cr_assert_not_null(strstr(s, " !! UNSERIALIZABLE R cell: cannot pickle 'cell' object "
-                                 "at State.frame.stack[0][1]\n"),
-                       "got:\n%s", s);
+    assert_flag_chain(s);
     cr_assert_not_null(
         strstr(s, BAR BAR BAR
                "\xe2\x94\x94 # R [\xe2\x89\xa5 0 B]  !! FAILED inside !! UNSERIALIZABLE\n"),
@@ -276,13 +251,7 @@ Test(sinks, tree_folding_keeps_failed_chain)
 
 Test(sinks, tree_folding_keeps_lost_exit)
 {
-    sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
-    o.exact = true;
-    o.max_depth = 2;
-    o.min_size = 1000;
-    DEEP_MODE = 2;
-    run_tree(&o, feed_deep_flag);
-    const char *s = OUT.data;
+    const char *s = tree_of_deep_flag(2, 2, 1000);
     cr_assert_not_null(strstr(s, "!! INCOMPLETE: 1 exits lost"), "got:\n%s", s);
     cr_assert_not_null(strstr(s, BAR BAR TEE "\xe2\x94\xac R: <cell object at 0xd3>\n"), "got:\n%s",
                        s);
@@ -352,14 +321,7 @@ Test(sinks, tree_escapes_hostile_names)
 static void run_summary(const sertrace_summary_opts *o, void (*feed)(sertrace_core *))
 {
     sertrace_summary *s = sertrace_summary_create(o, capture, NULL);
-    sertrace_core_visitor v;
-    sertrace_summary_visitor(s, &v);
-    sertrace_core *c = sertrace_core_create(&v);
-    feed(c);
-    cr_assert_eq(sertrace_core_finish(c), 0);
-    cr_assert_eq(sertrace_summary_finish(s, sertrace_core_get_stats(c)), 0);
-    sertrace_core_destroy(c);
-    sertrace_summary_destroy(s);
+    FX_RUN_SINK(summary, s, feed);
 }
 
 static void feed_two(sertrace_core *c)
@@ -879,14 +841,7 @@ static void run_tree_counting(void (*feed)(sertrace_core *), const char *marker)
     sertrace_treeprint_opts o = SERTRACE_TREEPRINT_OPTS_DEFAULT;
     o.exact = true;
     sertrace_treeprint *t = sertrace_treeprint_create(&o, counting, NULL);
-    sertrace_core_visitor v;
-    sertrace_treeprint_visitor(t, &v);
-    sertrace_core *c = sertrace_core_create(&v);
-    feed(c);
-    cr_assert_eq(sertrace_core_finish(c), 0);
-    cr_assert_eq(sertrace_treeprint_finish(t, sertrace_core_get_stats(c)), 0);
-    sertrace_core_destroy(c);
-    sertrace_treeprint_destroy(t);
+    FX_RUN_SINK(treeprint, t, feed);
     sertrace_buf_free(&W.keep);
 }
 

@@ -16,46 +16,19 @@ Each dump is reported on stdout as one JSON line {"kind": K, "pid": P,
 the Raw written around the path.
 """
 
-import io
 import json
 import os
-import pickle
 import sys
 
 import sertrace.dill as sd
 
 sd.install()
 
+# the pickler and the unwatchable file (tests/lib/testlib/around.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from testlib.around import AroundPickler, Raw, SlotFile  # noqa: E402
+
 RAW = 200000
-
-
-class Raw(bytes):
-    pass
-
-
-class AroundPickler(pickle._Pickler):
-    def __init__(self, file, protocol):
-        super().__init__(file, protocol)
-        self.file_handle = file
-
-    def save(self, obj, save_persistent_id=True):
-        if type(obj) is Raw:
-            pickle._Pickler.save(self, len(obj))
-            self.framer.commit_frame(force=True)
-            self.file_handle.write(bytes(obj))
-            return
-        return pickle._Pickler.save(self, obj, save_persistent_id)
-
-
-class SlotFile:
-    """A file-like object without __dict__: its write cannot be watched."""
-    __slots__ = ("buf",)
-
-    def __init__(self):
-        self.buf = io.BytesIO()
-
-    def write(self, b):
-        return self.buf.write(b)
 
 
 def obj():

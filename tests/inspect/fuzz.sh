@@ -47,7 +47,7 @@ fi
 mkdir -p "$work/corpus"
 bin=$work/fuzz_inspect
 "$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    $incs -I"$src/tracepoints/include" \
+    $incs -I"$src/tracepoints/include" -I"$src/pickle-format" \
     "$src/tests/inspect/fuzz_inspect.c" "$@" -lm -o "$bin" 2>"$work/build.log" || {
     if grep -q "fuzzer" "$work/build.log"; then
         echo "fuzz: clang has no libFuzzer runtime: skipped"; cat "$work/build.log"; exit 77

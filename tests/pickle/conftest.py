@@ -23,3 +23,26 @@ except ImportError as e:  # pragma: no cover - environment problem
         "tests/pickle: cannot import sertrace (%s); run through meson test or set "
         "PYTHONPATH=<builddir>/python" % e
     )
+
+
+# The run's cost, at the end of pytest's output (issue 17 item 6: the
+# default run is meant to take at most a minute).  Wall time depends on
+# what else the machine runs; CPU time (this process and its children,
+# user + sys) is the figure to compare between runs.  Printed, never
+# asserted.
+import resource  # noqa: E402
+import time  # noqa: E402
+
+_START = time.monotonic()
+
+
+def pytest_terminal_summary(terminalreporter):
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    load = os.getloadavg()[0]
+    terminalreporter.write_line(
+        "tests/pickle: %.1f s wall, %.1f s CPU (user + sys, children included), load %.1f; "
+        "corpus: %s" % (time.monotonic() - _START, cpu, load,
+                        "soak (PT_SOAK=1)" if os.environ.get("PT_SOAK", "") not in ("", "0")
+                        else "default"))

@@ -100,33 +100,12 @@ def test_bytes_written_around_the_path_are_counted(tmp_path, target, protocol):
 
 
 UNWATCHED = r"""
-import io, json, pickle
+import json, os, pickle, sys
 import sertrace.dill as sd
 sd.install()
 
-class SlotFile:
-    '''A file-like object without __dict__: its write cannot be watched.'''
-    __slots__ = ("buf",)
-    def __init__(self):
-        self.buf = io.BytesIO()
-    def write(self, b):
-        return self.buf.write(b)
-
-class Raw(bytes):
-    pass
-
-class AroundPickler(pickle._Pickler):
-    '''Writes the data of each Raw straight to the file, as joblib does with arrays.'''
-    def __init__(self, file, protocol):
-        super().__init__(file, protocol)
-        self.file_handle = file
-    def save(self, obj, save_persistent_id=True):
-        if type(obj) is Raw:
-            pickle._Pickler.save(self, len(obj))
-            self.framer.commit_frame(force=True)
-            self.file_handle.write(bytes(obj))
-            return
-        return pickle._Pickler.save(self, obj, save_persistent_id)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
+from testlib.around import AroundPickler, Raw, SlotFile
 
 out = {}
 f = SlotFile()

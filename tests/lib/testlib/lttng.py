@@ -13,6 +13,7 @@ the machine's lttng-sessiond.
 import contextlib
 import itertools
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -27,6 +28,11 @@ def run(*args, check=True, timeout=120):
         raise AssertionError("lttng %s failed (%d): %s%s"
                              % (" ".join(args), r.returncode, r.stdout, r.stderr))
     return r
+
+
+def sessions(timeout=120):
+    """The names of the session daemon's sessions (`lttng list`)."""
+    return set(re.findall(r"^\s*\d+\) (\S+)", run("list", check=False, timeout=timeout).stdout, re.M))
 
 
 def available(need_babeltrace2=True):
