@@ -67,7 +67,7 @@ void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind, trace_lbl 
 
 void trace_close(pickler *p)
 {
-    sertrace_exit(p->trace, output_pos(p));
+    sertrace_exit_fast(p->trace, output_pos(p));
 }
 
 /* A node without children, written from `pos` to the current position:

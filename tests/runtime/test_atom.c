@@ -480,10 +480,12 @@ Test(atom, varints_of_every_length_round_trip)
 
 /* ---- the inline fast path (sertrace.h) ------------------------------------ */
 
-/* Many labelled atoms (several batches), a pending sertrace_label(), a
- * misuse (end before start) and atoms beyond the depth cap: written once
- * through sertrace_atom_labelled() and once through the inline
- * sertrace_atom_fast(), the captured bytes must be identical. */
+/* Many labelled atoms (several batches), containers, a pending
+ * sertrace_label() (before an atom, before an exit), a misuse (end before
+ * start) and atoms beyond the depth cap: written once through
+ * sertrace_atom_labelled() / sertrace_exit() and once through the inline
+ * sertrace_atom_fast() / sertrace_exit_fast(), the captured bytes must be
+ * identical. */
 static void fast_scenario(int fast)
 {
     sertrace_internal_set_max_depth(3);
@@ -513,11 +515,29 @@ static void fast_scenario(int fast)
                 sertrace_atom_labelled(d, SERTRACE_TAG_INT, ti, 0x30, 0, pos, pos + 2,
                                        SERTRACE_LABEL_POS, 0);
             pos += 2;
-            sertrace_exit(d, pos);
-            sertrace_exit(d, pos);
+            if (fast) {
+                sertrace_exit_fast(d, pos);
+                sertrace_exit_fast(d, pos);
+            } else {
+                sertrace_exit(d, pos);
+                sertrace_exit(d, pos);
+            }
+        }
+        if (i % 50 == 49) { /* a container of the next 50 atoms, closed inline */
+            sertrace_enter_labelled(d, SERTRACE_TAG_TUPLE, 0, 0x40 + i, 51, pos, SERTRACE_LABEL_POS,
+                                    i);
+            if (i % 150 == 149)
+                sertrace_label(d, SERTRACE_LABEL_POS, 1); /* pending at the exit: dropped */
+            if (fast)
+                sertrace_exit_fast(d, ++pos);
+            else
+                sertrace_exit(d, ++pos);
         }
     }
-    sertrace_exit(d, pos + 1);
+    if (fast)
+        sertrace_exit_fast(d, pos + 1);
+    else
+        sertrace_exit(d, pos + 1);
     sertrace_dump_end(d, pos + 2, SERTRACE_STATUS_OK);
     sertrace_internal_set_max_depth(0);
 }

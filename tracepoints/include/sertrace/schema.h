@@ -133,9 +133,10 @@
  * Edge labels (v5): what a node is to its parent -- the attribute name,
  * the position, the dict key -- so that every node has a path
  * (`Session.cache['users'][3]`).  A LABEL record labels the NEXT node
- * record of the same dump (ENTER, or the ATOM record of v4): it is
+ * record of the same dump (ENTER, the ATOM record of v4, or a v6 NODE;
+ * a v6 writer folds the label into the NODE's opcode instead): it is
  * written just before it, and a reader drops a pending label when any
- * other node record (EXIT) comes first.  A label and its node may sit in
+ * other node record (EXIT, EXIT_D) comes first.  A label and its node may sit in
  * two consecutive batches.  Nodes without a LABEL have no label (the
  * root, STACK_GLOBAL's name strings, every node of a v1-v4 trace).  Label
  * texts are interned per dump: NAME defines `index` as a label text

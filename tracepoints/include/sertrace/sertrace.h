@@ -233,6 +233,28 @@ static inline void sertrace_atom_fast(sertrace_dump *d, uint8_t tag, uint32_t ty
     sertrace_atom_labelled(d, tag, type, addr, length, pos, end_pos, label_kind, label_value);
 }
 
+/* sertrace_exit(), inline on the same terms as sertrace_atom_fast(): the
+ * EXIT_D record written straight into the batch when the dump only
+ * records, else the call.  The same records either way. */
+static inline void sertrace_exit_fast(sertrace_dump *d, uint64_t pos)
+{
+    struct sertrace_dump_fast *f = (struct sertrace_dump_fast *)d;
+
+    if (d == NULL)
+        return;
+    if (__builtin_expect(f->len < f->fast_end && f->depth > 0, 1)) {
+        uint8_t *p = f->batch + f->len;
+        *p++ = SERTRACE_REC_EXIT_D;
+        p = sertrace_put_varint(p, f->depth);
+        p = sertrace_put_varint(p, sertrace_zigzag(pos, f->base_pos));
+        f->len = (uint32_t)(p - f->batch);
+        f->base_pos = pos;
+        f->depth--;
+        return;
+    }
+    sertrace_exit(d, pos);
+}
+
 /* Report that an object could not be serialized.  Call on the error path
  * only, once, at the innermost node (before unwinding): `message` is the
  * exception text, `path` where the object sat
