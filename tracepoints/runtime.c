@@ -60,7 +60,9 @@
 #define NODE_STACK_INITIAL 64
 #define TYPE_TABLE_INITIAL 64 /* slots; always a power of two */
 #define SERIALIZER_MAX 63
-#define RECORD_FIXED_MAX 64 /* op + tag + 6 varints of at most 10 bytes */
+/* The longest fixed-size record: a labelled NODE (schema v6), op + tag +
+ * two 32-bit varints (5 bytes) + five 64-bit ones (10 bytes) = 62. */
+#define RECORD_FIXED_MAX 64
 
 struct node {
     uint64_t pos;
@@ -94,6 +96,11 @@ enum dump_state {
 struct thread_state;
 
 struct sertrace_dump {
+    /* What sertrace.h's inline sertrace_atom_fast() reads and writes: the
+     * first member, so that a handle's address is its address.  fast.len
+     * is the batch's fill and fast.depth the open node count, for the
+     * whole runtime; fast.batch points at `batch` below. */
+    struct sertrace_dump_fast fast;
     uint64_t id;
     unsigned flags;
     bool lttng_on;   /* an LTTng session enabled sertrace:records */
@@ -110,7 +117,6 @@ struct sertrace_dump {
     sertrace_listener listener; /* sertrace_set_listener(), copied at begin */
 
     struct node *stack;
-    uint32_t depth;
     uint32_t stack_cap;
     uint32_t overflow; /* enters beyond the depth cap, not yet exited */
     uint32_t max_depth;
@@ -126,13 +132,15 @@ struct sertrace_dump {
     size_t arena_len;
     size_t arena_cap;
 
-    /* The label given by sertrace_label() for the next node (text tree
-     * only: the record is written at once). */
+    /* The label given by sertrace_label() for the next node: the text
+     * tree shows it, and the node's record carries it (schema v6 NODE)
+     * unless `label_fold` is false (a kind beyond the NODE opcode's 3
+     * bits, already written as a LABEL record). */
     uint8_t label_kind; /* SERTRACE_LABEL_NONE: none pending */
+    bool label_fold;
     uint64_t label_value;
 
     uint32_t seq;
-    uint32_t batch_len;
     uint8_t batch[SERTRACE_BATCH_BYTES];
 
     struct sertrace_text_dump text;
@@ -229,11 +237,12 @@ static void pool_destroy(void *unused)
 static void make_dead(struct sertrace_dump *d)
 {
     d->dead = true;
+    d->fast.fast_end = 0;
     d->lttng_on = false;
     d->records_on = false;
     d->text_on = false;
     d->flags &= ~(unsigned)(SERTRACE_DUMP_LTTNG | SERTRACE_DUMP_TEXT);
-    d->batch_len = 0;
+    d->fast.len = 0;
     memset(&d->hooks, 0, sizeof d->hooks);
     sertrace_text_drop(&d->text);
 }
@@ -342,6 +351,7 @@ static struct sertrace_dump *pool_get(void)
         return NULL;
     }
     d->stack_cap = NODE_STACK_INITIAL;
+    d->fast.batch = d->batch;
     d->slot_cap = TYPE_TABLE_INITIAL;
     if (!tls.key_set) {
         pthread_setspecific(pool_key, (void *)1);
@@ -363,12 +373,7 @@ static void pool_put(struct sertrace_dump *d)
  * record on `builtins` at every-object granularity, so the loop stays.) */
 static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
+    return sertrace_put_varint(p, v); /* the one encoder, sertrace.h */
 }
 
 static inline size_t varint_len(uint64_t v)
@@ -383,40 +388,44 @@ static inline size_t varint_len(uint64_t v)
 
 static void batch_flush(struct sertrace_dump *d)
 {
-    assert(d->batch_len <= SERTRACE_BATCH_BYTES);
-    if (d->batch_len == 0)
+    assert(d->fast.len <= SERTRACE_BATCH_BYTES);
+    if (d->fast.len == 0)
         return;
     if (d->fork_gen != atomic_load_explicit(&fork_generation, memory_order_relaxed)) {
         make_dead(d); /* begun in the parent of a fork: not ours to emit */
         return;
     }
     if (d->lttng_on)
-        lttng_ust_tracepoint(sertrace, records, d->id, d->seq, d->batch, d->batch_len,
-                             current_pid(), current_tid(), scope);
+        lttng_ust_tracepoint(sertrace, records, d->id, d->seq, d->batch, d->fast.len, current_pid(),
+                             current_tid(), scope);
     if (d->hooks.records != NULL)
-        d->hooks.records(d->hooks.ctx, d->id, d->seq, d->batch, d->batch_len);
+        d->hooks.records(d->hooks.ctx, d->id, d->seq, d->batch, d->fast.len);
     if (d->listener.records != NULL)
-        d->listener.records(d->listener.ctx, d->id, d->seq, d->batch, d->batch_len);
+        d->listener.records(d->listener.ctx, d->id, d->seq, d->batch, d->fast.len);
     d->seq++;
-    d->batch_len = 0;
+    d->fast.len = 0;
+    d->fast.base_addr = 0;
+    d->fast.base_pos = 0;
 }
 
 /* Room for `n` more bytes in the batch (flushing first if needed). */
 static inline uint8_t *batch_reserve(struct sertrace_dump *d, size_t n)
 {
-    if (d->batch_len + n > SERTRACE_BATCH_BYTES)
+    if (d->fast.len + n > SERTRACE_BATCH_BYTES)
         batch_flush(d);
-    return d->batch + d->batch_len;
+    return d->batch + d->fast.len;
 }
 
 /* Where to encode a fixed-size record (at most RECORD_FIXED_MAX bytes):
  * straight into the batch when even the longest record fits (the common
  * case: no copy), else into `tmp`, then batch_commit_fixed() copies it, so
- * a batch is flushed only when the actual record would not fit. */
+ * a batch is flushed only when the actual record would not fit.  (The v6
+ * node records use node_begin() instead: their deltas depend on the batch
+ * they land in.) */
 static inline uint8_t *batch_fixed_begin(struct sertrace_dump *d, uint8_t *tmp)
 {
-    if (d->batch_len + RECORD_FIXED_MAX <= SERTRACE_BATCH_BYTES)
-        return d->batch + d->batch_len;
+    if (d->fast.len + RECORD_FIXED_MAX <= SERTRACE_BATCH_BYTES)
+        return d->batch + d->fast.len;
     return tmp;
 }
 
@@ -425,12 +434,40 @@ static inline void batch_fixed_commit(struct sertrace_dump *d, const uint8_t *st
 {
     size_t n = (size_t)(end - start);
     assert(n <= RECORD_FIXED_MAX);
-    if (start != d->batch + d->batch_len) {
+    if (start != d->batch + d->fast.len) {
         uint8_t *p = batch_reserve(d, n);
         memcpy(p, start, n);
     }
-    d->batch_len += (uint32_t)n;
-    assert(d->batch_len <= SERTRACE_BATCH_BYTES);
+    d->fast.len += (uint32_t)n;
+    assert(d->fast.len <= SERTRACE_BATCH_BYTES);
+}
+
+/* Where to encode a v6 NODE or EXIT_D record: its deltas are taken from
+ * the bases of the batch it lands in, so the batch is flushed first when
+ * the longest record might not fit (a batch then ends up to
+ * RECORD_FIXED_MAX - 1 bytes short of SERTRACE_BATCH_BYTES). */
+static inline uint8_t *node_begin(struct sertrace_dump *d)
+{
+    if (d->fast.len + RECORD_FIXED_MAX > SERTRACE_BATCH_BYTES)
+        batch_flush(d);
+    return d->batch + d->fast.len;
+}
+
+static inline void node_commit(struct sertrace_dump *d, const uint8_t *end)
+{
+    d->fast.len = (uint32_t)(end - d->batch);
+    assert(d->fast.len <= SERTRACE_BATCH_BYTES);
+}
+
+/* Whether sertrace_atom_fast() (sertrace.h) may write the next ATOM
+ * itself: records only (no text tree), nothing pending, within the depth
+ * cap, and room for the longest record (fast_end).  Called wherever one
+ * of these changes. */
+static inline void fast_update(struct sertrace_dump *d)
+{
+    bool ok = d->records_on && !d->text_on && !d->dead && d->overflow == 0 &&
+              d->label_kind == SERTRACE_LABEL_NONE && d->fast.depth < d->max_depth;
+    d->fast.fast_end = ok ? SERTRACE_BATCH_BYTES - RECORD_FIXED_MAX + 1 : 0;
 }
 
 static size_t cut(const char *s)
@@ -451,19 +488,19 @@ static uint8_t *put_str(uint8_t *p, const char *s, size_t n)
 static void record_error(struct sertrace_dump *d, uint8_t tag, uint32_t type, const char *m,
                          size_t mn, const char *path, size_t pn)
 {
-    size_t need =
-        2 + varint_len(d->depth) + varint_len(type) + varint_len(mn) + mn + varint_len(pn) + pn;
+    size_t need = 2 + varint_len(d->fast.depth) + varint_len(type) + varint_len(mn) + mn +
+                  varint_len(pn) + pn;
     uint8_t *p = batch_reserve(d, need);
     uint8_t *start = p;
 
     *p++ = SERTRACE_REC_ERROR;
     *p++ = tag;
-    p = put_varint(p, d->depth);
+    p = put_varint(p, d->fast.depth);
     p = put_varint(p, type);
     p = put_str(p, m, mn);
     p = put_str(p, path, pn);
-    d->batch_len += (uint32_t)(p - start);
-    assert(d->batch_len <= SERTRACE_BATCH_BYTES);
+    d->fast.len += (uint32_t)(p - start);
+    assert(d->fast.len <= SERTRACE_BATCH_BYTES);
 }
 
 /* ---- misuse ------------------------------------------------------------ */
@@ -473,7 +510,7 @@ static void report_misuse(struct sertrace_dump *d, const char *what)
     if (d->records_on)
         record_error(d, SERTRACE_TAG_UNKNOWN, 0, what, strlen(what), "", 0);
     if (d->text_on)
-        sertrace_text_misuse(&d->text, d->depth, what);
+        sertrace_text_misuse(&d->text, d->fast.depth, what);
 }
 
 /* ---- public API -------------------------------------------------------- */
@@ -529,7 +566,7 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
         d->listener = listener;
         pthread_mutex_unlock(&hooks_lock);
     }
-    d->depth = 0;
+    d->fast.depth = 0;
     d->overflow = 0;
     d->max_depth = atomic_load_explicit(&max_depth_cap, memory_order_relaxed);
     d->too_deep_reported = false;
@@ -539,9 +576,12 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     }
     d->ntypes = 0;
     d->label_kind = SERTRACE_LABEL_NONE;
+    d->label_fold = false;
     d->arena_len = 0;
     d->seq = 0;
-    d->batch_len = 0;
+    d->fast.len = 0;
+    d->fast.base_addr = 0;
+    d->fast.base_pos = 0;
 
     /* Nested dump: what the outer dump printed so far goes out first. */
     if (tls.current != NULL && tls.current->text_on)
@@ -558,6 +598,7 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
         d->listener.dump_begin(d->listener.ctx, d->id, d->serializer, (int32_t)protocol);
     if (text)
         sertrace_text_begin(&d->text, d->id, d->serializer, protocol);
+    fast_update(d);
     return d;
 }
 
@@ -606,13 +647,14 @@ static void dump_finish(struct sertrace_dump *d, uint64_t total_bytes, int statu
     uint8_t st;
     uint32_t open;
 
+    d->fast.fast_end = 0; /* every later record through the library */
     st = status == SERTRACE_STATUS_OK ? SERTRACE_STATUS_OK : SERTRACE_STATUS_ERROR;
-    open = d->depth + d->overflow;
+    open = d->fast.depth + d->overflow;
     if (open > 0 && st == SERTRACE_STATUS_OK && !d->failed)
         report_misuse(d, "enter without exit");
     if (d->text_on) {
         /* Close what an error (or a misuse) left open, innermost first. */
-        for (uint32_t i = d->depth; i > 0; i--) {
+        for (uint32_t i = d->fast.depth; i > 0; i--) {
             const struct node *nd = &d->stack[i - 1];
             uint64_t bytes = total_bytes > nd->pos ? total_bytes - nd->pos : 0;
             sertrace_text_exit(&d->text, i, nd->tag, bytes, true);
@@ -651,6 +693,7 @@ static void dump_end_elsewhere(struct sertrace_dump *d, uint64_t total_bytes, in
     /* Later calls through a stale pointer on the owner are no-ops. */
     d->records_on = false;
     d->text_on = false;
+    d->fast.fast_end = 0;
     atomic_store_explicit(&d->state, DUMP_ENDED_ELSEWHERE, memory_order_release);
 }
 
@@ -786,7 +829,7 @@ static uint32_t intern(sertrace_dump *d, const void *key, const char *name, size
         *p++ = op;
         p = put_varint(p, index);
         p = put_str(p, name, n);
-        d->batch_len += (uint32_t)(p - start);
+        d->fast.len += (uint32_t)(p - start);
     }
     return index;
 }
@@ -819,19 +862,22 @@ void sertrace_oob(sertrace_dump *d, uint64_t bytes)
         uint8_t *start = batch_fixed_begin(d, tmp);
         uint8_t *p = start;
         *p++ = SERTRACE_REC_OOB;
-        p = put_varint(p, d->depth);
+        p = put_varint(p, d->fast.depth);
         p = put_varint(p, bytes);
         batch_fixed_commit(d, start, p);
     }
-    if (d->overflow == 0 && d->depth > 0)
-        d->stack[d->depth - 1].oob += bytes;
+    if (d->overflow == 0 && d->fast.depth > 0)
+        d->stack[d->fast.depth - 1].oob += bytes;
 }
 
-void sertrace_label(sertrace_dump *d, uint8_t kind, uint64_t value)
+/* The pending label of the next node (sertrace_label() and the labelled
+ * enter and atom). */
+static inline void label_set(sertrace_dump *d, uint8_t kind, uint64_t value)
 {
-    if (d == NULL)
-        return;
-    if (d->records_on) {
+    /* Kept for the next node's record (v6 NODE); a kind the opcode cannot
+     * hold goes out now as a v5 LABEL record. */
+    d->label_fold = kind <= SERTRACE_REC_NODE_KIND_MAX;
+    if (d->records_on && !d->label_fold) {
         uint8_t tmp[RECORD_FIXED_MAX];
         uint8_t *start = batch_fixed_begin(d, tmp);
         uint8_t *p = start;
@@ -842,6 +888,39 @@ void sertrace_label(sertrace_dump *d, uint8_t kind, uint64_t value)
     }
     d->label_kind = kind;
     d->label_value = value;
+    fast_update(d);
+}
+
+void sertrace_label(sertrace_dump *d, uint8_t kind, uint64_t value)
+{
+    if (d == NULL)
+        return;
+    label_set(d, kind, value);
+}
+
+/* One v6 NODE record (schema.h, "Compact records"): an ENTER (`atom`
+ * false) or an ATOM of `bytes` bytes, with the pending label folded in. */
+static inline __attribute__((always_inline)) void
+node_record(struct sertrace_dump *d, unsigned atom, uint8_t tag, uint32_t depth, uint32_t type,
+            uint64_t addr, uint64_t length, uint64_t pos, uint64_t bytes)
+{
+    unsigned kind = d->label_fold ? d->label_kind : SERTRACE_LABEL_NONE;
+    uint8_t *p = node_begin(d);
+
+    *p++ = (uint8_t)(SERTRACE_REC_NODE | kind << SERTRACE_REC_NODE_KIND_SHIFT | atom);
+    *p++ = tag;
+    p = put_varint(p, depth);
+    p = put_varint(p, type);
+    p = put_varint(p, sertrace_zigzag(addr, d->fast.base_addr));
+    p = put_varint(p, length);
+    p = put_varint(p, sertrace_zigzag(pos, d->fast.base_pos));
+    if (atom)
+        p = put_varint(p, bytes);
+    if (kind != SERTRACE_LABEL_NONE)
+        p = put_varint(p, d->label_value);
+    node_commit(d, p);
+    d->fast.base_addr = addr;
+    d->fast.base_pos = pos + bytes;
 }
 
 /* The node stack is full: grow it, or refuse beyond the cap. */
@@ -876,25 +955,24 @@ static void text_pending_label(sertrace_dump *d, uint32_t depth)
     sertrace_text_label(&d->text, d->label_kind, d->label_value, text, ln, in_state);
 }
 
-void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr, uint64_t length,
-                    uint64_t pos)
+static inline void enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
+                         uint64_t length, uint64_t pos)
 {
     struct node *nd;
 
-    if (d == NULL)
-        return;
-    assert(d->depth <= d->stack_cap && d->depth <= d->max_depth);
-    if (d->overflow > 0 || d->depth >= d->max_depth ||
-        (d->depth >= d->stack_cap && !stack_grow(d))) {
+    assert(d->fast.depth <= d->stack_cap && d->fast.depth <= d->max_depth);
+    if (d->overflow > 0 || d->fast.depth >= d->max_depth ||
+        (d->fast.depth >= d->stack_cap && !stack_grow(d))) {
         if (!d->too_deep_reported) {
             d->too_deep_reported = true;
             report_misuse(d, "too deep: node not recorded (depth cap reached)");
         }
         d->label_kind = SERTRACE_LABEL_NONE;
         d->overflow++;
+        fast_update(d);
         return;
     }
-    nd = &d->stack[d->depth++];
+    nd = &d->stack[d->fast.depth++];
     nd->pos = pos;
     nd->addr = addr;
     nd->length = length;
@@ -902,28 +980,37 @@ void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr
     nd->tag = tag;
     nd->state = d->label_kind == SERTRACE_LABEL_ROLE && d->label_value == SERTRACE_ROLE_STATE;
     nd->oob = 0;
-    if (d->records_on) {
-        uint8_t tmp[RECORD_FIXED_MAX];
-        uint8_t *start = batch_fixed_begin(d, tmp);
-        uint8_t *p = start;
-        *p++ = SERTRACE_REC_ENTER;
-        *p++ = tag;
-        p = put_varint(p, d->depth);
-        p = put_varint(p, type);
-        p = put_varint(p, addr);
-        p = put_varint(p, length);
-        p = put_varint(p, pos);
-        batch_fixed_commit(d, start, p);
-    }
+    if (d->records_on)
+        node_record(d, 0, tag, d->fast.depth, type, addr, length, pos, 0);
     if (d->text_on) {
         size_t n;
         const char *name = type_name(d, type, &n);
-        text_pending_label(d, d->depth);
+        text_pending_label(d, d->fast.depth);
         /* An index not interned (yet) shows "?": not cached under it. */
-        sertrace_text_enter(&d->text, d->depth, tag, type <= d->ntypes ? type : 0, name, n, addr,
-                            length);
+        sertrace_text_enter(&d->text, d->fast.depth, tag, type <= d->ntypes ? type : 0, name, n,
+                            addr, length);
     }
     d->label_kind = SERTRACE_LABEL_NONE;
+    fast_update(d);
+}
+
+void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr, uint64_t length,
+                    uint64_t pos)
+{
+    if (d == NULL)
+        return;
+    enter(d, tag, type, addr, length, pos);
+}
+
+void sertrace_enter_labelled(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
+                             uint64_t length, uint64_t pos, uint8_t label_kind,
+                             uint64_t label_value)
+{
+    if (d == NULL)
+        return;
+    if (label_kind != SERTRACE_LABEL_NONE)
+        label_set(d, label_kind, label_value);
+    enter(d, tag, type, addr, length, pos);
 }
 
 void sertrace_exit(sertrace_dump *d, uint64_t pos)
@@ -935,41 +1022,41 @@ void sertrace_exit(sertrace_dump *d, uint64_t pos)
     d->label_kind = SERTRACE_LABEL_NONE;
     if (d->overflow > 0) {
         d->overflow--;
+        fast_update(d);
         return;
     }
-    if (d->depth == 0) {
+    if (d->fast.depth == 0) {
         report_misuse(d, "exit without enter");
         return;
     }
-    assert(d->depth <= d->stack_cap);
-    nd = &d->stack[d->depth - 1];
+    assert(d->fast.depth <= d->stack_cap);
+    nd = &d->stack[d->fast.depth - 1];
     if (d->records_on) {
-        uint8_t tmp[RECORD_FIXED_MAX];
-        uint8_t *start = batch_fixed_begin(d, tmp);
-        uint8_t *p = start;
-        *p++ = SERTRACE_REC_EXIT;
-        p = put_varint(p, d->depth);
-        p = put_varint(p, pos);
-        batch_fixed_commit(d, start, p);
+        uint8_t *p = node_begin(d);
+        *p++ = SERTRACE_REC_EXIT_D;
+        p = put_varint(p, d->fast.depth);
+        p = put_varint(p, sertrace_zigzag(pos, d->fast.base_pos));
+        node_commit(d, p);
+        d->fast.base_pos = pos;
     }
     if (d->text_on) {
         if (pos < nd->pos)
-            sertrace_text_misuse(&d->text, d->depth, "exit position before enter position");
+            sertrace_text_misuse(&d->text, d->fast.depth, "exit position before enter position");
         if (nd->oob > 0)
             sertrace_text_oob(&d->text, nd->oob);
-        sertrace_text_exit(&d->text, d->depth, nd->tag, pos >= nd->pos ? pos - nd->pos : 0, false);
+        sertrace_text_exit(&d->text, d->fast.depth, nd->tag, pos >= nd->pos ? pos - nd->pos : 0,
+                           false);
     }
-    d->depth--;
+    d->fast.depth--;
+    fast_update(d);
 }
 
-void sertrace_atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr, uint64_t length,
-                   uint64_t pos, uint64_t end_pos)
+static inline void atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
+                        uint64_t length, uint64_t pos, uint64_t end_pos)
 {
     uint32_t depth;
 
-    if (d == NULL)
-        return;
-    if (d->overflow > 0 || d->depth >= d->max_depth) {
+    if (d->overflow > 0 || d->fast.depth >= d->max_depth) {
         /* As an enter beyond the cap: reported once, not recorded; no
          * exit will follow, so nothing is counted in `overflow`. */
         if (!d->too_deep_reported) {
@@ -977,23 +1064,13 @@ void sertrace_atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
             report_misuse(d, "too deep: node not recorded (depth cap reached)");
         }
         d->label_kind = SERTRACE_LABEL_NONE;
+        fast_update(d);
         return;
     }
-    depth = d->depth + 1;
-    if (d->records_on) {
-        uint8_t tmp[RECORD_FIXED_MAX];
-        uint8_t *start = batch_fixed_begin(d, tmp);
-        uint8_t *p = start;
-        *p++ = SERTRACE_REC_ATOM;
-        *p++ = tag;
-        p = put_varint(p, depth);
-        p = put_varint(p, type);
-        p = put_varint(p, addr);
-        p = put_varint(p, length);
-        p = put_varint(p, pos);
-        p = put_varint(p, end_pos >= pos ? end_pos - pos : 0);
-        batch_fixed_commit(d, start, p);
-    }
+    depth = d->fast.depth + 1;
+    if (d->records_on)
+        node_record(d, SERTRACE_REC_NODE_ATOM, tag, depth, type, addr, length, pos,
+                    end_pos >= pos ? end_pos - pos : 0);
     if (d->text_on) {
         size_t n;
         const char *name = type_name(d, type, &n);
@@ -1008,6 +1085,26 @@ void sertrace_atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
         }
     }
     d->label_kind = SERTRACE_LABEL_NONE; /* the atom took it, as an enter does */
+    fast_update(d);
+}
+
+void sertrace_atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr, uint64_t length,
+                   uint64_t pos, uint64_t end_pos)
+{
+    if (d == NULL)
+        return;
+    atom(d, tag, type, addr, length, pos, end_pos);
+}
+
+void sertrace_atom_labelled(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
+                            uint64_t length, uint64_t pos, uint64_t end_pos, uint8_t label_kind,
+                            uint64_t label_value)
+{
+    if (d == NULL)
+        return;
+    if (label_kind != SERTRACE_LABEL_NONE)
+        label_set(d, label_kind, label_value);
+    atom(d, tag, type, addr, length, pos, end_pos);
 }
 
 void sertrace_error(sertrace_dump *d, uint8_t tag, uint32_t type, const char *message,
@@ -1025,7 +1122,7 @@ void sertrace_error(sertrace_dump *d, uint8_t tag, uint32_t type, const char *me
     if (d->text_on) {
         size_t n;
         const char *name = type_name(d, type, &n);
-        sertrace_text_error(&d->text, d->depth, tag, name, n, message, mn, path, pn);
+        sertrace_text_error(&d->text, d->fast.depth, tag, name, n, message, mn, path, pn);
     }
 }
 
@@ -1038,17 +1135,17 @@ void sertrace_note(sertrace_dump *d, const char *key, const char *value)
     kn = cut(key);
     vn = cut(value);
     if (d->records_on) {
-        size_t need = 1 + varint_len(d->depth) + varint_len(kn) + kn + varint_len(vn) + vn;
+        size_t need = 1 + varint_len(d->fast.depth) + varint_len(kn) + kn + varint_len(vn) + vn;
         uint8_t *p = batch_reserve(d, need);
         uint8_t *start = p;
         *p++ = SERTRACE_REC_NOTE;
-        p = put_varint(p, d->depth);
+        p = put_varint(p, d->fast.depth);
         p = put_str(p, key, kn);
         p = put_str(p, value, vn);
-        d->batch_len += (uint32_t)(p - start);
+        d->fast.len += (uint32_t)(p - start);
     }
     if (d->text_on)
-        sertrace_text_note(&d->text, d->depth, key ? key : "", kn, value ? value : "", vn);
+        sertrace_text_note(&d->text, d->fast.depth, key ? key : "", kn, value ? value : "", vn);
 }
 
 sertrace_dump *sertrace_current_dump(void)
@@ -1064,7 +1161,7 @@ sertrace_dump *sertrace_current_dump(void)
 
 uint32_t sertrace_depth(const sertrace_dump *d)
 {
-    return d ? d->depth + d->overflow : 0;
+    return d ? d->fast.depth + d->overflow : 0;
 }
 
 /* ---- the in-process listener (sertrace.h) ------------------------------ */

@@ -431,6 +431,8 @@ int sertrace_core_dump_begin(sertrace_core *c, int64_t pid, int64_t tid, int64_t
 
 typedef struct reader {
     const uint8_t *p, *end;
+    /* The delta bases of the batch (schema v6, "Compact records"). */
+    uint64_t base_addr, base_pos;
 } reader;
 
 static bool read_u8(reader *r, uint8_t *out)
@@ -518,13 +520,9 @@ static void see_pos(sertrace_dump_state *d, uint64_t pos)
 
 /* Result of one record: 0 ok, 1 malformed (stop the batch), 2 malformed
  * but well delimited (skip that record, go on), -1 fatal. */
-static int rec_enter(sertrace_core *c, sertrace_dump_state *d, reader *r)
+static int place_enter(sertrace_core *c, sertrace_dump_state *d, uint8_t tag, uint64_t depth,
+                       uint64_t type, uint64_t addr, uint64_t length, uint64_t pos)
 {
-    uint8_t tag;
-    uint64_t depth, type, addr, length, pos;
-    if (!read_u8(r, &tag) || !read_varint(r, &depth) || !read_varint(r, &type) ||
-        !read_varint(r, &addr) || !read_varint(r, &length) || !read_varint(r, &pos))
-        return 1;
     if (!valid_depth(depth) || type > CORE_MAX_TYPES)
         return 1;
     if (depth > (uint64_t)d->depth + 1 + CORE_MAX_INVENTED) {
@@ -541,11 +539,18 @@ static int rec_enter(sertrace_core *c, sertrace_dump_state *d, reader *r)
     return push_node(c, d, tag, (uint32_t)type, addr, length, pos, 0) < 0 ? -1 : 0;
 }
 
-static int rec_exit(sertrace_core *c, sertrace_dump_state *d, reader *r)
+static int rec_enter(sertrace_core *c, sertrace_dump_state *d, reader *r)
 {
-    uint64_t depth, pos;
-    if (!read_varint(r, &depth) || !read_varint(r, &pos))
+    uint8_t tag;
+    uint64_t depth, type, addr, length, pos;
+    if (!read_u8(r, &tag) || !read_varint(r, &depth) || !read_varint(r, &type) ||
+        !read_varint(r, &addr) || !read_varint(r, &length) || !read_varint(r, &pos))
         return 1;
+    return place_enter(c, d, tag, depth, type, addr, length, pos);
+}
+
+static int place_exit(sertrace_core *c, sertrace_dump_state *d, uint64_t depth, uint64_t pos)
+{
     if (!valid_depth(depth))
         return 1;
     see_pos(d, pos);
@@ -562,17 +567,30 @@ static int rec_exit(sertrace_core *c, sertrace_dump_state *d, reader *r)
     return pop_node(c, d, pos, 0) < 0 ? -1 : 0;
 }
 
+static int rec_exit(sertrace_core *c, sertrace_dump_state *d, reader *r)
+{
+    uint64_t depth, pos;
+    if (!read_varint(r, &depth) || !read_varint(r, &pos))
+        return 1;
+    return place_exit(c, d, depth, pos);
+}
+
+/* EXIT_D (schema v6): an EXIT whose position is a delta. */
+static int rec_exit_d(sertrace_core *c, sertrace_dump_state *d, reader *r)
+{
+    uint64_t depth, dpos;
+    if (!read_varint(r, &depth) || !read_varint(r, &dpos))
+        return 1;
+    r->base_pos = sertrace_unzigzag(r->base_pos, dpos);
+    return place_exit(c, d, depth, r->base_pos);
+}
+
 /* ATOM (schema v4): the node an ENTER followed at once by its EXIT gives,
  * placed by the same depth rules (earlier siblings that lost their EXIT
  * are closed, lost ancestors invented), then closed at pos + bytes. */
-static int rec_atom(sertrace_core *c, sertrace_dump_state *d, reader *r)
+static int place_atom(sertrace_core *c, sertrace_dump_state *d, uint8_t tag, uint64_t depth,
+                      uint64_t type, uint64_t addr, uint64_t length, uint64_t pos, uint64_t bytes)
 {
-    uint8_t tag;
-    uint64_t depth, type, addr, length, pos, bytes;
-    if (!read_u8(r, &tag) || !read_varint(r, &depth) || !read_varint(r, &type) ||
-        !read_varint(r, &addr) || !read_varint(r, &length) || !read_varint(r, &pos) ||
-        !read_varint(r, &bytes))
-        return 1;
     if (!valid_depth(depth) || type > CORE_MAX_TYPES || bytes > UINT64_MAX - pos)
         return 1;
     if (depth > (uint64_t)d->depth + 1 + CORE_MAX_INVENTED) {
@@ -590,6 +608,45 @@ static int rec_atom(sertrace_core *c, sertrace_dump_state *d, reader *r)
         return -1;
     see_pos(d, pos + bytes);
     return pop_node(c, d, pos + bytes, 0) < 0 ? -1 : 0;
+}
+
+static int rec_atom(sertrace_core *c, sertrace_dump_state *d, reader *r)
+{
+    uint8_t tag;
+    uint64_t depth, type, addr, length, pos, bytes;
+    if (!read_u8(r, &tag) || !read_varint(r, &depth) || !read_varint(r, &type) ||
+        !read_varint(r, &addr) || !read_varint(r, &length) || !read_varint(r, &pos) ||
+        !read_varint(r, &bytes))
+        return 1;
+    return place_atom(c, d, tag, depth, type, addr, length, pos, bytes);
+}
+
+/* NODE (schema v6): an ENTER or an ATOM with delta address and position,
+ * and its label, if any, in the opcode (read as a LABEL record before
+ * it). */
+static int rec_node(sertrace_core *c, sertrace_dump_state *d, reader *r, uint8_t op)
+{
+    uint8_t tag;
+    uint64_t depth, type, daddr, length, dpos, bytes = 0, label = 0;
+    unsigned kind = SERTRACE_REC_NODE_KIND(op);
+    bool is_atom = (op & SERTRACE_REC_NODE_ATOM) != 0;
+    if (!read_u8(r, &tag) || !read_varint(r, &depth) || !read_varint(r, &type) ||
+        !read_varint(r, &daddr) || !read_varint(r, &length) || !read_varint(r, &dpos) ||
+        (is_atom && !read_varint(r, &bytes)) ||
+        (kind != SERTRACE_LABEL_NONE && !read_varint(r, &label)))
+        return 1;
+    uint64_t addr = sertrace_unzigzag(r->base_addr, daddr);
+    uint64_t pos = sertrace_unzigzag(r->base_pos, dpos);
+    r->base_addr = addr;
+    r->base_pos = pos + bytes;
+    if (kind != SERTRACE_LABEL_NONE) {
+        d->label_kind = (uint8_t)kind;
+        d->label = label;
+        d->labels++;
+    }
+    if (is_atom)
+        return place_atom(c, d, tag, depth, type, addr, length, pos, bytes);
+    return place_enter(c, d, tag, depth, type, addr, length, pos);
 }
 
 static sertrace_node *node_at(sertrace_dump_state *d, uint64_t depth);
@@ -753,7 +810,7 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts
     d->seen_records = true;
     d->next_seq = seq + 1;
 
-    reader r = {bytes, bytes + (bytes ? n : 0)};
+    reader r = {bytes, bytes + (bytes ? n : 0), 0, 0};
     bool skipped = false; /* a record of this batch was skipped */
     while (r.p < r.end) {
         uint8_t op = *r.p++;
@@ -767,6 +824,9 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts
             break;
         case SERTRACE_REC_ATOM:
             rc = rec_atom(c, d, &r);
+            break;
+        case SERTRACE_REC_EXIT_D:
+            rc = rec_exit_d(c, d, &r);
             break;
         case SERTRACE_REC_TYPE:
         case SERTRACE_REC_NAME:
@@ -785,7 +845,10 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts
             rc = rec_note(c, d, &r);
             break;
         default:
-            rc = 1; /* unknown opcode: a newer schema; skip the batch */
+            if (SERTRACE_REC_IS_NODE(op))
+                rc = rec_node(c, d, &r, op);
+            else
+                rc = 1; /* unknown opcode: a newer schema; skip the batch */
             break;
         }
         if (rc < 0)

@@ -1,15 +1,16 @@
-/* labels.c -- the edge label of each traced node (schema v5).
+/* labels.c -- the edge label of each traced node (schema v5, v6).
  *
  * Every object is saved by save.c's one step with an edge: what it is to
  * its parent (list item 3, the value of dict key 'cache', a reduce's
  * state ...).  In a traced dump the step hands that edge to trace_label()
- * just before the object's node opens, and this file turns it into one
- * sertrace_label() call: positions as numbers, dict keys as interned names
+ * (pickler.h: positions and roles inline) just before the object's node
+ * opens, and the label goes into the node's own record
+ * (sertrace_enter_labelled / sertrace_atom_labelled: one call, one
+ * record).  This file labels dict values: positions as numbers, dict keys as interned names
  * (sertrace_name: the first time a str is seen in a dump its UTF-8 text is
- * recorded, afterwards one hash probe on its address), roles of a reduce
- * as small codes.  Nothing here runs in a dormant dump, nor for objects
- * that are no nodes (atoms at the default granularity), and nothing calls
- * user code: only exact str and int keys are looked at.
+ * recorded, afterwards one hash probe on its address).  Nothing here runs in a dormant dump, nor
+ * for objects that are no nodes (atoms at the default granularity), and nothing calls user code:
+ * only exact str and int keys are looked at.
  *
  * Privacy (schema.h, "Edge labels"): a dict key is data.  By default only
  * int keys and str keys that are identifiers of at most
@@ -51,58 +52,31 @@ static uint32_t label_name(pickler *p, PyObject *s)
     return sertrace_name(p->trace, s, text, (size_t)n);
 }
 
-static void label_key(pickler *p, const edge *e)
+trace_lbl trace_label_key(pickler *p, const edge *e)
 {
     PyObject *key = e->key;
     if (PyUnicode_CheckExact(key)) {
-        int shown = (p->trace_flags & SERTRACE_DUMP_KEYS_ALL) ||
-                    (PyUnicode_GET_LENGTH(key) <= SERTRACE_KEY_NAME_MAX &&
-                     PyUnicode_IsIdentifier(key) == 1);
-        uint32_t index = shown ? label_name(p, key) : 0;
-        if (index != 0) {
-            sertrace_label(p->trace, SERTRACE_LABEL_KEY, index);
-            return;
+        /* A str interned in this dump was shown before (only shown keys
+         * are interned): one probe, no identifier check. */
+        uint32_t index = sertrace_name_known(p->trace, key);
+        if (index == 0) {
+            int shown = (p->trace_flags & SERTRACE_DUMP_KEYS_ALL) ||
+                        (PyUnicode_GET_LENGTH(key) <= SERTRACE_KEY_NAME_MAX &&
+                         PyUnicode_IsIdentifier(key) == 1);
+            index = shown ? label_name(p, key) : 0;
         }
+        if (index != 0)
+            return (trace_lbl){SERTRACE_LABEL_KEY, index};
     } else if (PyLong_CheckExact(key)) {
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(key, &overflow);
         if (!overflow && !(v == -1 && PyErr_Occurred())) {
             uint64_t zigzag = v >= 0 ? (uint64_t)v * 2 : ((uint64_t)(-(v + 1)) * 2) + 1;
-            sertrace_label(p->trace, SERTRACE_LABEL_INT, zigzag);
-            return;
+            return (trace_lbl){SERTRACE_LABEL_INT, zigzag};
         }
         PyErr_Clear();
     }
-    sertrace_label(p->trace, SERTRACE_LABEL_HIDDEN, ++p->hidden_keys);
-}
-
-void trace_label(pickler *p, const edge *e)
-{
-    switch (e->kind) {
-    case EDGE_ITEM:
-        sertrace_label(p->trace, SERTRACE_LABEL_POS, (uint64_t)e->index);
-        break;
-    case EDGE_VALUE:
-        label_key(p, e);
-        break;
-    case EDGE_ELEMENT:
-        sertrace_label(p->trace, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT);
-        break;
-    case EDGE_STATE:
-        sertrace_label(p->trace, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_STATE);
-        break;
-    case EDGE_STATE_SETTER:
-    case EDGE_RECONSTRUCTOR:
-    case EDGE_CLASS:
-        sertrace_label(p->trace, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE);
-        break;
-    case EDGE_RECONSTRUCTOR_ARGS:
-    case EDGE_NEW_ARGS:
-        sertrace_label(p->trace, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ARGS);
-        break;
-    default: /* the root, dict keys, STACK_GLOBAL's names, persistent ids */
-        break;
-    }
+    return (trace_lbl){SERTRACE_LABEL_HIDDEN, ++p->hidden_keys};
 }
 
 void trace_labels_end(pickler *p)

@@ -621,11 +621,19 @@ static inline int trace_plain_atom(const pickler *p, PyObject *obj)
     return type == &PyUnicode_Type || type == &PyLong_Type || type == &PyFloat_Type ||
            obj == Py_None || type == &PyBool_Type;
 }
-void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind);
+/* A node's edge label (labels.c): a SERTRACE_LABEL_* kind (NONE: none)
+ * and its value, handed to the node's one record (schema v6). */
+typedef struct trace_lbl {
+    uint8_t kind;
+    uint64_t value;
+} trace_lbl;
+#define TRACE_NO_LABEL ((trace_lbl){SERTRACE_LABEL_NONE, 0})
+void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind, trace_lbl lbl);
 void trace_close(pickler *p);
 /* A node that has no children, written from `pos` to the current output
  * position (ATOM record); `failed`: left open as a failed node instead. */
-void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t pos, int failed);
+void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t pos, int failed,
+                trace_lbl lbl);
 /* Remember obj as the innermost failure (the first call of a dump wins);
  * tag 0: the atom's own tag. */
 void trace_failed(pickler *p, PyObject *obj, uint8_t tag);
@@ -639,8 +647,31 @@ void trace_reset_error(pickler *p);
 
 /* ---- labels.c --------------------------------------------------------- */
 
-/* Label the node about to open for the child `e` (a traced dump only). */
-void trace_label(pickler *p, const edge *e);
+/* The label of the node about to open for the child `e` (a traced dump
+ * only): positions and roles inline, dict keys in labels.c. */
+trace_lbl trace_label_key(pickler *p, const edge *e);
+static inline trace_lbl trace_label(pickler *p, const edge *e)
+{
+    switch (e->kind) {
+    case EDGE_ITEM:
+        return (trace_lbl){SERTRACE_LABEL_POS, (uint64_t)e->index};
+    case EDGE_VALUE:
+        return trace_label_key(p, e);
+    case EDGE_ELEMENT:
+        return (trace_lbl){SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT};
+    case EDGE_STATE:
+        return (trace_lbl){SERTRACE_LABEL_ROLE, SERTRACE_ROLE_STATE};
+    case EDGE_STATE_SETTER:
+    case EDGE_RECONSTRUCTOR:
+    case EDGE_CLASS:
+        return (trace_lbl){SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE};
+    case EDGE_RECONSTRUCTOR_ARGS:
+    case EDGE_NEW_ARGS:
+        return (trace_lbl){SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ARGS};
+    default: /* the root, dict keys, STACK_GLOBAL's names, persistent ids */
+        return TRACE_NO_LABEL;
+    }
+}
 /* Forget the dump's labels (interned keys, hidden key numbers). */
 void trace_labels_end(pickler *p);
 

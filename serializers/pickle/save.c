@@ -529,8 +529,7 @@ static inline int traced_atom(pickler *p, PyObject *obj, const edge *e, int *sta
     } else {
         return 1;
     }
-    trace_label(p, e);
-    trace_leaf(p, tag, obj, KEY_TYPE, pos, *status < 0);
+    trace_leaf(p, tag, obj, KEY_TYPE, pos, *status < 0, trace_label(p, e));
     if (*status < 0)
         trace_failed(p, obj, tag);
     return 0;
@@ -557,16 +556,15 @@ static int traced_object(pickler *p, PyObject *obj, const edge *e)
 
     if (is_leaf(p, tag)) {
         uint64_t pos = output_pos(p);
-        trace_label(p, e);
+        trace_lbl lbl = trace_label(p, e);
         int status = save_object(p, obj);
-        trace_leaf(p, tag, obj, key_kind, pos, status < 0);
+        trace_leaf(p, tag, obj, key_kind, pos, status < 0, lbl);
         if (status < 0)
             trace_failed(p, obj, tag);
         return status;
     }
     if (tag != 0) {
-        trace_label(p, e);
-        trace_open(p, tag, obj, key_kind);
+        trace_open(p, tag, obj, key_kind, trace_label(p, e));
     } else if (!plain)
         p->trace = NULL;
     int status = save_object(p, obj);
@@ -584,8 +582,7 @@ static int save_persistent(pickler *p, PyObject *obj, PyObject *pid, const edge 
 {
     if (p->trace == NULL)
         return write_persistent_id(p, pid);
-    trace_label(p, e);
-    trace_open(p, SERTRACE_TAG_PERSID, obj, KEY_TYPE);
+    trace_open(p, SERTRACE_TAG_PERSID, obj, KEY_TYPE, trace_label(p, e));
     if (write_persistent_id(p, pid) < 0)
         return -1; /* left open; the caller remembers the failure */
     trace_close(p);
@@ -627,9 +624,9 @@ int save_part(pickler *p, int part, PyObject *obj, int (*write)(pickler *, void 
     if (p->trace == NULL || obj == NULL)
         return write(p, arg);
     if (part == PART_EXT)
-        trace_open(p, SERTRACE_TAG_EXT, obj, KEY_SELF);
+        trace_open(p, SERTRACE_TAG_EXT, obj, KEY_SELF, TRACE_NO_LABEL);
     else
-        trace_open(p, SERTRACE_TAG_ITEMS, obj, KEY_TYPE);
+        trace_open(p, SERTRACE_TAG_ITEMS, obj, KEY_TYPE, TRACE_NO_LABEL);
     if (write(p, arg) < 0)
         return -1; /* left open, as a failed node */
     trace_close(p);

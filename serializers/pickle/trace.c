@@ -5,6 +5,7 @@
  * current output position, runs the ordinary savers and closes it with
  * trace_close() at the new position; a node without children (an atom, a
  * memo hit) is one trace_leaf() after it was written (one ATOM record).
+ * The node's edge label (labels.c) goes into the same call and record.
  * Positions come from output_pos()
  * (output.c), so node bytes are exact by construction: a node's bytes are
  * everything the write path appended while it was open, frame headers and
@@ -55,23 +56,25 @@ uint8_t trace_classify(pickler *p, PyObject *obj, int *key_kind)
     return tag;
 }
 
-void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind)
+void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind, trace_lbl lbl)
 {
     (void)key_kind;
     uint32_t type = od_type_index(p->trace, obj, od_naming(obj, tag));
     uint64_t length = tag == SERTRACE_TAG_ITEMS ? 0 : od_length(obj);
-    sertrace_enter(p->trace, tag, type, (uintptr_t)obj, length, output_pos(p));
+    sertrace_enter_labelled(p->trace, tag, type, (uintptr_t)obj, length, output_pos(p), lbl.kind,
+                            lbl.value);
 }
 
 void trace_close(pickler *p)
 {
-    sertrace_exit(p->trace, output_pos(p));
+    sertrace_exit_fast(p->trace, output_pos(p));
 }
 
 /* A node without children, written from `pos` to the current position:
  * one ATOM record.  `failed`: writing it failed, so it is an ENTER left
  * open like any failed node (same tree as before the ATOM record). */
-void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t pos, int failed)
+void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t pos, int failed,
+                trace_lbl lbl)
 {
     (void)key_kind; /* naming: od_naming() decides from the object and the tag */
     PyTypeObject *t = Py_TYPE(obj);
@@ -95,9 +98,11 @@ void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t p
                       : slot >= 0 ? 0
                                   : od_length(obj);
     if (failed)
-        sertrace_enter(p->trace, tag, type, (uintptr_t)obj, length, pos);
+        sertrace_enter_labelled(p->trace, tag, type, (uintptr_t)obj, length, pos, lbl.kind,
+                                lbl.value);
     else
-        sertrace_atom(p->trace, tag, type, (uintptr_t)obj, length, pos, output_pos(p));
+        sertrace_atom_fast(p->trace, tag, type, (uintptr_t)obj, length, pos, output_pos(p),
+                           lbl.kind, lbl.value);
 }
 
 void trace_failed(pickler *p, PyObject *obj, uint8_t tag)

@@ -17,8 +17,9 @@
  *     are told apart by identity with save_reduce's own arguments.
  * Nothing reads a frame per object and nothing calls user code: keys are
  * looked at only when exact str or int.  The label is decided when save()
- * is called and emitted just before the node's enter record (a node dill
- * names late keeps it until then), so hidden keys are numbered in the
+ * is called and goes into the node's enter record (node_label(), one
+ * sertrace_enter_labelled() call: schema v6; a node dill names late keeps
+ * it until then), so hidden keys are numbered in the
  * order their nodes appear, as in the C pickler.
  *
  * Privacy: the C pickler's rule.  A str key is recorded when it is an
@@ -113,36 +114,46 @@ static uint32_t label_name(hook_state *s, PyObject *k)
     return sertrace_name(s->d, k, text, (size_t)n);
 }
 
-static void label_key(hook_state *s, PyObject *key)
+/* The label of a dict value under `key`. */
+static void label_key(hook_state *s, PyObject *key, uint8_t *kind, uint64_t *value)
 {
     if (key != NULL && PyUnicode_CheckExact(key)) {
-        int shown = (s->flags & SERTRACE_DUMP_KEYS_ALL) ||
-                    (PyUnicode_GET_LENGTH(key) <= SERTRACE_KEY_NAME_MAX &&
-                     PyUnicode_IsIdentifier(key) == 1);
-        uint32_t index = shown ? label_name(s, key) : 0;
+        /* A str interned in this dump was shown before (only shown keys
+         * are interned): one probe, no identifier check. */
+        uint32_t index = sertrace_name_known(s->d, key);
+        if (index == 0) {
+            int shown = (s->flags & SERTRACE_DUMP_KEYS_ALL) ||
+                        (PyUnicode_GET_LENGTH(key) <= SERTRACE_KEY_NAME_MAX &&
+                         PyUnicode_IsIdentifier(key) == 1);
+            index = shown ? label_name(s, key) : 0;
+        }
         if (index != 0) {
-            sertrace_label(s->d, SERTRACE_LABEL_KEY, index);
+            *kind = SERTRACE_LABEL_KEY;
+            *value = index;
             return;
         }
     } else if (key != NULL && PyLong_CheckExact(key)) {
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(key, &overflow);
         if (!overflow && !(v == -1 && PyErr_Occurred())) {
-            uint64_t zigzag = v >= 0 ? (uint64_t)v * 2 : ((uint64_t)(-(v + 1)) * 2) + 1;
-            sertrace_label(s->d, SERTRACE_LABEL_INT, zigzag);
+            *kind = SERTRACE_LABEL_INT;
+            *value = v >= 0 ? (uint64_t)v * 2 : ((uint64_t)(-(v + 1)) * 2) + 1;
             return;
         }
         PyErr_Clear();
     }
-    sertrace_label(s->d, SERTRACE_LABEL_HIDDEN, ++s->hidden_keys);
+    *kind = SERTRACE_LABEL_HIDDEN;
+    *value = ++s->hidden_keys;
 }
 
-void emit_label(hook_state *s, node *n)
+void node_label(hook_state *s, node *n, uint8_t *kind, uint64_t *value)
 {
-    if (n->label_kind == SERTRACE_LABEL_KEY)
-        label_key(s, n->key);
-    else if (n->label_kind != 0)
-        sertrace_label(s->d, n->label_kind, n->label_value);
+    if (n->label_kind == SERTRACE_LABEL_KEY) {
+        label_key(s, n->key, kind, value);
+    } else {
+        *kind = n->label_kind;
+        *value = n->label_value;
+    }
 }
 
 void labels_end(hook_state *s)

@@ -260,8 +260,10 @@ void flush_pending(hook_state *s);
  * parent's child mode (counts the call even when obj is folded). */
 void label_child(hook_state *s, node *parent, PyObject *obj, uint8_t *kind, uint64_t *value,
                  PyObject **key);
-/* Emit a node's label record (just before its enter). */
-void emit_label(hook_state *s, node *n);
+/* A node's label (kind SERTRACE_LABEL_NONE: none), for its enter record
+ * (sertrace_enter_labelled: one record, schema v6); a dict key is
+ * interned or numbered here. */
+void node_label(hook_state *s, node *n, uint8_t *kind, uint64_t *value);
 /* The child mode a node gets when pushed for obj. */
 uint8_t child_mode_of(PyObject *obj);
 void labels_end(hook_state *s);

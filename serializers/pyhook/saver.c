@@ -136,10 +136,13 @@ void emit_enter(hook_state *s, node *n, uint8_t tag, uint64_t pos)
 {
     n->tag = tag;
     n->type = node_type(s, n->obj, tag);
+    uint8_t label_kind = SERTRACE_LABEL_NONE;
+    uint64_t label_value = 0;
     if (n->label_kind != 0)
-        emit_label(s, n);
-    sertrace_enter(s->d, tag, n->type, (uintptr_t)n->obj,
-                   n->obj && tag != SERTRACE_TAG_ITEMS ? od_length(n->obj) : 0, pos);
+        node_label(s, n, &label_kind, &label_value);
+    sertrace_enter_labelled(s->d, tag, n->type, (uintptr_t)n->obj,
+                            n->obj && tag != SERTRACE_TAG_ITEMS ? od_length(n->obj) : 0, pos,
+                            label_kind, label_value);
 }
 
 /* Emit the enter record of a pending node (before a child or at exit). */

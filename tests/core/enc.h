@@ -101,4 +101,46 @@ static inline void enc_note(enc *e, uint64_t depth, const char *k, const char *v
     enc_str(e, v, strlen(v));
 }
 
+/* Schema v6 ("Compact records"): a batch's delta bases, the zigzag of a
+ * signed difference, and the NODE and EXIT_D records.  Written from the
+ * definition in schema.h, not with its helpers. */
+typedef struct enc_bases {
+    uint64_t addr, pos;
+} enc_bases;
+
+static inline uint64_t enc_zigzag(uint64_t value, uint64_t base)
+{
+    int64_t d = (int64_t)(value - base);
+    return d >= 0 ? (uint64_t)d * 2 : (uint64_t)(-(d + 1)) * 2 + 1;
+}
+
+/* A NODE: an ENTER (bytes ignored) or, `atom`, an ATOM of `bytes`;
+ * `kind` the label kind folded in (0: none) and `label` its value. */
+static inline void enc_node(enc *e, enc_bases *b, int atom, uint8_t kind, uint64_t label,
+                            uint8_t tag, uint64_t depth, uint64_t type, uint64_t addr,
+                            uint64_t length, uint64_t pos, uint64_t bytes)
+{
+    enc_u8(e, (uint8_t)(0x10 | kind << 1 | (atom ? 1 : 0)));
+    enc_u8(e, tag);
+    enc_varint(e, depth);
+    enc_varint(e, type);
+    enc_varint(e, enc_zigzag(addr, b->addr));
+    enc_varint(e, length);
+    enc_varint(e, enc_zigzag(pos, b->pos));
+    if (atom)
+        enc_varint(e, bytes);
+    if (kind)
+        enc_varint(e, label);
+    b->addr = addr;
+    b->pos = atom ? pos + bytes : pos;
+}
+
+static inline void enc_exit_d(enc *e, enc_bases *b, uint64_t depth, uint64_t pos)
+{
+    enc_u8(e, 0x0a);
+    enc_varint(e, depth);
+    enc_varint(e, enc_zigzag(pos, b->pos));
+    b->pos = pos;
+}
+
 #endif

@@ -33,6 +33,7 @@ SCHEMA_H = os.path.join(os.path.dirname(__file__), "..", "..", "tracepoints", "i
                         "sertrace", "schema.h")
 
 REC_ENTER, REC_EXIT, REC_TYPE, REC_ERROR, REC_NOTE = 1, 2, 3, 4, 5
+REC_EXIT_D, REC_NODE = 0x0A, 0x10  # schema v6: compact records (NODE is 0x10-0x1F)
 TAG_MAP, TAG_ARRAY, TAG_SCALAR, TAG_STR, TAG_FUNCTION = 32, 33, 34, 6, 15
 
 
@@ -60,13 +61,48 @@ def string(buf, i):
     return bytes(buf[i:i + n]), i + n
 
 
+def undelta(base, z):
+    """A v6 zigzag delta from `base` (64-bit wrapping)."""
+    return (base + ((z >> 1) ^ -(z & 1))) & (2**64 - 1)
+
+
 def decode(buf):
-    """Decode one records batch into dicts; the batch must end on a record."""
+    """Decode one records batch into dicts; the batch must end on a record.
+    v6 NODE records come out as the records they stand for (a label, then
+    an enter, or an enter and its exit for an atom), EXIT_D as an exit."""
     out, i = [], 0
+    base_addr = base_pos = 0  # v6 delta bases, per batch
     while i < len(buf):
         op = buf[i]
         i += 1
-        if op == REC_ENTER:
+        if op & 0xF0 == REC_NODE:
+            tag = buf[i]
+            i += 1
+            depth, i = varint(buf, i)
+            typ, i = varint(buf, i)
+            zaddr, i = varint(buf, i)
+            length, i = varint(buf, i)
+            zpos, i = varint(buf, i)
+            size = 0
+            if op & 1:
+                size, i = varint(buf, i)
+            kind = (op >> 1) & 7
+            if kind:
+                value, i = varint(buf, i)
+                out.append(dict(op="label", kind=kind, value=value))
+            base_addr = undelta(base_addr, zaddr)
+            pos = undelta(base_pos, zpos)
+            base_pos = pos + size
+            out.append(dict(op="enter", tag=tag, depth=depth, type=typ, addr=base_addr,
+                            length=length, pos=pos))
+            if op & 1:
+                out.append(dict(op="exit", depth=depth, pos=pos + size))
+        elif op == REC_EXIT_D:
+            depth, i = varint(buf, i)
+            zpos, i = varint(buf, i)
+            base_pos = undelta(base_pos, zpos)
+            out.append(dict(op="exit", depth=depth, pos=base_pos))
+        elif op == REC_ENTER:
             tag = buf[i]
             i += 1
             depth, i = varint(buf, i)

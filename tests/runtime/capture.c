@@ -133,16 +133,83 @@ static bool get_str(const uint8_t *b, size_t len, size_t *i, char **s, size_t *n
     return true;
 }
 
+static void push_rec(struct recs *out, const struct rec *r)
+{
+    if (out->n == out->cap) {
+        out->cap = out->cap ? out->cap * 2 : 64;
+        out->v = realloc(out->v, out->cap * sizeof *out->v);
+    }
+    out->v[out->n++] = *r;
+}
+
+/* A v6 delta (schema.h, "Compact records"), written here from the
+ * definition: base + the signed difference zigzag-coded in z. */
+static uint64_t undelta(uint64_t base, uint64_t z)
+{
+    int64_t diff = (z & 1) ? -(int64_t)(z >> 1) - 1 : (int64_t)(z >> 1);
+    return base + (uint64_t)diff;
+}
+
 /* Decode one batch; false if it does not end exactly on a record. */
 static bool decode_batch(const uint8_t *b, size_t len, struct recs *out)
 {
     size_t i = 0;
+    uint64_t base_addr = 0, base_pos = 0; /* v6: per batch */
     while (i < len) {
         struct rec r;
         memset(&r, 0, sizeof r);
         r.op = b[i++];
+        r.wire = r.op;
         bool ok = true;
+        if (r.op >= 0x10 && r.op <= 0x1f) { /* v6 NODE */
+            uint64_t label = 0, z_addr = 0, z_pos = 0;
+            unsigned kind = (r.op >> 1) & 7;
+            bool atom = r.op & 1;
+            ok = i < len;
+            if (ok)
+                r.tag = b[i++];
+            ok = ok && get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.type) &&
+                 get_varint(b, len, &i, &z_addr) && get_varint(b, len, &i, &r.length) &&
+                 get_varint(b, len, &i, &z_pos) && (!atom || get_varint(b, len, &i, &r.bytes)) &&
+                 (kind == 0 || get_varint(b, len, &i, &label));
+            if (!ok)
+                return false;
+            r.addr = base_addr = undelta(base_addr, z_addr);
+            r.pos = undelta(base_pos, z_pos);
+            base_pos = r.pos + r.bytes;
+            r.op = atom ? SERTRACE_REC_ATOM : SERTRACE_REC_ENTER;
+            if (kind != 0) {
+                struct rec l;
+                memset(&l, 0, sizeof l);
+                l.op = SERTRACE_REC_LABEL;
+                l.wire = r.wire;
+                l.folded = true;
+                l.tag = (uint8_t)kind;
+                l.length = label;
+                push_rec(out, &l);
+            }
+            push_rec(out, &r);
+            continue;
+        }
         switch (r.op) {
+        case 0x0a: /* v6 EXIT_D */
+            ok = get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.pos);
+            if (ok) {
+                r.pos = base_pos = undelta(base_pos, r.pos);
+                r.op = SERTRACE_REC_EXIT;
+            }
+            break;
+        case SERTRACE_REC_ATOM:
+            ok = i < len;
+            if (ok)
+                r.tag = b[i++];
+            ok = ok && get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.type) &&
+                 get_varint(b, len, &i, &r.addr) && get_varint(b, len, &i, &r.length) &&
+                 get_varint(b, len, &i, &r.pos) && get_varint(b, len, &i, &r.bytes);
+            break;
+        case SERTRACE_REC_OOB:
+            ok = get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.bytes);
+            break;
         case SERTRACE_REC_ENTER:
             ok = i < len;
             if (ok)
@@ -180,11 +247,7 @@ static bool decode_batch(const uint8_t *b, size_t len, struct recs *out)
         }
         if (!ok)
             return false;
-        if (out->n == out->cap) {
-            out->cap = out->cap ? out->cap * 2 : 64;
-            out->v = realloc(out->v, out->cap * sizeof *out->v);
-        }
-        out->v[out->n++] = r;
+        push_rec(out, &r);
     }
     return true;
 }
@@ -254,6 +317,9 @@ void check_sizes(const struct recs *r, const uint64_t *want, size_t nwant)
             cr_assert_eq(r->v[i].depth, depth);
             depth--;
             got[stack_idx[depth]] = r->v[i].pos - stack_pos[depth];
+        } else if (r->v[i].op == SERTRACE_REC_ATOM) {
+            cr_assert_eq(r->v[i].depth, depth + 1);
+            got[nodes++] = r->v[i].bytes;
         }
     }
     cr_assert_eq(depth, 0);

@@ -35,8 +35,16 @@ struct captured_dump {
     size_t nbatches;
 };
 
+/* A decoded record.  v6 NODE and EXIT_D records are read back as the
+ * records they stand for, with absolute addresses and positions: a NODE
+ * as ENTER or ATOM (`length` and `pos` as there, ATOM's size in
+ * `bytes`), preceded by a LABEL when its opcode carries one (that LABEL
+ * has `folded` set), EXIT_D as EXIT.  `wire` is the opcode as written. */
 struct rec {
     uint8_t op;
+    uint8_t wire;
+    bool folded;
+    uint64_t bytes;
     uint8_t tag;
     uint64_t depth, type, addr, length, pos;
     char *s1, *s2; /* TYPE name / ERROR message / NOTE key ; ERROR path / NOTE value */

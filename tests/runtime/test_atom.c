@@ -1,5 +1,6 @@
-/* test_atom.c -- the ATOM record (schema v4) from the runtime to the tree
- * core, and on the live text tree.
+/* test_atom.c -- the ATOM record (schema v4, written since v6 as a NODE
+ * record with its atom bit) from the runtime to the tree core, and on the
+ * live text tree.
  *
  * sertrace_atom() must give exactly the node that sertrace_enter() followed
  * at once by sertrace_exit() gives, everywhere: the same nodes out of the
@@ -7,9 +8,9 @@
  * same misuse handling (depth cap).  So every test writes one scenario
  * twice, once with enter/exit pairs for its leaves and once with ATOM
  * records, and compares what comes out; the record itself is decoded by
- * hand from schema.h (op 0x06: tag, depth, type, addr, length, pos, bytes)
- * so the layout is checked too, and pre-v4 streams (ENTER/EXIT only) are
- * the pairs half of each comparison, read by the same core.
+ * hand from schema.h (v6 NODE 0x11: tag, depth, type, address delta,
+ * length, position delta, bytes) so the layout is checked too.  (Streams
+ * of the older layouts, v1-v5, are tests/core's.)
  *
  * Lives beside test_runtime.c (which has its own decoder) as a separate
  * executable because it links the core as well as the runtime. */
@@ -175,7 +176,9 @@ static seen through_core(void)
 
 static int count_op(uint8_t op, int *other)
 {
-    /* Walk the records by their layout (schema.h) and count `op`. */
+    /* Walk the records by their layout (schema.h) and count `op`: the
+     * v6 records by what they stand for (a NODE as ENTER or ATOM, EXIT_D
+     * as EXIT). */
     int n = 0;
     *other = 0;
     for (size_t k = 0; k < cap.nbatch; k++) {
@@ -183,34 +186,42 @@ static int count_op(uint8_t op, int *other)
         while (p < e) {
             uint8_t o = *p++;
             int varints = 0, strs = 0, u8 = 0;
-            switch (o) {
-            case SERTRACE_REC_ENTER:
+            if (o >= 0x10 && o <= 0x1f) { /* NODE */
                 u8 = 1;
-                varints = 5;
-                break;
-            case SERTRACE_REC_EXIT:
+                varints = 5 + (o & 1) + (((o >> 1) & 7) != 0);
+                o = (o & 1) ? SERTRACE_REC_ATOM : SERTRACE_REC_ENTER;
+            } else if (o == 0x0a) { /* EXIT_D */
                 varints = 2;
-                break;
-            case SERTRACE_REC_TYPE:
-                varints = 1;
-                strs = 1;
-                break;
-            case SERTRACE_REC_ERROR:
-                u8 = 1;
-                varints = 2;
-                strs = 2;
-                break;
-            case SERTRACE_REC_NOTE:
-                varints = 1;
-                strs = 2;
-                break;
-            case SERTRACE_REC_ATOM:
-                u8 = 1;
-                varints = 6;
-                break;
-            default:
-                cr_assert_fail("unknown opcode %u", o);
-            }
+                o = SERTRACE_REC_EXIT;
+            } else
+                switch (o) {
+                case SERTRACE_REC_ENTER:
+                    u8 = 1;
+                    varints = 5;
+                    break;
+                case SERTRACE_REC_EXIT:
+                    varints = 2;
+                    break;
+                case SERTRACE_REC_TYPE:
+                    varints = 1;
+                    strs = 1;
+                    break;
+                case SERTRACE_REC_ERROR:
+                    u8 = 1;
+                    varints = 2;
+                    strs = 2;
+                    break;
+                case SERTRACE_REC_NOTE:
+                    varints = 1;
+                    strs = 2;
+                    break;
+                case SERTRACE_REC_ATOM:
+                    u8 = 1;
+                    varints = 6;
+                    break;
+                default:
+                    cr_assert_fail("unknown opcode %u", o);
+                }
             p += u8;
             for (int i = 0; i < varints + strs; i++) {
                 uint64_t v = 0;
@@ -291,30 +302,47 @@ Test(atom, record_layout)
     sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0x10, 2, 2);
     sertrace_atom(d, SERTRACE_TAG_STR, ts, 0x4000, 301, 3, 3 + 200);
     cr_expect_eq(sertrace_depth(d), 1, "an atom leaves nothing open");
-    sertrace_exit(d, 204);
-    sertrace_dump_end(d, 205, SERTRACE_STATUS_OK);
-    /* TYPE(1, "str") ENTER(...) then the ATOM: find it after the ENTER. */
+    sertrace_atom_labelled(d, SERTRACE_TAG_INT, 0, 0x3ff0, 0, 204, 206, SERTRACE_LABEL_POS, 130);
+    sertrace_exit(d, 207);
+    sertrace_dump_end(d, 208, SERTRACE_STATUS_OK);
+    /* TYPE(1, "str") then the NODE records (schema v6): deltas from the
+     * previous node record of the batch, 0 at its start. */
     const uint8_t *p = cap.bytes;
     cr_assert_eq(p[0], SERTRACE_REC_TYPE);
-    p += 2 + 1 + 3; /* op, type, len, "str" */
-    cr_assert_eq(p[0], SERTRACE_REC_ENTER);
-    p += 1 + 1 + 1 + 1 + 1 + 1 + 1; /* op tag depth type addr length pos */
-    static const uint8_t want[] = {SERTRACE_REC_ATOM,
+    p += 2 + 1 + 3;                                   /* op, type, len, "str" */
+    static const uint8_t want[] = {SERTRACE_REC_NODE, /* an ENTER, no label */
+                                   SERTRACE_TAG_LIST,
+                                   1,    /* depth */
+                                   0,    /* type */
+                                   0x20, /* addr 0x10 - 0, zigzag */
+                                   2,    /* length */
+                                   4,    /* pos 2 - 0, zigzag */
+                                   SERTRACE_REC_NODE | SERTRACE_REC_NODE_ATOM,
                                    SERTRACE_TAG_STR,
                                    2, /* depth */
                                    1, /* type */
-                                   0x80,
-                                   0x80,
-                                   0x01, /* addr 0x4000 */
+                                   0xe0,
+                                   0xff,
+                                   0x01, /* addr 0x4000 - 0x10 = 0x3ff0, zigzag 0x7fe0 */
                                    0xad,
                                    0x02, /* length 301 */
-                                   3,    /* pos */
+                                   2,    /* pos 3 - 2 */
                                    0xc8,
                                    0x01, /* bytes 200 */
-                                   SERTRACE_REC_EXIT,
+                                   SERTRACE_REC_NODE | SERTRACE_LABEL_POS << 1 |
+                                       SERTRACE_REC_NODE_ATOM,
+                                   SERTRACE_TAG_INT,
+                                   2,    /* depth */
+                                   0,    /* type */
+                                   0x1f, /* addr 0x3ff0 - 0x4000 = -16, zigzag 31 */
+                                   0,    /* length */
+                                   2,    /* pos 204 - 203 (the atom's end) */
+                                   2,    /* bytes */
+                                   0x82,
+                                   0x01, /* label value 130 */
+                                   SERTRACE_REC_EXIT_D,
                                    1,
-                                   0xcc,
-                                   0x01};
+                                   2}; /* pos 207 - 206 */
     cr_assert_eq(cap.len, (size_t)(p - cap.bytes) + sizeof want);
     cr_expect_arr_eq(p, want, sizeof want);
 }
@@ -425,19 +453,108 @@ Test(atom, varints_of_every_length_round_trip)
     size_t seen = 0;
     for (size_t k = 0; k < cap.nbatch; k++) {
         const uint8_t *p = cap.bytes + cap.batch[k].off, *e = p + cap.batch[k].len;
+        uint64_t base_addr = 0, base_pos = 0; /* v6 deltas: per batch */
         while (p < e) {
-            cr_assert_eq(*p, SERTRACE_REC_ATOM);
+            cr_assert_eq(*p, SERTRACE_REC_NODE | SERTRACE_REC_NODE_ATOM);
             p += 2;
             size_t i = seen % n;
             cr_expect_eq(get_varint(&p), 1, "depth");
             cr_expect_eq(get_varint(&p), 0, "type");
-            cr_expect_eq(get_varint(&p), vals[i], "addr of record %zu", seen);
+            uint64_t z = get_varint(&p);
+            uint64_t addr = base_addr + ((z & 1) ? ~(z >> 1) : (z >> 1));
+            cr_expect_eq(addr, vals[i], "addr of record %zu", seen);
             cr_expect_eq(get_varint(&p), vals[(i + 1) % n], "length of record %zu", seen);
-            cr_expect_eq(get_varint(&p), vals[i] >> 1, "pos of record %zu", seen);
-            cr_expect_eq(get_varint(&p), vals[(i + 2) % n] >> 1, "bytes of record %zu", seen);
+            z = get_varint(&p);
+            uint64_t pos = base_pos + ((z & 1) ? ~(z >> 1) : (z >> 1));
+            cr_expect_eq(pos, vals[i] >> 1, "pos of record %zu", seen);
+            uint64_t bytes = get_varint(&p);
+            cr_expect_eq(bytes, vals[(i + 2) % n] >> 1, "bytes of record %zu", seen);
+            base_addr = addr;
+            base_pos = pos + bytes;
             seen++;
         }
         cr_assert_eq(p, e);
     }
     cr_expect_eq(seen, 40 * n);
+}
+
+/* ---- the inline fast path (sertrace.h) ------------------------------------ */
+
+/* Many labelled atoms (several batches), containers, a pending
+ * sertrace_label() (before an atom, before an exit), a misuse (end before
+ * start) and atoms beyond the depth cap: written once through
+ * sertrace_atom_labelled() / sertrace_exit() and once through the inline
+ * sertrace_atom_fast() / sertrace_exit_fast(), the captured bytes must be
+ * identical. */
+static void fast_scenario(int fast)
+{
+    sertrace_internal_set_max_depth(3);
+    sertrace_dump *d = sertrace_dump_begin("pickle", 4);
+    cr_assert_not_null(d);
+    uint32_t ti = sertrace_type(d, &k_int, "int");
+    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0x7f0000001000u, 2001, 2);
+    uint64_t pos = 3;
+    for (uint64_t i = 0; i < 2000; i++) {
+        uintptr_t addr = (uintptr_t)(0x7f0000100000u + (i * 7919 % 1000) * 32);
+        uint8_t kind = i % 3 == 0 ? SERTRACE_LABEL_NONE : SERTRACE_LABEL_POS;
+        if (i % 97 == 5)
+            sertrace_label(d, SERTRACE_LABEL_KEY, i); /* pending: the slow path takes it */
+        uint64_t end = i % 501 == 7 ? pos - 1 : pos + 1 + i % 5; /* one misuse in 501 */
+        if (fast)
+            sertrace_atom_fast(d, SERTRACE_TAG_INT, ti, addr, 0, pos, end, kind, i);
+        else
+            sertrace_atom_labelled(d, SERTRACE_TAG_INT, ti, addr, 0, pos, end, kind, i);
+        pos = end > pos ? end : pos;
+        if (i == 1000) { /* two levels more: atoms at depth 4 are beyond the cap */
+            sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0x10, 2, pos);
+            sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0x20, 2, pos);
+            if (fast)
+                sertrace_atom_fast(d, SERTRACE_TAG_INT, ti, 0x30, 0, pos, pos + 2,
+                                   SERTRACE_LABEL_POS, 0);
+            else
+                sertrace_atom_labelled(d, SERTRACE_TAG_INT, ti, 0x30, 0, pos, pos + 2,
+                                       SERTRACE_LABEL_POS, 0);
+            pos += 2;
+            if (fast) {
+                sertrace_exit_fast(d, pos);
+                sertrace_exit_fast(d, pos);
+            } else {
+                sertrace_exit(d, pos);
+                sertrace_exit(d, pos);
+            }
+        }
+        if (i % 50 == 49) { /* a container of the next 50 atoms, closed inline */
+            sertrace_enter_labelled(d, SERTRACE_TAG_TUPLE, 0, 0x40 + i, 51, pos, SERTRACE_LABEL_POS,
+                                    i);
+            if (i % 150 == 149)
+                sertrace_label(d, SERTRACE_LABEL_POS, 1); /* pending at the exit: dropped */
+            if (fast)
+                sertrace_exit_fast(d, ++pos);
+            else
+                sertrace_exit(d, ++pos);
+        }
+    }
+    if (fast)
+        sertrace_exit_fast(d, pos + 1);
+    else
+        sertrace_exit(d, pos + 1);
+    sertrace_dump_end(d, pos + 2, SERTRACE_STATUS_OK);
+    sertrace_internal_set_max_depth(0);
+}
+
+Test(atom, inline_fast_path_writes_the_same_records)
+{
+    static uint8_t slow[CAP_BYTES];
+    fast_scenario(0);
+    size_t slow_len = cap.len, slow_batches = cap.nbatch;
+    memcpy(slow, cap.bytes, cap.len);
+    setup();
+    fast_scenario(1);
+    cr_assert_gt(slow_batches, 2, "several batches");
+    cr_assert_eq(cap.nbatch, slow_batches);
+    cr_assert_eq(cap.len, slow_len);
+    cr_assert_arr_eq(cap.bytes, slow, slow_len);
+    int other;
+    cr_expect_eq(count_op(SERTRACE_REC_ERROR, &other), 1, "the depth cap, reported once");
+    cr_expect_eq(count_op(SERTRACE_REC_ATOM, &other), 2000, "every atom within the cap");
 }

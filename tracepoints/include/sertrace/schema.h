@@ -15,8 +15,8 @@
  * private 4 KiB buffer (a few ns each) and flushes the buffer as ONE
  * `sertrace:records` event when it is full and at the end of the dump.
  *
- * LTTng events (provider "sertrace"), schema version 5 (the events are
- * those of version 3; versions 4 and 5 add records):
+ * LTTng events (provider "sertrace"), schema version 6 (the events are
+ * those of version 3; versions 4, 5 and 6 add records):
  *   sertrace:dump_begin { dump_id u64, serializer string, protocol s32,
  *                         pid s32, tid s32, scope string }
  *   sertrace:records    { dump_id u64, seq u32, records: sequence<u8>,
@@ -54,7 +54,16 @@
  * traces as they are (they simply hold no ATOM), and a v3 reader stops at
  * the first ATOM of a batch (unknown opcode) and marks the dump incomplete.
  * 5: adds the NAME, LABEL and OOB records (edge labels and out-of-band
- * bytes, below), the events again unchanged.
+ * bytes, below), the events again unchanged.  6: adds the compact node
+ * records NODE (0x10-0x1F: an ENTER or an ATOM with its edge label folded
+ * into the opcode, so a labelled node is one record, not a LABEL record
+ * then its node record) and EXIT_D, whose address and position fields are
+ * deltas from the previous compact record of the same batch (an atom's
+ * record shrinks from ~14 to ~7 bytes).  A v6 writer emits NODE and
+ * EXIT_D in place of ENTER, ATOM, EXIT and (for labels of kinds 0-7)
+ * LABEL; a v6 reader reads v1-v5 traces as they are (they hold none of
+ * the new records), and a v5 reader stops at the first NODE of a batch
+ * (unknown opcode) and marks the dump incomplete.
  *
  * Record layout (inside `records`).  `varint` is unsigned LEB128 (7 bits per
  * byte, low group first, high bit = more follows, at most 10 bytes);
@@ -74,6 +83,11 @@
  *   NAME   0x07  index varint, text str                      (v5)
  *   LABEL  0x08  kind u8, value varint                        (v5)
  *   OOB    0x09  depth varint, bytes varint                  (v5)
+ *   EXIT_D 0x0A  depth varint, dpos zigzag                   (v6)
+ *   NODE   0x10 | kind << 1 | atom                           (v6)
+ *                tag u8, depth varint, type varint, daddr zigzag,
+ *                length varint, dpos zigzag, [bytes varint if atom],
+ *                [label varint if kind != 0]
  *
  *   depth : 1 for the root node of a dump, parent depth + 1 below it.  ENTER
  *           and EXIT both carry it so a reader can resynchronise after lost
@@ -95,12 +109,34 @@
  *           after the node was written: a node that fails is an ENTER
  *           left open, as before.
  *
+ * Compact records (v6).  `zigzag` is a signed 64-bit difference as a
+ * varint (n >= 0 -> 2n, n < 0 -> -2n - 1, in 64-bit two's complement
+ * arithmetic, so every difference round-trips).  Each batch keeps two
+ * bases, both 0 at the start of the batch (every `records` event decodes
+ * on its own, a lost batch breaks nothing after it): the address and the
+ * position of the last NODE or EXIT_D record of the batch.  NODE's
+ * address is base.addr + daddr, its position base.pos + dpos; EXIT_D's
+ * position is base.pos + dpos.  After a NODE, base.addr is its address
+ * and base.pos its position (an ENTER) or its end, position + bytes (an
+ * ATOM); after an EXIT_D, base.pos is its position.  Other records (v1-v5
+ * ones included) leave the bases alone.  Consecutive objects sit close in
+ * memory and in the payload, so daddr takes 2-3 bytes where an address
+ * takes 6-7, and dpos one byte where a position takes up to 4.
+ *   NODE's opcode: bit 0 (SERTRACE_REC_NODE_ATOM) set: an ATOM (the node
+ *   is whole, `bytes` follows), clear: an ENTER (an EXIT or EXIT_D closes
+ *   it); bits 1-3: the node's LABEL kind (SERTRACE_LABEL_*, 0 = no label
+ *   of its own), its value the last field.  A NODE without a label of its
+ *   own takes a pending LABEL record like any node record; a labelled
+ *   NODE replaces it.  A node is otherwise read exactly as the ENTER or
+ *   ATOM with the same fields (and, labelled, the LABEL before it).
+ *
  * Edge labels (v5): what a node is to its parent -- the attribute name,
  * the position, the dict key -- so that every node has a path
  * (`Session.cache['users'][3]`).  A LABEL record labels the NEXT node
- * record of the same dump (ENTER, or the ATOM record of v4): it is
+ * record of the same dump (ENTER, the ATOM record of v4, or a v6 NODE;
+ * a v6 writer folds the label into the NODE's opcode instead): it is
  * written just before it, and a reader drops a pending label when any
- * other node record (EXIT) comes first.  A label and its node may sit in
+ * other node record (EXIT, EXIT_D) comes first.  A label and its node may sit in
  * two consecutive batches.  Nodes without a LABEL have no label (the
  * root, STACK_GLOBAL's name strings, every node of a v1-v4 trace).  Label
  * texts are interned per dump: NAME defines `index` as a label text
@@ -150,7 +186,9 @@
 #ifndef SERTRACE_SCHEMA_H
 #define SERTRACE_SCHEMA_H
 
-#define SERTRACE_SCHEMA_VERSION 5
+#include <stdint.h>
+
+#define SERTRACE_SCHEMA_VERSION 6
 
 #define SERTRACE_PROVIDER_NAME "sertrace"
 #define SERTRACE_EVENT_DUMP_BEGIN "sertrace:dump_begin"
@@ -199,11 +237,34 @@ enum sertrace_record_op {
     SERTRACE_REC_TYPE = 0x03,
     SERTRACE_REC_ERROR = 0x04,
     SERTRACE_REC_NOTE = 0x05,
-    SERTRACE_REC_ATOM = 0x06,  /* v4 */
-    SERTRACE_REC_NAME = 0x07,  /* v5: label text, in the TYPE index space */
-    SERTRACE_REC_LABEL = 0x08, /* v5: label of the next node */
-    SERTRACE_REC_OOB = 0x09,   /* v5: out-of-band bytes of the open node */
+    SERTRACE_REC_ATOM = 0x06,   /* v4 */
+    SERTRACE_REC_NAME = 0x07,   /* v5: label text, in the TYPE index space */
+    SERTRACE_REC_LABEL = 0x08,  /* v5: label of the next node */
+    SERTRACE_REC_OOB = 0x09,    /* v5: out-of-band bytes of the open node */
+    SERTRACE_REC_EXIT_D = 0x0A, /* v6: EXIT with a delta position */
+    SERTRACE_REC_NODE = 0x10,   /* v6: 0x10-0x1F, see SERTRACE_REC_NODE_* */
 };
+
+/* The compact node record (v6): SERTRACE_REC_NODE | label kind << 1 |
+ * SERTRACE_REC_NODE_ATOM. */
+#define SERTRACE_REC_NODE_MASK 0xF0u   /* op & mask == SERTRACE_REC_NODE */
+#define SERTRACE_REC_NODE_ATOM 0x01u   /* an ATOM (bytes follow), else an ENTER */
+#define SERTRACE_REC_NODE_KIND_SHIFT 1 /* label kind in bits 1-3 */
+#define SERTRACE_REC_NODE_KIND_MAX 7u  /* larger kinds go in a LABEL record */
+#define SERTRACE_REC_IS_NODE(op) (((unsigned)(op)&SERTRACE_REC_NODE_MASK) == SERTRACE_REC_NODE)
+#define SERTRACE_REC_NODE_KIND(op) (((unsigned)(op) >> SERTRACE_REC_NODE_KIND_SHIFT) & 7u)
+
+/* Zigzag coding of the v6 deltas (a - b, wrapping) and back. */
+static inline uint64_t sertrace_zigzag(uint64_t a, uint64_t b)
+{
+    uint64_t d = a - b;
+    return (d << 1) ^ (uint64_t) - (int64_t)(d >> 63);
+}
+
+static inline uint64_t sertrace_unzigzag(uint64_t base, uint64_t z)
+{
+    return base + ((z >> 1) ^ (uint64_t) - (int64_t)(z & 1));
+}
 
 /* LABEL kinds (v5), see "Edge labels" above.  Stable values. */
 enum sertrace_label_kind {

@@ -44,6 +44,22 @@ extern "C" {
 
 typedef struct sertrace_dump sertrace_dump;
 
+/* The first member of every sertrace_dump: what sertrace_atom_fast()
+ * (below) needs to append an ATOM record to the dump's batch without a
+ * call into libsertrace.  Part of libsertrace's ABI (SERTRACE_0): only
+ * the library writes these fields, except through sertrace_atom_fast(). */
+struct sertrace_dump_fast {
+    uint8_t *batch;    /* the batch buffer (SERTRACE_BATCH_BYTES) */
+    uint32_t len;      /* bytes of it in use */
+    uint32_t fast_end; /* inline records only while len < fast_end; 0: never (a
+                        * listener other than LTTng, a pending label, the depth
+                        * cap ...) */
+    uint32_t depth;    /* open nodes */
+    uint32_t reserved;
+    uint64_t base_addr; /* the batch's delta bases (schema.h, "Compact records") */
+    uint64_t base_pos;
+};
+
 /* Bits of sertrace_dump_flags(). */
 enum sertrace_dump_flag {
     /* Someone listens (always set on a non-NULL handle). */
@@ -117,11 +133,13 @@ uint32_t sertrace_type_known(const sertrace_dump *d, const void *key);
 uint32_t sertrace_name_known(const sertrace_dump *d, const void *key);
 uint32_t sertrace_name(sertrace_dump *d, const void *key, const char *text, size_t len);
 
-/* Label the next node opened in `d` (the next sertrace_enter()): `kind` a
- * SERTRACE_LABEL_* value, `value` as schema.h says for that kind (a
- * position, a name index from sertrace_name(), a zigzag int, a hidden
- * key's number, a SERTRACE_ROLE_*).  A label not followed by an enter
- * (an exit comes first) is dropped.  Costs one short record. */
+/* Label the next node opened in `d` (the next sertrace_enter() or
+ * sertrace_atom()): `kind` a SERTRACE_LABEL_* value, `value` as schema.h
+ * says for that kind (a position, a name index from sertrace_name(), a
+ * zigzag int, a hidden key's number, a SERTRACE_ROLE_*).  A label not
+ * followed by a node (an exit comes first) is dropped.  The label goes
+ * into the node's own record (schema v6); sertrace_enter_labelled() and
+ * sertrace_atom_labelled() do the same in one call. */
 void sertrace_label(sertrace_dump *d, uint8_t kind, uint64_t value);
 
 /* Say that the innermost open node handed `bytes` bytes to the
@@ -139,6 +157,14 @@ void sertrace_oob(sertrace_dump *d, uint64_t bytes);
 void sertrace_enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr, uint64_t length,
                     uint64_t pos);
 
+/* sertrace_label(d, label_kind, label_value) then sertrace_enter(), in
+ * one call and one record (schema v6 NODE).  SERTRACE_LABEL_NONE: no
+ * label of its own (a pending sertrace_label() applies, as for
+ * sertrace_enter()). */
+void sertrace_enter_labelled(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
+                             uint64_t length, uint64_t pos, uint8_t label_kind,
+                             uint64_t label_value);
+
 /* Close the innermost open node; `pos` is the output position just after
  * its last byte.  Its bytes are pos - (its enter pos). */
 void sertrace_exit(sertrace_dump *d, uint64_t pos);
@@ -152,6 +178,82 @@ void sertrace_exit(sertrace_dump *d, uint64_t pos);
  * same `pos`) and leave the node open, as for any failed node. */
 void sertrace_atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr, uint64_t length,
                    uint64_t pos, uint64_t end_pos);
+
+/* sertrace_label(d, label_kind, label_value) then sertrace_atom(), in
+ * one call and one record, as sertrace_enter_labelled() for an enter. */
+void sertrace_atom_labelled(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
+                            uint64_t length, uint64_t pos, uint64_t end_pos, uint8_t label_kind,
+                            uint64_t label_value);
+
+/* The LEB128 encoder of the records (schema.h): `v` at `p`, returns the
+ * byte after it. */
+static inline uint8_t *sertrace_put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* sertrace_atom_labelled(), inline: when the dump only records (no text
+ * tree), has room in its batch and nothing pending, the ATOM's NODE
+ * record is written here, into the batch, without a call; otherwise it
+ * calls sertrace_atom_labelled().  The same records either way.  For the
+ * hot path of a serializer that traces every object. */
+static inline void sertrace_atom_fast(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
+                                      uint64_t length, uint64_t pos, uint64_t end_pos,
+                                      uint8_t label_kind, uint64_t label_value)
+{
+    struct sertrace_dump_fast *f = (struct sertrace_dump_fast *)d;
+
+    if (d == NULL)
+        return;
+    if (__builtin_expect(f->len < f->fast_end && end_pos >= pos &&
+                             label_kind <= SERTRACE_REC_NODE_KIND_MAX,
+                         1)) {
+        uint8_t *p = f->batch + f->len;
+        *p++ = (uint8_t)(SERTRACE_REC_NODE | (unsigned)label_kind << SERTRACE_REC_NODE_KIND_SHIFT |
+                         SERTRACE_REC_NODE_ATOM);
+        *p++ = tag;
+        p = sertrace_put_varint(p, (uint64_t)f->depth + 1);
+        p = sertrace_put_varint(p, type);
+        p = sertrace_put_varint(p, sertrace_zigzag(addr, f->base_addr));
+        p = sertrace_put_varint(p, length);
+        p = sertrace_put_varint(p, sertrace_zigzag(pos, f->base_pos));
+        p = sertrace_put_varint(p, end_pos - pos);
+        if (label_kind != SERTRACE_LABEL_NONE)
+            p = sertrace_put_varint(p, label_value);
+        f->len = (uint32_t)(p - f->batch);
+        f->base_addr = addr;
+        f->base_pos = end_pos;
+        return;
+    }
+    sertrace_atom_labelled(d, tag, type, addr, length, pos, end_pos, label_kind, label_value);
+}
+
+/* sertrace_exit(), inline on the same terms as sertrace_atom_fast(): the
+ * EXIT_D record written straight into the batch when the dump only
+ * records, else the call.  The same records either way. */
+static inline void sertrace_exit_fast(sertrace_dump *d, uint64_t pos)
+{
+    struct sertrace_dump_fast *f = (struct sertrace_dump_fast *)d;
+
+    if (d == NULL)
+        return;
+    if (__builtin_expect(f->len < f->fast_end && f->depth > 0, 1)) {
+        uint8_t *p = f->batch + f->len;
+        *p++ = SERTRACE_REC_EXIT_D;
+        p = sertrace_put_varint(p, f->depth);
+        p = sertrace_put_varint(p, sertrace_zigzag(pos, f->base_pos));
+        f->len = (uint32_t)(p - f->batch);
+        f->base_pos = pos;
+        f->depth--;
+        return;
+    }
+    sertrace_exit(d, pos);
+}
 
 /* Report that an object could not be serialized.  Call on the error path
  * only, once, at the innermost node (before unwinding): `message` is the
