@@ -424,7 +424,7 @@ def _partial_pickle(o, obj, protocol):
             break
         flag = next((f for f in (dump or {}).get("flags", [])
                      if f.get("kind") == "unserializable"), None)
-        what = _exc_text(err)
+        what = _refusal_text(err, dump)
         if len(refused) >= MAX_REFUSED:
             o.partial_error = ("more than %d objects refused (the next: %s): no partial payload"
                                % (MAX_REFUSED, what))
@@ -456,7 +456,7 @@ def _partial_pickle(o, obj, protocol):
         real_payload = real.getvalue()
     except Exception as e:
         o.problems.append("pickle's partial dump (%d objects replaced) raised %s where the "
-                          "traced one succeeded" % (len(refused), _exc_text(e)))
+                          "traced one succeeded" % (len(refused), type(e).__name__))
         return
     pid_kind = next((k for k in dump.get("by_kind", []) if k.get("tag") == "Pid"), {})
     n_pids = pid_kind.get("count", 0)
@@ -539,7 +539,23 @@ def _version(name):
 
 
 def _exc_text(e):
+    """An exception of the user's own code (importing MODULE, evaluating EXPR)."""
     return "%s: %s" % (type(e).__name__, str(e).split("\n")[0])
+
+
+def _refusal_text(e, dump):
+    """A serializer's exception as the trace recorded it: its type name and the message
+    of the dump's first refusal (od_exception_message: a builtin exception's text, or
+    "<module.Type>: ..." from str args only), never str(e), which runs the exception's
+    own __str__ (user code: it may print object values, or raise).  No refusal in the
+    trace: the type name alone."""
+    name = type(e).__name__
+    flag = next((f for f in (dump or {}).get("flags", [])
+                 if f.get("kind") == "unserializable" and f.get("message")), None)
+    if flag is None:
+        return name
+    msg = flag["message"].split("\n")[0]
+    return msg if msg.startswith("<") else "%s: %s" % (name, msg)
 
 
 def _run_one(name, obj, protocol):
@@ -578,7 +594,7 @@ def _run_one(name, obj, protocol):
         o.protocol = dump.get("protocol")
         o.traced_bytes = dump.get("payload_bytes")
     if real_error is not None:
-        o.status, o.error = "refused", _exc_text(real_error)
+        o.status, o.error = "refused", _refusal_text(real_error, dump)
         found = [f for f in (dump or {}).get("flags", []) if f.get("kind") == "unserializable"]
         o.refused = _group_refused([{k: f.get(k) for k in ("path", "message", "tag", "type")}
                                     for f in found])
@@ -591,7 +607,7 @@ def _run_one(name, obj, protocol):
     o.bytes = len(real_bytes)
     if traced_error is not None:
         o.problems.append("the traced dump raised %s where %s.dumps() succeeded"
-                          % (_exc_text(traced_error), name))
+                          % (_refusal_text(traced_error, dump), name))
     elif dump is None:
         o.problems.append("the dump was not seen by the in-process listener")
     else:

@@ -515,3 +515,39 @@ def test_other_threads_dumps_are_not_captured_and_calls_take_turns():
             assert o["pickle"].status == "ok" and o["dill"].status == "ok"
             assert o["pickle"].bytes == len(pickle.dumps(obj))
             assert o["dill"].bytes == len(dill.dumps(obj))
+
+
+class _StrSecretError(Exception):
+    def __str__(self):  # user code: compare must not call it
+        return "STR-SECRET-4242"
+
+
+class _StrRaisesError(Exception):
+    def __str__(self):
+        raise RuntimeError("__str__ was called")
+
+
+class _RefusesWith:
+    def __init__(self, exc_type):
+        self.exc_type = exc_type
+
+    def __reduce__(self):
+        raise self.exc_type(object())
+
+
+def test_a_refusal_is_told_from_the_trace_never_by_the_exceptions_str():
+    """The exception a __reduce__ raises is user code: its __str__ may print object
+    values or raise.  compare() tells each refusal with the trace's own message (the
+    type name for a user exception with non-str args) and never calls str() on it."""
+    for exc_type in (_StrSecretError, _StrRaisesError):
+        obj = [_RefusesWith(exc_type), list(range(5))]
+        result = sc.compare(obj)  # must not raise
+        doc, text = result.json(), result.text()
+        assert "STR-SECRET" not in doc + text
+        assert "__str__ was called" not in doc + text
+        for o in result.outcomes:
+            assert o.status == "refused", o.name
+            assert o.error == "<%s.%s>" % (__name__, exc_type.__qualname__), o.error
+            assert [r["path"] for r in o.refused] == ["list[*]"]
+        pick = by_name(result)["pickle"]
+        assert pick.partial["bytes"] == len(pickle_without(obj, [obj[0]]))
