@@ -338,6 +338,27 @@ def _cloudpickle_pair(protocol):
 
 _capture_lock = threading.Lock()
 
+
+def _traced_run(fn, obj):
+    """fn(obj) traced in-process (sertrace._compare): (the exception it raised or None,
+    the first dump's summary entry or None, (summary_json, dump_id), the address of the
+    object at that dump's first error or None).  One capture per process: concurrent
+    compare() calls take turns."""
+    from . import _compare
+
+    err = None
+    with _capture_lock:
+        _compare.capture_begin()
+        try:
+            fn(obj)
+        except Exception as e:  # a refusal is a result
+            err = e
+        finally:
+            dump_id, summary, addr = _compare.capture_end()
+    doc = json.loads(summary)
+    dump = next((d for d in doc["dumps"] if d["dump_id"] == dump_id), None)
+    return err, dump, (summary, dump_id), addr
+
 # ---- a refusing pickle: the rest of the object (issue 15 item 2) ----
 
 MAX_REFUSED = 64  # distinct refused objects replaced before giving up
@@ -400,7 +421,6 @@ def _partial_pickle(o, obj, protocol):
     import _pickle
 
     import sertrace
-    from . import _compare
 
     proto = pickle.DEFAULT_PROTOCOL if protocol is None else protocol
     stand_in = 0 if proto >= 1 else "0"  # protocol 0 writes persistent ids as text lines
@@ -409,17 +429,8 @@ def _partial_pickle(o, obj, protocol):
     while True:
         seen = {}
         out = io.BytesIO()
-        err = None
-        with _capture_lock:
-            _compare.capture_begin()
-            try:
-                traced_cls(out, protocol, refused, seen, stand_in).dump(obj)
-            except Exception as e:
-                err = e
-            finally:
-                dump_id, summary, addr = _compare.capture_end()
-        doc = json.loads(summary)
-        dump = next((d for d in doc["dumps"] if d["dump_id"] == dump_id), None)
+        err, dump, summary, addr = _traced_run(
+            lambda x: traced_cls(out, protocol, refused, seen, stand_in).dump(x), obj)
         if err is None:
             break
         flag = next((f for f in (dump or {}).get("flags", [])
@@ -481,7 +492,7 @@ def _partial_pickle(o, obj, protocol):
     o.partial = {"bytes": len(real_payload), "stand_ins": n_pids,
                  "stand_in_bytes": 3,  # K 00 Q (BININT1 0, BINPERSID); protocol 0: "P0" newline
                  "refused_objects": len(refused)}
-    o._summary = (summary, dump_id)
+    o._summary = summary
     o._marks = _marks(dump, o.refused, stand_in_types, stand_in)
 
 
@@ -559,8 +570,6 @@ def _refusal_text(e, dump):
 
 
 def _run_one(name, obj, protocol):
-    from . import _compare
-
     o = Outcome(name)
     if name != "pickle" and importlib.util.find_spec(name) is None:
         return o
@@ -579,17 +588,7 @@ def _run_one(name, obj, protocol):
         real_bytes = real(obj)
     except Exception as e:  # a refusal is a result
         real_bytes, real_error = None, e
-    traced_error = None
-    with _capture_lock:  # one capture per process: concurrent compare() calls take turns
-        _compare.capture_begin()
-        try:
-            traced(obj)
-        except Exception as e:
-            traced_error = e
-        finally:
-            dump_id, summary, _err_addr = _compare.capture_end()
-    doc = json.loads(summary)
-    dump = next((d for d in doc["dumps"] if d["dump_id"] == dump_id), None)
+    traced_error, dump, summary, _err_addr = _traced_run(traced, obj)
     if dump is not None:
         o.protocol = dump.get("protocol")
         o.traced_bytes = dump.get("payload_bytes")
@@ -622,7 +621,7 @@ def _run_one(name, obj, protocol):
         o.status = "mismatch"
     else:
         o.status = "ok"
-        o._summary = (summary, dump_id)
+        o._summary = summary
     return o
 
 
