@@ -551,3 +551,28 @@ def test_a_refusal_is_told_from_the_trace_never_by_the_exceptions_str():
             assert [r["path"] for r in o.refused] == ["list[*]"]
         pick = by_name(result)["pickle"]
         assert pick.partial["bytes"] == len(pickle_without(obj, [obj[0]]))
+
+
+class _GrowsEachCall:
+    """Gives other state at each pickling (a counter in __getstate__)."""
+    calls = 0
+
+    def __getstate__(self):
+        type(self).calls += 1
+        return {"n": "x" * type(self).calls}
+
+
+def test_an_object_that_pickles_differently_each_call_is_no_sertrace_bug():
+    """obj's own __getstate__ makes each dumps() one byte longer: the untraced and the
+    traced dump differ in length, but the trace counted its own payload exactly.  That
+    is said as a note, the figures are the traced dump's, and no BUG is claimed (exit 0
+    for the CLI); the stable mismatch of the test above stays a bug."""
+    r = sc.compare(_GrowsEachCall())
+    for o in r.outcomes:
+        assert o.status == "ok" and not o.problems, (o.name, o.problems)
+        assert o.bytes == o.traced_bytes
+        assert len(o.notes) == 1 and "different length at each call" in o.notes[0]
+    assert "BUG (sertrace)" not in r.text() and "note: obj pickles" in r.text()
+    assert [s["notes"] for s in json.loads(r.json())["serializers"]] == \
+        [o.notes for o in r.outcomes]
+    assert r.compared == ["pickle", "dill", "cloudpickle"]
