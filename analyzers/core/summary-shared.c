@@ -347,7 +347,8 @@ static bool retained_of(const dump_sum *ds, const top_raw *r, shared_span *sp, s
     }
     /* the bytes of the maximal ones (spans nest or are disjoint; sorted
      * by start, outer first) */
-    qsort(w->out, w->n, sizeof *w->out, cmp_u32);
+    if (w->n > 1)
+        qsort(w->out, w->n, sizeof *w->out, cmp_u32);
     chosen_end = 0;
     for (size_t k = 0; k < w->n; k++) {
         const shared_span *y = &sp[w->out[k]];
