@@ -466,14 +466,29 @@ def _partial_pickle(o, obj, protocol):
         del seen, target
     seen = None
     traced_payload = out.getvalue()
-    try:
+
+    def real_partial():
         real = io.BytesIO()
         real_cls(real, protocol, refused, None, stand_in).dump(obj)
-        real_payload = real.getvalue()
+        return real.getvalue()
+    try:
+        real_payload = real_partial()
     except Exception as e:
         o.problems.append("pickle's partial dump (%d objects replaced) raised %s where the "
                           "traced one succeeded" % (len(refused), type(e).__name__))
         return
+    if real_payload != traced_payload and dump.get("payload_bytes") == len(traced_payload):
+        try:  # obj may pickle differently at each call: not a sertrace bug
+            again = real_partial()
+        except Exception:
+            again = None
+        if again != real_payload:
+            o.notes.append("obj pickles differently at each call (pickle's own partial dump "
+                           "wrote %d then %s bytes, the traced one %d): the figures are the "
+                           "traced dump's, exact for its payload" % (
+                               len(real_payload), "an error" if again is None else len(again),
+                               len(traced_payload)))
+            real_payload = traced_payload
     pid_kind = next((k for k in dump.get("by_kind", []) if k.get("tag") == "Pid"), {})
     n_pids = pid_kind.get("count", 0)
     problems = []
