@@ -138,6 +138,12 @@ static int refs_grow(dump_sum *ds)
 
 int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned)
 {
+    if (n->addr == 0) { /* no address (sertrace inspect): its target is unknown */
+        if (!ds->unknown_ref || n->enter_pos > ds->unknown_ref_pos)
+            ds->unknown_ref_pos = n->enter_pos;
+        ds->unknown_ref = true;
+        return 0;
+    }
     if (ds->reflog_n == ds->reflog_cap) {
         if (ds->reflog_n >= OBJS_MAX) {
             ds->reflog_full = true;
@@ -150,15 +156,8 @@ int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned)
             ds->reflog_cap = cap;
         }
     }
-    if (ds->reflog_n < ds->reflog_cap) /* refs are leaves: they close in stream order;
-                                        * one without an address too (unknown) */
+    if (ds->reflog_n < ds->reflog_cap) /* refs are leaves: they close in stream order */
         ds->reflog[ds->reflog_n++] = (shared_reflog){n->enter_pos, n->addr};
-    if (n->addr == 0) { /* no address (sertrace inspect): its target is unknown */
-        if (!ds->unknown_ref || n->enter_pos > ds->unknown_ref_pos)
-            ds->unknown_ref_pos = n->enter_pos;
-        ds->unknown_ref = true;
-        return 0;
-    }
     if ((ds->refs_n + 1) * 2 > ds->refs_cap && refs_grow(ds) < 0)
         return -1;
     size_t j = slot_of(n->addr, ds->refs_cap);
@@ -316,7 +315,11 @@ static bool retained_of(const dump_sum *ds, const top_raw *r, shared_span *sp, s
     }
     /* and, transitively, those inside X that a reference inside a
      * taken-out object points to: they are still written too (where
-     * that object now is) */
+     * that object now is).  A reference without an address in X (not
+     * logged: `sertrace inspect` gives none, so its memory stays
+     * O(depth + memo)) may be one of them: unknown. */
+    if (w->n > 0 && ds->unknown_ref && ds->unknown_ref_pos >= xs)
+        return false;
     for (size_t k = 0; k < w->n; k++) {
         const shared_span *y = &sp[w->out[k]];
         if (ds->reflog_full) /* its references may not all be logged */
