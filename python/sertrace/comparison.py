@@ -342,6 +342,12 @@ def _cloudpickle_pair(protocol):
 
 
 _capture_lock = threading.Lock()
+_tracing = threading.local()  # .on: this thread is inside a traced run
+
+
+class _NestedCompare(RuntimeError):
+    """compare() called while this thread's traced run is pickling (a __reduce__ of the
+    object compared): raised there instead of waiting on the lock this thread holds."""
 
 
 def _traced_run(fn, obj):
@@ -351,14 +357,20 @@ def _traced_run(fn, obj):
     per process: concurrent compare() calls take turns."""
     from . import _compare
 
+    if getattr(_tracing, "on", False):  # the lock is this thread's: waiting would hang
+        raise _NestedCompare("sertrace.compare() called inside a dump that compare() is tracing "
+                           "(from a __reduce__ or __getstate__ of the object compared): call it "
+                           "outside the pickling")
     err = result = None
     with _capture_lock:
         _compare.capture_begin()
+        _tracing.on = True
         try:
             result = fn(obj)
         except Exception as e:  # a refusal is a result
             err = e
         finally:
+            _tracing.on = False
             dump_id, summary, addr = _compare.capture_end()
     doc = json.loads(summary)
     dump = next((d for d in doc["dumps"] if d["dump_id"] == dump_id), None)
@@ -644,6 +656,9 @@ def _run_one(name, obj, protocol):
             _partial_pickle(o, obj, protocol)
         return o
     o.bytes = len(real_bytes)
+    if isinstance(traced_error, _NestedCompare):
+        o.status, o.error = "untraceable", str(traced_error)
+        return o
     if traced_error is not None:
         o.problems.append("the traced dump raised %s where %s.dumps() succeeded"
                           % (_refusal_text(traced_error, dump), name))

@@ -591,3 +591,25 @@ def test_a_partial_payload_of_an_object_that_pickles_differently_each_call():
     assert "BUG (sertrace)" not in r.text()
     assert [n for k, n, v in r.rows if k == "type" and r.mark(k, n, "pickle") == "refused"] \
         == ["generator"]
+
+
+def test_compare_inside_a_dump_it_traces_does_not_hang():
+    """A __reduce__ of the object compared calls compare() itself: the inner call is
+    refused at once (it would wait forever on the capture lock its own thread holds) and
+    the outer one says so ("untraceable"), in a real interpreter with a guard against a
+    hang (never asserted on time)."""
+    code = ("import sertrace.comparison as sc\n"
+            "class R:\n"
+            "    def __reduce__(self):\n"
+            "        sc.compare([1], serializers=('pickle',))\n"
+            "        return (list, ())\n"
+            "(o,) = sc.compare(R(), serializers=('pickle',)).outcomes\n"
+            "print(o.status); print(o.error)\n")
+    try:
+        p = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ))
+    except subprocess.TimeoutExpired:
+        pytest.fail("compare() inside a dump it traces hung")
+    assert p.returncode == 0, p.stderr
+    status, error = p.stdout.splitlines()[:2]
+    assert status == "untraceable" and "called inside a dump that compare() is tracing" in error
