@@ -83,7 +83,14 @@ typedef struct shared_ref {
     uint64_t addr, count, last;
     uint64_t moved, bytes, self, owned;
     uint32_t type, obj;
+    uint32_t span; /* shared_retained: index + 1 of its target's span */
 } shared_ref;
+
+/* One memo reference with an address, in stream order (summary-shared.c:
+ * the references inside a shared object, for retained bytes). */
+typedef struct shared_reflog {
+    uint64_t pos, addr;
+} shared_reflog;
 
 /* A rendered entry (overall top, flag) in the output's format. */
 typedef struct rendered {
@@ -131,6 +138,9 @@ typedef struct dump_sum {
                                * (set at node exit without an address, at
                                * shared_resolve otherwise) */
     uint64_t unknown_ref_pos; /* the last such reference's position */
+    shared_reflog *reflog;    /* every reference with an address, in order */
+    size_t reflog_cap, reflog_n;
+    bool reflog_full; /* references past OBJS_MAX were not logged */
     /* The open chain's path (paths.h), rendered lazily: chain.data[0 ..
      * chain_end[k - 1]] is the path of the open node at depth k for k <=
      * chain_depth; a node opening at depth k cuts chain_depth to k - 1,

@@ -27,22 +27,30 @@
  * a reference outside X points to -- they would still be written, where
  * that reference is.  A reference to Y inside X's subtree can only come
  * after Y was written, so "outside X" is "at or after X's end": Y is
- * shared out when its last reference is at or after X's end.  Computed
+ * shared out when its last reference is at or after X's end; and so,
+ * transitively, is an object inside X that a reference inside a
+ * shared-out Y points to (Y is still written, and it with it).  For that
+ * the references are also logged in stream order (`reflog`: position and
+ * address; they are leaves, so they close in order), and the sweep looks
+ * up the references inside each object it takes out.  Computed
  * at dump close, only for a complete dump whose sizes are exact (not a
  * lower-bound dump) and for entries whose bytes are exact; unknown (null,
- * nothing in text) when a reference at or after X's end points to an
- * object this table does not know (its table was full, or the reference
- * has no address: `sertrace inspect` records none).
+ * nothing in text) when a reference at or after X's end, or inside an
+ * object taken out of X, points to an object this table does not know
+ * (its table was full, or the reference has no address: `sertrace
+ * inspect` records none).
  *
  * Cost: per node with an address one append to `objs`, per reference
  * one probe of `refs`; at close one pass over `objs` probing `refs`, the
  * referenced objects sorted by start once (O(R log R), R distinct
  * referenced objects), then per top entry a binary search and a sweep
- * over the referenced objects written inside it, at most SWEEP_BUDGET
- * steps per dump (entries past the budget get no retained bytes).
- * Memory: 32 B per object, at most OBJS_MAX objects per dump (64 MiB);
- * beyond it objects are not recorded, and references to them are
- * "unknown" as above.
+ * over the referenced objects written inside it and the references
+ * inside those it takes out, at most SWEEP_BUDGET steps per dump
+ * (entries past the budget get no retained bytes).  Memory: 32 B per
+ * object and 16 B per reference, at most OBJS_MAX of each per dump (64
+ * MiB, 32 MiB); beyond it objects are not recorded, and references to
+ * them are "unknown" as above (references not logged: no retained bytes
+ * for an entry that takes an object out).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +144,20 @@ int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned)
         ds->unknown_ref = true;
         return 0;
     }
+    if (ds->reflog_n == ds->reflog_cap) {
+        if (ds->reflog_n >= OBJS_MAX) {
+            ds->reflog_full = true;
+        } else {
+            size_t cap = ds->reflog_cap ? ds->reflog_cap * 2 : 64;
+            shared_reflog *t = realloc(ds->reflog, cap * sizeof *t);
+            if (t == NULL)
+                return -1;
+            ds->reflog = t;
+            ds->reflog_cap = cap;
+        }
+    }
+    if (ds->reflog_n < ds->reflog_cap) /* refs are leaves: they close in stream order */
+        ds->reflog[ds->reflog_n++] = (shared_reflog){n->enter_pos, n->addr};
     if ((ds->refs_n + 1) * 2 > ds->refs_cap && refs_grow(ds) < 0)
         return -1;
     size_t j = slot_of(n->addr, ds->refs_cap);
@@ -215,8 +237,9 @@ int shared_resolve(dump_sum *ds)
 /* A referenced object, for the sweep: where it was written, its last
  * reference. */
 typedef struct shared_span {
-    uint64_t start, end, last;
+    uint64_t start, end, last, addr;
     uint32_t depth;
+    uint32_t stamp; /* the entry whose sweep reached it last */
 } shared_span;
 
 static int cmp_span(const void *a, const void *b)
@@ -227,14 +250,43 @@ static int cmp_span(const void *a, const void *b)
     return x->depth < y->depth ? -1 : x->depth > y->depth; /* outer first */
 }
 
+/* The sweep's scratch: the spans taken out of the entry being computed
+ * (indices into the sorted spans), the generation that marks them. */
+typedef struct sweep {
+    uint32_t *out;
+    size_t n;
+    uint32_t gen;
+    uint64_t budget;
+} sweep;
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Take span i out of X (which ends at xe): false when it is not a
+ * closed subtree of X (not exact). */
+static bool take_out(shared_span *sp, size_t i, uint64_t xe, sweep *w)
+{
+    if (sp[i].end == OPEN_END || sp[i].end > xe || sp[i].end < sp[i].start)
+        return false;
+    sp[i].stamp = w->gen;
+    w->out[w->n++] = (uint32_t)i;
+    return true;
+}
+
 /* Retained bytes of `r` from the sorted spans; false when unknown (the
- * budget ran out or a span is not a closed subtree of it). */
-static bool retained_of(const top_raw *r, const shared_span *sp, size_t nsp, uint64_t *budget,
+ * budget ran out, a span is not a closed subtree of it, or a reference
+ * inside a taken-out object has a target this table does not know). */
+static bool retained_of(const dump_sum *ds, const top_raw *r, shared_span *sp, size_t nsp, sweep *w,
                         uint64_t *out)
 {
     uint64_t xs = r->start, xe = r->start + r->bytes, shared = 0, chosen_end = 0;
     bool chosen = false;
     size_t lo = 0, hi = nsp; /* first span starting at or after xs */
+    w->n = 0;
+    w->gen++;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (sp[mid].start < xs)
@@ -242,10 +294,11 @@ static bool retained_of(const top_raw *r, const shared_span *sp, size_t nsp, uin
         else
             hi = mid;
     }
+    /* the objects inside X that a reference after X's end points to */
     for (size_t i = lo; i < nsp && sp[i].start < xe; i++) {
-        if (*budget == 0)
+        if (w->budget == 0)
             return false;
-        (*budget)--;
+        w->budget--;
         const shared_span *y = &sp[i];
         if (y->depth <= r->depth)
             continue; /* the entry itself (or a wrapper as long as it) */
@@ -254,10 +307,58 @@ static bool retained_of(const top_raw *r, const shared_span *sp, size_t nsp, uin
         if (y->end == OPEN_END || y->end > xe || y->end < y->start)
             return false;    /* not a closed subtree of it: not exact */
         if (y->last >= xe) { /* referenced from after X: written there */
-            shared += y->end - y->start;
+            if (!take_out(sp, i, xe, w))
+                return false;
             chosen = true;
             chosen_end = y->end;
         }
+    }
+    /* and, transitively, those inside X that a reference inside a
+     * taken-out object points to: they are still written too (where
+     * that object now is).  A reference without an address in X (not
+     * logged: `sertrace inspect` gives none, so its memory stays
+     * O(depth + memo)) may be one of them: unknown. */
+    if (w->n > 0 && ds->unknown_ref && ds->unknown_ref_pos >= xs)
+        return false;
+    for (size_t k = 0; k < w->n; k++) {
+        const shared_span *y = &sp[w->out[k]];
+        if (ds->reflog_full) /* its references may not all be logged */
+            return false;
+        /* the first reference at or after y's start */
+        size_t a = 0, b = ds->reflog_n;
+        while (a < b) {
+            size_t mid = a + (b - a) / 2;
+            if (ds->reflog[mid].pos < y->start)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        for (size_t j = a; j < ds->reflog_n && ds->reflog[j].pos < y->end; j++) {
+            if (w->budget == 0)
+                return false;
+            w->budget--;
+            const shared_ref *t = ref_find(ds, ds->reflog[j].addr);
+            if (t == NULL || t->span == 0)
+                return false; /* its target is not known: it may be inside X */
+            size_t z = t->span - 1;
+            if (sp[z].start < xs || sp[z].start >= xe || sp[z].depth <= r->depth ||
+                sp[z].stamp == w->gen)
+                continue; /* outside X, X itself, or taken out already */
+            if (!take_out(sp, z, xe, w))
+                return false;
+        }
+    }
+    /* the bytes of the maximal ones (spans nest or are disjoint; sorted
+     * by start, outer first) */
+    if (w->n > 1)
+        qsort(w->out, w->n, sizeof *w->out, cmp_u32);
+    chosen_end = 0;
+    for (size_t k = 0; k < w->n; k++) {
+        const shared_span *y = &sp[w->out[k]];
+        if (k > 0 && y->start < chosen_end)
+            continue;
+        shared += y->end - y->start;
+        chosen_end = y->end;
     }
     if (shared > r->bytes)
         return false;
@@ -283,19 +384,27 @@ int shared_retained(dump_sum *ds, const sertrace_dump_state *d)
             if (ds->refs[j].obj == 0)
                 continue; /* counted in unknown_ref */
             const shared_obj *o = &ds->objs[ds->refs[j].obj - 1];
-            sp[nsp++] = (shared_span){o->start, o->end, ds->refs[j].last, o->depth};
+            sp[nsp++] =
+                (shared_span){o->start, o->end, ds->refs[j].last, ds->refs[j].addr, o->depth, 0};
         }
         qsort(sp, nsp, sizeof *sp, cmp_span);
+        for (size_t i = 0; i < nsp; i++)
+            ref_find(ds, sp[i].addr)->span = (uint32_t)(i + 1);
     }
-    uint64_t budget = SWEEP_BUDGET;
+    sweep w = {.out = nsp ? malloc(nsp * sizeof *w.out) : NULL, .budget = SWEEP_BUDGET};
+    if (nsp && w.out == NULL) {
+        free(sp);
+        return -1;
+    }
     for (unsigned i = 0; i < ds->ntop; i++) {
         top_raw *r = &ds->top[i];
         if (sertrace_tagclass_of(r->tag) == SERTRACE_TAGCLASS_REF || !raw_exact(r))
             continue;
         if (ds->unknown_ref && ds->unknown_ref_pos >= r->start + r->bytes)
             continue; /* a reference after it to an object not recorded */
-        r->has_retained = retained_of(r, sp, nsp, &budget, &r->retained);
+        r->has_retained = retained_of(ds, r, sp, nsp, &w, &r->retained);
     }
+    free(w.out);
     free(sp);
     return 0;
 }
@@ -316,8 +425,13 @@ void shared_reset(dump_sum *ds)
     } else if (ds->refs_n) {
         memset(ds->refs, 0, ds->refs_cap * sizeof *ds->refs);
     }
-    ds->objs_n = ds->refs_n = 0;
-    ds->objs_full = ds->unknown_ref = false;
+    if (ds->reflog_cap > KEEP_SLOTS) {
+        free(ds->reflog);
+        ds->reflog = NULL;
+        ds->reflog_cap = 0;
+    }
+    ds->objs_n = ds->refs_n = ds->reflog_n = 0;
+    ds->objs_full = ds->unknown_ref = ds->reflog_full = false;
     ds->unknown_ref_pos = 0;
 }
 
@@ -325,7 +439,9 @@ void shared_free(dump_sum *ds)
 {
     free(ds->objs);
     free(ds->refs);
+    free(ds->reflog);
     ds->objs = NULL;
     ds->refs = NULL;
-    ds->objs_cap = ds->refs_cap = 0;
+    ds->reflog = NULL;
+    ds->objs_cap = ds->refs_cap = ds->reflog_cap = 0;
 }

@@ -76,7 +76,7 @@ static void put_legend(sertrace_summary *s, sertrace_buf *b)
         return;
     s->legend_done = true;
     buf_lit(b, "  (incl. = bytes including children; self = own bytes; "
-               "share = self / payload)\n");
+               "share = self / root bytes)\n");
 }
 
 /* One row: "    LABEL            COUNT        INCL.         SELF  SHARE  TAIL",

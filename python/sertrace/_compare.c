@@ -43,31 +43,14 @@
 
 #include "core.h"
 #include "diff-rows.h"
+#include "format.h"
 #include "sertrace/sertrace.h"
 #include "summary.h"
 
-typedef struct membuf {
-    char *p;
-    size_t len, cap;
-} membuf;
-
-static int membuf_write(void *ctx, const char *s, size_t n)
+/* The summary's sink: format.h's growing buffer. */
+static int buf_write(void *ctx, const char *s, size_t n)
 {
-    membuf *b = ctx;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        char *q;
-        while (cap < b->len + n)
-            cap *= 2;
-        q = realloc(b->p, cap);
-        if (!q)
-            return -1;
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    return 0;
+    return sertrace_buf_append(ctx, s, n);
 }
 
 static struct capture {
@@ -82,7 +65,7 @@ static struct capture {
     uint64_t first_dump;
     sertrace_core *core;
     sertrace_summary *sum;
-    membuf out;
+    sertrace_buf out;
 } cap = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* Locked, and the capture is active on this thread: true. */
@@ -151,10 +134,9 @@ static void release_locked(void)
         sertrace_core_destroy(cap.core);
     if (cap.sum)
         sertrace_summary_destroy(cap.sum);
-    free(cap.out.p);
+    sertrace_buf_free(&cap.out);
     cap.core = NULL;
     cap.sum = NULL;
-    memset(&cap.out, 0, sizeof cap.out);
 }
 
 static PyObject *capture_begin(PyObject *self, PyObject *noargs)
@@ -176,7 +158,7 @@ static PyObject *capture_begin(PyObject *self, PyObject *noargs)
     so.paths = true;
     so.top = 0; /* every pattern, no list of largest nodes */
     so.max_flags = 100;
-    cap.sum = sertrace_summary_create(&so, membuf_write, &cap.out);
+    cap.sum = sertrace_summary_create(&so, buf_write, &cap.out);
     if (cap.sum) {
         sertrace_summary_visitor(cap.sum, &cap.sumv);
         v = cap.sumv;
@@ -216,13 +198,15 @@ static PyObject *capture_end(PyObject *self, PyObject *noargs)
     }
     cap.active = false;
     ok = !cap.failed && sertrace_core_finish(cap.core) == 0 &&
-         sertrace_summary_finish(cap.sum, sertrace_core_get_stats(cap.core)) == 0;
+         sertrace_summary_finish(cap.sum, sertrace_core_get_stats(cap.core)) == 0 &&
+         !sertrace_buf_error(&cap.out);
     if (ok && cap.has_err_addr)
-        ret = Py_BuildValue("Ky#K", (unsigned long long)cap.first_dump, cap.out.p ? cap.out.p : "",
-                            (Py_ssize_t)cap.out.len, (unsigned long long)cap.err_addr);
+        ret = Py_BuildValue("Ky#K", (unsigned long long)cap.first_dump,
+                            cap.out.data ? cap.out.data : "", (Py_ssize_t)cap.out.len,
+                            (unsigned long long)cap.err_addr);
     else if (ok)
-        ret = Py_BuildValue("Ky#O", (unsigned long long)cap.first_dump, cap.out.p ? cap.out.p : "",
-                            (Py_ssize_t)cap.out.len, Py_None);
+        ret = Py_BuildValue("Ky#O", (unsigned long long)cap.first_dump,
+                            cap.out.data ? cap.out.data : "", (Py_ssize_t)cap.out.len, Py_None);
     else
         PyErr_NoMemory();
     release_locked();

@@ -66,7 +66,8 @@ class Outcome:
     and message, with the count of objects refused there), "not installed",
     "untraceable" (installed, but sertrace cannot trace it here: `error` says why) or
     "mismatch" (a sertrace bug: `problems` says what disagreed); bytes: len of the
-    real dumps() (None unless it succeeded); protocol: the one its dump used;
+    real dumps() (None unless it succeeded; the traced dump's when obj pickles to a
+    different length at each call: `notes` says so); protocol: the one its dump used;
     traced_bytes: the payload the trace counted.
 
     partial (plain pickle only, when it refused): a dict when pickle wrote obj with
@@ -88,6 +89,7 @@ class Outcome:
         self.problems = []
         self.partial = None
         self.partial_error = None
+        self.notes = []
         self._summary = None  # (json bytes, dump_id) of a dump whose figures are exact
         self._marks = None  # partial: {(kind, row name): "refused" | "partial"}
 
@@ -99,7 +101,8 @@ class Outcome:
                 "partial_bytes": None if self.partial is None else self.partial["bytes"],
                 "stand_ins": None if self.partial is None else self.partial["stand_ins"],
                 "stand_in_bytes": None if self.partial is None else self.partial["stand_in_bytes"],
-                "partial_error": self.partial_error, "problems": self.problems}
+                "partial_error": self.partial_error, "problems": self.problems,
+                "notes": self.notes}
 
     def partial_text(self):
         """'N B without K refused subtrees (each replaced by a k-byte persistent id)'."""
@@ -201,6 +204,8 @@ class Comparison:
                 L.append("  %-*s   no partial payload: %s" % (w, "", o.partial_error))
             for p in o.problems:
                 L.append("  %-*s   BUG (sertrace): %s" % (w, "", p))
+            for p in o.notes:
+                L.append("  %-*s   note: %s" % (w, "", p))
         if not names:
             L.append("")
             L.append("No serializer wrote obj: nothing to compare.")
@@ -337,6 +342,39 @@ def _cloudpickle_pair(protocol):
 
 
 _capture_lock = threading.Lock()
+_tracing = threading.local()  # .on: this thread is inside a traced run
+
+
+class _NestedCompare(RuntimeError):
+    """compare() called while this thread's traced run is pickling (a __reduce__ of the
+    object compared): raised there instead of waiting on the lock this thread holds."""
+
+
+def _traced_run(fn, obj):
+    """fn(obj) traced in-process (sertrace._compare): (the exception it raised or None,
+    the first dump's summary entry or None, (summary_json, dump_id), the address of the
+    object at that dump's first error or None, what fn returned or None).  One capture
+    per process: concurrent compare() calls take turns."""
+    from . import _compare
+
+    if getattr(_tracing, "on", False):  # the lock is this thread's: waiting would hang
+        raise _NestedCompare("sertrace.compare() called inside a dump that compare() is tracing "
+                           "(from a __reduce__ or __getstate__ of the object compared): call it "
+                           "outside the pickling")
+    err = result = None
+    with _capture_lock:
+        _compare.capture_begin()
+        _tracing.on = True
+        try:
+            result = fn(obj)
+        except Exception as e:  # a refusal is a result
+            err = e
+        finally:
+            _tracing.on = False
+            dump_id, summary, addr = _compare.capture_end()
+    doc = json.loads(summary)
+    dump = next((d for d in doc["dumps"] if d["dump_id"] == dump_id), None)
+    return err, dump, (summary, dump_id), addr, result
 
 # ---- a refusing pickle: the rest of the object (issue 15 item 2) ----
 
@@ -400,7 +438,6 @@ def _partial_pickle(o, obj, protocol):
     import _pickle
 
     import sertrace
-    from . import _compare
 
     proto = pickle.DEFAULT_PROTOCOL if protocol is None else protocol
     stand_in = 0 if proto >= 1 else "0"  # protocol 0 writes persistent ids as text lines
@@ -409,22 +446,13 @@ def _partial_pickle(o, obj, protocol):
     while True:
         seen = {}
         out = io.BytesIO()
-        err = None
-        with _capture_lock:
-            _compare.capture_begin()
-            try:
-                traced_cls(out, protocol, refused, seen, stand_in).dump(obj)
-            except Exception as e:
-                err = e
-            finally:
-                dump_id, summary, addr = _compare.capture_end()
-        doc = json.loads(summary)
-        dump = next((d for d in doc["dumps"] if d["dump_id"] == dump_id), None)
+        err, dump, summary, addr, _ = _traced_run(
+            lambda x: traced_cls(out, protocol, refused, seen, stand_in).dump(x), obj)
         if err is None:
             break
         flag = next((f for f in (dump or {}).get("flags", [])
                      if f.get("kind") == "unserializable"), None)
-        what = _exc_text(err)
+        what = _refusal_text(err, dump)
         if len(refused) >= MAX_REFUSED:
             o.partial_error = ("more than %d objects refused (the next: %s): no partial payload"
                                % (MAX_REFUSED, what))
@@ -450,14 +478,29 @@ def _partial_pickle(o, obj, protocol):
         del seen, target
     seen = None
     traced_payload = out.getvalue()
-    try:
+
+    def real_partial():
         real = io.BytesIO()
         real_cls(real, protocol, refused, None, stand_in).dump(obj)
-        real_payload = real.getvalue()
+        return real.getvalue()
+    try:
+        real_payload = real_partial()
     except Exception as e:
         o.problems.append("pickle's partial dump (%d objects replaced) raised %s where the "
-                          "traced one succeeded" % (len(refused), _exc_text(e)))
+                          "traced one succeeded" % (len(refused), type(e).__name__))
         return
+    if real_payload != traced_payload and dump.get("payload_bytes") == len(traced_payload):
+        try:  # obj may pickle differently at each call: not a sertrace bug
+            again = real_partial()
+        except Exception:
+            again = None
+        if again != real_payload:
+            o.notes.append("obj pickles differently at each call (pickle's own partial dump "
+                           "wrote %d then %s bytes, the traced one %d): the figures are the "
+                           "traced dump's, exact for its payload" % (
+                               len(real_payload), "an error" if again is None else len(again),
+                               len(traced_payload)))
+            real_payload = traced_payload
     pid_kind = next((k for k in dump.get("by_kind", []) if k.get("tag") == "Pid"), {})
     n_pids = pid_kind.get("count", 0)
     problems = []
@@ -481,7 +524,7 @@ def _partial_pickle(o, obj, protocol):
     o.partial = {"bytes": len(real_payload), "stand_ins": n_pids,
                  "stand_in_bytes": 3,  # K 00 Q (BININT1 0, BINPERSID); protocol 0: "P0" newline
                  "refused_objects": len(refused)}
-    o._summary = (summary, dump_id)
+    o._summary = summary
     o._marks = _marks(dump, o.refused, stand_in_types, stand_in)
 
 
@@ -539,12 +582,46 @@ def _version(name):
 
 
 def _exc_text(e):
+    """An exception of the user's own code (importing MODULE, evaluating EXPR)."""
     return "%s: %s" % (type(e).__name__, str(e).split("\n")[0])
 
 
-def _run_one(name, obj, protocol):
-    from . import _compare
+def _refusal_text(e, dump):
+    """A serializer's exception as the trace recorded it: its type name and the message
+    of the dump's first refusal (od_exception_message: a builtin exception's text, or
+    "<module.Type>: ..." from str args only), never str(e), which runs the exception's
+    own __str__ (user code: it may print object values, or raise).  No refusal in the
+    trace: the type name alone."""
+    name = type(e).__name__
+    flag = next((f for f in (dump or {}).get("flags", [])
+                 if f.get("kind") == "unserializable" and f.get("message")), None)
+    if flag is None:
+        return name
+    msg = flag["message"].split("\n")[0]
+    return msg if msg.startswith("<") else "%s: %s" % (name, msg)
 
+
+def _unstable(o, real, obj, traced_payload):
+    """The traced dump counted exactly its own payload, but obj pickles to a different
+    length at each call (its __reduce__ or __getstate__ gives other state each time):
+    not a sertrace bug.  Says so in o.notes; False when obj is stable (a real mismatch)."""
+    if not isinstance(traced_payload, bytes) or o.traced_bytes != len(traced_payload):
+        return False
+    try:
+        again = len(real(obj))
+    except Exception:
+        again = None
+    if again == o.bytes:
+        return False
+    o.notes.append("obj pickles to a different length at each call (untraced %s.dumps() "
+                   "wrote %d then %s bytes, the traced one %d): the figures are the traced "
+                   "dump's, exact for its payload" % (
+                       o.name, o.bytes, "an error" if again is None else again,
+                       len(traced_payload)))
+    return True
+
+
+def _run_one(name, obj, protocol):
     o = Outcome(name)
     if name != "pickle" and importlib.util.find_spec(name) is None:
         return o
@@ -563,22 +640,12 @@ def _run_one(name, obj, protocol):
         real_bytes = real(obj)
     except Exception as e:  # a refusal is a result
         real_bytes, real_error = None, e
-    traced_error = None
-    with _capture_lock:  # one capture per process: concurrent compare() calls take turns
-        _compare.capture_begin()
-        try:
-            traced(obj)
-        except Exception as e:
-            traced_error = e
-        finally:
-            dump_id, summary, _err_addr = _compare.capture_end()
-    doc = json.loads(summary)
-    dump = next((d for d in doc["dumps"] if d["dump_id"] == dump_id), None)
+    traced_error, dump, summary, _err_addr, traced_payload = _traced_run(traced, obj)
     if dump is not None:
         o.protocol = dump.get("protocol")
         o.traced_bytes = dump.get("payload_bytes")
     if real_error is not None:
-        o.status, o.error = "refused", _exc_text(real_error)
+        o.status, o.error = "refused", _refusal_text(real_error, dump)
         found = [f for f in (dump or {}).get("flags", []) if f.get("kind") == "unserializable"]
         o.refused = _group_refused([{k: f.get(k) for k in ("path", "message", "tag", "type")}
                                     for f in found])
@@ -589,9 +656,12 @@ def _run_one(name, obj, protocol):
             _partial_pickle(o, obj, protocol)
         return o
     o.bytes = len(real_bytes)
+    if isinstance(traced_error, _NestedCompare):
+        o.status, o.error = "untraceable", str(traced_error)
+        return o
     if traced_error is not None:
         o.problems.append("the traced dump raised %s where %s.dumps() succeeded"
-                          % (_exc_text(traced_error), name))
+                          % (_refusal_text(traced_error, dump), name))
     elif dump is None:
         o.problems.append("the dump was not seen by the in-process listener")
     else:
@@ -599,14 +669,16 @@ def _run_one(name, obj, protocol):
             o.problems.append("the traced dump is not complete (status %s)" % dump.get("status"))
         if dump.get("sizes_are_lower_bounds"):
             o.problems.append("the traced sizes are lower bounds")
-        if o.traced_bytes != o.bytes:
+        if o.traced_bytes != o.bytes and _unstable(o, real, obj, traced_payload):
+            o.bytes = len(traced_payload)  # the figures are those of the traced dump
+        elif o.traced_bytes != o.bytes:
             o.problems.append("the trace counted %s bytes, len(%s.dumps()) is %d"
                               % (o.traced_bytes, name, o.bytes))
     if o.problems:
         o.status = "mismatch"
     else:
         o.status = "ok"
-        o._summary = (summary, dump_id)
+        o._summary = summary
     return o
 
 

@@ -16,6 +16,7 @@ condition with a generous deadline that only guards against hangs.
 """
 import json
 import os
+import pickle
 import re
 import signal
 import socket
@@ -1415,10 +1416,31 @@ def test_report_no_per_dump(two_programs):
     assert full.stdout.count("  by kind ") == 5   # 4 dumps + overall
     assert short.stdout.count("  by kind ") == 1  # overall only
     assert "largest nodes" not in short.stdout.split("== overall")[0]
-    legend = "  (incl. = bytes including children; self = own bytes; share = self / payload)\n"
+    legend = "  (incl. = bytes including children; self = own bytes; share = self / root bytes)\n"
     assert (short.stdout.split("== overall")[1].replace(legend, "") ==
             full.stdout.split("== overall")[1])
     assert len(short.stdout.splitlines()) < len(full.stdout.splitlines()) // 2
+
+
+def test_summary_share_is_what_the_legend_says(tmp_path):
+    """The kind and type tables' share is self / the root's bytes (the sum of all self
+    bytes), not self / payload (which adds the PROTO, FRAME and STOP around the root):
+    the legend says which, and each row's share is that ratio (text: truncated to
+    0.1%; JSON: 4 decimals)."""
+    f = tmp_path / "p.pkl"
+    f.write_bytes(pickle.dumps({"a": [1, 2, 3], "b": "x" * 10}, protocol=4))
+    doc = json.loads(run("inspect", "--json", str(f)).stdout)
+    (d,) = doc["dumps"]
+    root, payload = d["root_bytes"], d["payload_bytes"]
+    assert root < payload  # 12 bytes of header and STOP: the two ratios differ
+    for row in d["by_kind"] + d["by_type"]:
+        assert row["share"] == round(row["self"] / root, 4), row
+    text = run("inspect", "--summary", "--exact", str(f)).stdout
+    assert "share = self / root bytes)" in text
+    for row in d["by_kind"]:
+        line = next(l for l in text.splitlines() if l.split()[:1] == [row["tag"]])
+        share = float(line.split()[-1 - len(row["kind"].split())].rstrip("%"))
+        assert share == int(row["self"] * 1000 / root) / 10, (line, row)
 
 
 # ---- traces that are not what the user thinks ------------------------------------

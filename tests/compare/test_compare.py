@@ -515,3 +515,101 @@ def test_other_threads_dumps_are_not_captured_and_calls_take_turns():
             assert o["pickle"].status == "ok" and o["dill"].status == "ok"
             assert o["pickle"].bytes == len(pickle.dumps(obj))
             assert o["dill"].bytes == len(dill.dumps(obj))
+
+
+class _StrSecretError(Exception):
+    def __str__(self):  # user code: compare must not call it
+        return "STR-SECRET-4242"
+
+
+class _StrRaisesError(Exception):
+    def __str__(self):
+        raise RuntimeError("__str__ was called")
+
+
+class _RefusesWith:
+    def __init__(self, exc_type):
+        self.exc_type = exc_type
+
+    def __reduce__(self):
+        raise self.exc_type(object())
+
+
+def test_a_refusal_is_told_from_the_trace_never_by_the_exceptions_str():
+    """The exception a __reduce__ raises is user code: its __str__ may print object
+    values or raise.  compare() tells each refusal with the trace's own message (the
+    type name for a user exception with non-str args) and never calls str() on it."""
+    for exc_type in (_StrSecretError, _StrRaisesError):
+        obj = [_RefusesWith(exc_type), list(range(5))]
+        result = sc.compare(obj)  # must not raise
+        doc, text = result.json(), result.text()
+        assert "STR-SECRET" not in doc + text
+        assert "__str__ was called" not in doc + text
+        for o in result.outcomes:
+            assert o.status == "refused", o.name
+            assert o.error == "<%s.%s>" % (__name__, exc_type.__qualname__), o.error
+            assert [r["path"] for r in o.refused] == ["list[*]"]
+        pick = by_name(result)["pickle"]
+        assert pick.partial["bytes"] == len(pickle_without(obj, [obj[0]]))
+
+
+class _GrowsEachCall:
+    """Gives other state at each pickling (a counter in __getstate__)."""
+    calls = 0
+
+    def __getstate__(self):
+        type(self).calls += 1
+        return {"n": "x" * type(self).calls}
+
+
+def test_an_object_that_pickles_differently_each_call_is_no_sertrace_bug():
+    """obj's own __getstate__ makes each dumps() one byte longer: the untraced and the
+    traced dump differ in length, but the trace counted its own payload exactly.  That
+    is said as a note, the figures are the traced dump's, and no BUG is claimed (exit 0
+    for the CLI); the stable mismatch of the test above stays a bug."""
+    r = sc.compare(_GrowsEachCall())
+    for o in r.outcomes:
+        assert o.status == "ok" and not o.problems, (o.name, o.problems)
+        assert o.bytes == o.traced_bytes
+        assert len(o.notes) == 1 and "different length at each call" in o.notes[0]
+    assert "BUG (sertrace)" not in r.text() and "note: obj pickles" in r.text()
+    assert [s["notes"] for s in json.loads(r.json())["serializers"]] == \
+        [o.notes for o in r.outcomes]
+    assert r.compared == ["pickle", "dill", "cloudpickle"]
+
+
+def test_a_partial_payload_of_an_object_that_pickles_differently_each_call():
+    """The same for plain pickle's partial payload: [an object whose state grows at each
+    call, a generator].  pickle's own partial dump and the traced one differ, and so do
+    two of pickle's own: a note, the traced figures, no BUG."""
+    obj = [_GrowsEachCall(), (x for x in ())]
+    r = sc.compare(obj, serializers=("pickle",))
+    (o,) = r.outcomes
+    assert o.status == "refused" and not o.problems, o.problems
+    assert o.partial is not None and o.partial["stand_ins"] == 1
+    assert len(o.notes) == 1 and "differently at each call" in o.notes[0]
+    assert "BUG (sertrace)" not in r.text()
+    assert [n for k, n, v in r.rows if k == "type" and r.mark(k, n, "pickle") == "refused"] \
+        == ["generator"]
+
+
+def test_compare_inside_a_dump_it_traces_does_not_hang():
+    """A __reduce__ of the object compared calls compare() itself: the inner call is
+    refused at once (it would wait forever on the capture lock its own thread holds) and
+    the outer one says so ("untraceable"), in a real interpreter with a guard against a
+    hang (never asserted on time)."""
+    code = ("import sertrace.comparison as sc\n"
+            "class R:\n"
+            "    def __reduce__(self):\n"
+            "        sc.compare([1], serializers=('pickle',))\n"
+            "        return (list, ())\n"
+            "(o,) = sc.compare(R(), serializers=('pickle',)).outcomes\n"
+            "print(o.status); print(o.error)\n")
+    try:
+        p = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ))
+    except subprocess.TimeoutExpired:
+        pytest.fail("compare() inside a dump it traces hung")
+    assert p.returncode == 0, p.stderr
+    status, error = p.stdout.splitlines()[:2]
+    assert status == "untraceable" and "called inside a dump that compare() is tracing" in error

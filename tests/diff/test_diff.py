@@ -210,3 +210,19 @@ def test_swapped_is_deleted(traces):
         "Scheduler.coros[*].trace_ctx")
     # shrinking never trips --fail-if-grows
     assert run_diff("--fail-if-grows", "0", a, b).returncode == 0
+
+
+def test_pickle_files_give_path_rows_as_the_help_says(pickles, traces):
+    """Pickle files are read as `inspect --json --paths`: they give the same path rows
+    as the traces (the new pattern with the same exact bytes), and --help says so
+    (it said "type rows only" for pickle files after inspect had --paths)."""
+    (a, _), (b, _) = pickles["base"], pickles["grown"]
+    r = rows(diff_json(a, b))
+    new = r[("path", "Scheduler.coros[*].trace_ctx")]
+    assert new["status"] == "new" and new["b"] == trace_ctx_bytes()
+    ta, tb = traces["base"][0], traces["grown"][0]
+    from_traces = rows(diff_json(ta, tb))
+    assert {k for k in r if k[0] == "path"} == {k for k in from_traces if k[0] == "path"}
+    h = run_diff("--help").stdout
+    assert "type rows only" not in h
+    assert "path patterns" in h and "pickle" in h
