@@ -383,6 +383,34 @@ static bool builtin_str_is_safe(PyObject *exc)
     return true;
 }
 
+/* Pickling errors name the object they refused by its repr ("Can't pickle
+ * <repr>: attribute lookup f on m failed", "can't pickle 'T' object: <repr>"):
+ * text a user's __repr__ wrote, possibly a value.  The pickler called it, not
+ * sertrace, but the trace must not keep it: the repr part becomes "..." and
+ * the reason, which names code (modules, attributes), stays.  The repr may
+ * itself hold ": ", the reasons never do: the cut is at the last one. */
+static PyObject *without_object_repr(PyObject *msg)
+{
+    static const char lead[] = "Can't pickle ", lower[] = "can't pickle '";
+    static const char tail[] = "' object: ";
+    const char *s, *cut;
+    Py_ssize_t len;
+
+    if (msg == NULL || (s = PyUnicode_AsUTF8AndSize(msg, &len)) == NULL)
+        return msg;
+    if (strncmp(s, lead, sizeof lead - 1) == 0 &&
+        strncmp(s, "Can't pickle local object", 25) != 0) {
+        for (cut = NULL; (s = strstr(s, ": ")) != NULL; s += 2)
+            cut = s;
+        if (cut == NULL)
+            return msg;
+        Py_SETREF(msg, PyUnicode_FromFormat("Can't pickle %s%s", "\u2026", cut));
+    } else if (strncmp(s, lower, sizeof lower - 1) == 0 && (cut = strstr(s, tail)) != NULL) {
+        Py_SETREF(msg, PyUnicode_FromStringAndSize(s, cut - s + (Py_ssize_t)sizeof tail - 3));
+    }
+    return msg;
+}
+
 PyObject *od_exception_message(PyObject *exc)
 {
     PyTypeObject *t;
@@ -398,7 +426,7 @@ PyObject *od_exception_message(PyObject *exc)
     builtin = (!PyType_HasFeature(t, Py_TPFLAGS_HEAPTYPE) && strchr(t->tp_name, '.') == NULL) ||
               t->tp_str == ((PyTypeObject *)PyExc_BaseException)->tp_str;
     if (builtin && builtin_str_is_safe(exc))
-        return PyObject_Str(exc);
+        return without_object_repr(PyObject_Str(exc));
     name = od_type_name(t);
     if (name == NULL)
         return NULL;

@@ -486,3 +486,48 @@ def test_atom_root_text(tmp_path):
     lines = [l for l in text.splitlines() if not l.startswith("#")]
     assert lines[0].startswith("┬ A: "), text
     assert lines[-1] == "└ # A [1 B]", text
+
+
+REPR_IN_MESSAGE_CHILD = r'''
+    import io, json, pickle
+    import sertrace
+    import sertrace.dill as sd
+    sd.install()   # traces pickle._Pickler (the pyhook) as well
+
+    class Holder:
+        def __repr__(self):
+            return "REPR-SECRET: {'k': 1}"
+        def __reduce__(self):
+            return "no_such_global_xyz"
+
+    class NoReduce:
+        __reduce_ex__ = None
+        def __repr__(self):
+            return "LOWER-SECRET"
+
+    out = []
+    for obj in (Holder(), [1, Holder()]):
+        for dump in (sertrace.dumps, lambda o: pickle._Pickler(io.BytesIO(), 4).dump(o)):
+            try:
+                dump(obj)
+            except Exception as e:
+                out.append(str(e))
+    print(json.dumps(out))
+'''
+
+
+def test_error_messages_keep_no_object_repr(tmp_path):
+    """Pickle names a refused object by its repr ("Can't pickle <repr>: attribute
+    lookup ... failed"): the user's exception keeps it, the trace does not (the
+    repr is a user's text, possibly a value): both serializers record the
+    reason with the repr cut out."""
+    out, text = run_script(tmp_path, REPR_IN_MESSAGE_CHILD)
+    assert len(out) == 4 and all("REPR-SECRET" in m for m in out), out
+    assert "SECRET" not in text, text
+    flags = [line for line in text.splitlines() if "!! UNSERIALIZABLE O" in line]
+    assert len(flags) == 4, text
+    # the C pickler's reason, then pickle.py's (the pyhook traces pickle._Pickler)
+    reasons = ("attribute lookup no_such_global_xyz on __main__ failed",
+               "it's not found as __main__.no_such_global_xyz")
+    for line, reason in zip(flags, reasons * 2):
+        assert "Can't pickle \u2026: " + reason + " at " in line, line
