@@ -444,7 +444,7 @@ int sertrace_cli_inspect(int argc, char **argv)
         return SERTRACE_CLI_ERROR;
     }
     if (in.len == 0) {
-        sertrace_cli_err("inspect: %s is empty: no pickle to read; exit status 4",
+        sertrace_cli_err("inspect: %s is empty: no pickle to read (inconclusive)",
                          strcmp(o.input, "-") ? o.input : "standard input");
         close_input(&in);
         free_opts(&o);
@@ -521,7 +521,7 @@ int sertrace_cli_inspect(int argc, char **argv)
         break;
     case SERTRACE_INSPECT_MALFORMED:
     case SERTRACE_INSPECT_LIMIT:
-        sertrace_cli_err("inspect: %s: inconclusive at byte %llu (pickle %llu): %s; exit status 4",
+        sertrace_cli_err("inspect: %s: inconclusive at byte %llu (pickle %llu): %s",
                          strcmp(o.input, "-") ? o.input : "standard input",
                          (unsigned long long)res.offset, (unsigned long long)res.dumps + 1,
                          res.reason);

@@ -94,7 +94,7 @@ static void put_row(sertrace_summary *s, sertrace_buf *b, const char *label, siz
         cnt[--ci] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    uint64_t p10 = whole ? (uint64_t)((double)st->self * 1000.0 / (double)whole) : 0;
+    uint64_t p10 = whole ? (uint64_t)((double)st->self * 1000.0 / (double)whole + 0.5) : 0;
     pct[--pi] = '%';
     pct[--pi] = (char)('0' + p10 % 10);
     pct[--pi] = '.';

@@ -1440,7 +1440,7 @@ def test_summary_share_is_what_the_legend_says(tmp_path):
     for row in d["by_kind"]:
         line = next(l for l in text.splitlines() if l.split()[:1] == [row["tag"]])
         share = float(line.split()[-1 - len(row["kind"].split())].rstrip("%"))
-        assert share == int(row["self"] * 1000 / root) / 10, (line, row)
+        assert share == int(row["self"] * 1000 / root + 0.5) / 10, (line, row)
 
 
 # ---- traces that are not what the user thinks ------------------------------------

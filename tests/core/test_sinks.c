@@ -1253,7 +1253,7 @@ Test(sinks, summary_type_objects_apart_from_refs)
     cr_assert_not_null(first, "got:\n%s", s);
     cr_assert_not_null(strstr(first + 1, row), "no overall row; got:\n%s", s);
     cr_assert_not_null(
-        strstr(s, "    list                    1         36 B          2 B    5.5%\n"), "got:\n%s",
+        strstr(s, "    list                    1         36 B          2 B    5.6%\n"), "got:\n%s",
         s);
     sertrace_buf_clear(&OUT);
     o.json = true;
