@@ -153,6 +153,11 @@ typedef struct node {
     uint64_t start, end;
     uint64_t length; /* items + 1, 0 when none */
     uint32_t type;
+    /* The object this node stands for, when it is not the node's own: its
+     * identity (emu_object_of) is given as the node's address, so that the
+     * core matches memo references with their targets as in a recording
+     * (where it is id(obj)).  0: the node is its own object. */
+    uint32_t object;
     uint8_t tag;
     bool dead;    /* inside an atom (bytes through _codecs.encode), unless that atom is the root */
     uint8_t note; /* NOTE_* said under the node */
@@ -177,6 +182,7 @@ typedef struct memo_entry {
     uint64_t length;
     uint64_t text_off;
     uint32_t text_len;
+    uint32_t object; /* identity of the object stored (emu_object_of), 0 for an atom */
 } memo_entry;
 
 typedef struct emu {
@@ -314,6 +320,7 @@ static inline uint32_t new_node(emu *e, uint8_t tag, uint32_t type, uint64_t sta
     n->end = e->pos;
     n->length = length;
     n->type = type;
+    n->object = 0;
     n->tag = tag;
     n->dead = false;
     n->note = NOTE_NONE;
@@ -321,6 +328,16 @@ static inline uint32_t new_node(emu *e, uint8_t tag, uint32_t type, uint64_t sta
     n->label = 0;
     n->added = 0;
     return e->nnodes++;
+}
+
+/* The identity of node i's object, given as every node's address (no
+ * object address is in the bytes): a number per pickle, i + 1 for a node
+ * that is its own object; a memo reference's is its target's, an It or Ext
+ * node's that of the object it is part of, as a recording gives them
+ * (the pickler passes the same object).  Nonzero: 0 is "no address". */
+static inline uint32_t emu_object_of(const emu *e, uint32_t i)
+{
+    return e->nodes[i].object ? e->nodes[i].object : i + 1;
 }
 
 static inline item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t kind, uint8_t tag)

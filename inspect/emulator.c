@@ -496,6 +496,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         it->node = new_node(e, SERTRACE_TAG_GLOBAL, it->type, start, 0);
         if (it->node == NO_NODE)
             return -1;
+        e->nodes[ext].object = emu_object_of(e, it->node); /* a part of the global */
         return emu_obs_global(e, o->at, SERTRACE_GLOBAL_EXT, it->type);
     }
 

@@ -32,7 +32,7 @@
  * lower-bound dump) and for entries whose bytes are exact; unknown (null,
  * nothing in text) when a reference at or after X's end points to an
  * object this table does not know (its table was full, or the reference
- * has no address: `sertrace inspect` records none).
+ * has no address; `sertrace inspect` gives object numbers).
  *
  * Cost: per node with an address one append to `objs`, per reference
  * one probe of `refs`; at close one pass over `objs` probing `refs`, the
@@ -130,7 +130,7 @@ static int refs_grow(dump_sum *ds)
 
 int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned)
 {
-    if (n->addr == 0) { /* no address (sertrace inspect): its target is unknown */
+    if (n->addr == 0) { /* no address: its target is unknown */
         if (!ds->unknown_ref || n->enter_pos > ds->unknown_ref_pos)
             ds->unknown_ref_pos = n->enter_pos;
         ds->unknown_ref = true;

@@ -18,6 +18,7 @@ typedef struct seen {
     uint8_t tag;
     uint32_t depth;
     uint64_t bytes;
+    uint64_t addr; /* the object number the emulator gives as address */
     char type[64];
 } seen;
 
@@ -39,6 +40,7 @@ static int on_exit_(void *ctx, sertrace_dump_state *d, sertrace_node *n)
         s->tag = n->tag;
         s->depth = n->depth;
         s->bytes = n->bytes;
+        s->addr = n->addr;
         snprintf(s->type, sizeof s->type, "%.*s", name ? (int)len : 0, name ? name : "");
     }
     return 0;
@@ -138,6 +140,11 @@ Test(emulator, memo_hits_are_nodes_of_containers_only)
     cr_assert_eq(r.nodes[0].bytes, 6);
     cr_assert_eq(r.nodes[1].tag, SERTRACE_TAG_MEMO);
     cr_assert_eq(r.nodes[1].bytes, 2);
+    /* identities: the reference carries its target's, each object its own */
+    cr_assert_neq(r.nodes[0].addr, 0);
+    cr_assert_eq(r.nodes[1].addr, r.nodes[0].addr);
+    cr_assert_neq(r.nodes[2].addr, r.nodes[0].addr);
+    cr_assert_neq(r.nodes[2].addr, 0);
     cr_assert_str_eq(r.nodes[1].type, "list");
 }
 
