@@ -154,14 +154,16 @@ typedef struct node {
     uint64_t length; /* items + 1, 0 when none */
     uint32_t type;
     /* The object this node stands for, when it is not the node's own: its
-     * identity (emu_object_of) is given as the node's address, so that the
-     * core matches memo references with their targets as in a recording
-     * (where it is id(obj)).  0: the node is its own object. */
+     * identity (emu_object_of) is given as the node's address when it is
+     * shared (emu_address_of), so that the summary matches memo references
+     * with their targets as in a recording (where it is id(obj)).  0: the
+     * node is its own object. */
     uint32_t object;
     uint8_t tag;
     bool dead;    /* inside an atom (bytes through _codecs.encode), unless that atom is the root */
     uint8_t note; /* NOTE_* said under the node */
     uint8_t label_kind; /* SERTRACE_LABEL_*: what it is to its parent, 0 none */
+    bool shared;        /* a memo reference points to it (emu_address_of) */
     uint64_t label;     /* its value (KEY: a name index; HIDDEN: numbered at STOP) */
     uint64_t added;     /* items given by APPEND(S)/SETITEM(S) so far: the next position */
 } node;
@@ -321,6 +323,7 @@ static inline uint32_t new_node(emu *e, uint8_t tag, uint32_t type, uint64_t sta
     n->length = length;
     n->type = type;
     n->object = 0;
+    n->shared = false;
     n->tag = tag;
     n->dead = false;
     n->note = NOTE_NONE;
@@ -330,14 +333,25 @@ static inline uint32_t new_node(emu *e, uint8_t tag, uint32_t type, uint64_t sta
     return e->nnodes++;
 }
 
-/* The identity of node i's object, given as every node's address (no
- * object address is in the bytes): a number per pickle, i + 1 for a node
+/* The identity of node i's object (no object address is in the bytes;
+ * emu_address_of gives it to shared ones): a number per pickle, i + 1 for a node
  * that is its own object; a memo reference's is its target's, an It or Ext
  * node's that of the object it is part of, as a recording gives them
  * (the pickler passes the same object).  Nonzero: 0 is "no address". */
 static inline uint32_t emu_object_of(const emu *e, uint32_t i)
 {
     return e->nodes[i].object ? e->nodes[i].object : i + 1;
+}
+
+/* The address node i is given: its object's identity when a memo
+ * reference points to that object, else 0 (no address).  Only shared
+ * objects need one (the summary matches references with their targets by
+ * it, and keeps 32 B per object with an address: analyzers/core/README.md),
+ * and in a tree a reference and its target show the same number. */
+static inline uint64_t emu_address_of(const emu *e, uint32_t i)
+{
+    uint32_t o = emu_object_of(e, i);
+    return o <= e->nnodes && e->nodes[o - 1].shared ? o : 0;
 }
 
 static inline item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t kind, uint8_t tag)

@@ -142,6 +142,8 @@ int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t fir
         if (it->node == NO_NODE)
             return -1;
         e->nodes[it->node].object = m->object; /* the reference's target */
+        if (m->object && m->object <= e->nnodes)
+            e->nodes[m->object - 1].shared = true;
     }
     return 0;
 }

@@ -93,7 +93,7 @@ static int rec_enter(emu *e, const node *n, uint32_t depth, uint64_t addr)
     e->batch[e->batch_len++] = n->tag;
     e->batch_len += put_varint(e->batch + e->batch_len, depth);
     e->batch_len += put_varint(e->batch + e->batch_len, n->type);
-    e->batch_len += put_varint(e->batch + e->batch_len, addr); /* emu_object_of */
+    e->batch_len += put_varint(e->batch + e->batch_len, addr); /* emu_address_of */
     e->batch_len += put_varint(e->batch + e->batch_len, n->length);
     e->batch_len += put_varint(e->batch + e->batch_len, n->start);
     return 0;
@@ -308,7 +308,7 @@ int emu_emit_dump(emu *e, uint64_t total)
             rec_label(e, n->label_kind,
                       n->label_kind == SERTRACE_LABEL_HIDDEN ? ++hidden : n->label) < 0)
             goto end;
-        if (rec_enter(e, n, nopen + 1, emu_object_of(e, order[k])) < 0)
+        if (rec_enter(e, n, nopen + 1, emu_address_of(e, order[k])) < 0)
             goto end;
         if (n->note == NOTE_GETATTR && rec_note(e, nopen + 1, note_key, note_getattr) < 0)
             goto end;

@@ -64,7 +64,11 @@ static inline size_t slot_of(uint64_t addr, size_t cap)
 
 int shared_object_enter(dump_sum *ds, sertrace_node *n)
 {
+    /* An It or Ext node carries its object's address (the pickler passes
+     * the object) but is a part of it, written inside its node: the
+     * object is the node that opened first at that address, not them. */
     if (n->addr == 0 || sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF ||
+        n->tag == SERTRACE_TAG_ITEMS || n->tag == SERTRACE_TAG_EXT ||
         (n->flags & SERTRACE_NODE_NO_ENTER))
         return 0;
     if (ds->objs_n == ds->objs_cap) {

@@ -33,7 +33,7 @@ def graph(protocol):
     rec = ([],)
     rec[0].append(rec)
     held = ["h" * 50, [3, 4]]
-    owner = Point([{"inner": "i" * 120}, "big" * 100, held], None)
+    owner = Point([collections.OrderedDict(inner="i" * 120), "big" * 100, held], None)
     return {
         "ints": list(range(300)),
         "text": ["s%d" % i for i in range(20)] + ["é" * 40],
