@@ -85,6 +85,8 @@ int emu_memo_put(emu *e, const op *o, uint64_t key)
     m->text_len = top->text_len;
     m->enc = top->enc;
     m->object = top->node != NO_NODE ? emu_object_of(e, top->node) : 0;
+    if (top->node != NO_NODE)
+        e->nodes[top->node].memoized = true;
     top->memo_key = key;
     touch(e, top);
     return 0;
@@ -123,6 +125,7 @@ int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t fir
             if (it->node == NO_NODE)
                 return -1;
             e->nodes[it->node].object = m->object; /* the object memoized inside */
+            e->nodes[it->node].memoized = true;
         }
         return 0;
     }
@@ -142,8 +145,9 @@ int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t fir
         if (it->node == NO_NODE)
             return -1;
         e->nodes[it->node].object = m->object; /* the reference's target */
-        if (m->object && m->object <= e->nnodes)
-            e->nodes[m->object - 1].shared = true;
+        uint32_t target = emu_node_of_id(e, m->object);
+        if (target != NO_NODE) /* (a target already fed was memoized: it has its address) */
+            e->nodes[target].shared = true;
     }
     return 0;
 }

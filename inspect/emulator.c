@@ -800,6 +800,11 @@ static void reset_pickle(emu *e, size_t base)
     e->nstack = 0;
     e->nmarks = 0;
     e->nnodes = 0;
+    e->next_id = 0;
+    e->id_shift = 1;
+    e->streamed = false;
+    e->stream_ok =
+        e->core && !e->obs && e->stream_nodes != UINT32_MAX && sertrace_core_can_abort(e->core);
     e->discarded = false;
     e->discard_call = false;
     e->last_op = 0;
@@ -891,6 +896,11 @@ static int run_pickle(emu *e)
         if (step(e, &o, start, &stop) < 0)
             return -1;
         at += o.len;
+        if (e->stream_ok && e->nstack == 1 &&
+            (o.code == OP_APPENDS || o.code == OP_SETITEMS || o.code == OP_ADDITEMS ||
+             o.code == OP_APPEND || o.code == OP_SETITEM) &&
+            emu_stream_batch(e) < 0)
+            return -1;
     }
     /* STOP: one item left (above no mark), it is the root. */
     if (e->nmarks || e->nstack != 1)
@@ -898,6 +908,8 @@ static int run_pickle(emu *e)
                         e->nmarks ? "STOP with a MARK still open%s"
                                   : "STOP with a stack that does not hold exactly one object%s",
                         "");
+    if (e->streamed && e->stack[0].node != 0)
+        return 1; /* the streamed root was wrapped or replaced: read it again */
     {
         item *root = &e->stack[0];
         for (uint32_t i = root->first_node; i < root->atom_nodes_end; i++)
@@ -1031,7 +1043,7 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
                      int nesting, sertrace_inspect_result *res)
 {
     sertrace_inspect_limits dflt = {SERTRACE_INSPECT_DEFAULT_MEMORY, SERTRACE_INSPECT_DEFAULT_DEPTH,
-                                    false};
+                                    false, 0};
     emu *e = calloc(1, sizeof *e);
 
     memset(res, 0, sizeof *res);
@@ -1050,6 +1062,13 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
     e->obs = obs;
     e->single = single;
     e->nesting = nesting;
+    e->stream_nodes = lim->stream_nodes;
+    if (!e->stream_nodes) {
+        const char *env = getenv("SERTRACE_INSPECT_STREAM_NODES"); /* tests */
+        unsigned long v = env && *env ? strtoul(env, NULL, 10) : 0;
+        e->stream_nodes =
+            v ? (v > UINT32_MAX ? UINT32_MAX : (uint32_t)v) : SERTRACE_INSPECT_DEFAULT_STREAM;
+    }
     if (!nesting)
         cache_take(e);
     while (e->base < n) {
@@ -1060,10 +1079,23 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
             (void)emu_obs_evasion(e, e->base, SERTRACE_EVASION_AFTER_STOP, d);
             break;
         }
-        reset_pickle(e, e->base);
+        size_t base = e->base;
+        reset_pickle(e, base);
         e->dump_id++;
-        if (run_pickle(e) < 0)
+        int rc = run_pickle(e);
+        if (rc == 1) { /* streamed, then its root was wrapped: again, buffered */
+            if (emu_abort_dump(e) < 0) {
+                emu_fail(e, SERTRACE_INSPECT_FAILED, base, "the tree core failed%s", "");
+                break;
+            }
+            reset_pickle(e, base);
+            e->stream_ok = false;
+            rc = run_pickle(e);
+        }
+        if (rc != 0) {
+            (void)emu_abort_dump(e); /* a malformed pickle's dump is not fed */
             break;
+        }
     }
     res->peak_memory = e->peak;
     if (!nesting) {
@@ -1081,6 +1113,7 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
     free(e->type_off);
     free(e->type_len);
     free(e->type_hash);
+    free(e->typed);
     free(e);
     return res->status;
 }
