@@ -6,6 +6,10 @@
  * its ENTER) is emitted here too: hidden keys are numbered in the order the
  * nodes are written, as a recording numbers them, not in the order the
  * opcodes that attach them were read (an inner SETITEMS comes first).
+ * Streaming (README "Streaming"): a list, dict or set root is fed before
+ * STOP, its finished items batch by batch (emu_stream_batch), with the
+ * same records in the same order as at STOP; a dump so begun whose root
+ * is then wrapped is dropped (emu_abort_dump) and the pickle read again.
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "emulator-internal.h"

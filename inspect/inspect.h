@@ -121,8 +121,10 @@ int sertrace_inspect_run_observed(const uint8_t *data, size_t n, const sertrace_
 
 /* Read `n` bytes of pickles back to back and feed one dump per pickle to
  * `core` (pid and tid -1, dump ids 1, 2, ...; serializer "pickle").  Each
- * pickle is fed once it is complete; a malformed one is not fed, and the
- * run stops there.  An empty input is fine (0 dumps).
+ * pickle is fed once it is complete (or, a list, dict or set root, batch
+ * by batch: `stream_nodes`, dropped again with sertrace_core_dump_abort
+ * should it end otherwise); a malformed one is not fed, and the run stops
+ * there.  An empty input is fine (0 dumps).
  * `lim` may be NULL (defaults).  Returns res->status. */
 int sertrace_inspect_run(const uint8_t *data, size_t n, const sertrace_inspect_limits *lim,
                          sertrace_core *core, sertrace_inspect_result *res);
