@@ -896,10 +896,12 @@ static int run_pickle(emu *e)
         if (step(e, &o, start, &stop) < 0)
             return -1;
         at += o.len;
+        /* (not when STOP follows: the last batch is fed at STOP, where the
+         * addresses need only the shared objects) */
         if (e->stream_ok && e->nstack == 1 &&
             (o.code == OP_APPENDS || o.code == OP_SETITEMS || o.code == OP_ADDITEMS ||
              o.code == OP_APPEND || o.code == OP_SETITEM) &&
-            emu_stream_batch(e) < 0)
+            !(at < e->n && e->in[at] == OP_STOP) && emu_stream_batch(e) < 0)
             return -1;
     }
     /* STOP: one item left (above no mark), it is the root. */
