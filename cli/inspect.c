@@ -428,7 +428,7 @@ int sertrace_cli_inspect(int argc, char **argv)
     sertrace_treeprint *tree = NULL;
     sertrace_export *exp = NULL;
     struct export_files xf = {{NULL}};
-    sertrace_inspect_limits lim = {0, SERTRACE_INSPECT_DEFAULT_DEPTH, false};
+    sertrace_inspect_limits lim = {0, SERTRACE_INSPECT_DEFAULT_DEPTH, false, 0};
     sertrace_inspect_result res;
     int rc, status = SERTRACE_CLI_ERROR;
 

@@ -84,10 +84,19 @@ typedef struct node {
     uint64_t start, end;
     uint64_t length; /* items + 1, 0 when none */
     uint32_t type;
+    /* The identity of the object this node stands for (emu_object_of):
+     * its own, numbered at creation, or a memo reference's target's (an
+     * It or Ext node's object's).  Given as the node's address when the
+     * object is shared (emu_node_address), so that the summary matches
+     * memo references with their targets as in a recording (where it is
+     * id(obj)). */
+    uint32_t object;
     uint8_t tag;
     bool dead;    /* inside an atom (bytes through _codecs.encode), unless that atom is the root */
     uint8_t note; /* NOTE_* said under the node */
     uint8_t label_kind; /* SERTRACE_LABEL_*: what it is to its parent, 0 none */
+    bool shared;        /* a memo reference points to it (emu_node_address) */
+    bool memoized;      /* a memo slot holds it (a streamed node's address) */
     uint64_t label;     /* its value (KEY: a name index; HIDDEN: numbered at STOP) */
     uint64_t added;     /* items given by APPEND(S)/SETITEM(S) so far: the next position */
 } node;
@@ -108,6 +117,7 @@ typedef struct memo_entry {
     uint64_t length;
     uint64_t text_off;
     uint32_t text_len;
+    uint32_t object; /* identity of the object stored (emu_object_of), 0 for an atom */
 } memo_entry;
 
 typedef struct emu {
@@ -172,6 +182,17 @@ typedef struct emu {
     uint8_t batch[RECORD_BATCH];
     size_t batch_len;
     uint32_t seq;
+
+    /* identities (node.object) and the dump being fed (emulator-records.c) */
+    uint32_t next_id;  /* last identity given in this pickle */
+    uint32_t id_shift; /* a live node past the root has identity index + id_shift */
+    bool stream_ok;    /* this pickle may be streamed (README "Streaming") */
+    bool streamed;     /* its dump is open in the core: the root fed, batches after */
+    uint32_t stream_nodes;
+    uint64_t hidden; /* HIDDEN keys numbered so far in the dump */
+    uint64_t fed;    /* nodes fed for the dump */
+    bool *typed;     /* type / name indices whose TYPE / NAME record the dump has */
+    uint32_t cap_typed;
 } emu;
 
 typedef struct op {
@@ -215,6 +236,8 @@ size_t emu_full_name(emu *e, uint32_t type, char *buf, size_t cap);
 const char *emu_shape_name(uint8_t tag);
 int emu_audit_nested(emu *e, const op *o, const item *fn, const item *args);
 int emu_emit_dump(emu *e, uint64_t total);
+int emu_stream_batch(emu *e);
+int emu_abort_dump(emu *e);
 int emu_need_items(emu *e, const op *o, uint32_t k);
 int emu_pop_mark(emu *e, const op *o, mark *m);
 item *emu_replace(emu *e, uint32_t from, uint64_t start, uint32_t first_node, uint8_t kind,
@@ -245,6 +268,9 @@ static inline uint32_t new_node(emu *e, uint8_t tag, uint32_t type, uint64_t sta
     n->end = e->pos;
     n->length = length;
     n->type = type;
+    n->object = ++e->next_id;
+    n->shared = false;
+    n->memoized = false;
     n->tag = tag;
     n->dead = false;
     n->note = NOTE_NONE;
@@ -252,6 +278,30 @@ static inline uint32_t new_node(emu *e, uint8_t tag, uint32_t type, uint64_t sta
     n->label = 0;
     n->added = 0;
     return e->nnodes++;
+}
+
+/* The identity of node i's object (no object address is in the bytes;
+ * emu_node_address gives it to shared ones): a number per pickle, its own
+ * for a node that is its object; a memo reference's is its target's, an It
+ * or Ext node's that of the object it is part of, as a recording gives
+ * them (the pickler passes the same object).  Nonzero. */
+static inline uint32_t emu_object_of(const emu *e, uint32_t i)
+{
+    return e->nodes[i].object;
+}
+
+/* The live node whose own identity is `id`, or NO_NODE (fed and dropped
+ * by streaming, or none).  A node's identity is index + id_shift (1 until
+ * streaming drops nodes: then the next_id of that moment); the root keeps
+ * index 0, identity 1. */
+static inline uint32_t emu_node_of_id(const emu *e, uint32_t id)
+{
+    if (id == 0 || (id > 1 && id <= e->id_shift))
+        return NO_NODE; /* none, or fed and dropped */
+    uint64_t i = id == 1 ? 0 : (uint64_t)id - e->id_shift;
+    if (i >= e->nnodes || e->nodes[i].object != id)
+        return NO_NODE;
+    return (uint32_t)i;
 }
 
 static inline item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t kind, uint8_t tag)

@@ -50,6 +50,7 @@ int emu_add_items(emu *e, item *target, uint64_t items_start, uint64_t count)
                 target->it_node = new_node(e, SERTRACE_TAG_ITEMS, type, items_start, 0);
                 if (target->it_node == NO_NODE)
                     return -1;
+                e->nodes[target->it_node].object = emu_object_of(e, target->node);
             }
             e->nodes[target->it_node].end = e->pos;
         } else if (n->length) {
@@ -83,6 +84,9 @@ int emu_memo_put(emu *e, const op *o, uint64_t key)
     m->text_off = top->text_off;
     m->text_len = top->text_len;
     m->enc = top->enc;
+    m->object = top->node != NO_NODE ? emu_object_of(e, top->node) : 0;
+    if (top->node != NO_NODE)
+        e->nodes[top->node].memoized = true;
     top->memo_key = key;
     touch(e, top);
     return 0;
@@ -120,6 +124,8 @@ int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t fir
             it->node = new_node(e, m->tag, m->type, e->discard_start, m->length);
             if (it->node == NO_NODE)
                 return -1;
+            e->nodes[it->node].object = m->object; /* the object memoized inside */
+            e->nodes[it->node].memoized = true;
         }
         return 0;
     }
@@ -138,6 +144,10 @@ int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t fir
         it->node = new_node(e, SERTRACE_TAG_MEMO, m->type, start, m->length);
         if (it->node == NO_NODE)
             return -1;
+        e->nodes[it->node].object = m->object; /* the reference's target */
+        uint32_t target = emu_node_of_id(e, m->object);
+        if (target != NO_NODE) /* (a target already fed was memoized: it has its address) */
+            e->nodes[target].shared = true;
     }
     return 0;
 }

@@ -6,6 +6,10 @@
  * its ENTER) is emitted here too: hidden keys are numbered in the order the
  * nodes are written, as a recording numbers them, not in the order the
  * opcodes that attach them were read (an inner SETITEMS comes first).
+ * Streaming (README "Streaming"): a list, dict or set root is fed before
+ * STOP, its finished items batch by batch (emu_stream_batch), with the
+ * same records in the same order as at STOP; a dump so begun whose root
+ * is then wrapped is dropped (emu_abort_dump) and the pickle read again.
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "emulator-internal.h"
@@ -85,7 +89,7 @@ static int rec_label(emu *e, uint8_t kind, uint64_t value)
     return 0;
 }
 
-static int rec_enter(emu *e, const node *n, uint32_t depth)
+static int rec_enter(emu *e, const node *n, uint32_t depth, uint64_t addr)
 {
     if (batch_room(e, 2 + 5 * 10) < 0)
         return -1;
@@ -93,7 +97,7 @@ static int rec_enter(emu *e, const node *n, uint32_t depth)
     e->batch[e->batch_len++] = n->tag;
     e->batch_len += put_varint(e->batch + e->batch_len, depth);
     e->batch_len += put_varint(e->batch + e->batch_len, n->type);
-    e->batch_len += put_varint(e->batch + e->batch_len, 0); /* no address */
+    e->batch_len += put_varint(e->batch + e->batch_len, addr); /* emu_address_of */
     e->batch_len += put_varint(e->batch + e->batch_len, n->length);
     e->batch_len += put_varint(e->batch + e->batch_len, n->start);
     return 0;
@@ -174,7 +178,7 @@ static bool radix_pass(const uint32_t *src, uint32_t *dst, uint32_t n, const nod
  * bits a pass, passes where all keys agree skipped.  Positions past 4 GiB,
  * or no memory for it (its n + 64 Ki words over the limit): qsort.  The order is total, so all
  * three give the same result. */
-static void sort_nodes(emu *e, uint32_t *order, uint32_t n, uint64_t extra)
+static void sort_nodes(emu *e, uint32_t *order, uint32_t n, uint32_t from, uint64_t extra)
 {
     node *base = e->nodes;
     uint32_t nnodes = e->nnodes;
@@ -198,7 +202,7 @@ radix:;
     uint32_t *tmp = fits ? malloc((size_t)n * sizeof *tmp) : NULL;
     uint32_t *cnt = fits ? malloc(65536 * sizeof *cnt) : NULL;
     uint64_t max_pos = 0;
-    for (uint32_t i = 0; i < nnodes; i++)
+    for (uint32_t i = from; i < nnodes; i++)
         if (!base[i].dead && base[i].end > max_pos)
             max_pos = base[i].end;
     if (!tmp || !cnt || max_pos > UINT32_MAX) {
@@ -210,7 +214,7 @@ radix:;
     if (e->memory + extra + radix_mem > e->peak)
         e->peak = e->memory + extra + radix_mem;
     uint32_t m = 0, *src = order, *dst = tmp;
-    for (uint32_t i = nnodes; i-- > 0;)
+    for (uint32_t i = nnodes; i-- > from;)
         if (!base[i].dead)
             order[m++] = i;
     for (int p = 0; p < 4; p++)
@@ -225,17 +229,107 @@ radix:;
     free(cnt);
 }
 
-/* Nest the pickle's nodes by span and feed them to the core. */
-int emu_emit_dump(emu *e, uint64_t total)
+/* The address a node is fed with (schema ENTER `addr`): its object's
+ * identity when that object is shared -- a memo reference's target (always:
+ * it is in the memo), an It or Ext node's object (its parent, `parent_addr`),
+ * an object a GET read back; in a streamed dump also any memoized object,
+ * since a GET after it is fed cannot be foreseen -- else 0.  The summary
+ * keeps 32 B per object with an address (analyzers/core/README.md), so
+ * the others get none. */
+static uint64_t node_address(const emu *e, uint32_t i, uint64_t parent_addr)
 {
-    uint32_t *order = NULL, *open = NULL, nopen = 0;
-    uint64_t hidden = 0; /* HIDDEN keys numbered so far */
-    bool *typed = NULL;
-    uint64_t extra = (uint64_t)e->nnodes * 8 + (e->ntypes + 1);
+    const node *n = &e->nodes[i];
+    if (n->tag == SERTRACE_TAG_MEMO)
+        return n->object;
+    if (n->tag == SERTRACE_TAG_ITEMS || n->tag == SERTRACE_TAG_EXT)
+        return parent_addr;
+    if (e->streamed && n->memoized)
+        return n->object;
+    uint32_t j = emu_node_of_id(e, n->object);
+    return j != NO_NODE && e->nodes[j].shared ? n->object : 0;
+}
+
+static int core_failed(emu *e)
+{
+    return emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "the tree core failed (out of memory?)%s",
+                    "");
+}
+
+/* The dump begins: its record state (batch, seq, hidden keys, TYPE / NAME
+ * records given) starts afresh. */
+static int begin_dump(emu *e)
+{
+    if (e->cap_typed < e->ntypes + 1) {
+        bool *t = realloc(e->typed, ((size_t)e->ntypes + 1) * sizeof *t);
+        if (!t)
+            return emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "out of memory%s", "");
+        e->typed = t;
+        e->cap_typed = e->ntypes + 1;
+    }
+    memset(e->typed, 0, e->cap_typed * sizeof *e->typed);
+    if (sertrace_core_dump_begin(e->core, -1, -1, 0, e->dump_id, "pickle", 6,
+                                 e->protocol >= 0 ? e->protocol : (e->max_op_proto >= 1)))
+        return core_failed(e);
+    e->seq = 0;
+    e->batch_len = 0;
+    e->hidden = 0;
+    e->fed = 0;
+    return 0;
+}
+
+/* Its TYPE (and NAME) records once per dump, then its LABEL and ENTER. */
+static int feed_enter(emu *e, uint32_t i, uint32_t depth, uint64_t parent_addr, uint64_t *addr)
+{
+    node *n = &e->nodes[i];
+    if (e->cap_typed < e->ntypes + 1) {
+        bool *t = realloc(e->typed, ((size_t)e->ntypes + 1) * sizeof *t);
+        if (!t)
+            return emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "out of memory%s", "");
+        memset(t + e->cap_typed, 0, (e->ntypes + 1 - e->cap_typed) * sizeof *t);
+        e->typed = t;
+        e->cap_typed = e->ntypes + 1;
+    }
+    if (depth > e->lim->max_depth) {
+        char msg[32];
+        snprintf(msg, sizeof msg, "%u", e->lim->max_depth);
+        return emu_fail(e, SERTRACE_INSPECT_LIMIT, e->base, "objects nested deeper than %s levels",
+                        msg);
+    }
+    if (n->type && !e->typed[n->type]) {
+        if (rec_type(e, n->type) < 0)
+            return -1;
+        e->typed[n->type] = true;
+    }
+    if (n->label_kind == SERTRACE_LABEL_KEY && n->label <= e->ntypes && !e->typed[n->label]) {
+        if (rec_name(e, (uint32_t)n->label) < 0)
+            return -1;
+        e->typed[n->label] = true;
+    }
+    /* the root has no label (a hostile stream may have attached it) */
+    if (n->label_kind != SERTRACE_LABEL_NONE && depth > 1 &&
+        rec_label(e, n->label_kind,
+                  n->label_kind == SERTRACE_LABEL_HIDDEN ? ++e->hidden : n->label) < 0)
+        return -1;
+    *addr = node_address(e, i, parent_addr);
+    if (rec_enter(e, n, depth, *addr) < 0)
+        return -1;
+    if (n->note == NOTE_GETATTR && rec_note(e, depth, note_key, note_getattr) < 0)
+        return -1;
+    e->fed++;
+    return 0;
+}
+
+/* Feed the live nodes of [from, nnodes), nested by span, below the `base`
+ * nodes already open in the core (0, or 1: a streamed root, open[0]);
+ * they are all closed again, the base ones left open. */
+static int feed_nodes(emu *e, uint32_t from, uint32_t base)
+{
+    uint32_t *order = NULL, *open = NULL, nopen = base;
+    uint64_t *addrs = NULL;
+    uint32_t span = e->nnodes - from;
+    uint64_t extra = (uint64_t)span * 16 + (e->ntypes + 1);
     int rc = -1;
 
-    if (!e->core)
-        return 0; /* audit only */
     if (e->memory + extra > e->lim->max_memory)
         return emu_fail(e, SERTRACE_INSPECT_LIMIT, e->base,
                         "memory limit reached (nesting the nodes%s; raise it with --max-memory)",
@@ -254,30 +348,27 @@ int emu_emit_dump(emu *e, uint64_t total)
         order = e->order;
         open = e->open;
     }
-    typed = calloc(e->ntypes + 1, 1);
-    if (!order || !open || !typed) {
+    addrs = malloc(((size_t)span + 2) * sizeof *addrs);
+    if (!order || !open || !addrs) {
         emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "out of memory%s", "");
         goto end;
     }
     if (e->memory + extra > e->peak)
         e->peak = e->memory + extra;
     uint32_t live = 0;
-    for (uint32_t i = 0; i < e->nnodes; i++)
+    for (uint32_t i = from; i < e->nnodes; i++)
         if (!e->nodes[i].dead)
             order[live++] = i;
-    sort_nodes(e, order, live, extra);
+    sort_nodes(e, order, live, from, extra);
 
-    if (sertrace_core_dump_begin(e->core, -1, -1, 0, e->dump_id, "pickle", 6,
-                                 e->protocol >= 0 ? e->protocol : (e->max_op_proto >= 1))) {
-        emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "the tree core failed (out of memory?)%s",
-                 "");
-        goto end;
-    }
-    e->seq = 0;
-    e->batch_len = 0;
+    /* addrs[k]: the address the k-th open node was fed with (the base: a
+     * streamed root's) */
+    addrs[0] = base ? node_address(e, 0, 0) : 0;
+    if (base)
+        open[0] = 0;
     for (uint32_t k = 0; k < live; k++) {
         node *n = &e->nodes[order[k]];
-        while (nopen && e->nodes[open[nopen - 1]].end <= n->start) {
+        while (nopen > base && e->nodes[open[nopen - 1]].end <= n->start) {
             if (rec_exit(e, e->nodes[open[nopen - 1]].end, nopen) < 0)
                 goto end;
             nopen--;
@@ -286,50 +377,101 @@ int emu_emit_dump(emu *e, uint64_t total)
          * one, e.g. DUP then mutation after use) is cut to fit. */
         if (nopen && n->end > e->nodes[open[nopen - 1]].end)
             n->end = e->nodes[open[nopen - 1]].end;
-        if (nopen + 1 > e->lim->max_depth) {
-            char msg[32];
-            snprintf(msg, sizeof msg, "%u", e->lim->max_depth);
-            emu_fail(e, SERTRACE_INSPECT_LIMIT, e->base, "objects nested deeper than %s levels",
-                     msg);
-            goto end;
-        }
-        if (n->type && !typed[n->type]) {
-            if (rec_type(e, n->type) < 0)
-                goto end;
-            typed[n->type] = true;
-        }
-        if (n->label_kind == SERTRACE_LABEL_KEY && n->label <= e->ntypes && !typed[n->label]) {
-            if (rec_name(e, (uint32_t)n->label) < 0)
-                goto end;
-            typed[n->label] = true;
-        }
-        /* the root has no label (a hostile stream may have attached it) */
-        if (n->label_kind != SERTRACE_LABEL_NONE && nopen &&
-            rec_label(e, n->label_kind,
-                      n->label_kind == SERTRACE_LABEL_HIDDEN ? ++hidden : n->label) < 0)
-            goto end;
-        if (rec_enter(e, n, nopen + 1) < 0)
-            goto end;
-        if (n->note == NOTE_GETATTR && rec_note(e, nopen + 1, note_key, note_getattr) < 0)
+        uint64_t addr;
+        if (feed_enter(e, order[k], nopen + 1, nopen ? addrs[nopen - base] : 0, &addr) < 0)
             goto end;
         open[nopen++] = order[k];
+        addrs[nopen - base] = addr;
     }
-    while (nopen) {
+    while (nopen > base) {
         if (rec_exit(e, e->nodes[open[nopen - 1]].end, nopen) < 0)
             goto end;
         nopen--;
     }
-    if (flush_batch(e) < 0)
-        goto end;
-    if (sertrace_core_dump_end_flags(e->core, -1, -1, 0, e->dump_id, total, SERTRACE_STATUS_OK,
-                                     e->seq, 0) < 0) {
-        emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "the tree core failed (out of memory?)%s",
-                 "");
-        goto end;
-    }
-    e->res->nodes += live;
     rc = 0;
 end:
-    free(typed);
+    free(addrs);
     return rc;
+}
+
+static int end_dump(emu *e, uint64_t total)
+{
+    if (flush_batch(e) < 0)
+        return -1;
+    if (sertrace_core_dump_end_flags(e->core, -1, -1, 0, e->dump_id, total, SERTRACE_STATUS_OK,
+                                     e->seq, 0) < 0)
+        return core_failed(e);
+    e->res->nodes += e->fed;
+    e->streamed = false;
+    return 0;
+}
+
+/* At STOP: the pickle's nodes (those not streamed yet), nested by span,
+ * to the core; a streamed dump gets its root's item count and EXIT. */
+int emu_emit_dump(emu *e, uint64_t total)
+{
+    if (!e->core)
+        return 0; /* audit only */
+    if (!e->streamed) {
+        if (begin_dump(e) < 0 || feed_nodes(e, 0, 0) < 0)
+            return -1;
+        return end_dump(e, total);
+    }
+    /* streamed: the root fed first is still the root (emulator.c checks) */
+    if (feed_nodes(e, 1, 1) < 0 || flush_batch(e) < 0)
+        return -1;
+    if (sertrace_core_node_length(e->core, -1, e->dump_id, 1, e->nodes[0].length) < 0)
+        return core_failed(e);
+    if (rec_exit(e, e->nodes[0].end, 1) < 0)
+        return -1;
+    return end_dump(e, total);
+}
+
+/* After an opcode that gave items to the bottom item of the stack: when
+ * that item is the pickle's first node, a list, dict or set (its parts
+ * come after its first byte), and enough nodes are held, its finished
+ * items' nodes go to the core now (the root fed first, with the count it
+ * has so far) and are dropped: the pickle is streamed (README
+ * "Streaming").  Should the bottom item be wrapped or replaced later (a
+ * TUPLE1 around it), emulator.c aborts the dump and reads the pickle again
+ * without streaming. */
+int emu_stream_batch(emu *e)
+{
+    const item *root = &e->stack[0];
+    node *r;
+    /* a pickle without PROTO (0 or 1) says which only by its opcodes, up
+     * to STOP, and dump_begin carries it: not streamed */
+    if (e->nstack != 1 || e->nmarks || root->node != 0 || e->nnodes - 1 < e->stream_nodes ||
+        e->protocol < 0)
+        return 0;
+    r = &e->nodes[0];
+    if (r->dead || r->object != 1 ||
+        (r->tag != SERTRACE_TAG_LIST && r->tag != SERTRACE_TAG_DICT && r->tag != SERTRACE_TAG_SET))
+        return 0;
+    if (!e->streamed) {
+        uint64_t addr;
+        if (begin_dump(e) < 0)
+            return -1;
+        e->streamed = true;
+        if (feed_enter(e, 0, 1, 0, &addr) < 0)
+            return -1;
+    }
+    if (feed_nodes(e, 1, 1) < 0)
+        return -1;
+    /* the fed nodes are dropped: the next node takes index 1 and identity
+     * next_id + 1 */
+    e->nnodes = 1;
+    e->id_shift = e->next_id;
+    return 0;
+}
+
+/* A dump begun by streaming is dropped (the pickle is read again, or it
+ * turned out malformed: its dump is not fed, as any malformed pickle's). */
+int emu_abort_dump(emu *e)
+{
+    if (!e->streamed)
+        return 0;
+    e->streamed = false;
+    e->batch_len = 0;
+    return sertrace_core_dump_abort(e->core, -1, e->dump_id);
 }

@@ -496,6 +496,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         it->node = new_node(e, SERTRACE_TAG_GLOBAL, it->type, start, 0);
         if (it->node == NO_NODE)
             return -1;
+        e->nodes[ext].object = emu_object_of(e, it->node); /* a part of the global */
         return emu_obs_global(e, o->at, SERTRACE_GLOBAL_EXT, it->type);
     }
 
@@ -799,6 +800,11 @@ static void reset_pickle(emu *e, size_t base)
     e->nstack = 0;
     e->nmarks = 0;
     e->nnodes = 0;
+    e->next_id = 0;
+    e->id_shift = 1;
+    e->streamed = false;
+    e->stream_ok =
+        e->core && !e->obs && e->stream_nodes != UINT32_MAX && sertrace_core_can_abort(e->core);
     e->discarded = false;
     e->discard_call = false;
     e->last_op = 0;
@@ -890,6 +896,13 @@ static int run_pickle(emu *e)
         if (step(e, &o, start, &stop) < 0)
             return -1;
         at += o.len;
+        /* (not when STOP follows: the last batch is fed at STOP, where the
+         * addresses need only the shared objects) */
+        if (e->stream_ok && e->nstack == 1 &&
+            (o.code == OP_APPENDS || o.code == OP_SETITEMS || o.code == OP_ADDITEMS ||
+             o.code == OP_APPEND || o.code == OP_SETITEM) &&
+            !(at < e->n && e->in[at] == OP_STOP) && emu_stream_batch(e) < 0)
+            return -1;
     }
     /* STOP: one item left (above no mark), it is the root. */
     if (e->nmarks || e->nstack != 1)
@@ -897,6 +910,8 @@ static int run_pickle(emu *e)
                         e->nmarks ? "STOP with a MARK still open%s"
                                   : "STOP with a stack that does not hold exactly one object%s",
                         "");
+    if (e->streamed && e->stack[0].node != 0)
+        return 1; /* the streamed root was wrapped or replaced: read it again */
     {
         item *root = &e->stack[0];
         for (uint32_t i = root->first_node; i < root->atom_nodes_end; i++)
@@ -1030,7 +1045,7 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
                      int nesting, sertrace_inspect_result *res)
 {
     sertrace_inspect_limits dflt = {SERTRACE_INSPECT_DEFAULT_MEMORY, SERTRACE_INSPECT_DEFAULT_DEPTH,
-                                    false};
+                                    false, 0};
     emu *e = calloc(1, sizeof *e);
 
     memset(res, 0, sizeof *res);
@@ -1049,6 +1064,13 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
     e->obs = obs;
     e->single = single;
     e->nesting = nesting;
+    e->stream_nodes = lim->stream_nodes;
+    if (!e->stream_nodes) {
+        const char *env = getenv("SERTRACE_INSPECT_STREAM_NODES"); /* tests */
+        unsigned long v = env && *env ? strtoul(env, NULL, 10) : 0;
+        e->stream_nodes =
+            v ? (v > UINT32_MAX ? UINT32_MAX : (uint32_t)v) : SERTRACE_INSPECT_DEFAULT_STREAM;
+    }
     if (!nesting)
         cache_take(e);
     while (e->base < n) {
@@ -1059,10 +1081,23 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
             (void)emu_obs_evasion(e, e->base, SERTRACE_EVASION_AFTER_STOP, d);
             break;
         }
-        reset_pickle(e, e->base);
+        size_t base = e->base;
+        reset_pickle(e, base);
         e->dump_id++;
-        if (run_pickle(e) < 0)
+        int rc = run_pickle(e);
+        if (rc == 1) { /* streamed, then its root was wrapped: again, buffered */
+            if (emu_abort_dump(e) < 0) {
+                emu_fail(e, SERTRACE_INSPECT_FAILED, base, "the tree core failed%s", "");
+                break;
+            }
+            reset_pickle(e, base);
+            e->stream_ok = false;
+            rc = run_pickle(e);
+        }
+        if (rc != 0) {
+            (void)emu_abort_dump(e); /* a malformed pickle's dump is not fed */
             break;
+        }
     }
     res->peak_memory = e->peak;
     if (!nesting) {
@@ -1080,6 +1115,7 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
     free(e->type_off);
     free(e->type_len);
     free(e->type_hash);
+    free(e->typed);
     free(e);
     return res->status;
 }

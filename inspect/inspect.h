@@ -45,10 +45,17 @@ typedef struct sertrace_inspect_limits {
     uint32_t max_depth;  /* tree depth, default SERTRACE_INSPECT_DEFAULT_DEPTH */
     bool keys_all;       /* label every str dict key, as SERTRACE_KEYS=all (default: the
                           * privacy rule of schema.h, "Edge labels") */
+    /* Streaming (README "Streaming"): a pickle whose root is a list, dict
+     * or set is fed to the core batch by batch once this many nodes are
+     * held, if the core can abort a dump (sertrace_core_can_abort); 0:
+     * SERTRACE_INSPECT_DEFAULT_STREAM (or the environment's
+     * SERTRACE_INSPECT_STREAM_NODES, for tests); UINT32_MAX: never. */
+    uint32_t stream_nodes;
 } sertrace_inspect_limits;
 
 #define SERTRACE_INSPECT_DEFAULT_MEMORY (1024ull << 20) /* 1 GiB */
 #define SERTRACE_INSPECT_DEFAULT_DEPTH 1000000u         /* the core's own limit */
+#define SERTRACE_INSPECT_DEFAULT_STREAM 4096u
 
 enum sertrace_inspect_status {
     SERTRACE_INSPECT_OK = 0,
@@ -114,8 +121,10 @@ int sertrace_inspect_run_observed(const uint8_t *data, size_t n, const sertrace_
 
 /* Read `n` bytes of pickles back to back and feed one dump per pickle to
  * `core` (pid and tid -1, dump ids 1, 2, ...; serializer "pickle").  Each
- * pickle is fed once it is complete; a malformed one is not fed, and the
- * run stops there.  An empty input is fine (0 dumps).
+ * pickle is fed once it is complete (or, a list, dict or set root, batch
+ * by batch: `stream_nodes`, dropped again with sertrace_core_dump_abort
+ * should it end otherwise); a malformed one is not fed, and the run stops
+ * there.  An empty input is fine (0 dumps).
  * `lim` may be NULL (defaults).  Returns res->status. */
 int sertrace_inspect_run(const uint8_t *data, size_t n, const sertrace_inspect_limits *lim,
                          sertrace_core *core, sertrace_inspect_result *res);

@@ -48,7 +48,7 @@ static PyObject *summary_json(PyObject *self, PyObject *args)
     unsigned long long oversize_bytes, max_memory;
     double oversize_percent;
     sertrace_summary_opts so = SERTRACE_SUMMARY_OPTS_DEFAULT;
-    sertrace_inspect_limits lim = {0, SERTRACE_INSPECT_DEFAULT_DEPTH, false};
+    sertrace_inspect_limits lim = {0, SERTRACE_INSPECT_DEFAULT_DEPTH, false, 0};
     sertrace_inspect_result res;
     sertrace_core_visitor v;
     sertrace_summary *sum;

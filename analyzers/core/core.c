@@ -948,6 +948,39 @@ int sertrace_core_dump_end_flags(sertrace_core *c, int64_t pid, int64_t tid, int
 }
 
 /* Remember that events of `pid` were discarded (< 0: of every process). */
+int sertrace_core_node_length(sertrace_core *c, int64_t pid, uint64_t dump_id, uint32_t depth,
+                              uint64_t length)
+{
+    sertrace_dump_state *d = find_dump(c, pid, dump_id);
+    if (!d || depth == 0 || depth > d->depth)
+        return -1;
+    d->stack[depth - 1].length = length;
+    return 0;
+}
+
+bool sertrace_core_can_abort(const sertrace_core *c)
+{
+    return c->v.dump_abort != NULL || (!c->v.dump_open && !c->v.node_enter && !c->v.node_exit &&
+                                       !c->v.note && !c->v.error && !c->v.dump_close);
+}
+
+int sertrace_core_dump_abort(sertrace_core *c, int64_t pid, uint64_t dump_id)
+{
+    sertrace_dump_state *d = find_dump(c, pid, dump_id);
+    if (!d)
+        return 0;
+    if (!sertrace_core_can_abort(c))
+        return -1;
+    int rc = c->v.dump_abort ? c->v.dump_abort(c->v.ctx, d) : 0;
+    d->depth = 0;
+    unlink_dump(c, d);
+    if (d->discarded)
+        c->lossy_live--;
+    c->stats.dumps_aborted++;
+    recycle_dump(c, d);
+    return rc;
+}
+
 static int note_lossy_pid(sertrace_core *c, int64_t pid)
 {
     if (pid < 0) {

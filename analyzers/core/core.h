@@ -243,6 +243,11 @@ typedef struct sertrace_core_visitor {
                  const char *message, size_t message_len, const char *path, size_t path_len);
     /* Last call for `d`; its stack is empty.  d->user must be released. */
     int (*dump_close)(void *ctx, sertrace_dump_state *d);
+    /* Last call for `d` when its producer dropped it
+     * (sertrace_core_dump_abort): nothing of it counts; d->user must be
+     * released.  Its stack may hold open nodes (no node_exit for them).
+     * A visitor without it cannot have dumps aborted. */
+    int (*dump_abort)(void *ctx, sertrace_dump_state *d);
 } sertrace_core_visitor;
 
 typedef struct sertrace_core sertrace_core;
@@ -255,6 +260,7 @@ typedef struct sertrace_core_stats {
     uint64_t discarded_notices;
     uint64_t lost_batches, malformed;
     uint64_t live_dumps, max_live_dumps;
+    uint64_t dumps_aborted; /* sertrace_core_dump_abort (also in dumps_opened) */
 } sertrace_core_stats;
 
 /* Returns NULL when out of memory.  `v` is copied. */
@@ -294,6 +300,32 @@ int sertrace_core_dump_end_flags(sertrace_core *c, int64_t pid, int64_t tid, int
  * lost them when known (per-PID traces), else -1: every live dump of that
  * process (or every live dump) is marked. */
 int sertrace_core_discarded(sertrace_core *c, int64_t pid, uint64_t count);
+
+/* ---- a producer in the same process (sertrace inspect) ------------------
+ *
+ * A recording can only append records; a producer that reads the payload
+ * itself (the pickle emulator) may learn a fact about an open node later
+ * than its ENTER, or find that a dump it began feeding must be fed again
+ * another way.  These two calls serve it; records and these calls go to
+ * the same dump in stream order (flush pending records first). */
+
+/* Set the item count (`length`) of the open node at `depth` of a live
+ * dump, before its EXIT: a container's count is known at its last item,
+ * after its ENTER was fed (the summary does not read it; the tree and the
+ * exports read it at the node's exit or later).  Returns 0, or -1 when
+ * the dump or the node is not there. */
+int sertrace_core_node_length(sertrace_core *c, int64_t pid, uint64_t dump_id, uint32_t depth,
+                              uint64_t length);
+
+/* True when every visitor callback needed to drop a dump is there
+ * (dump_abort): only then may a producer feed a dump it may abort. */
+bool sertrace_core_can_abort(const sertrace_core *c);
+
+/* Drop a live dump: its open nodes get no node_exit, the visitor's
+ * dump_abort releases what it kept, and nothing of it is reported (a
+ * later dump_begin with the same ids starts afresh).  No dump: 0.
+ * Returns -1 when the visitor cannot abort or failed. */
+int sertrace_core_dump_abort(sertrace_core *c, int64_t pid, uint64_t dump_id);
 
 /* End of stream: every live dump is closed as unfinished, its open nodes
  * innermost first (flag SERTRACE_NODE_UNFINISHED), then dump_close. */

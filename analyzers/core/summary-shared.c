@@ -37,8 +37,8 @@
  * lower-bound dump) and for entries whose bytes are exact; unknown (null,
  * nothing in text) when a reference at or after X's end, or inside an
  * object taken out of X, points to an object this table does not know
- * (its table was full, or the reference has no address: `sertrace
- * inspect` records none).
+ * (its table was full, or the reference has no address; `sertrace
+ * inspect` gives object numbers to what a memo reference points to).
  *
  * Cost: per node with an address one append to `objs`, per reference
  * one probe of `refs`; at close one pass over `objs` probing `refs`, the
@@ -72,7 +72,11 @@ static inline size_t slot_of(uint64_t addr, size_t cap)
 
 int shared_object_enter(dump_sum *ds, sertrace_node *n)
 {
+    /* An It or Ext node carries its object's address (the pickler passes
+     * the object) but is a part of it, written inside its node: the
+     * object is the node that opened first at that address, not them. */
     if (n->addr == 0 || sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF ||
+        n->tag == SERTRACE_TAG_ITEMS || n->tag == SERTRACE_TAG_EXT ||
         (n->flags & SERTRACE_NODE_NO_ENTER))
         return 0;
     if (ds->objs_n == ds->objs_cap) {
@@ -138,7 +142,7 @@ static int refs_grow(dump_sum *ds)
 
 int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned)
 {
-    if (n->addr == 0) { /* no address (sertrace inspect): its target is unknown */
+    if (n->addr == 0) { /* no address: its target is unknown */
         if (!ds->unknown_ref || n->enter_pos > ds->unknown_ref_pos)
             ds->unknown_ref_pos = n->enter_pos;
         ds->unknown_ref = true;

@@ -841,6 +841,19 @@ static int merge_top(sertrace_summary *s, const sertrace_dump_state *d, const du
     return 0;
 }
 
+/* The producer dropped the dump (sertrace inspect feeds it again): what
+ * it kept goes back to the free list, nothing is merged or written. */
+static int v_dump_abort(void *ctx, sertrace_dump_state *d)
+{
+    sertrace_summary *s = ctx;
+    dump_sum *ds = d->user;
+    d->user = NULL;
+    if (ds)
+        recycle_dump_sum(s, ds);
+    s->lower = false;
+    return 0;
+}
+
 static int v_dump_close(void *ctx, sertrace_dump_state *d)
 {
     sertrace_summary *s = ctx;
@@ -1009,6 +1022,7 @@ void sertrace_summary_visitor(sertrace_summary *s, sertrace_core_visitor *v)
     v->note = v_note;
     v->error = v_error;
     v->dump_close = v_dump_close;
+    v->dump_abort = v_dump_abort;
 }
 
 static int cmp_total(const void *a, const void *b)

@@ -32,6 +32,8 @@ def graph(protocol):
     loop.append(loop)
     rec = ([],)
     rec[0].append(rec)
+    held = ["h" * 50, [3, 4]]
+    owner = Point([collections.OrderedDict(inner="i" * 120), "big" * 100, held], None)
     return {
         "ints": list(range(300)),
         "text": ["s%d" % i for i in range(20)] + ["é" * 40],
@@ -48,6 +50,11 @@ def graph(protocol):
         "when": datetime.datetime(2026, 1, 2, 3, 4, 5),
         "cls": Point,
         "nested": [[[[{"deep": (1, 2.5, None, True)}]]]],
+        # shared objects for the refs / retained bytes check: a Point whose
+        # x holds a dict also reachable from later paths (a memo reference
+        # after it), a list referenced from two places after its writing
+        "owner": owner,
+        "after": (owner.x[0], held, held),
     }
 
 

@@ -18,12 +18,16 @@ typedef struct seen {
     uint8_t tag;
     uint32_t depth;
     uint64_t bytes;
+    uint64_t addr; /* the object number the emulator gives as address */
     char type[64];
 } seen;
 
 typedef struct rec {
     seen nodes[256];
-    unsigned n; /* nodes closed, in close order (post-order) */
+    unsigned n;      /* nodes closed, in close order (post-order) */
+    uint64_t closed; /* all nodes closed */
+    seen last;       /* the last node closed */
+    unsigned aborts; /* dumps dropped by the emulator (streaming) */
     unsigned dumps;
     uint64_t payload[8];
     int protocol[8];
@@ -34,11 +38,16 @@ static int on_exit_(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     rec *r = ctx;
     size_t len;
     const char *name = sertrace_core_type_name(d, n->type, &len);
+    r->closed++;
+    r->last.tag = n->tag;
+    r->last.depth = n->depth;
+    r->last.bytes = n->bytes;
     if (r->n < 256) {
         seen *s = &r->nodes[r->n++];
         s->tag = n->tag;
         s->depth = n->depth;
         s->bytes = n->bytes;
+        s->addr = n->addr;
         snprintf(s->type, sizeof s->type, "%.*s", name ? (int)len : 0, name ? name : "");
     }
     return 0;
@@ -55,6 +64,16 @@ static int on_close(void *ctx, sertrace_dump_state *d)
     return 0;
 }
 
+static int on_abort(void *ctx, sertrace_dump_state *d)
+{
+    rec *r = ctx;
+    (void)d;
+    r->aborts++;
+    r->closed = 0; /* what the dropped dump closed does not count */
+    r->n = 0;
+    return 0;
+}
+
 static int run(const void *data, size_t n, rec *r, sertrace_inspect_result *res,
                const sertrace_inspect_limits *lim)
 {
@@ -63,6 +82,7 @@ static int run(const void *data, size_t n, rec *r, sertrace_inspect_result *res,
     v.ctx = r;
     v.node_exit = on_exit_;
     v.dump_close = on_close;
+    v.dump_abort = on_abort;
     sertrace_core *c = sertrace_core_create(&v);
     cr_assert(c);
     int rc = sertrace_inspect_run(data, n, lim, c, res);
@@ -138,6 +158,12 @@ Test(emulator, memo_hits_are_nodes_of_containers_only)
     cr_assert_eq(r.nodes[0].bytes, 6);
     cr_assert_eq(r.nodes[1].tag, SERTRACE_TAG_MEMO);
     cr_assert_eq(r.nodes[1].bytes, 2);
+    /* identities: the reference carries its target's number; an object
+     * no reference points to gets none (the summary keeps one entry per
+     * object with an address) */
+    cr_assert_neq(r.nodes[0].addr, 0);
+    cr_assert_eq(r.nodes[1].addr, r.nodes[0].addr);
+    cr_assert_eq(r.nodes[2].addr, 0);
     cr_assert_str_eq(r.nodes[1].type, "list");
 }
 
@@ -250,7 +276,7 @@ Test(emulator, limits)
     for (int i = 0; i < 999; i++)
         deep[n++] = 'a';
     deep[n++] = '.';
-    sertrace_inspect_limits lim = {1u << 30, 500, false};
+    sertrace_inspect_limits lim = {1u << 30, 500, false, 0};
     inconclusive(deep, n, SERTRACE_INSPECT_LIMIT, "deeper than 500", &lim);
     lim.max_depth = 1000;
     rec r;
@@ -305,4 +331,67 @@ Test(emulator, nodes_created_after_their_parts_deeply)
         cr_assert_eq(t->bytes, 1 + 5 * lvl, "level %u", lvl);
     }
     cr_assert_eq(r.payload[0], k);
+}
+
+/* [(1, 2)] * 200 000, protocol 4 without memo nor frames, in APPENDS batches
+ * of 1 000; `wrap`: then TUPLE1 around the list.  Returns its length. */
+static size_t tuples_pickle(char *b, bool wrap)
+{
+    size_t k = 0;
+    b[k++] = '\x80';
+    b[k++] = 4;
+    b[k++] = ']';
+    for (int i = 0; i < 200; i++) {
+        b[k++] = '(';
+        for (int j = 0; j < 1000; j++) {
+            memcpy(b + k, "K\x01K\x02\x86", 5);
+            k += 5;
+        }
+        b[k++] = 'e';
+    }
+    if (wrap)
+        b[k++] = '\x85';
+    b[k++] = '.';
+    return k;
+}
+
+/* Streaming (README "Streaming"): a list root's finished items go to the
+ * core batch by batch and are dropped, so the emulator's tables stay
+ * small, and the core sees the same nodes as when the pickle is read
+ * whole.  A root wrapped after streaming began (TUPLE1) makes the
+ * emulator drop the dump and read the pickle again, whole. */
+Test(emulator, streaming_keeps_the_tables_small_and_the_nodes_the_same)
+{
+    char *b = malloc(2 + 1 + 200 * 5002 + 2);
+    cr_assert(b);
+    for (int wrap = 0; wrap < 2; wrap++) {
+        size_t n = tuples_pickle(b, wrap);
+        sertrace_inspect_limits whole = {1u << 30, 1000, false, UINT32_MAX};
+        sertrace_inspect_limits streamed = {1u << 30, 1000, false, 0};
+        rec a, c;
+        sertrace_inspect_result ra, rc;
+        /* streamed first: a run keeps its tables for the next one on the
+         * thread, counted in that run's memory */
+        cr_assert_eq(run(b, n, &c, &rc, &streamed), SERTRACE_INSPECT_OK, "%s", rc.reason);
+        cr_assert_eq(run(b, n, &a, &ra, &whole), SERTRACE_INSPECT_OK, "%s", ra.reason);
+        cr_assert_eq(a.dumps, 1);
+        cr_assert_eq(c.dumps, 1);
+        cr_assert_eq(a.aborts, 0);
+        cr_assert_eq(c.aborts, (unsigned)wrap); /* wrapped: dropped once, read again */
+        cr_assert_eq(a.closed, 200001 + wrap);
+        cr_assert_eq(c.closed, a.closed);
+        cr_assert_eq(rc.nodes, ra.nodes);
+        cr_assert_eq(c.payload[0], n);
+        cr_assert_eq(c.last.depth, 1);
+        cr_assert_eq(c.last.bytes, a.last.bytes);
+        cr_assert_eq(c.last.tag, wrap ? SERTRACE_TAG_TUPLE : SERTRACE_TAG_LIST);
+        for (unsigned i = 0; i < 256; i++) /* the first nodes closed, alike */
+            cr_assert(a.nodes[i].tag == c.nodes[i].tag && a.nodes[i].bytes == c.nodes[i].bytes &&
+                          a.nodes[i].depth == c.nodes[i].depth,
+                      "node %u", i);
+        if (!wrap) /* whole: ~64 B per node; streamed: 4 096 nodes and a batch */
+            cr_assert_lt(rc.peak_memory * 20, ra.peak_memory, "%llu vs %llu",
+                         (unsigned long long)rc.peak_memory, (unsigned long long)ra.peak_memory);
+    }
+    free(b);
 }
