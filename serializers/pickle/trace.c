@@ -61,8 +61,8 @@ void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind, trace_lbl 
     (void)key_kind;
     uint32_t type = od_type_index(p->trace, obj, od_naming(obj, tag));
     uint64_t length = tag == SERTRACE_TAG_ITEMS ? 0 : od_length(obj);
-    sertrace_enter_labelled(p->trace, tag, type, (uintptr_t)obj, length, output_pos(p), lbl.kind,
-                            lbl.value);
+    sertrace_enter_fast(p->trace, tag, type, (uintptr_t)obj, length, output_pos(p), lbl.kind,
+                        lbl.value);
 }
 
 void trace_close(pickler *p)
