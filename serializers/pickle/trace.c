@@ -4,7 +4,11 @@
  * is a node at this granularity, opens it with trace_open() at the
  * current output position, runs the ordinary savers and closes it with
  * trace_close() at the new position; a node without children (an atom, a
- * memo hit) is one trace_leaf() after it was written (one ATOM record).
+ * memo hit) is one trace_leaf() after it was written (one ATOM record;
+ * the plain atoms at every-object granularity take save.c's inline
+ * atom_leaf(), which ends in the same sertrace_atom_fast()).  Enters,
+ * atoms and exits go through sertrace.h's inline *_fast() calls: while
+ * the dump only records they write into the batch without a library call.
  * The node's edge label (labels.c) goes into the same call and record.
  * Positions come from output_pos()
  * (output.c), so node bytes are exact by construction: a node's bytes are
