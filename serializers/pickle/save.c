@@ -510,9 +510,9 @@ static inline int is_leaf(const pickler *p, uint8_t tag)
  * length, so the ATOM is the cached index and sertrace_atom_fast().  The
  * first atom of a type in a dump, and a failed one, take trace_leaf()
  * (which interns the type and fills the slot): the same records. */
-static inline __attribute__((always_inline)) void
-atom_leaf(pickler *p, uint8_t tag, PyObject *obj, int slot, uint64_t length, uint64_t pos,
-          int failed, const edge *e)
+static inline __attribute__((always_inline)) void atom_leaf(pickler *p, uint8_t tag, PyObject *obj,
+                                                            int slot, uint64_t length, uint64_t pos,
+                                                            int failed, const edge *e)
 {
     uint32_t type = p->leaf_type[slot];
     trace_lbl lbl = trace_label(p, e);

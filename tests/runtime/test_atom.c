@@ -519,7 +519,8 @@ static void fast_scenario(int fast)
         if (i == 1000) { /* two levels more: atoms at depth 4 are beyond the cap */
             fast_enter(fast, d, SERTRACE_TAG_LIST, 0x10, 2, pos, SERTRACE_LABEL_NONE, 0);
             fast_enter(fast, d, SERTRACE_TAG_LIST, 0x20, 2, pos, SERTRACE_LABEL_POS, 9);
-            fast_enter(fast, d, SERTRACE_TAG_LIST, 0x28, 2, pos, SERTRACE_LABEL_POS, 0); /* beyond */
+            fast_enter(fast, d, SERTRACE_TAG_LIST, 0x28, 2, pos, SERTRACE_LABEL_POS,
+                       0); /* beyond */
             if (fast)
                 sertrace_atom_fast(d, SERTRACE_TAG_INT, ti, 0x30, 0, pos, pos + 2,
                                    SERTRACE_LABEL_POS, 0);

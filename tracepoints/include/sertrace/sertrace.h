@@ -46,15 +46,15 @@ typedef struct sertrace_dump sertrace_dump;
 
 /* The first member of every sertrace_dump: what sertrace_atom_fast(),
  * sertrace_enter_fast() and sertrace_exit_fast() (below) need to append a
- * record to the dump's batch without a call into libsertrace.  Part of libsertrace's ABI (SERTRACE_0): only
- * the library writes these fields, except through sertrace_atom_fast(). */
+ * record to the dump's batch without a call into libsertrace.  Part of libsertrace's ABI
+ * (SERTRACE_0): only the library writes these fields, except through sertrace_atom_fast(). */
 struct sertrace_dump_fast {
-    uint8_t *batch;    /* the batch buffer (SERTRACE_BATCH_BYTES) */
-    uint32_t len;      /* bytes of it in use */
-    uint32_t fast_end; /* inline records only while len < fast_end; 0: never (a
-                        * listener other than LTTng, a pending label, the depth
-                        * cap ...) */
-    uint32_t depth;    /* open nodes */
+    uint8_t *batch;     /* the batch buffer (SERTRACE_BATCH_BYTES) */
+    uint32_t len;       /* bytes of it in use */
+    uint32_t fast_end;  /* inline records only while len < fast_end; 0: never (a
+                         * listener other than LTTng, a pending label, the depth
+                         * cap ...) */
+    uint32_t depth;     /* open nodes */
     uint32_t depth_cap; /* the dump's depth cap: an inline enter that reaches it
                          * clears fast_end (deeper nodes go through the library) */
     uint64_t base_addr; /* the batch's delta bases (schema.h, "Compact records") */
@@ -240,9 +240,9 @@ static inline void sertrace_atom_fast(sertrace_dump *d, uint8_t tag, uint32_t ty
  * either way.  A dump that only records keeps no node stack (the text
  * tree is what needs one), so an inline enter is the record and the
  * depth. */
-static inline void sertrace_enter_fast(sertrace_dump *d, uint8_t tag, uint32_t type,
-                                       uintptr_t addr, uint64_t length, uint64_t pos,
-                                       uint8_t label_kind, uint64_t label_value)
+static inline void sertrace_enter_fast(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
+                                       uint64_t length, uint64_t pos, uint8_t label_kind,
+                                       uint64_t label_value)
 {
     struct sertrace_dump_fast *f = (struct sertrace_dump_fast *)d;
 
