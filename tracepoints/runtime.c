@@ -12,7 +12,10 @@
  *   one branch per object: that is the dormant cost.
  * - Dump handles are pooled per thread (a free list in TLS), so a steady
  *   stream of dumps allocates nothing.  Each handle owns a node stack
- *   (grows by doubling up to the depth cap), a type intern table (open
+ *   (grows by doubling up to the depth cap; only a dump the text tree
+ *   prints fills it: a dump that only records needs nothing of an open
+ *   node but its depth, so sertrace_enter_fast() is the record and the
+ *   depth, inline in the serializer), a type intern table (open
  *   addressing keyed by the type pointer, entries stamped with a per-dump
  *   generation so a new dump needs no clearing), an arena for type names
  *   (the text probe prints them), and a 4 KiB batch buffer.
@@ -569,6 +572,7 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     d->fast.depth = 0;
     d->overflow = 0;
     d->max_depth = atomic_load_explicit(&max_depth_cap, memory_order_relaxed);
+    d->fast.depth_cap = d->max_depth;
     d->too_deep_reported = false;
     if (++d->gen == 0) { /* wrapped: stale stamps could match, clear them */
         memset(d->slots, 0, d->slot_cap * sizeof *d->slots);
@@ -866,7 +870,7 @@ void sertrace_oob(sertrace_dump *d, uint64_t bytes)
         p = put_varint(p, bytes);
         batch_fixed_commit(d, start, p);
     }
-    if (d->overflow == 0 && d->fast.depth > 0)
+    if (d->text_on && d->overflow == 0 && d->fast.depth > 0)
         d->stack[d->fast.depth - 1].oob += bytes;
 }
 
@@ -960,9 +964,10 @@ static inline void enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t
 {
     struct node *nd;
 
-    assert(d->fast.depth <= d->stack_cap && d->fast.depth <= d->max_depth);
+    assert(!d->text_on || d->fast.depth <= d->stack_cap);
+    assert(d->fast.depth <= d->max_depth);
     if (d->overflow > 0 || d->fast.depth >= d->max_depth ||
-        (d->fast.depth >= d->stack_cap && !stack_grow(d))) {
+        (d->text_on && d->fast.depth >= d->stack_cap && !stack_grow(d))) {
         if (!d->too_deep_reported) {
             d->too_deep_reported = true;
             report_misuse(d, "too deep: node not recorded (depth cap reached)");
@@ -972,14 +977,17 @@ static inline void enter(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t
         fast_update(d);
         return;
     }
-    nd = &d->stack[d->fast.depth++];
-    nd->pos = pos;
-    nd->addr = addr;
-    nd->length = length;
-    nd->type = type;
-    nd->tag = tag;
-    nd->state = d->label_kind == SERTRACE_LABEL_ROLE && d->label_value == SERTRACE_ROLE_STATE;
-    nd->oob = 0;
+    d->fast.depth++;
+    if (d->text_on) { /* only the text tree reads the stack */
+        nd = &d->stack[d->fast.depth - 1];
+        nd->pos = pos;
+        nd->addr = addr;
+        nd->length = length;
+        nd->type = type;
+        nd->tag = tag;
+        nd->state = d->label_kind == SERTRACE_LABEL_ROLE && d->label_value == SERTRACE_ROLE_STATE;
+        nd->oob = 0;
+    }
     if (d->records_on)
         node_record(d, 0, tag, d->fast.depth, type, addr, length, pos, 0);
     if (d->text_on) {
@@ -1029,8 +1037,6 @@ void sertrace_exit(sertrace_dump *d, uint64_t pos)
         report_misuse(d, "exit without enter");
         return;
     }
-    assert(d->fast.depth <= d->stack_cap);
-    nd = &d->stack[d->fast.depth - 1];
     if (d->records_on) {
         uint8_t *p = node_begin(d);
         *p++ = SERTRACE_REC_EXIT_D;
@@ -1040,6 +1046,8 @@ void sertrace_exit(sertrace_dump *d, uint64_t pos)
         d->fast.base_pos = pos;
     }
     if (d->text_on) {
+        assert(d->fast.depth <= d->stack_cap);
+        nd = &d->stack[d->fast.depth - 1];
         if (pos < nd->pos)
             sertrace_text_misuse(&d->text, d->fast.depth, "exit position before enter position");
         if (nd->oob > 0)

@@ -5,7 +5,8 @@
  * state ...).  In a traced dump the step hands that edge to trace_label()
  * (pickler.h: positions and roles inline) just before the object's node
  * opens, and the label goes into the node's own record
- * (sertrace_enter_labelled / sertrace_atom_labelled: one call, one
+ * (sertrace_enter_fast / sertrace_atom_fast, inline, else the library's
+ * sertrace_enter_labelled / sertrace_atom_labelled: one call, one
  * record).  This file labels dict values: positions as numbers, dict keys as interned names
  * (sertrace_name: the first time a str is seen in a dump its UTF-8 text is
  * recorded, afterwards one hash probe on its address).  Nothing here runs in a dormant dump, nor

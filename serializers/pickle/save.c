@@ -504,24 +504,60 @@ static inline int is_leaf(const pickler *p, uint8_t tag)
  * object itself): one ATOM record each, with the memo looked up once for
  * str and bytes (it tells a memo hit from a new object).  Returns 1 when
  * obj is no such atom. */
+/* trace_leaf() for the atoms of traced_atom(), inline: the branch taken
+ * there already knows the type's slot in leaf_type (trace_leaf()'s
+ * numbering: int 0, float 1, str 2, bytes 3, None 4, bool 5) and the
+ * length, so the ATOM is the cached index and sertrace_atom_fast().  The
+ * first atom of a type in a dump, and a failed one, take trace_leaf()
+ * (which interns the type and fills the slot): the same records. */
+static inline __attribute__((always_inline)) void atom_leaf(pickler *p, uint8_t tag, PyObject *obj,
+                                                            int slot, uint64_t length, uint64_t pos,
+                                                            int failed, const edge *e)
+{
+    uint32_t type = p->leaf_type[slot];
+    trace_lbl lbl = trace_label(p, e);
+    if (__builtin_expect(type == 0 || failed, 0)) {
+        trace_leaf(p, tag, obj, KEY_TYPE, pos, failed, lbl);
+        return;
+    }
+    sertrace_atom_fast(p->trace, tag, type, (uintptr_t)obj, length, pos, output_pos(p), lbl.kind,
+                       lbl.value);
+}
+
 static inline int traced_atom(pickler *p, PyObject *obj, const edge *e, int *status)
 {
     PyTypeObject *type = Py_TYPE(obj);
     uint8_t tag;
+    int slot;
+    uint64_t length = 0;
     uint64_t pos = output_pos(p);
     if (type == &PyLong_Type || type == &PyFloat_Type || obj == Py_None || type == &PyBool_Type) {
-        tag = type == &PyLong_Type    ? SERTRACE_TAG_INT
-              : type == &PyFloat_Type ? SERTRACE_TAG_FLOAT
-                                      : SERTRACE_TAG_ATOM;
+        if (type == &PyLong_Type) {
+            tag = SERTRACE_TAG_INT;
+            slot = 0;
+        } else if (type == &PyFloat_Type) {
+            tag = SERTRACE_TAG_FLOAT;
+            slot = 1;
+        } else {
+            tag = SERTRACE_TAG_ATOM;
+            slot = obj == Py_None ? 4 : 5;
+        }
         *status = save_object(p, obj);
     } else if (type == &PyUnicode_Type || (type == &PyBytes_Type && p->proto >= 3)) {
-        memo_entry *slot = memo_slot_(&p->memo, obj);
-        if (slot->key != NULL) {
+        memo_entry *mslot = memo_slot_(&p->memo, obj);
+        if (type == &PyUnicode_Type) {
+            slot = 2;
+            length = (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
+        } else {
+            slot = 3;
+            length = (uint64_t)PyBytes_GET_SIZE(obj) + 1;
+        }
+        if (mslot->key != NULL) {
             tag = SERTRACE_TAG_MEMO;
-            *status = emit_memo_get(p, slot->value);
-        } else if (type == &PyUnicode_Type) {
+            *status = emit_memo_get(p, mslot->value);
+        } else if (slot == 2) {
             tag = SERTRACE_TAG_STR;
-            *status = save_str(p, obj, slot);
+            *status = save_str(p, obj, mslot);
         } else {
             tag = SERTRACE_TAG_BYTES;
             *status = save_bytes(p, obj);
@@ -529,7 +565,7 @@ static inline int traced_atom(pickler *p, PyObject *obj, const edge *e, int *sta
     } else {
         return 1;
     }
-    trace_leaf(p, tag, obj, KEY_TYPE, pos, *status < 0, trace_label(p, e));
+    atom_leaf(p, tag, obj, slot, length, pos, *status < 0, e);
     if (*status < 0)
         trace_failed(p, obj, tag);
     return 0;

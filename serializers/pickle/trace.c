@@ -4,7 +4,11 @@
  * is a node at this granularity, opens it with trace_open() at the
  * current output position, runs the ordinary savers and closes it with
  * trace_close() at the new position; a node without children (an atom, a
- * memo hit) is one trace_leaf() after it was written (one ATOM record).
+ * memo hit) is one trace_leaf() after it was written (one ATOM record;
+ * the plain atoms at every-object granularity take save.c's inline
+ * atom_leaf(), which ends in the same sertrace_atom_fast()).  Enters,
+ * atoms and exits go through sertrace.h's inline *_fast() calls: while
+ * the dump only records they write into the batch without a library call.
  * The node's edge label (labels.c) goes into the same call and record.
  * Positions come from output_pos()
  * (output.c), so node bytes are exact by construction: a node's bytes are
@@ -61,8 +65,8 @@ void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind, trace_lbl 
     (void)key_kind;
     uint32_t type = od_type_index(p->trace, obj, od_naming(obj, tag));
     uint64_t length = tag == SERTRACE_TAG_ITEMS ? 0 : od_length(obj);
-    sertrace_enter_labelled(p->trace, tag, type, (uintptr_t)obj, length, output_pos(p), lbl.kind,
-                            lbl.value);
+    sertrace_enter_fast(p->trace, tag, type, (uintptr_t)obj, length, output_pos(p), lbl.kind,
+                        lbl.value);
 }
 
 void trace_close(pickler *p)

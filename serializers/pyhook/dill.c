@@ -156,10 +156,10 @@ static void on_dill_trace(hook_state *s, PyObject *msg)
     }
     if (kind == 2) { /* "# TAG": close the node dill opened */
         if (top && top->kind == NODE_DILL) {
-            sertrace_exit(s->d, st_pos(s));
+            sertrace_exit_fast(s->d, st_pos(s));
             top->kind = NODE_CLOSED;
         } else if (top && top->kind == NODE_SYNTH) {
-            sertrace_exit(s->d, st_pos(s));
+            sertrace_exit_fast(s->d, st_pos(s));
             s->depth = i; /* pop it */
         }
         return;

@@ -18,7 +18,7 @@
  * Nothing reads a frame per object and nothing calls user code: keys are
  * looked at only when exact str or int.  The label is decided when save()
  * is called and goes into the node's enter record (node_label(), one
- * sertrace_enter_labelled() call: schema v6; a node dill names late keeps
+ * sertrace_enter_fast() call: schema v6; a node dill names late keeps
  * it until then), so hidden keys are numbered in the
  * order their nodes appear, as in the C pickler.
  *

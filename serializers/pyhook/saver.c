@@ -140,9 +140,9 @@ void emit_enter(hook_state *s, node *n, uint8_t tag, uint64_t pos)
     uint64_t label_value = 0;
     if (n->label_kind != 0)
         node_label(s, n, &label_kind, &label_value);
-    sertrace_enter_labelled(s->d, tag, n->type, (uintptr_t)n->obj,
-                            n->obj && tag != SERTRACE_TAG_ITEMS ? od_length(n->obj) : 0, pos,
-                            label_kind, label_value);
+    sertrace_enter_fast(s->d, tag, n->type, (uintptr_t)n->obj,
+                        n->obj && tag != SERTRACE_TAG_ITEMS ? od_length(n->obj) : 0, pos,
+                        label_kind, label_value);
 }
 
 /* Emit the enter record of a pending node (before a child or at exit). */
@@ -257,7 +257,7 @@ static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, si
     /* Drop synthetic dill nodes left open above us (unbalanced traces). */
     while (s->depth > my_index + 1) {
         if (s->nodes[s->depth - 1].kind == NODE_SYNTH && r != NULL)
-            sertrace_exit(s->d, st_pos(s));
+            sertrace_exit_fast(s->d, st_pos(s));
         s->depth--;
     }
     n = &s->nodes[my_index]; /* the array may have moved */
@@ -270,11 +270,11 @@ static PyObject *save_traced(saver *sv, hook_state *s, PyObject *const *args, si
     switch (n->kind) {
     case NODE_PENDING:
         emit_enter(s, n, n->tag, n->enter_pos);
-        sertrace_exit(s->d, st_pos(s));
+        sertrace_exit_fast(s->d, st_pos(s));
         break;
     case NODE_OPEN:
     case NODE_DILL:
-        sertrace_exit(s->d, st_pos(s));
+        sertrace_exit_fast(s->d, st_pos(s));
         break;
     default:
         break;
@@ -404,11 +404,11 @@ static PyObject *batcher_call(PyObject *self, PyObject *const *args, size_t narg
     r = call_original(sv, args, nargsf, kwnames);
     while (s->depth > my_index + 1) { /* unbalanced dill nodes, as in save_traced */
         if (s->nodes[s->depth - 1].kind == NODE_SYNTH && r != NULL)
-            sertrace_exit(s->d, st_pos(s));
+            sertrace_exit_fast(s->d, st_pos(s));
         s->depth--;
     }
     if (r != NULL) /* on failure the node stays open, as a failed node */
-        sertrace_exit(s->d, st_pos(s));
+        sertrace_exit_fast(s->d, st_pos(s));
     s->depth = my_index;
     return r;
 }

@@ -481,18 +481,29 @@ Test(atom, varints_of_every_length_round_trip)
 /* ---- the inline fast path (sertrace.h) ------------------------------------ */
 
 /* Many labelled atoms (several batches), containers, a pending
- * sertrace_label() (before an atom, before an exit), a misuse (end before
- * start) and atoms beyond the depth cap: written once through
- * sertrace_atom_labelled() / sertrace_exit() and once through the inline
- * sertrace_atom_fast() / sertrace_exit_fast(), the captured bytes must be
- * identical. */
+ * sertrace_label() (before an atom, before an enter, before an exit), a
+ * misuse (end before start), an enter that reaches the depth cap, and an
+ * enter and atoms beyond it: written once through
+ * sertrace_atom_labelled() / sertrace_enter_labelled() / sertrace_exit()
+ * and once through the inline sertrace_atom_fast() /
+ * sertrace_enter_fast() / sertrace_exit_fast(), the captured bytes must
+ * be identical. */
+static void fast_enter(int fast, sertrace_dump *d, uint8_t tag, uintptr_t addr, uint64_t length,
+                       uint64_t pos, uint8_t kind, uint64_t value)
+{
+    if (fast)
+        sertrace_enter_fast(d, tag, 0, addr, length, pos, kind, value);
+    else
+        sertrace_enter_labelled(d, tag, 0, addr, length, pos, kind, value);
+}
+
 static void fast_scenario(int fast)
 {
     sertrace_internal_set_max_depth(3);
     sertrace_dump *d = sertrace_dump_begin("pickle", 4);
     cr_assert_not_null(d);
     uint32_t ti = sertrace_type(d, &k_int, "int");
-    sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0x7f0000001000u, 2001, 2);
+    fast_enter(fast, d, SERTRACE_TAG_LIST, 0x7f0000001000u, 2001, 2, SERTRACE_LABEL_NONE, 0);
     uint64_t pos = 3;
     for (uint64_t i = 0; i < 2000; i++) {
         uintptr_t addr = (uintptr_t)(0x7f0000100000u + (i * 7919 % 1000) * 32);
@@ -506,8 +517,10 @@ static void fast_scenario(int fast)
             sertrace_atom_labelled(d, SERTRACE_TAG_INT, ti, addr, 0, pos, end, kind, i);
         pos = end > pos ? end : pos;
         if (i == 1000) { /* two levels more: atoms at depth 4 are beyond the cap */
-            sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0x10, 2, pos);
-            sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0x20, 2, pos);
+            fast_enter(fast, d, SERTRACE_TAG_LIST, 0x10, 2, pos, SERTRACE_LABEL_NONE, 0);
+            fast_enter(fast, d, SERTRACE_TAG_LIST, 0x20, 2, pos, SERTRACE_LABEL_POS, 9);
+            fast_enter(fast, d, SERTRACE_TAG_LIST, 0x28, 2, pos, SERTRACE_LABEL_POS,
+                       0); /* beyond */
             if (fast)
                 sertrace_atom_fast(d, SERTRACE_TAG_INT, ti, 0x30, 0, pos, pos + 2,
                                    SERTRACE_LABEL_POS, 0);
@@ -515,17 +528,18 @@ static void fast_scenario(int fast)
                 sertrace_atom_labelled(d, SERTRACE_TAG_INT, ti, 0x30, 0, pos, pos + 2,
                                        SERTRACE_LABEL_POS, 0);
             pos += 2;
-            if (fast) {
-                sertrace_exit_fast(d, pos);
-                sertrace_exit_fast(d, pos);
-            } else {
-                sertrace_exit(d, pos);
-                sertrace_exit(d, pos);
+            for (int k = 0; k < 3; k++) {
+                if (fast)
+                    sertrace_exit_fast(d, pos);
+                else
+                    sertrace_exit(d, pos);
             }
         }
         if (i % 50 == 49) { /* a container of the next 50 atoms, closed inline */
-            sertrace_enter_labelled(d, SERTRACE_TAG_TUPLE, 0, 0x40 + i, 51, pos, SERTRACE_LABEL_POS,
-                                    i);
+            if (i % 300 == 149)
+                sertrace_label(d, SERTRACE_LABEL_KEY, i); /* pending: the slow path takes it */
+            fast_enter(fast, d, SERTRACE_TAG_TUPLE, 0x40 + i, 51, pos,
+                       i % 100 == 49 ? SERTRACE_LABEL_NONE : SERTRACE_LABEL_POS, i);
             if (i % 150 == 149)
                 sertrace_label(d, SERTRACE_LABEL_POS, 1); /* pending at the exit: dropped */
             if (fast)
@@ -557,4 +571,5 @@ Test(atom, inline_fast_path_writes_the_same_records)
     int other;
     cr_expect_eq(count_op(SERTRACE_REC_ERROR, &other), 1, "the depth cap, reported once");
     cr_expect_eq(count_op(SERTRACE_REC_ATOM, &other), 2000, "every atom within the cap");
+    cr_expect_eq(count_op(SERTRACE_REC_ENTER, &other), 1 + 2 + 40, "every enter within the cap");
 }

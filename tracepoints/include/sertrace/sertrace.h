@@ -44,18 +44,19 @@ extern "C" {
 
 typedef struct sertrace_dump sertrace_dump;
 
-/* The first member of every sertrace_dump: what sertrace_atom_fast()
- * (below) needs to append an ATOM record to the dump's batch without a
- * call into libsertrace.  Part of libsertrace's ABI (SERTRACE_0): only
- * the library writes these fields, except through sertrace_atom_fast(). */
+/* The first member of every sertrace_dump: what sertrace_atom_fast(),
+ * sertrace_enter_fast() and sertrace_exit_fast() (below) need to append a
+ * record to the dump's batch without a call into libsertrace.  Part of libsertrace's ABI
+ * (SERTRACE_0): only the library writes these fields, except through sertrace_atom_fast(). */
 struct sertrace_dump_fast {
-    uint8_t *batch;    /* the batch buffer (SERTRACE_BATCH_BYTES) */
-    uint32_t len;      /* bytes of it in use */
-    uint32_t fast_end; /* inline records only while len < fast_end; 0: never (a
-                        * listener other than LTTng, a pending label, the depth
-                        * cap ...) */
-    uint32_t depth;    /* open nodes */
-    uint32_t reserved;
+    uint8_t *batch;     /* the batch buffer (SERTRACE_BATCH_BYTES) */
+    uint32_t len;       /* bytes of it in use */
+    uint32_t fast_end;  /* inline records only while len < fast_end; 0: never (a
+                         * listener other than LTTng, a pending label, the depth
+                         * cap ...) */
+    uint32_t depth;     /* open nodes */
+    uint32_t depth_cap; /* the dump's depth cap: an inline enter that reaches it
+                         * clears fast_end (deeper nodes go through the library) */
     uint64_t base_addr; /* the batch's delta bases (schema.h, "Compact records") */
     uint64_t base_pos;
 };
@@ -231,6 +232,41 @@ static inline void sertrace_atom_fast(sertrace_dump *d, uint8_t tag, uint32_t ty
         return;
     }
     sertrace_atom_labelled(d, tag, type, addr, length, pos, end_pos, label_kind, label_value);
+}
+
+/* sertrace_enter_labelled(), inline on the same terms as
+ * sertrace_atom_fast(): the ENTER's NODE record written straight into the
+ * batch when the dump only records, else the call.  The same records
+ * either way.  A dump that only records keeps no node stack (the text
+ * tree is what needs one), so an inline enter is the record and the
+ * depth. */
+static inline void sertrace_enter_fast(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
+                                       uint64_t length, uint64_t pos, uint8_t label_kind,
+                                       uint64_t label_value)
+{
+    struct sertrace_dump_fast *f = (struct sertrace_dump_fast *)d;
+
+    if (d == NULL)
+        return;
+    if (__builtin_expect(f->len < f->fast_end && label_kind <= SERTRACE_REC_NODE_KIND_MAX, 1)) {
+        uint8_t *p = f->batch + f->len;
+        *p++ = (uint8_t)(SERTRACE_REC_NODE | (unsigned)label_kind << SERTRACE_REC_NODE_KIND_SHIFT);
+        *p++ = tag;
+        p = sertrace_put_varint(p, (uint64_t)++f->depth);
+        p = sertrace_put_varint(p, type);
+        p = sertrace_put_varint(p, sertrace_zigzag(addr, f->base_addr));
+        p = sertrace_put_varint(p, length);
+        p = sertrace_put_varint(p, sertrace_zigzag(pos, f->base_pos));
+        if (label_kind != SERTRACE_LABEL_NONE)
+            p = sertrace_put_varint(p, label_value);
+        f->len = (uint32_t)(p - f->batch);
+        f->base_addr = addr;
+        f->base_pos = pos;
+        if (__builtin_expect(f->depth >= f->depth_cap, 0))
+            f->fast_end = 0; /* at the cap: the next node is refused by the library */
+        return;
+    }
+    sertrace_enter_labelled(d, tag, type, addr, length, pos, label_kind, label_value);
 }
 
 /* sertrace_exit(), inline on the same terms as sertrace_atom_fast(): the
