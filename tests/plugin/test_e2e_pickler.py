@@ -311,8 +311,11 @@ def test_pickler_small_per_pid_channel_flagged_never_wrong(subbuf):
         truth_path = tempfile.mktemp(prefix="sertrace-truth-", suffix=".txt")
         try:
             with session(channel=chan) as (_, out):
+                # every object a node: schema v6's compact records are small
+                # enough that at the default granularity an 8 KiB channel kept
+                # up with this flood on an idle consumer
                 pid, sizes, _ = run_child("flood", 300, DISPATCH_TRACE=truth_path,
-                                          SERTRACE_EXACT="1")
+                                          SERTRACE_EXACT="1", SERTRACE_GRANULARITY="all")
             with open(truth_path, encoding="utf-8") as f:
                 truth = split_dumps(f.read())
         finally:
