@@ -386,7 +386,7 @@ static bool builtin_str_is_safe(PyObject *exc)
 /* Pickling errors name the object they refused by its repr ("Can't pickle
  * <repr>: attribute lookup f on m failed", "can't pickle 'T' object: <repr>"):
  * text a user's __repr__ wrote, possibly a value.  The pickler called it, not
- * sertrace, but the trace must not keep it: the repr part becomes "..." and
+ * sertrace, but the trace must not keep it: the repr part becomes "…" (U+2026) and
  * the reason, which names code (modules, attributes), stays.  The repr may
  * itself hold ": ", the reasons never do: the cut is at the last one. */
 static PyObject *without_object_repr(PyObject *msg)

@@ -99,26 +99,12 @@ def label_excuse(live_nodes, i, mine_label):
     "non-ascii": a str dict key that is a non-ASCII identifier: the pickler
     shows it (str.isidentifier), inspect hides it ([…], inspect/README.md:
     it does not carry Unicode's identifier tables; hiding is the safe side).
-    "after-memo": the recorded node follows a memo reference (Mo) in
-    pre-order: the live tree shows no label on a Mo, and the label the
-    pickler gave that reference lands on the next node (a dict key, an
-    empty args tuple shown as "(reconstructor)") -- a recording bug
-    reported to the lead; inspect gives the next node its own label.
-    "args-as-callable": the recording labels an empty tuple (the args of a
-    reduce whose callable is itself built by a reduce, such as a
-    functools.partial) "(reconstructor)"; an empty tuple is no callable,
-    inspect says "(args)" -- the same recording bug, reported.
     (No exception for a state setter's obj argument, `setter(obj, state)`:
     both leave that memo reference unlabelled, inspect/README.md.)"""
     live_label = live_nodes[i][3]
     if (mine_label == "[…]" and live_label and live_label.startswith("['")
             and any(ord(c) > 127 for c in live_label)):
         return "non-ascii"
-    if i > 0 and live_nodes[i - 1][1] == "Mo":
-        return "after-memo"
-    if (live_nodes[i][1] == "Tu" and live_nodes[i][2] == 1 and live_label == "(reconstructor)"
-            and mine_label == "(args)"):
-        return "args-as-callable"
     return None
 
 
