@@ -378,7 +378,7 @@ Test(emulator, streaming_keeps_the_tables_small_and_the_nodes_the_same)
         cr_assert_eq(c.dumps, 1);
         cr_assert_eq(a.aborts, 0);
         cr_assert_eq(c.aborts, (unsigned)wrap); /* wrapped: dropped once, read again */
-        cr_assert_eq(a.closed, 200001 + wrap);
+        cr_assert_eq(a.closed, (uint64_t)(200001 + wrap));
         cr_assert_eq(c.closed, a.closed);
         cr_assert_eq(rc.nodes, ra.nodes);
         cr_assert_eq(c.payload[0], n);
