@@ -46,6 +46,12 @@ fi
 
 status=0
 ran=()
+# A failed build step is also written to $SERTRACE_FAILED_STEPS when scripts/test.sh set
+# it (its closing line counts them).
+step_failed() {
+  [ -z "${SERTRACE_FAILED_STEPS:-}" ] || echo "$1" >>"$SERTRACE_FAILED_STEPS"
+  status=1
+}
 for python in "${pythons[@]}"; do
   version=$("$python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
   if [ -z "$version" ]; then
@@ -62,21 +68,25 @@ for python in "${pythons[@]}"; do
     if ! meson setup "$dir" -Dpython="$python" >"/tmp/sertrace-setup-$minor.log" 2>&1; then
       tail -n 20 "/tmp/sertrace-setup-$minor.log"
       echo "[pyversions] CPython $version: meson setup failed: FAILED"
-      status=1
+      step_failed "$dir: meson setup"
       continue
     fi
   fi
   if ! ninja -C "$dir" >"/tmp/sertrace-build-$minor.log" 2>&1; then
     tail -n 30 "/tmp/sertrace-build-$minor.log"
     echo "[pyversions] CPython $version: build failed: FAILED"
-    status=1
+    step_failed "$dir: ninja"
     continue
   fi
-  if meson test -C "$dir" --print-errorlogs --num-processes 2 "${TESTS[@]}"; then
+  rc=0
+  meson test -C "$dir" --print-errorlogs --num-processes 2 "${TESTS[@]}" || rc=$?
+  if [ "$rc" -eq 0 ]; then
     ran+=("$version passed")
   else
     ran+=("$version FAILED")
     status=1
+    # 125: meson test's rebuild failed, no test ran
+    [ "$rc" -ne 125 ] || step_failed "$dir: build (meson test's rebuild)"
   fi
 done
 

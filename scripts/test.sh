@@ -14,28 +14,49 @@
 #   6. the format check (scripts/check-format.sh: the C files against .clang-format);
 #   7. the soak: tests/pickle on its full corpus (PT_SOAK=1: 10,000 graphs per
 #      protocol, tests/README.md), which the default run in step 1 samples;
-# and print a closing line "tests: N passed, N failed" (meson tests, every build).
+# and print a closing line "tests: N passed, N failed" (meson tests, every build), with
+# ", N steps failed" when a step that is no test failed: a `meson setup`, a build
+# (ninja, or meson test's rebuild: exit status 125), the format check; those steps are
+# listed above the line ("STEP  FAILED  ..."), and their tests are missing from the counts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 
 status=0
+# Failed steps that are no test, one line each ("release-clang: ninja"); the closing
+# line counts them.  scripts/test-pyversions.sh appends its own (SERTRACE_FAILED_STEPS).
+SERTRACE_FAILED_STEPS=$(mktemp)
+export SERTRACE_FAILED_STEPS
+trap 'rm -f "$SERTRACE_FAILED_STEPS"' EXIT
+step_failed() { echo "$1" >>"$SERTRACE_FAILED_STEPS"; status=1; }
+# meson test: exit status 125 is its rebuild failing (no test ran), else the tests' verdict.
+mtest() {
+  local label=$1 rc=0
+  shift
+  meson test "$@" || rc=$?
+  if [ "$rc" -eq 125 ]; then step_failed "$label: build (meson test's rebuild)"; fi
+  if [ "$rc" -ne 0 ]; then status=1; fi
+}
+# Only the logs this run writes are counted (a rebuild that fails leaves the old ones).
+rm -f build/meson-logs/testlog.json build/meson-logs/pydebug.json build/meson-logs/soak.json \
+  build-asan/meson-logs/testlog.json
+
 echo "== meson test (build) =="
 # The installed package and command are tested too (tests/run/test_installed.py).
-SERTRACE_TEST_INSTALLED=1 meson test -C build --print-errorlogs --num-processes 2 || status=1
+SERTRACE_TEST_INSTALLED=1 mtest build -C build --print-errorlogs --num-processes 2
 
 echo "== Python suites again with CPython's debug allocator and dev mode (refcount/memory checks) =="
-PYTHONMALLOC=debug PYTHONDEVMODE=1 meson test -C build --suite python --print-errorlogs \
-  --num-processes 2 --logbase pydebug || status=1
+PYTHONMALLOC=debug PYTHONDEVMODE=1 mtest build -C build --suite python --print-errorlogs \
+  --num-processes 2 --logbase pydebug
 
 echo "== sanitizers: C unit tests under ASan+UBSan (build-asan) =="
 if [ ! -f build-asan/build.ninja ]; then
   meson setup build-asan -Dpython=/usr/bin/python3 -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dbuildtype=debug >/dev/null || status=1
+    -Db_lundef=false -Dbuildtype=debug >/dev/null || step_failed "asan: meson setup"
 fi
-ninja -C build-asan >/dev/null || status=1
+ninja -C build-asan >/dev/null || step_failed "asan: ninja"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  meson test -C build-asan --suite unit --print-errorlogs || status=1
+  mtest asan -C build-asan --suite unit --print-errorlogs
 
 echo "== other CPython versions: the pickler's Python tests (build-py3.X) =="
 # Only the logs this run writes are counted: an old build-py3.X log is removed first.
@@ -49,18 +70,19 @@ for cc in gcc clang; do
   rm -f "$dir/meson-logs/testlog.json"
   if [ ! -f "$dir/build.ninja" ]; then
     CC=$cc meson setup "$dir" -Dpython=/usr/bin/python3 --buildtype=release >/dev/null || {
-      status=1; continue; }
+      step_failed "release-$cc: meson setup"; continue; }
   fi
   # The build's output only when it fails (a warning is an error here).
-  ninja -C "$dir" >"$dir/ninja.log" 2>&1 || { cat "$dir/ninja.log"; status=1; continue; }
-  meson test -C "$dir" --suite unit --print-errorlogs || status=1
+  ninja -C "$dir" >"$dir/ninja.log" 2>&1 || {
+    cat "$dir/ninja.log"; step_failed "release-$cc: ninja"; continue; }
+  mtest "release-$cc" -C "$dir" --suite unit --print-errorlogs
 done
 
 echo "== format: scripts/check-format.sh =="
-bash scripts/check-format.sh || status=1
+bash scripts/check-format.sh || step_failed "format: scripts/check-format.sh"
 
 echo "== soak: tests/pickle on the full corpus (PT_SOAK=1) =="
-PT_SOAK=1 meson test -C build --print-errorlogs --logbase soak pickle-pytest || status=1
+PT_SOAK=1 mtest build -C build --print-errorlogs --logbase soak pickle-pytest
 
 # What the runners said (Criterion synthesis, pytest summaries), then one closing line.
 /usr/bin/python3 - <<'PY' || status=1
@@ -84,9 +106,13 @@ for prefix, log in logs:
         said = [l.strip() for l in out.splitlines()
                 if re.search(r"Synthesis: Tested|^(=+ )?\d+ (passed|failed|error)", l.strip())]
         print("%-5s %-28s %s" % (t["result"], prefix + t["name"], said[-1] if said else ""))
+steps = [l.strip() for l in open(os.environ["SERTRACE_FAILED_STEPS"]) if l.strip()]
+for step in steps:
+    print("STEP  FAILED  %s" % step)
 if passed + failed == 0:
     print("no tests ran")
     raise SystemExit(1)
-print("tests: %d passed, %d failed" % (passed, failed))
+print("tests: %d passed, %d failed%s" % (
+    passed, failed, ", %d step%s failed" % (len(steps), "s" * (len(steps) != 1)) if steps else ""))
 PY
 exit $status
