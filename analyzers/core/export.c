@@ -18,6 +18,7 @@
 
 #include "export_int.h"
 #include "format.h"
+#include "grow.h"
 #include "nodebuf.h"
 #include "outbuf.h"
 
@@ -158,14 +159,10 @@ static int grow_path_len(sertrace_export *x, uint32_t depth)
 {
     if ((size_t)depth + 1 <= x->path_len_cap)
         return 0;
-    size_t cap = x->path_len_cap ? x->path_len_cap : 64;
-    while (cap < (size_t)depth + 1)
-        cap *= 2;
-    uint32_t *a = realloc(x->path_len, cap * sizeof *a);
+    uint32_t *a = sertrace_grow(x->path_len, &x->path_len_cap, sizeof *a, (size_t)depth + 1, 64);
     if (!a)
         return -1;
     x->path_len = a;
-    x->path_len_cap = cap;
     return 0;
 }
 
@@ -205,6 +202,12 @@ static uint32_t hash_name(const char *s, size_t n)
     return h;
 }
 
+/* Frame `f` of the table is named `name`. */
+static bool frame_is(const frame_table *t, uint32_t f, const char *name, size_t n)
+{
+    return t->len[f] == n && memcmp(t->names.data + t->off[f], name, n) == 0;
+}
+
 /* The index of frame `name`, added when new; UINT32_MAX when out of memory. */
 static uint32_t frame_index(frame_table *t, const char *name, size_t n)
 {
@@ -217,22 +220,17 @@ static uint32_t frame_index(frame_table *t, const char *name, size_t n)
             if (!t->slots[i])
                 continue;
             uint32_t f = t->slots[i] - 1;
-            uint32_t h = hash_name(t->names.data + t->off[f], t->len[f]) & (cap - 1);
-            while (slots[h])
-                h = (h + 1) & (cap - 1);
+            SERTRACE_PROBE(h, hash_name(t->names.data + t->off[f], t->len[f]), cap, slots[h]);
             slots[h] = f + 1;
         }
         free(t->slots);
         t->slots = slots;
         t->cap = cap;
     }
-    uint32_t h = hash_name(name, n) & (t->cap - 1);
-    while (t->slots[h]) {
-        uint32_t f = t->slots[h] - 1;
-        if (t->len[f] == n && memcmp(t->names.data + t->off[f], name, n) == 0)
-            return f;
-        h = (h + 1) & (t->cap - 1);
-    }
+    SERTRACE_PROBE(h, hash_name(name, n), t->cap,
+                   t->slots[h] && !frame_is(t, t->slots[h] - 1, name, n));
+    if (t->slots[h])
+        return t->slots[h] - 1;
     if (t->n == t->list_cap) {
         uint32_t cap = t->list_cap ? t->list_cap * 2 : 256;
         uint32_t *off = realloc(t->off, cap * sizeof *off);
@@ -275,12 +273,10 @@ static int push_open(sertrace_export *x, size_t *top, uint32_t frame, uint32_t d
                      uint64_t bytes)
 {
     if (*top == x->stack_cap) {
-        size_t cap = x->stack_cap ? x->stack_cap * 2 : 64;
-        struct open_frame *s = realloc(x->stack, cap * sizeof *s);
+        struct open_frame *s = sertrace_grow(x->stack, &x->stack_cap, sizeof *s, *top + 1, 64);
         if (!s)
             return -1;
         x->stack = s;
-        x->stack_cap = cap;
     }
     x->stack[(*top)++] = (struct open_frame){frame, depth, at, bytes};
     return 0;
@@ -659,14 +655,7 @@ int sertrace_export_add_output(sertrace_export *x, enum sertrace_export_format f
 
 void sertrace_export_visitor(sertrace_export *x, sertrace_core_visitor *v)
 {
-    memset(v, 0, sizeof *v);
-    v->ctx = x;
-    v->dump_open = v_dump_open;
-    v->node_enter = v_node_enter;
-    v->node_exit = v_node_exit;
-    v->error = v_error;
-    v->note = v_note;
-    v->dump_close = v_dump_close;
+    SERTRACE_NODEBUF_VISITOR(v, x);
 }
 
 int sertrace_export_finish(sertrace_export *x, const sertrace_core_stats *stats)

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "grow.h"
 
 /* Node `n` is a child of a state (its parent is the state dict or tuple
  * of an object): its label is the attribute's name. */
@@ -43,15 +44,13 @@ static inline int sertrace_nodebuf_keep_(void *nodes_field, uint32_t *n, uint32_
     }
     memcpy(&nodes, nodes_field, sizeof nodes);
     if (*n == *cap) {
-        uint32_t c = *cap ? *cap * 2 : 256;
-        if (c < *cap)
-            c = UINT32_MAX;
-        char *a = realloc(nodes, (size_t)c * size);
+        size_t c = *cap;
+        char *a = sertrace_grow(nodes, &c, size, (size_t)*n + 1, 256);
         if (!a)
             return -1;
         nodes = a;
         memcpy(nodes_field, &nodes, sizeof nodes);
-        *cap = c;
+        *cap = c > UINT32_MAX ? UINT32_MAX : (uint32_t)c; /* *n stays below UINT32_MAX - 1 */
     }
     memset(nodes + (size_t)*n * size, 0, size);
     node->user = (*n)++;
@@ -73,5 +72,17 @@ static inline int sertrace_nodebuf_keep_(void *nodes_field, uint32_t *n, uint32_
     ((dst)->tag = (n)->tag, (dst)->type = (n)->type, (dst)->depth = (n)->depth,                    \
      (dst)->label_kind = (n)->label_kind, (dst)->label = (n)->label,                               \
      (dst)->in_state = sertrace_nodebuf_in_state((d), (n)))
+
+/* Fills visitor *v of `ctx` (the tree printer, an export) with the
+ * caller's callbacks, named alike in both: v_dump_open, v_node_enter,
+ * v_node_exit, v_note, v_error, v_dump_close; no dump_abort. */
+#define SERTRACE_NODEBUF_VISITOR(v, ctx_)                                                          \
+    (*(v) = (sertrace_core_visitor){.ctx = (ctx_),                                                 \
+                                    .dump_open = v_dump_open,                                      \
+                                    .node_enter = v_node_enter,                                    \
+                                    .node_exit = v_node_exit,                                      \
+                                    .note = v_note,                                                \
+                                    .error = v_error,                                              \
+                                    .dump_close = v_dump_close})
 
 #endif /* SERTRACE_NODEBUF_H */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "outbuf.h"
 #include "pathstats.h"
 #include "paths.h"
@@ -99,15 +100,22 @@ static int grow(sertrace_pathstats *p)
     for (size_t i = 0; i < p->cap; i++) {
         if (p->slots[i] == 0)
             continue;
-        size_t j = p->e[p->slots[i] - 1].hash & (cap - 1);
-        while (slots[j] != 0)
-            j = (j + 1) & (cap - 1);
+        SERTRACE_PROBE(j, p->e[p->slots[i] - 1].hash, cap, slots[j] != 0);
         slots[j] = p->slots[i];
     }
     free(p->slots);
     p->slots = slots;
     p->cap = cap;
     return 0;
+}
+
+/* Entry `id` is pattern (parent, segment s) of hash h. */
+static bool same(const sertrace_pathstats *p, uint32_t id, uint64_t h, uint32_t parent,
+                 const char *s, size_t n)
+{
+    const entry *e = &p->e[id];
+    return e->hash == h && e->parent == parent && e->len == n &&
+           memcmp(p->text.data + e->off, s, n) == 0;
 }
 
 /* The id of pattern (parent, segment s), created empty when new; -1: out
@@ -117,22 +125,16 @@ static int64_t intern(sertrace_pathstats *p, uint32_t parent, const char *s, siz
     if ((p->n + 1) * 2 > p->cap && grow(p) < 0)
         return -1;
     uint64_t h = hash_of(parent, s, n);
-    size_t i = h & (p->cap - 1);
-    for (; p->slots[i] != 0; i = (i + 1) & (p->cap - 1)) {
-        const entry *e = &p->e[p->slots[i] - 1];
-        if (e->hash == h && e->parent == parent && e->len == n &&
-            memcmp(p->text.data + e->off, s, n) == 0)
-            return p->slots[i] - 1;
-    }
+    SERTRACE_PROBE(i, h, p->cap, p->slots[i] != 0 && !same(p, p->slots[i] - 1, h, parent, s, n));
+    if (p->slots[i] != 0)
+        return p->slots[i] - 1;
     if (p->text.len > UINT32_MAX - n || p->n >= UINT32_MAX - 1)
         return -1;
     if (p->n == p->e_cap) {
-        size_t cap = p->e_cap ? p->e_cap * 2 : 64;
-        entry *e = realloc(p->e, cap * sizeof *e);
+        entry *e = sertrace_grow(p->e, &p->e_cap, sizeof *e, p->n + 1, 64);
         if (e == NULL)
             return -1;
         p->e = e;
-        p->e_cap = cap;
     }
     uint32_t off = (uint32_t)p->text.len;
     if (n > 0 && sertrace_buf_append(&p->text, s, n) < 0)
@@ -155,14 +157,13 @@ int sertrace_pathstats_enter(sertrace_pathstats *p, const sertrace_dump_state *d
     if (k == 0)
         return 0;
     if (k > p->ids_cap) {
-        size_t cap = p->ids_cap ? p->ids_cap * 2 : 64;
-        while (cap < k)
-            cap *= 2;
-        uint32_t *ids = realloc(p->ids, cap * sizeof *ids);
+        /* two arrays of one capacity: the second grows to the first's */
+        size_t cap = p->ids_cap, cap2 = p->ids_cap;
+        uint32_t *ids = sertrace_grow(p->ids, &cap, sizeof *ids, k, 64);
         if (ids == NULL)
             return -1;
         p->ids = ids;
-        bool *empty = realloc(p->empty, cap * sizeof *empty);
+        bool *empty = sertrace_grow(p->empty, &cap2, sizeof *empty, cap, 64);
         if (empty == NULL)
             return -1;
         p->empty = empty;

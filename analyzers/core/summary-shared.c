@@ -55,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "summary-internal.h"
 
 #define OBJS_MAX (1u << 21)     /* objects recorded per dump */
@@ -62,10 +63,10 @@
 #define SWEEP_BUDGET (1u << 24) /* retained: sweep steps per dump */
 #define OPEN_END UINT64_MAX     /* an object whose node has not closed */
 
-static inline size_t slot_of(uint64_t addr, size_t cap)
+static inline uint64_t hash_of(uint64_t addr)
 {
     uint64_t h = addr * 0x9e3779b97f4a7c15ULL;
-    return (size_t)(h ^ (h >> 29)) & (cap - 1);
+    return h ^ (h >> 29);
 }
 
 /* ---- objects written ------------------------------------------------------- */
@@ -84,12 +85,10 @@ int shared_object_enter(dump_sum *ds, sertrace_node *n)
             ds->objs_full = true;
             return 0;
         }
-        size_t cap = ds->objs_cap ? ds->objs_cap * 2 : 256;
-        shared_obj *t = realloc(ds->objs, cap * sizeof *t);
+        shared_obj *t = sertrace_grow(ds->objs, &ds->objs_cap, sizeof *t, ds->objs_n + 1, 256);
         if (t == NULL)
             return -1;
         ds->objs = t;
-        ds->objs_cap = cap;
     }
     shared_obj *o = &ds->objs[ds->objs_n++];
     o->addr = n->addr;
@@ -113,11 +112,9 @@ static shared_ref *ref_find(const dump_sum *ds, uint64_t addr)
 {
     if (ds->refs_cap == 0)
         return NULL;
-    for (size_t j = slot_of(addr, ds->refs_cap); ds->refs[j].count != 0;
-         j = (j + 1) & (ds->refs_cap - 1))
-        if (ds->refs[j].addr == addr)
-            return &ds->refs[j];
-    return NULL;
+    SERTRACE_PROBE(j, hash_of(addr), ds->refs_cap,
+                   ds->refs[j].count != 0 && ds->refs[j].addr != addr);
+    return ds->refs[j].count != 0 ? &ds->refs[j] : NULL;
 }
 
 static int refs_grow(dump_sum *ds)
@@ -129,9 +126,7 @@ static int refs_grow(dump_sum *ds)
     for (size_t i = 0; i < ds->refs_cap; i++) {
         if (ds->refs[i].count == 0)
             continue;
-        size_t j = slot_of(ds->refs[i].addr, cap);
-        while (t[j].count != 0)
-            j = (j + 1) & (cap - 1);
+        SERTRACE_PROBE(j, hash_of(ds->refs[i].addr), cap, t[j].count != 0);
         t[j] = ds->refs[i];
     }
     free(ds->refs);
@@ -152,21 +147,19 @@ int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned)
         if (ds->reflog_n >= OBJS_MAX) {
             ds->reflog_full = true;
         } else {
-            size_t cap = ds->reflog_cap ? ds->reflog_cap * 2 : 64;
-            shared_reflog *t = realloc(ds->reflog, cap * sizeof *t);
+            shared_reflog *t =
+                sertrace_grow(ds->reflog, &ds->reflog_cap, sizeof *t, ds->reflog_n + 1, 64);
             if (t == NULL)
                 return -1;
             ds->reflog = t;
-            ds->reflog_cap = cap;
         }
     }
     if (ds->reflog_n < ds->reflog_cap) /* refs are leaves: they close in stream order */
         ds->reflog[ds->reflog_n++] = (shared_reflog){n->enter_pos, n->addr};
     if ((ds->refs_n + 1) * 2 > ds->refs_cap && refs_grow(ds) < 0)
         return -1;
-    size_t j = slot_of(n->addr, ds->refs_cap);
-    while (ds->refs[j].count != 0 && ds->refs[j].addr != n->addr)
-        j = (j + 1) & (ds->refs_cap - 1);
+    SERTRACE_PROBE(j, hash_of(n->addr), ds->refs_cap,
+                   ds->refs[j].count != 0 && ds->refs[j].addr != n->addr);
     shared_ref *r = &ds->refs[j];
     if (r->count == 0) {
         r->addr = n->addr;

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "format.h"
+#include "grow.h"
 #include "lines.h"
 #include "losses.h"
 #include "nodebuf.h"
@@ -113,14 +114,10 @@ static int arena_add(dump_buf *db, const char *s, size_t n, uint32_t *off)
     if (n > UINT32_MAX || db->arena_len + n > UINT32_MAX)
         return -1;
     if (db->arena_len + n > db->arena_cap) {
-        size_t cap = db->arena_cap ? db->arena_cap : 256;
-        while (cap < db->arena_len + n)
-            cap *= 2;
-        char *a = realloc(db->arena, cap);
+        char *a = sertrace_grow(db->arena, &db->arena_cap, 1, db->arena_len + n, 256);
         if (!a)
             return -1;
         db->arena = a;
-        db->arena_cap = cap;
     }
     if (n)
         memcpy(db->arena + db->arena_len, s, n);
@@ -133,12 +130,12 @@ static int add_extra(dump_buf *db, sertrace_node *n, bool is_error, const char *
                      const char *b, size_t b_len)
 {
     if (db->nextras == db->extras_cap) {
-        uint32_t cap = db->extras_cap ? db->extras_cap * 2 : 16;
-        extra *e = realloc(db->extras, (size_t)cap * sizeof *e);
-        if (!e)
+        size_t cap = db->extras_cap;
+        extra *e = sertrace_grow(db->extras, &cap, sizeof *e, (size_t)db->nextras + 1, 16);
+        if (!e || cap > UINT32_MAX)
             return -1;
         db->extras = e;
-        db->extras_cap = cap;
+        db->extras_cap = (uint32_t)cap;
     }
     extra *e = &db->extras[db->nextras];
     memset(e, 0, sizeof *e);
@@ -650,14 +647,12 @@ static int print_dump(sertrace_treeprint *t, const sertrace_dump_state *d, dump_
         if (rc < 0)
             break;
         if (sp == t->stack_cap) {
-            size_t cap = t->stack_cap ? t->stack_cap * 2 : 64;
-            struct open_entry *s = realloc(t->stack, cap * sizeof *s);
+            struct open_entry *s = sertrace_grow(t->stack, &t->stack_cap, sizeof *s, sp + 1, 64);
             if (!s) {
                 rc = -1;
                 break;
             }
             t->stack = s;
-            t->stack_cap = cap;
         }
         t->stack[sp++] = (struct open_entry){i, 0, 0, 0, 0, false};
         i++;
@@ -751,14 +746,7 @@ sertrace_treeprint *sertrace_treeprint_create(const sertrace_treeprint_opts *opt
 
 void sertrace_treeprint_visitor(sertrace_treeprint *t, sertrace_core_visitor *v)
 {
-    memset(v, 0, sizeof *v);
-    v->ctx = t;
-    v->dump_open = v_dump_open;
-    v->node_enter = v_node_enter;
-    v->node_exit = v_node_exit;
-    v->note = v_note;
-    v->error = v_error;
-    v->dump_close = v_dump_close;
+    SERTRACE_NODEBUF_VISITOR(v, t);
 }
 
 int sertrace_treeprint_finish(sertrace_treeprint *t, const sertrace_core_stats *stats)
