@@ -37,9 +37,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 import graphgen  # noqa: E402
 import pt_types as T  # noqa: E402
 import sertrace  # noqa: E402
+from testlib import knobs  # noqa: E402
 from testlib.payload import shape  # noqa: E402
 
 WORKLOADS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "workloads")
+# Tuples sharing one str (a memo reference each): 3,000 in the soak, 1,000
+# by default.  The object goes through every target at every protocol (25
+# dumps) and its nodes were half of the default trace's lines.
+MANY_FRAMES = [("a" * 100, i) for i in range(3000 if knobs.soak() else 1000)]
 SEED_STRIDE = 1_000_000  # test_differential.py's seeds: the first graphs of the differential corpus
 
 
@@ -94,7 +99,7 @@ def corpus(p, n_dumps, n_stream):
     items += [("seed %d" % (p * SEED_STRIDE + i), graphgen.build(p * SEED_STRIDE + i, p))
               for i in range(n_dumps)]
     big = [("big bytes", b"x" * 200_000), ("big list", [b"y" * 70_000, "z" * 70_000, list(range(3000))]),
-           ("many frames", [("a" * 100, i) for i in range(3000)])]
+           ("many frames", MANY_FRAMES)]
     return items + big, (items[:n_stream] + big)
 
 

@@ -6,10 +6,12 @@ objects for each call (many mutate themselves), and mostly return a list of
 per-protocol outcomes (pt_impl.outcome with addresses normalized, since the
 two runs pickle equal but distinct objects).
 
-    python3 pt_hostile.py CASE      runs CASE with pickle, then with the
-                                    implementation, printing one JSON line
-                                    each, then "alive" once the interpreter
-                                    has survived a gc and a sanity dump.
+    python3 pt_hostile.py CASE...   runs each CASE with pickle, then with
+                                    the implementation, printing one JSON
+                                    line each ({"case": CASE, "ref" or
+                                    "impl": result}), then "alive" once the
+                                    interpreter has survived a gc and a
+                                    sanity dump.
 
 Running in a child turns a crash (segfault, abort, fatal error) into a
 failed test instead of a dead test session.
@@ -28,6 +30,21 @@ sys.path.insert(0, HERE)
 
 import pt_impl  # noqa: E402
 import pt_types as T  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
+from testlib import knobs  # noqa: E402
+
+# Sizes: the soak (PT_SOAK=1, CI's own step) runs the deepest and longest
+# ones; the default run the same cases smaller, on the same paths: 20,000
+# levels are past every CPython's recursion limit too (3.13: ~10,000), so
+# the dump fails the same way, at two protocols (unframed and framed)
+# instead of four; the unpicklable object of unserializable_paths sits at
+# list index 10,000 instead of 100,000 (its traced run writes one atom line
+# per item: 1.2 million lines in the soak).
+SOAK = knobs.soak()
+DEEP_DEPTH = 100_000 if SOAK else 20_000
+DEEP_PROTOCOLS = (0, 2, 4, 5) if SOAK else (0, 4)
+FAR_INDEX = 100_000 if SOAK else 10_000
 
 CASES = {}
 SUBPROCESS_ENV = {}  # case -> extra setup tag ("rlimit")
@@ -336,14 +353,15 @@ def case_getstate_self(m):
 
 @case
 def case_deep_100000(m):
+    """100,000 levels in the soak, DEEP_DEPTH by default (the name stays)."""
     import graphgen
 
     out = []
-    kinds, protocols, both = ("list", "tuple", "dict", "instance", "mixed"), (0, 2, 4, 5), True
+    kinds, protocols, both = ("list", "tuple", "dict", "instance", "mixed"), DEEP_PROTOCOLS, True
     if ONE_DEEP_DUMP:
         kinds, protocols, both = ("mixed",), (4,), False
     for kind in kinds:
-        obj = graphgen.deep(kind, 100_000)
+        obj = graphgen.deep(kind, DEEP_DEPTH)
         for p in protocols:
             out.append(pt_impl.outcome(lambda: m.dumps(obj, p), m))
             if both:
@@ -919,7 +937,7 @@ def _path_objects():
     deep = lam
     for i in range(300):
         deep = {"k" * 50 + str(i): deep}
-    far = list(range(100000)) + [lam]
+    far = list(range(FAR_INDEX)) + [lam]
     odd = {"\x00\n\x1b[31m": {"\udc80\ud800": {b"\xff": {(1, "t"): {None: {T.Plain(): [lam]}}}}}}
     slotted = T.Slotted(a=[1, {"x": lam}])
     state = T.GetState(({"a": 1}, {"slot": lam}))
@@ -961,7 +979,15 @@ def _mapped_bytes():
         return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def main(name):
+def main(names):
+    for name in names:
+        run_case(name)
+    assert pickle.loads(pt_impl.impl.dumps([1, "alive", (2.5, None)], 5)) == [1, "alive", (2.5, None)]
+    gc.collect()
+    print("alive")
+
+
+def run_case(name):
     if SUBPROCESS_ENV.get(name) == "rlimit":
         import resource
 
@@ -973,19 +999,16 @@ def main(name):
     fn = CASES[name]
     for label, mod in (("ref", pt_impl.ref), ("impl", pt_impl.impl)):
         if label == "ref" and name in REF_CRASHES:
-            sys.stdout.write(json.dumps({label: "not run: crashes CPython"}) + "\n")
+            sys.stdout.write(json.dumps({"case": name, label: "not run: crashes CPython"}) + "\n")
             continue
         try:
             res = fn(mod)
         except BaseException as e:  # noqa: BLE001 -- the case itself escaped
             res = ("case raised", pt_impl.exc_key(e, mod), pt_impl.ADDR.sub("0x?", str(e)))
         gc.collect()
-        sys.stdout.write(json.dumps({label: _jsonable(res)}) + "\n")
+        sys.stdout.write(json.dumps({"case": name, label: _jsonable(res)}) + "\n")
         sys.stdout.flush()
-    assert pickle.loads(pt_impl.impl.dumps([1, "alive", (2.5, None)], 5)) == [1, "alive", (2.5, None)]
-    gc.collect()
-    print("alive")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1:])

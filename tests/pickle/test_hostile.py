@@ -2,7 +2,7 @@
 
 Each case of pt_hostile.py (a __reduce__ that raises or returns garbage,
 containers mutated while they are pickled, __getstate__ returning the
-object, 100,000-deep nesting, __hash__/__eq__ that raise, files whose
+object, 100,000-deep nesting (20,000 by default), __hash__/__eq__ that raise, files whose
 write() raises or returns nonsense, memory exhaustion, raising hooks,
 hostile module/qualname lookups, misuse of the Pickler object, reentrant
 and nested dumps, threads) runs in a child process, first with pickle and
@@ -11,10 +11,11 @@ exits normally (a segfault or abort is a failure, with its signal shown),
 that the interpreter is still usable afterwards ("alive"), and that both
 results are equal: same bytes, or same exception class and message.
 
-The children are the suite's largest cost (200 of them, a tenth of a
-second each just to start and import): they run ahead of the tests, as many
-at a time as there are CPUs (case_runs below), each still a process of its
-own; each test waits for its own child and asserts on it.
+The children are the suite's largest cost (a tenth of a second each just
+to start and import; 200 in the soak, one a run; 56 by default for 128 runs, RUNS and
+case_runs below): they run ahead of the tests, as many at a time as there
+are CPUs; each test waits for its own child and asserts on its own lines.
+A crash in a family's shared child fails every test of that family.
 """
 import concurrent.futures
 
@@ -26,7 +27,7 @@ import pytest
 
 import pt_hostile
 import pt_impl
-from testlib import child
+from testlib import child, knobs
 from testlib import tree as pt_tree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,22 +47,29 @@ def case_runs(request, tmp_path_factory):
     os.cpu_count() workers."""
     root = tmp_path_factory.mktemp("hostile")
     pool = concurrent.futures.ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0))))
-    runs = {}
+    runs, batches = {}, {}
     for item in request.session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if getattr(item, "originalname", None) != "test_hostile" or \
                 not _runnable(params["name"], params["traced"]):
             continue
         key = (params["name"], params["traced"])
+        family = _family(key[0])
+        if family and not key[1] and not knobs.soak():
+            batches.setdefault(family, []).append(key[0])
+            continue
         trace = str(root / ("%s.txt" % params["name"])) if key[1] else None
-        runs[key] = (pool.submit(run_case, key[0], trace), trace)
+        runs[key] = (pool.submit(run_case, [key[0]], trace), trace)
+    for names in batches.values():
+        future = pool.submit(run_case, names)
+        runs.update({(name, False): (future, None) for name in names})
     yield runs
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-def run_case(name, trace=None):
+def run_case(names, trace=None):
     env = dict(DISPATCH_TRACE=trace, SERTRACE_GRANULARITY="all", SERTRACE_EXACT="1") if trace else {}
-    return child.run([os.path.join(HERE, "pt_hostile.py"), name], paths=[HERE], env=env,
+    return child.run([os.path.join(HERE, "pt_hostile.py")] + names, paths=[HERE], env=env,
                      unset=["DISPATCH_TRACE"], timeout=TIMEOUT, cwd=HERE)
 
 
@@ -89,8 +97,30 @@ def _diff(a, b, path="result"):
     return None
 
 
-@pytest.mark.parametrize("traced", [False, True], ids=["untraced", "traced"])
-@pytest.mark.parametrize("name", sorted(pt_hostile.CASES))
+# The families of many cases (garbage_*: one per malformed reduce value,
+# hook_*, mutate_*) run untraced in full by default, all the cases of a
+# family in one child, and traced by one representative each; the soak
+# (PT_SOAK=1) runs every case traced too, and each in a child of its own.
+TRACED_REPRESENTATIVE = {"garbage_": "garbage_newobj_ex_wrong_class",
+                         "hook_": "hook_persistent_id_late",
+                         "mutate_": "mutate_dict_delete_insert"}
+
+
+def _family(name):
+    return next((f for f in TRACED_REPRESENTATIVE if name.startswith(f)), None)
+
+
+def _traced_by_default(name):
+    family = _family(name)
+    return family is None or TRACED_REPRESENTATIVE[family] == name
+
+
+RUNS = [(name, traced) for name in sorted(pt_hostile.CASES) for traced in (False, True)
+        if not traced or knobs.soak() or _traced_by_default(name)]
+
+
+@pytest.mark.parametrize("name,traced", RUNS,
+                         ids=["%s-%s" % (n, "traced" if t else "untraced") for n, t in RUNS])
 def test_hostile(name, traced, case_runs):
     """traced: the same case with the live text tree on (atoms included,
     exact sizes), which runs sertrace's tracing and error-path code; the
@@ -110,7 +140,9 @@ def test_hostile(name, traced, case_runs):
     assert lines and lines[-1] == "alive", "interpreter did not survive: %s" % proc.stderr[-2000:]
     results = {}
     for line in lines[:-1]:
-        results.update(json.loads(line))
+        rec = json.loads(line)
+        if rec.pop("case") == name:
+            results.update(rec)
     assert set(results) == {"ref", "impl"}, lines
     if traced and name not in TRACE_UNPARSABLE:
         # Streamed (no trees held: some cases trace 100,000-node dumps): every
