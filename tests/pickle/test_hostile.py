@@ -132,8 +132,11 @@ def test_hostile(name, traced, case_runs):
     future, trace = case_runs[(name, traced)]
     proc = future.result()
     if proc.returncode < 0:
-        pytest.fail("child killed by signal %s (crash)\nstderr tail:\n%s"
-                    % (signal.Signals(-proc.returncode).name, proc.stderr[-3000:]), pytrace=False)
+        # (a family's shared child: the crash is in the case after the
+        # last one whose "impl" line is in the stdout tail)
+        pytest.fail("child killed by signal %s (crash)\nstdout tail:\n%s\nstderr tail:\n%s"
+                    % (signal.Signals(-proc.returncode).name, proc.stdout[-600:], proc.stderr[-3000:]),
+                    pytrace=False)
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0, "child exited %d\nstdout: %s\nstderr tail:\n%s" % (
         proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
