@@ -34,6 +34,10 @@
 #include "session.h"
 #include "sertrace/schema.h"
 
+/* How long (ms) a process started under record waits to register with the
+ * session daemon before it runs on untraced; see spawn(). */
+#define RECORD_REGISTER_TIMEOUT_MS "30000"
+
 /* ---- signals ---------------------------------------------------------- */
 
 volatile sig_atomic_t pending_signal;
@@ -174,6 +178,17 @@ pid_t spawn(char **cmd, const char *session, const char *scope_env, int *exec_er
     sigset_t all, old;
 
     *exec_errno = 0;
+    /* A process registers with the session daemon at startup and waits up
+     * to LTTNG_UST_REGISTER_TIMEOUT ms (default 3000) before running on
+     * untraced.  On a loaded machine a worker that CMD starts (a joblib or
+     * multiprocessing child) can take longer than that to register, and its
+     * dumps would be missing from the trace: under record, wait longer
+     * (only a user's own setting wins). */
+    if (getenv("LTTNG_UST_REGISTER_TIMEOUT") == NULL &&
+        setenv("LTTNG_UST_REGISTER_TIMEOUT", RECORD_REGISTER_TIMEOUT_MS, 0) != 0) {
+        *exec_errno = errno;
+        return -1;
+    }
     if (setenv("SERTRACE_SESSION", session, 1) != 0 ||
         (scope_env[0] != '\0' && setenv(SERTRACE_SCOPE_ENV, scope_env, 1) != 0)) {
         *exec_errno = errno;

@@ -264,6 +264,19 @@ def test_record_leaves_no_session(recorded):
     assert name not in sessions()
 
 
+@pytest.mark.parametrize("user", [None, "700"])
+def test_record_gives_cmd_a_longer_registration_wait(tmp_path, user):
+    # CMD and its descendants wait up to 30 s to register with the session
+    # daemon (LTTng's default, 3 s, let a joblib worker start untraced on a
+    # loaded machine); a value the user set is passed on as it is.
+    env = {"LTTNG_UST_REGISTER_TIMEOUT": user} if user else None
+    r = run("record", "--name", unique("regwait"), "-o", str(tmp_path / "t"), "--",
+            "sh", "-c", 'echo "wait=$LTTNG_UST_REGISTER_TIMEOUT"', env=env,
+            unset=() if user else ("LTTNG_UST_REGISTER_TIMEOUT",))
+    assert r.returncode in (0, 1), r.stderr  # 1: nothing recorded (sh loads no sertrace)
+    assert "wait=%s" % (user or "30000") in r.stdout.splitlines(), r.stdout
+
+
 def test_report_json_payload_bytes_are_exact(recorded):
     out, pid, sizes, _ = recorded
     mine = dumps_of(report_json(str(out)), pid)
