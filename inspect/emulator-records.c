@@ -241,6 +241,14 @@ static int feed_enter(emu *e, uint32_t i, uint32_t depth, uint64_t parent_addr, 
                                 .type = n->type,
                                 .length = n->length,
                                 .pos = n->start};
+    /* a memo reference: its target's item count, as a recording gives
+     * (the target's, final at STOP; the count at the GET when the target
+     * was streamed away, which only a summary, never showing it, reads) */
+    if (n->tag == SERTRACE_TAG_MEMO) {
+        uint32_t j = emu_node_of_id(e, n->object);
+        if (j != NO_NODE && e->nodes[j].tag != SERTRACE_TAG_MEMO)
+            in.length = e->nodes[j].length;
+    }
     /* the root has no label (a hostile stream may have attached it) */
     if (n->label_kind != SERTRACE_LABEL_NONE && depth > 1) {
         in.label_kind = n->label_kind;
