@@ -230,12 +230,12 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_NEWFALSE:
         return push(e, start, first, IK_ATOM, SERTRACE_TAG_ATOM) ? 0 : -1;
     case OP_INT: /* "00" and "01" are False and True */
-        return push_text(e, start, first, IK_ATOM,
-                         (o->data_len == 2 && o->data[0] == '0' &&
-                          (o->data[1] == '0' || o->data[1] == '1'))
-                             ? SERTRACE_TAG_ATOM
-                             : SERTRACE_TAG_INT,
-                         o->code, o->data, o->data_len);
+        return push_text(
+            e, start, first, IK_ATOM,
+            (o->data_len == 2 && o->data[0] == '0' && (o->data[1] == '0' || o->data[1] == '1'))
+                ? SERTRACE_TAG_ATOM
+                : SERTRACE_TAG_INT,
+            o->code, o->data, o->data_len);
     case OP_BININT:
     case OP_BININT1:
     case OP_BININT2:
@@ -263,8 +263,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         if (o->code == OP_STRING && o->data_len >= 2)
             return push_text(e, start, first, IK_STR, SERTRACE_TAG_STR, o->code, o->data + 1,
                              o->data_len - 2);
-        return push_text(e, start, first, IK_STR, SERTRACE_TAG_STR, o->code, o->data,
-                         o->data_len);
+        return push_text(e, start, first, IK_STR, SERTRACE_TAG_STR, o->code, o->data, o->data_len);
     case OP_BYTEARRAY8:
         if (!(it = push(e, start, first, IK_NODE, SERTRACE_TAG_BYTEARRAY)))
             return -1;

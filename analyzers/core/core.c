@@ -1027,8 +1027,8 @@ int sertrace_core_define(sertrace_core *c, sertrace_dump_state *d, uint32_t inde
     return direct_result(c, d, define_type(d, index, text, len, label));
 }
 
-int sertrace_core_note_at(sertrace_core *c, sertrace_dump_state *d, uint32_t depth,
-                          const char *key, size_t key_len, const char *value, size_t value_len)
+int sertrace_core_note_at(sertrace_core *c, sertrace_dump_state *d, uint32_t depth, const char *key,
+                          size_t key_len, const char *value, size_t value_len)
 {
     return direct_result(c, d, place_note(c, d, depth, key, key_len, value, value_len));
 }

@@ -346,8 +346,8 @@ int sertrace_core_node(sertrace_core *c, sertrace_dump_state *d, const sertrace_
 int sertrace_core_define(sertrace_core *c, sertrace_dump_state *d, uint32_t index, const char *text,
                          size_t len, bool label);
 /* A NOTE record at `depth` (0: on the dump). */
-int sertrace_core_note_at(sertrace_core *c, sertrace_dump_state *d, uint32_t depth,
-                          const char *key, size_t key_len, const char *value, size_t value_len);
+int sertrace_core_note_at(sertrace_core *c, sertrace_dump_state *d, uint32_t depth, const char *key,
+                          size_t key_len, const char *value, size_t value_len);
 
 /* True when every visitor callback needed to drop a dump is there
  * (dump_abort): only then may a producer feed a dump it may abort. */

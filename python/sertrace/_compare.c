@@ -76,8 +76,8 @@ static void on_begin(void *ctx, uint64_t dump_id, const char *serializer, int32_
         return;
     if (cap.first_dump == 0)
         cap.first_dump = dump_id;
-    if (sertrace_core_dump_begin(cap.sc.core, cap.pid, 0, 0, dump_id, serializer, strlen(serializer),
-                                 protocol) < 0)
+    if (sertrace_core_dump_begin(cap.sc.core, cap.pid, 0, 0, dump_id, serializer,
+                                 strlen(serializer), protocol) < 0)
         cap.failed = true;
     pthread_mutex_unlock(&cap.mu);
 }
@@ -181,7 +181,8 @@ static PyObject *capture_end(PyObject *self, PyObject *noargs)
                             (unsigned long long)cap.err_addr);
     else if (ok)
         ret = Py_BuildValue("Ky#O", (unsigned long long)cap.first_dump,
-                            cap.sc.out.data ? cap.sc.out.data : "", (Py_ssize_t)cap.sc.out.len, Py_None);
+                            cap.sc.out.data ? cap.sc.out.data : "", (Py_ssize_t)cap.sc.out.len,
+                            Py_None);
     else
         PyErr_NoMemory();
     release_locked();
