@@ -31,7 +31,6 @@
 
 #define FRAME_HEADER 9u
 #define NO_NODE UINT32_MAX
-#define RECORD_BATCH SERTRACE_BATCH_BYTES
 
 /* What an item is, as far as the bytes tell. */
 #define NO_KEY UINT64_MAX
@@ -179,9 +178,7 @@ typedef struct emu {
     uint32_t *order, *open;
     uint32_t cap_order;
 
-    uint8_t batch[RECORD_BATCH];
-    size_t batch_len;
-    uint32_t seq;
+    sertrace_dump_state *dump; /* the dump being fed (between begin and end) */
 
     /* identities (node.object) and the dump being fed (emulator-records.c) */
     uint32_t next_id;  /* last identity given in this pickle */

@@ -1,9 +1,10 @@
 /* emulator-records.c -- the pickle's nodes to the tree core: at STOP they
  * are sorted by span (outer first), nested with an explicit stack (no
- * recursion: depth costs memory, not C stack), and encoded as schema records
- * (ENTER/EXIT/TYPE/NOTE between a dump_begin and a dump_end) fed to the core
- * in batches.  A node's edge label (schema v5: NAME then LABEL, just before
- * its ENTER) is emitted here too: hidden keys are numbered in the order the
+ * recursion: depth costs memory, not C stack), and fed to the core as the
+ * schema records would be (ENTER/EXIT/ATOM/TYPE/NOTE between a dump_begin
+ * and a dump_end), but directly: sertrace_core_node() and its siblings
+ * (core.h), no record encoded or decoded.  A node's edge label (NAME, then
+ * its ENTER's label) is given here too: hidden keys are numbered in the order the
  * nodes are written, as a recording numbers them, not in the order the
  * opcodes that attach them were read (an inner SETITEMS comes first).
  * Streaming (README "Streaming"): a list, dict or set root is fed before
@@ -14,118 +15,50 @@
 #define _GNU_SOURCE /* qsort_r */
 #include "emulator-internal.h"
 
-/* ---- records --------------------------------------------------------------- */
+/* ---- the core, fed directly (core.h sertrace_core_node) ------------------- */
 
-static int flush_batch(emu *e)
+static int core_failed(emu *e)
 {
-    if (!e->batch_len)
-        return 0;
-    if (sertrace_core_records(e->core, -1, -1, 0, e->dump_id, e->seq++, e->batch, e->batch_len) < 0)
-        return emu_fail(e, SERTRACE_INSPECT_FAILED, e->base,
-                        "the tree core failed (out of memory?)%s", "");
-    e->batch_len = 0;
-    return 0;
+    return emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "the tree core failed (out of memory?)%s",
+                    "");
 }
 
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    do {
-        uint8_t b = v & 0x7f;
-        v >>= 7;
-        p[n++] = b | (v ? 0x80 : 0);
-    } while (v);
-    return n;
-}
-
-/* Room for a record of at most `need` bytes. */
-static int batch_room(emu *e, size_t need)
-{
-    if (e->batch_len + need > sizeof e->batch)
-        return flush_batch(e);
-    return 0;
-}
-
-static int rec_type(emu *e, uint32_t type)
+static int feed_type(emu *e, uint32_t type)
 {
     uint32_t len = e->type_len[type];
     if (len > SERTRACE_STRING_MAX)
         len = SERTRACE_STRING_MAX;
-    if (batch_room(e, 1 + 10 + 10 + len) < 0)
-        return -1;
-    e->batch[e->batch_len++] = SERTRACE_REC_TYPE;
-    e->batch_len += put_varint(e->batch + e->batch_len, type);
-    e->batch_len += put_varint(e->batch + e->batch_len, len);
-    memcpy(e->batch + e->batch_len, e->names + e->type_off[type], len);
-    e->batch_len += len;
+    if (sertrace_core_define(e->core, e->dump, type, e->names + e->type_off[type], len, false) < 0)
+        return core_failed(e);
     return 0;
 }
 
 /* A label name: interned in the type table as "\x01." + text (see
- * emu_label_value), written as a NAME record without that prefix. */
-static int rec_name(emu *e, uint32_t index)
+ * emu_label_value), defined (a NAME) without that prefix. */
+static int feed_name(emu *e, uint32_t index)
 {
     uint32_t len = e->type_len[index], skip = len >= 2 ? 2 : len;
     len -= skip;
     if (len > SERTRACE_STRING_MAX)
         len = SERTRACE_STRING_MAX;
-    if (batch_room(e, 1 + 10 + 10 + len) < 0)
-        return -1;
-    e->batch[e->batch_len++] = SERTRACE_REC_NAME;
-    e->batch_len += put_varint(e->batch + e->batch_len, index);
-    e->batch_len += put_varint(e->batch + e->batch_len, len);
-    memcpy(e->batch + e->batch_len, e->names + e->type_off[index] + skip, len);
-    e->batch_len += len;
+    if (sertrace_core_define(e->core, e->dump, index, e->names + e->type_off[index] + skip, len,
+                             true) < 0)
+        return core_failed(e);
     return 0;
 }
 
-static int rec_label(emu *e, uint8_t kind, uint64_t value)
+static int feed_exit(emu *e, uint64_t end, uint32_t depth)
 {
-    if (batch_room(e, 2 + 10) < 0)
-        return -1;
-    e->batch[e->batch_len++] = SERTRACE_REC_LABEL;
-    e->batch[e->batch_len++] = kind;
-    e->batch_len += put_varint(e->batch + e->batch_len, value);
+    sertrace_core_node_in in = {.op = SERTRACE_REC_EXIT, .depth = depth, .pos = end};
+    if (sertrace_core_node(e->core, e->dump, &in) < 0)
+        return core_failed(e);
     return 0;
 }
 
-static int rec_enter(emu *e, const node *n, uint32_t depth, uint64_t addr)
+static int feed_note(emu *e, uint32_t depth, const char *key, const char *value)
 {
-    if (batch_room(e, 2 + 5 * 10) < 0)
-        return -1;
-    e->batch[e->batch_len++] = SERTRACE_REC_ENTER;
-    e->batch[e->batch_len++] = n->tag;
-    e->batch_len += put_varint(e->batch + e->batch_len, depth);
-    e->batch_len += put_varint(e->batch + e->batch_len, n->type);
-    e->batch_len += put_varint(e->batch + e->batch_len, addr); /* emu_address_of */
-    e->batch_len += put_varint(e->batch + e->batch_len, n->length);
-    e->batch_len += put_varint(e->batch + e->batch_len, n->start);
-    return 0;
-}
-
-static int rec_exit(emu *e, uint64_t end, uint32_t depth)
-{
-    if (batch_room(e, 1 + 2 * 10) < 0)
-        return -1;
-    e->batch[e->batch_len++] = SERTRACE_REC_EXIT;
-    e->batch_len += put_varint(e->batch + e->batch_len, depth);
-    e->batch_len += put_varint(e->batch + e->batch_len, end);
-    return 0;
-}
-
-static int rec_note(emu *e, uint32_t depth, const char *key, const char *value)
-{
-    size_t kl = strlen(key), vl = strlen(value);
-    if (batch_room(e, 1 + 10 + 10 + kl + 10 + vl) < 0)
-        return -1;
-    e->batch[e->batch_len++] = SERTRACE_REC_NOTE;
-    e->batch_len += put_varint(e->batch + e->batch_len, depth);
-    e->batch_len += put_varint(e->batch + e->batch_len, kl);
-    memcpy(e->batch + e->batch_len, key, kl);
-    e->batch_len += kl;
-    e->batch_len += put_varint(e->batch + e->batch_len, vl);
-    memcpy(e->batch + e->batch_len, value, vl);
-    e->batch_len += vl;
+    if (sertrace_core_note_at(e->core, e->dump, depth, key, strlen(key), value, strlen(value)) < 0)
+        return core_failed(e);
     return 0;
 }
 
@@ -249,14 +182,8 @@ static uint64_t node_address(const emu *e, uint32_t i, uint64_t parent_addr)
     return j != NO_NODE && e->nodes[j].shared ? n->object : 0;
 }
 
-static int core_failed(emu *e)
-{
-    return emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "the tree core failed (out of memory?)%s",
-                    "");
-}
-
-/* The dump begins: its record state (batch, seq, hidden keys, TYPE / NAME
- * records given) starts afresh. */
+/* The dump begins: its state (hidden keys, TYPE / NAME given) starts
+ * afresh. */
 static int begin_dump(emu *e)
 {
     if (e->cap_typed < e->ntypes + 1) {
@@ -270,15 +197,18 @@ static int begin_dump(emu *e)
     if (sertrace_core_dump_begin(e->core, -1, -1, 0, e->dump_id, "pickle", 6,
                                  e->protocol >= 0 ? e->protocol : (e->max_op_proto >= 1)))
         return core_failed(e);
-    e->seq = 0;
-    e->batch_len = 0;
+    e->dump = sertrace_core_live_dump(e->core, -1, e->dump_id);
+    if (!e->dump)
+        return core_failed(e);
     e->hidden = 0;
     e->fed = 0;
     return 0;
 }
 
-/* Its TYPE (and NAME) records once per dump, then its LABEL and ENTER. */
-static int feed_enter(emu *e, uint32_t i, uint32_t depth, uint64_t parent_addr, uint64_t *addr)
+/* Its TYPE (and NAME) once per dump, then its ENTER with its label (an
+ * ATOM, its EXIT too, when `atom`: nothing nests in it), then its NOTE. */
+static int feed_enter(emu *e, uint32_t i, uint32_t depth, uint64_t parent_addr, bool atom,
+                      uint64_t *addr)
 {
     node *n = &e->nodes[i];
     if (e->cap_typed < e->ntypes + 1) {
@@ -296,24 +226,43 @@ static int feed_enter(emu *e, uint32_t i, uint32_t depth, uint64_t parent_addr, 
                         msg);
     }
     if (n->type && !e->typed[n->type]) {
-        if (rec_type(e, n->type) < 0)
+        if (feed_type(e, n->type) < 0)
             return -1;
         e->typed[n->type] = true;
     }
     if (n->label_kind == SERTRACE_LABEL_KEY && n->label <= e->ntypes && !e->typed[n->label]) {
-        if (rec_name(e, (uint32_t)n->label) < 0)
+        if (feed_name(e, (uint32_t)n->label) < 0)
             return -1;
         e->typed[n->label] = true;
     }
+    sertrace_core_node_in in = {.op = SERTRACE_REC_ENTER,
+                                .tag = n->tag,
+                                .depth = depth,
+                                .type = n->type,
+                                .length = n->length,
+                                .pos = n->start};
+    /* a memo reference: its target's item count, as a recording gives
+     * (the target's, final at STOP; the count at the GET when the target
+     * was streamed away, which only a summary, never showing it, reads) */
+    if (n->tag == SERTRACE_TAG_MEMO) {
+        uint32_t j = emu_node_of_id(e, n->object);
+        if (j != NO_NODE && e->nodes[j].tag != SERTRACE_TAG_MEMO)
+            in.length = e->nodes[j].length;
+    }
     /* the root has no label (a hostile stream may have attached it) */
-    if (n->label_kind != SERTRACE_LABEL_NONE && depth > 1 &&
-        rec_label(e, n->label_kind,
-                  n->label_kind == SERTRACE_LABEL_HIDDEN ? ++e->hidden : n->label) < 0)
-        return -1;
-    *addr = node_address(e, i, parent_addr);
-    if (rec_enter(e, n, depth, *addr) < 0)
-        return -1;
-    if (n->note == NOTE_GETATTR && rec_note(e, depth, note_key, note_getattr) < 0)
+    if (n->label_kind != SERTRACE_LABEL_NONE && depth > 1) {
+        in.label_kind = n->label_kind;
+        in.label = n->label_kind == SERTRACE_LABEL_HIDDEN ? ++e->hidden : n->label;
+    }
+    *addr = in.addr = node_address(e, i, parent_addr); /* emu_address_of */
+    /* a NOTE goes to the open node: not to an atom */
+    if (atom && n->note != NOTE_GETATTR && n->end >= n->start) {
+        in.op = SERTRACE_REC_ATOM;
+        in.bytes = n->end - n->start;
+    }
+    if (sertrace_core_node(e->core, e->dump, &in) < 0)
+        return core_failed(e);
+    if (n->note == NOTE_GETATTR && feed_note(e, depth, note_key, note_getattr) < 0)
         return -1;
     e->fed++;
     return 0;
@@ -369,7 +318,7 @@ static int feed_nodes(emu *e, uint32_t from, uint32_t base)
     for (uint32_t k = 0; k < live; k++) {
         node *n = &e->nodes[order[k]];
         while (nopen > base && e->nodes[open[nopen - 1]].end <= n->start) {
-            if (rec_exit(e, e->nodes[open[nopen - 1]].end, nopen) < 0)
+            if (feed_exit(e, e->nodes[open[nopen - 1]].end, nopen) < 0)
                 goto end;
             nopen--;
         }
@@ -377,14 +326,19 @@ static int feed_nodes(emu *e, uint32_t from, uint32_t base)
          * one, e.g. DUP then mutation after use) is cut to fit. */
         if (nopen && n->end > e->nodes[open[nopen - 1]].end)
             n->end = e->nodes[open[nopen - 1]].end;
+        /* nothing nests in it (the next node starts at or after its end):
+         * its ENTER and EXIT in one */
+        bool atom = k + 1 == live || e->nodes[order[k + 1]].start >= n->end;
         uint64_t addr;
-        if (feed_enter(e, order[k], nopen + 1, nopen ? addrs[nopen - base] : 0, &addr) < 0)
+        if (feed_enter(e, order[k], nopen + 1, nopen ? addrs[nopen - base] : 0, atom, &addr) < 0)
             goto end;
+        if (atom && e->nodes[order[k]].note != NOTE_GETATTR && n->end >= n->start)
+            continue;
         open[nopen++] = order[k];
         addrs[nopen - base] = addr;
     }
     while (nopen > base) {
-        if (rec_exit(e, e->nodes[open[nopen - 1]].end, nopen) < 0)
+        if (feed_exit(e, e->nodes[open[nopen - 1]].end, nopen) < 0)
             goto end;
         nopen--;
     }
@@ -396,13 +350,14 @@ end:
 
 static int end_dump(emu *e, uint64_t total)
 {
-    if (flush_batch(e) < 0)
-        return -1;
+    /* no records events: batches -1, or 0 with no node (a complete dump
+     * of none, as a recording says it) */
     if (sertrace_core_dump_end_flags(e->core, -1, -1, 0, e->dump_id, total, SERTRACE_STATUS_OK,
-                                     e->seq, 0) < 0)
+                                     e->fed ? -1 : 0, 0) < 0)
         return core_failed(e);
     e->res->nodes += e->fed;
     e->streamed = false;
+    e->dump = NULL;
     return 0;
 }
 
@@ -418,11 +373,11 @@ int emu_emit_dump(emu *e, uint64_t total)
         return end_dump(e, total);
     }
     /* streamed: the root fed first is still the root (emulator.c checks) */
-    if (feed_nodes(e, 1, 1) < 0 || flush_batch(e) < 0)
+    if (feed_nodes(e, 1, 1) < 0)
         return -1;
     if (sertrace_core_node_length(e->core, -1, e->dump_id, 1, e->nodes[0].length) < 0)
         return core_failed(e);
-    if (rec_exit(e, e->nodes[0].end, 1) < 0)
+    if (feed_exit(e, e->nodes[0].end, 1) < 0)
         return -1;
     return end_dump(e, total);
 }
@@ -453,7 +408,7 @@ int emu_stream_batch(emu *e)
         if (begin_dump(e) < 0)
             return -1;
         e->streamed = true;
-        if (feed_enter(e, 0, 1, 0, &addr) < 0)
+        if (feed_enter(e, 0, 1, 0, false, &addr) < 0)
             return -1;
     }
     if (feed_nodes(e, 1, 1) < 0)
@@ -472,6 +427,6 @@ int emu_abort_dump(emu *e)
     if (!e->streamed)
         return 0;
     e->streamed = false;
-    e->batch_len = 0;
+    e->dump = NULL;
     return sertrace_core_dump_abort(e->core, -1, e->dump_id);
 }

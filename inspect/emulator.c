@@ -88,6 +88,21 @@ static void label_discarded(emu *e, uint32_t from, size_t next)
     }
 }
 
+/* An atom or a str pushed with where its text lies in the input (should
+ * it be a dict key: a label; a global's name): its first byte and length
+ * (capped), and the opcode that wrote it (`enc`, 0 for bytes). */
+static inline int push_text(emu *e, uint64_t start, uint32_t first, uint8_t kind, uint8_t tag,
+                            uint8_t enc, const uint8_t *p, size_t len)
+{
+    item *it = push(e, start, first, kind, tag);
+    if (!it)
+        return -1;
+    it->enc = enc;
+    it->text_off = (uint64_t)(p - e->in);
+    it->text_len = (uint32_t)(len > UINT32_MAX ? UINT32_MAX : len);
+    return 0;
+}
+
 static int step(emu *e, const op *o, uint64_t start, bool *stop)
 {
     uint32_t first = e->nnodes;
@@ -214,46 +229,29 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_NEWTRUE:
     case OP_NEWFALSE:
         return push(e, start, first, IK_ATOM, SERTRACE_TAG_ATOM) ? 0 : -1;
-    case OP_INT:
-        if (!(it = push(e, start, first, IK_ATOM,
-                        (o->data_len == 2 && o->data[0] == '0' &&
-                         (o->data[1] == '0' || o->data[1] == '1'))
-                            ? SERTRACE_TAG_ATOM
-                            : SERTRACE_TAG_INT)))
-            return -1;
-        it->enc = o->code;
-        it->text_off = (uint64_t)(o->data - e->in);
-        it->text_len = (uint32_t)(o->data_len > UINT32_MAX ? UINT32_MAX : o->data_len);
-        return 0;
+    case OP_INT: /* "00" and "01" are False and True */
+        return push_text(
+            e, start, first, IK_ATOM,
+            (o->data_len == 2 && o->data[0] == '0' && (o->data[1] == '0' || o->data[1] == '1'))
+                ? SERTRACE_TAG_ATOM
+                : SERTRACE_TAG_INT,
+            o->code, o->data, o->data_len);
     case OP_BININT:
     case OP_BININT1:
     case OP_BININT2:
     case OP_LONG:
     case OP_LONG1:
     case OP_LONG4:
-        if (!(it = push(e, start, first, IK_ATOM, SERTRACE_TAG_INT)))
-            return -1;
-        /* where its value lies, should it be a dict key (a label) */
-        it->enc = o->code;
-        if (o->data) {
-            it->text_off = (uint64_t)(o->data - e->in);
-            it->text_len = (uint32_t)(o->data_len > UINT32_MAX ? UINT32_MAX : o->data_len);
-        } else {
-            it->text_off = (uint64_t)(o->arg - e->in);
-            it->text_len = (uint32_t)(o->len - 1);
-        }
-        return 0;
+        /* its value: a LONG's digits, else the argument bytes */
+        return push_text(e, start, first, IK_ATOM, SERTRACE_TAG_INT, o->code,
+                         o->data ? o->data : o->arg, o->data ? o->data_len : o->len - 1);
     case OP_FLOAT:
     case OP_BINFLOAT:
         return push(e, start, first, IK_ATOM, SERTRACE_TAG_FLOAT) ? 0 : -1;
     case OP_BINBYTES:
     case OP_SHORT_BINBYTES:
     case OP_BINBYTES8:
-        if (!(it = push(e, start, first, IK_ATOM, SERTRACE_TAG_BYTES)))
-            return -1;
-        it->text_off = (uint64_t)(o->data - e->in);
-        it->text_len = (uint32_t)(o->data_len > UINT32_MAX ? UINT32_MAX : o->data_len);
-        return 0;
+        return push_text(e, start, first, IK_ATOM, SERTRACE_TAG_BYTES, 0, o->data, o->data_len);
     case OP_STRING:
     case OP_BINSTRING:
     case OP_SHORT_BINSTRING:
@@ -261,18 +259,11 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_BINUNICODE:
     case OP_SHORT_BINUNICODE:
     case OP_BINUNICODE8:
-        if (!(it = push(e, start, first, IK_STR, SERTRACE_TAG_STR)))
-            return -1;
-        it->enc = o->code;
         /* STRING is quoted: its text is between the quotes */
-        if (o->code == OP_STRING && o->data_len >= 2) {
-            it->text_off = (uint64_t)(o->data + 1 - e->in);
-            it->text_len = (uint32_t)(o->data_len - 2 > UINT32_MAX ? UINT32_MAX : o->data_len - 2);
-        } else {
-            it->text_off = (uint64_t)(o->data - e->in);
-            it->text_len = (uint32_t)(o->data_len > UINT32_MAX ? UINT32_MAX : o->data_len);
-        }
-        return 0;
+        if (o->code == OP_STRING && o->data_len >= 2)
+            return push_text(e, start, first, IK_STR, SERTRACE_TAG_STR, o->code, o->data + 1,
+                             o->data_len - 2);
+        return push_text(e, start, first, IK_STR, SERTRACE_TAG_STR, o->code, o->data, o->data_len);
     case OP_BYTEARRAY8:
         if (!(it = push(e, start, first, IK_NODE, SERTRACE_TAG_BYTEARRAY)))
             return -1;

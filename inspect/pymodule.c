@@ -1,14 +1,17 @@
 /* pymodule.c -- sertrace._inspect: the emulator for Python.
  *
- * One function, summary_json(data, top, oversize_bytes, oversize_percent,
- * max_memory) -> (status, offset, reason, json_bytes): the bytes go through
- * the emulator into the tree core and the JSON summary sink, exactly as
- * `sertrace inspect --json` does, into a memory buffer.  The Python side
- * (sertrace.inspect, in python/sertrace/__init__.py) parses the JSON and
- * turns a non-zero status into an exception.  The GIL is released while
- * the bytes are read (the buffer is held through the call).  No Python
- * object of the payload is ever created: the emulator imports and calls
- * nothing.
+ * summary(data, top, oversize_bytes, oversize_percent, max_memory) ->
+ * (status, offset, reason, dict): the bytes go through the emulator into
+ * the tree core and the JSON summary sink, exactly as `sertrace inspect
+ * --json` does, into a memory buffer (summary.h's capture), and that text
+ * is turned into Python objects here: the dict json.loads would give (the
+ * same types, the same key order; a text this reader does not take, which
+ * the summary never writes, goes to json.loads).  summary_json(...) gives
+ * the text itself.  The Python side (sertrace.inspect, in
+ * python/sertrace/__init__.py) turns a non-zero status into an exception.
+ * The GIL is released while the bytes are read (the buffer is held through
+ * the call).  No Python object of the payload is ever created: the
+ * emulator imports and calls nothing.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -17,84 +20,483 @@
 #include "inspect.h"
 #include "summary.h"
 
-typedef struct membuf {
-    char *p;
-    size_t len, cap;
-} membuf;
-
-static int membuf_write(void *ctx, const char *s, size_t n)
+/* The JSON summary of `view`, captured; 0, or -1 out of memory. */
+static int run_summary(Py_buffer *view, unsigned top, unsigned long long oversize_bytes,
+                       double oversize_percent, unsigned long long max_memory,
+                       sertrace_summary_capture *cap, int *rc, sertrace_inspect_result *res)
 {
-    membuf *b = ctx;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        char *q;
-        while (cap < b->len + n)
-            cap *= 2;
-        q = realloc(b->p, cap);
-        if (!q)
-            return -1;
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    return 0;
-}
-
-static PyObject *summary_json(PyObject *self, PyObject *args)
-{
-    Py_buffer view;
-    unsigned int top;
-    unsigned long long oversize_bytes, max_memory;
-    double oversize_percent;
     sertrace_summary_opts so = SERTRACE_SUMMARY_OPTS_DEFAULT;
     sertrace_inspect_limits lim = {0, SERTRACE_INSPECT_DEFAULT_DEPTH, false, 0};
-    sertrace_inspect_result res;
-    sertrace_core_visitor v;
-    sertrace_summary *sum;
-    sertrace_core *core = NULL;
-    membuf out = {0};
-    int rc = SERTRACE_INSPECT_FAILED, ok = 0;
-    PyObject *ret = NULL;
+    int ok = -1;
 
-    (void)self;
-    if (!PyArg_ParseTuple(args, "y*IKdK", &view, &top, &oversize_bytes, &oversize_percent,
-                          &max_memory))
-        return NULL;
     so.json = true;
     so.top = top;
     so.oversize_bytes = oversize_bytes;
     so.oversize_percent = oversize_percent;
     so.input = "data"; /* sertrace.inspect(data): each dump's "input_offset" in it */
     lim.max_memory = max_memory;
-    memset(&res, 0, sizeof res);
-    Py_BEGIN_ALLOW_THREADS sum = sertrace_summary_create(&so, membuf_write, &out);
-    if (sum) {
-        sertrace_summary_visitor(sum, &v);
-        core = sertrace_core_create(&v);
+    memset(res, 0, sizeof *res);
+    *rc = SERTRACE_INSPECT_FAILED;
+    Py_BEGIN_ALLOW_THREADS if (sertrace_summary_capture_begin(cap, &so, NULL) == 0)
+    {
+        *rc = sertrace_inspect_run(view->buf, (size_t)view->len, &lim, cap->core, res);
+        ok = sertrace_summary_capture_finish(cap);
     }
-    if (core) {
-        rc = sertrace_inspect_run(view.buf, (size_t)view.len, &lim, core, &res);
-        ok = sertrace_core_finish(core) == 0 &&
-             sertrace_summary_finish(sum, sertrace_core_get_stats(core)) == 0;
-        sertrace_core_destroy(core);
+    Py_END_ALLOW_THREADS return ok;
+}
+
+/* ---- JSON text to Python objects (what json.loads gives) ------------------ */
+
+/* Keys repeat (every entry has "bytes", "path" ...): an ASCII key's str
+ * is made once per text, found again by a hash of its bytes. */
+#define KEY_SLOTS 256
+#define KEY_MAX 48
+
+typedef struct jreader {
+    const char *p, *end;
+    PyObject *keys[KEY_SLOTS];
+    int depth;
+} jreader;
+
+/* NULL with no Python error: a text this reader does not take. */
+static PyObject *j_value(jreader *r);
+
+static void j_space(jreader *r)
+{
+    while (r->p < r->end && (*r->p == ' ' || *r->p == '\n' || *r->p == '\t' || *r->p == '\r'))
+        r->p++;
+}
+
+static int hex4(const char *p, Py_UCS4 *out)
+{
+    Py_UCS4 v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (Py_UCS4)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (Py_UCS4)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (Py_UCS4)(c - 'A' + 10);
+        else
+            return -1;
     }
-    if (sum)
-        sertrace_summary_destroy(sum);
-    Py_END_ALLOW_THREADS PyBuffer_Release(&view);
-    if (!ok)
+    *out = v;
+    return 0;
+}
+
+/* UTF-8 of code point `ch` (a lone surrogate too: "surrogatepass"). */
+static size_t put_utf8(char *o, Py_UCS4 ch)
+{
+    if (ch < 0x80) {
+        o[0] = (char)ch;
+        return 1;
+    }
+    if (ch < 0x800) {
+        o[0] = (char)(0xc0 | (ch >> 6));
+        o[1] = (char)(0x80 | (ch & 0x3f));
+        return 2;
+    }
+    if (ch < 0x10000) {
+        o[0] = (char)(0xe0 | (ch >> 12));
+        o[1] = (char)(0x80 | ((ch >> 6) & 0x3f));
+        o[2] = (char)(0x80 | (ch & 0x3f));
+        return 3;
+    }
+    o[0] = (char)(0xf0 | (ch >> 18));
+    o[1] = (char)(0x80 | ((ch >> 12) & 0x3f));
+    o[2] = (char)(0x80 | ((ch >> 6) & 0x3f));
+    o[3] = (char)(0x80 | (ch & 0x3f));
+    return 4;
+}
+
+/* A string (r->p after its opening quote); a key is shared through
+ * r->keys.  Escapes are undone into UTF-8 (never longer than its escaped
+ * form), then decoded as json.loads decodes its input ("surrogatepass"). */
+static PyObject *j_string(jreader *r, bool key)
+{
+    const char *s = r->p, *q = s;
+    char *buf = NULL;
+    size_t n;
+    unsigned high = 0;
+    PyObject *o;
+    while (q < r->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
+        high |= (unsigned char)*q++;
+    if (q >= r->end || (unsigned char)*q < 0x20)
+        return NULL;
+    if (*q == '"' && high < 0x80) { /* ASCII, no escape: copied */
+        n = (size_t)(q - s);
+        r->p = q + 1;
+        PyObject **slot = NULL;
+        if (key && n <= KEY_MAX) {
+            uint32_t h = 2166136261u;
+            for (size_t i = 0; i < n; i++)
+                h = (h ^ (unsigned char)s[i]) * 16777619u;
+            slot = &r->keys[(h ^ (h >> 8) ^ (uint32_t)n) & (KEY_SLOTS - 1)];
+            if (*slot && (size_t)PyUnicode_GET_LENGTH(*slot) == n &&
+                memcmp(PyUnicode_1BYTE_DATA(*slot), s, n) == 0) {
+                Py_INCREF(*slot);
+                return *slot;
+            }
+        }
+        o = PyUnicode_New((Py_ssize_t)n, 127);
+        if (!o)
+            return NULL;
+        memcpy(PyUnicode_1BYTE_DATA(o), s, n);
+        if (slot) {
+            Py_XSETREF(*slot, o);
+            Py_INCREF(o);
+        }
+        return o;
+    }
+    if (*q == '"') { /* no escape: the UTF-8 text as it is */
+        n = (size_t)(q - s);
+        r->p = q + 1;
+    } else {
+        const char *p = s;
+        char *out;
+        while (q < r->end && *q != '"') { /* its end: a quote not escaped */
+            if (*q == '\\')
+                q++;
+            q++;
+        }
+        if (q >= r->end)
+            return NULL;
+        buf = out = PyMem_Malloc((size_t)(q - s) + 1);
+        if (!buf)
+            return PyErr_NoMemory();
+        while (p < q) {
+            Py_UCS4 ch;
+            if ((unsigned char)*p < 0x20)
+                goto bad;
+            if (*p != '\\') {
+                *out++ = *p++;
+                continue;
+            }
+            p++;
+            switch (*p++) {
+            case '"':
+                ch = '"';
+                break;
+            case '\\':
+                ch = '\\';
+                break;
+            case '/':
+                ch = '/';
+                break;
+            case 'b':
+                ch = '\b';
+                break;
+            case 'f':
+                ch = '\f';
+                break;
+            case 'n':
+                ch = '\n';
+                break;
+            case 'r':
+                ch = '\r';
+                break;
+            case 't':
+                ch = '\t';
+                break;
+            case 'u':
+                if (q - p < 4 || hex4(p, &ch) < 0)
+                    goto bad;
+                p += 4;
+                /* a surrogate pair is one character, as json.loads reads it */
+                if (ch >= 0xd800 && ch <= 0xdbff && q - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+                    Py_UCS4 lo;
+                    if (hex4(p + 2, &lo) == 0 && lo >= 0xdc00 && lo <= 0xdfff) {
+                        ch = 0x10000 + (((ch - 0xd800) << 10) | (lo - 0xdc00));
+                        p += 6;
+                    }
+                }
+                break;
+            default:
+                goto bad;
+            }
+            out += put_utf8(out, ch);
+        }
+        s = buf;
+        n = (size_t)(out - buf);
+        r->p = q + 1;
+    }
+    o = PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "surrogatepass");
+    PyMem_Free(buf);
+    return o;
+bad:
+    PyMem_Free(buf);
+    return NULL;
+}
+
+static PyObject *j_number(jreader *r)
+{
+    const char *s = r->p, *q = s;
+    bool is_float = false;
+    char tmp[64];
+    if (q < r->end && *q == '-')
+        q++;
+    if (q >= r->end || *q < '0' || *q > '9')
+        return NULL;
+    if (*q == '0' && q + 1 < r->end && q[1] >= '0' && q[1] <= '9')
+        return NULL; /* a leading zero: not JSON */
+    while (q < r->end && *q >= '0' && *q <= '9')
+        q++;
+    if (q < r->end && *q == '.') {
+        is_float = true;
+        if (++q >= r->end || *q < '0' || *q > '9')
+            return NULL;
+        while (q < r->end && *q >= '0' && *q <= '9')
+            q++;
+    }
+    if (q < r->end && (*q == 'e' || *q == 'E')) {
+        is_float = true;
+        q++;
+        if (q < r->end && (*q == '+' || *q == '-'))
+            q++;
+        if (q >= r->end || *q < '0' || *q > '9')
+            return NULL;
+        while (q < r->end && *q >= '0' && *q <= '9')
+            q++;
+    }
+    if (!is_float && q - s <= 18) { /* fits a long long */
+        long long v = 0;
+        for (const char *t = *s == '-' ? s + 1 : s; t < q; t++)
+            v = v * 10 + (*t - '0');
+        r->p = q;
+        return PyLong_FromLongLong(*s == '-' ? -v : v);
+    }
+    if ((size_t)(q - s) >= sizeof tmp)
+        return NULL; /* json.loads then (a number the summary does not write) */
+    memcpy(tmp, s, (size_t)(q - s));
+    tmp[q - s] = '\0';
+    r->p = q;
+    if (!is_float)
+        return PyLong_FromString(tmp, NULL, 10);
+    double d = PyOS_string_to_double(tmp, NULL, NULL); /* float(text), as json.loads */
+    if (d == -1.0 && PyErr_Occurred())
+        return NULL;
+    return PyFloat_FromDouble(d);
+}
+
+static PyObject *j_value(jreader *r)
+{
+    j_space(r);
+    if (r->p >= r->end)
+        return NULL;
+    switch (*r->p) {
+    case '{': {
+        if (++r->depth > 200)
+            return NULL;
+        r->p++;
+        PyObject *d = PyDict_New();
+        if (!d)
+            return NULL;
+        j_space(r);
+        if (r->p < r->end && *r->p == '}') {
+            r->p++;
+            r->depth--;
+            return d;
+        }
+        for (;;) {
+            j_space(r);
+            if (r->p >= r->end || *r->p != '"')
+                goto dict_bad;
+            r->p++;
+            PyObject *k = j_string(r, true);
+            if (!k)
+                goto dict_bad;
+            j_space(r);
+            if (r->p >= r->end || *r->p != ':') {
+                Py_DECREF(k);
+                goto dict_bad;
+            }
+            r->p++;
+            PyObject *v = j_value(r);
+            if (!v || PyDict_SetItem(d, k, v) < 0) {
+                Py_DECREF(k);
+                Py_XDECREF(v);
+                goto dict_bad;
+            }
+            Py_DECREF(k);
+            Py_DECREF(v);
+            j_space(r);
+            if (r->p < r->end && *r->p == ',') {
+                r->p++;
+                continue;
+            }
+            if (r->p < r->end && *r->p == '}') {
+                r->p++;
+                r->depth--;
+                return d;
+            }
+            goto dict_bad;
+        }
+    dict_bad:
+        Py_DECREF(d);
+        return NULL;
+    }
+    case '[': {
+        if (++r->depth > 200)
+            return NULL;
+        r->p++;
+        PyObject *l = PyList_New(0);
+        if (!l)
+            return NULL;
+        j_space(r);
+        if (r->p < r->end && *r->p == ']') {
+            r->p++;
+            r->depth--;
+            return l;
+        }
+        for (;;) {
+            PyObject *v = j_value(r);
+            if (!v || PyList_Append(l, v) < 0) {
+                Py_XDECREF(v);
+                Py_DECREF(l);
+                return NULL;
+            }
+            Py_DECREF(v);
+            j_space(r);
+            if (r->p < r->end && *r->p == ',') {
+                r->p++;
+                continue;
+            }
+            if (r->p < r->end && *r->p == ']') {
+                r->p++;
+                r->depth--;
+                return l;
+            }
+            Py_DECREF(l);
+            return NULL;
+        }
+    }
+    case '"':
+        r->p++;
+        return j_string(r, false);
+    case 't':
+        if (r->end - r->p >= 4 && memcmp(r->p, "true", 4) == 0) {
+            r->p += 4;
+            Py_RETURN_TRUE;
+        }
+        return NULL;
+    case 'f':
+        if (r->end - r->p >= 5 && memcmp(r->p, "false", 5) == 0) {
+            r->p += 5;
+            Py_RETURN_FALSE;
+        }
+        return NULL;
+    case 'n':
+        if (r->end - r->p >= 4 && memcmp(r->p, "null", 4) == 0) {
+            r->p += 4;
+            Py_RETURN_NONE;
+        }
+        return NULL;
+    default:
+        return j_number(r);
+    }
+}
+
+/* json.loads(text): the fallback. */
+static PyObject *json_loads(const char *s, size_t n)
+{
+    PyObject *json = PyImport_ImportModule("json"), *ret = NULL;
+    if (json) {
+        ret = PyObject_CallMethod(json, "loads", "y#", s, (Py_ssize_t)n);
+        Py_DECREF(json);
+    }
+    return ret;
+}
+
+/* The objects of the JSON text `s`, as json.loads gives them. */
+static PyObject *from_json(const char *s, size_t n)
+{
+    jreader r = {s, s + n, {NULL}, 0};
+    PyObject *o = j_value(&r);
+    if (o) {
+        j_space(&r);
+        if (r.p != r.end)
+            Py_CLEAR(o);
+    }
+    for (int i = 0; i < KEY_SLOTS; i++)
+        Py_XDECREF(r.keys[i]);
+    if (o)
+        return o;
+    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_ValueError) &&
+        !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        return NULL; /* out of memory */
+    PyErr_Clear();
+    return json_loads(s, n);
+}
+
+/* summary(...) with as_dict, summary_json(...) without. */
+static PyObject *summary_common(PyObject *args, bool as_dict)
+{
+    Py_buffer view;
+    unsigned int top;
+    unsigned long long oversize_bytes, max_memory;
+    double oversize_percent;
+    sertrace_inspect_result res;
+    sertrace_summary_capture cap;
+    int rc, ok;
+    PyObject *ret = NULL;
+
+    if (!PyArg_ParseTuple(args, "y*IKdK", &view, &top, &oversize_bytes, &oversize_percent,
+                          &max_memory))
+        return NULL;
+    ok = run_summary(&view, top, oversize_bytes, oversize_percent, max_memory, &cap, &rc, &res);
+    PyBuffer_Release(&view);
+    if (ok < 0) {
         PyErr_NoMemory();
-    else
+    } else if (as_dict) {
+        PyObject *d = from_json(cap.out.data ? cap.out.data : "", cap.out.len);
+        if (d) {
+            ret = Py_BuildValue("iKsN", rc, (unsigned long long)res.offset, res.reason, d);
+        }
+    } else {
         ret = Py_BuildValue("iKsy#", rc, (unsigned long long)res.offset, res.reason,
-                            out.p ? out.p : "", (Py_ssize_t)out.len);
-    free(out.p);
+                            cap.out.data ? cap.out.data : "", (Py_ssize_t)cap.out.len);
+    }
+    sertrace_summary_capture_release(&cap);
+    return ret;
+}
+
+static PyObject *summary(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return summary_common(args, true);
+}
+
+static PyObject *summary_json(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return summary_common(args, false);
+}
+
+/* from_json alone, for the tests. */
+static PyObject *json_objects(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    PyObject *ret;
+    (void)self;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    ret = from_json(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
     return ret;
 }
 
 static PyMethodDef methods[] = {
+    {"summary", summary, METH_VARARGS,
+     "summary(data, top, oversize_bytes, oversize_percent, max_memory) -> "
+     "(status, offset, reason, dict): the summary of pickle bytes, without unpickling "
+     "(the dict json.loads gives of summary_json's text)"},
     {"summary_json", summary_json, METH_VARARGS,
      "summary_json(data, top, oversize_bytes, oversize_percent, max_memory) -> "
      "(status, offset, reason, json): the JSON summary of pickle bytes, without unpickling"},
+    {"json_objects", json_objects, METH_O,
+     "json_objects(text) -> the objects json.loads(text) gives (summary's reader, for tests)"},
     {NULL, NULL, 0, NULL},
 };
 

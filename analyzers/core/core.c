@@ -518,6 +518,14 @@ static void see_pos(sertrace_dump_state *d, uint64_t pos)
         d->max_pos = pos;
 }
 
+/* A LABEL (record, NODE opcode or direct feed): kept for the next ENTER. */
+static void take_label(sertrace_dump_state *d, uint8_t kind, uint64_t value)
+{
+    d->label_kind = kind;
+    d->label = value;
+    d->labels++;
+}
+
 /* Result of one record: 0 ok, 1 malformed (stop the batch), 2 malformed
  * but well delimited (skip that record, go on), -1 fatal. */
 static int place_enter(sertrace_core *c, sertrace_dump_state *d, uint8_t tag, uint64_t depth,
@@ -639,11 +647,8 @@ static int rec_node(sertrace_core *c, sertrace_dump_state *d, reader *r, uint8_t
     uint64_t pos = sertrace_unzigzag(r->base_pos, dpos);
     r->base_addr = addr;
     r->base_pos = pos + bytes;
-    if (kind != SERTRACE_LABEL_NONE) {
-        d->label_kind = (uint8_t)kind;
-        d->label = label;
-        d->labels++;
-    }
+    if (kind != SERTRACE_LABEL_NONE)
+        take_label(d, (uint8_t)kind, label);
     if (is_atom)
         return place_atom(c, d, tag, depth, type, addr, length, pos, bytes);
     return place_enter(c, d, tag, depth, type, addr, length, pos);
@@ -671,13 +676,14 @@ static int rec_label(sertrace_dump_state *d, reader *r)
     uint64_t value;
     if (!read_u8(r, &kind) || !read_varint(r, &value))
         return 1;
-    d->label_kind = kind;
-    d->label = value;
-    d->labels++;
+    take_label(d, kind, value);
     return 0;
 }
 
 /* TYPE, and NAME (schema v5: label texts share the type index space). */
+static int define_type(sertrace_dump_state *d, uint64_t type, const char *name, size_t len,
+                       bool label);
+
 static int rec_type(sertrace_dump_state *d, reader *r, bool label)
 {
     uint64_t type;
@@ -685,6 +691,12 @@ static int rec_type(sertrace_dump_state *d, reader *r, bool label)
     size_t len;
     if (!read_varint(r, &type) || !read_str(r, &name, &len))
         return 1;
+    return define_type(d, type, name, len, label);
+}
+
+static int define_type(sertrace_dump_state *d, uint64_t type, const char *name, size_t len,
+                       bool label)
+{
     if (type == 0 || type > CORE_MAX_TYPES)
         return 1;
     if (type >= d->types_cap) {
@@ -754,6 +766,9 @@ static int rec_error(sertrace_core *c, sertrace_dump_state *d, reader *r)
     return 0;
 }
 
+static int place_note(sertrace_core *c, sertrace_dump_state *d, uint64_t depth, const char *key,
+                      size_t key_len, const char *value, size_t value_len);
+
 static int rec_note(sertrace_core *c, sertrace_dump_state *d, reader *r)
 {
     uint64_t depth;
@@ -761,6 +776,12 @@ static int rec_note(sertrace_core *c, sertrace_dump_state *d, reader *r)
     size_t key_len, value_len;
     if (!read_varint(r, &depth) || !read_str(r, &key, &key_len) || !read_str(r, &value, &value_len))
         return 1;
+    return place_note(c, d, depth, key, key_len, value, value_len);
+}
+
+static int place_note(sertrace_core *c, sertrace_dump_state *d, uint64_t depth, const char *key,
+                      size_t key_len, const char *value, size_t value_len)
+{
     sertrace_node *n = depth == 0 ? NULL : node_at(d, depth);
     if (c->v.note && c->v.note(c->v.ctx, d, n, key, key_len, value, value_len) < 0)
         return -1;
@@ -956,6 +977,60 @@ int sertrace_core_node_length(sertrace_core *c, int64_t pid, uint64_t dump_id, u
         return -1;
     d->stack[depth - 1].length = length;
     return 0;
+}
+
+/* ---- nodes fed directly (core.h) ---------------------------------------- */
+
+sertrace_dump_state *sertrace_core_live_dump(sertrace_core *c, int64_t pid, uint64_t dump_id)
+{
+    return find_dump(c, pid, dump_id);
+}
+
+/* A direct call placed nothing (the record it stands for is malformed):
+ * counted as a malformed batch of one record, as the decoder does. */
+static int direct_result(sertrace_core *c, sertrace_dump_state *d, int rc)
+{
+    if (rc <= 0)
+        return rc;
+    d->malformed++;
+    c->stats.malformed++;
+    mark_gap(d);
+    return 0;
+}
+
+int sertrace_core_node(sertrace_core *c, sertrace_dump_state *d, const sertrace_core_node_in *in)
+{
+    int rc;
+    switch (in->op) {
+    case SERTRACE_REC_ENTER:
+    case SERTRACE_REC_ATOM:
+        if (in->label_kind != SERTRACE_LABEL_NONE)
+            take_label(d, in->label_kind, in->label);
+        rc = in->op == SERTRACE_REC_ATOM
+                 ? place_atom(c, d, in->tag, in->depth, in->type, in->addr, in->length, in->pos,
+                              in->bytes)
+                 : place_enter(c, d, in->tag, in->depth, in->type, in->addr, in->length, in->pos);
+        break;
+    case SERTRACE_REC_EXIT:
+        rc = place_exit(c, d, in->depth, in->pos);
+        break;
+    default:
+        rc = 1;
+        break;
+    }
+    return direct_result(c, d, rc);
+}
+
+int sertrace_core_define(sertrace_core *c, sertrace_dump_state *d, uint32_t index, const char *text,
+                         size_t len, bool label)
+{
+    return direct_result(c, d, define_type(d, index, text, len, label));
+}
+
+int sertrace_core_note_at(sertrace_core *c, sertrace_dump_state *d, uint32_t depth, const char *key,
+                          size_t key_len, const char *value, size_t value_len)
+{
+    return direct_result(c, d, place_note(c, d, depth, key, key_len, value, value_len));
 }
 
 bool sertrace_core_can_abort(const sertrace_core *c)

@@ -317,6 +317,38 @@ int sertrace_core_discarded(sertrace_core *c, int64_t pid, uint64_t count);
 int sertrace_core_node_length(sertrace_core *c, int64_t pid, uint64_t dump_id, uint32_t depth,
                               uint64_t length);
 
+/* Nodes fed directly, without encoding records the core decodes again:
+ * each call is the record it names (ENTER, EXIT or ATOM with its LABEL;
+ * TYPE or NAME; NOTE), placed by the same code as the decoded record
+ * (depth rules, labels, visitor calls).  One that would be malformed
+ * (absurd depth or type index) counts as a malformed batch of one record.
+ * A dump fed only so has no records events: end it with `batches` -1 (0
+ * when it fed no node).  `d` is sertrace_core_live_dump()'s, valid until
+ * the dump ends or is aborted.  Returns 0, or -1 (visitor failure / out
+ * of memory). */
+typedef struct sertrace_core_node_in {
+    uint8_t op;         /* SERTRACE_REC_ENTER, SERTRACE_REC_EXIT or SERTRACE_REC_ATOM */
+    uint8_t tag;        /* ENTER, ATOM: SERTRACE_TAG_* */
+    uint8_t label_kind; /* ENTER, ATOM: SERTRACE_LABEL_*, NONE without a label */
+    uint32_t depth;
+    uint32_t type;   /* ENTER, ATOM: per-dump type index, 0 = none */
+    uint64_t label;  /* with label_kind */
+    uint64_t addr;   /* ENTER, ATOM */
+    uint64_t length; /* ENTER, ATOM: items + 1, or 0 */
+    uint64_t pos;    /* ENTER, ATOM: first byte; EXIT: end */
+    uint64_t bytes;  /* ATOM */
+} sertrace_core_node_in;
+
+/* The live dump (pid, dump_id), or NULL. */
+sertrace_dump_state *sertrace_core_live_dump(sertrace_core *c, int64_t pid, uint64_t dump_id);
+int sertrace_core_node(sertrace_core *c, sertrace_dump_state *d, const sertrace_core_node_in *in);
+/* A TYPE record (label false) or a NAME record (label true). */
+int sertrace_core_define(sertrace_core *c, sertrace_dump_state *d, uint32_t index, const char *text,
+                         size_t len, bool label);
+/* A NOTE record at `depth` (0: on the dump). */
+int sertrace_core_note_at(sertrace_core *c, sertrace_dump_state *d, uint32_t depth, const char *key,
+                          size_t key_len, const char *value, size_t value_len);
+
 /* True when every visitor callback needed to drop a dump is there
  * (dump_abort): only then may a producer feed a dump it may abort. */
 bool sertrace_core_can_abort(const sertrace_core *c);

@@ -429,10 +429,7 @@ static int v_dump_open(void *ctx, sertrace_dump_state *d)
         if (!ds)
             return -1;
         ds->top = calloc(s->o.top ? s->o.top : 1, sizeof *ds->top);
-        ds->flags = calloc(s->o.max_flags ? s->o.max_flags : 1, sizeof *ds->flags);
-        if (!ds->top || !ds->flags) {
-            free(ds->top);
-            free(ds->flags);
+        if (!ds->top) {
             free(ds);
             return -1;
         }
@@ -508,6 +505,21 @@ static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_nod
     return 0;
 }
 
+/* Room for one more flag (the array grows as flags come: most dumps have
+ * none, and max_flags of them up front cost a dump's set-up). */
+static int flag_room(dump_sum *ds)
+{
+    if (ds->nflags < ds->flags_cap)
+        return 0;
+    unsigned cap = ds->flags_cap ? 2 * ds->flags_cap : 16;
+    rendered *f = realloc(ds->flags, (size_t)cap * sizeof *f);
+    if (!f)
+        return -1;
+    ds->flags = f;
+    ds->flags_cap = cap;
+    return 0;
+}
+
 static int add_flag(sertrace_summary *s, sertrace_dump_state *d, const sertrace_node *n,
                     const char *kind, const char *message, size_t message_len, const char *path,
                     size_t path_len)
@@ -535,6 +547,10 @@ static int add_flag(sertrace_summary *s, sertrace_dump_state *d, const sertrace_
     }
     f.msg_len = message ? message_len : 0;
     f.path_len = path ? path_len : 0;
+    if (flag_room(ds) < 0) {
+        free_rendered(&f);
+        return -1;
+    }
     ds->flags[ds->nflags++] = f;
     return 0;
 }
@@ -644,6 +660,10 @@ static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n, uint8_t 
     rendered f = {.bytes = 0};
     if (rc < 0 || !(f.str = buf_steal(b)))
         return -1;
+    if (flag_room(ds) < 0) {
+        free_rendered(&f);
+        return -1;
+    }
     ds->flags[ds->nflags++] = f;
     return 0;
 }

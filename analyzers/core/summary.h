@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "core.h"
+#include "format.h" /* sertrace_buf */
 
 typedef struct sertrace_summary_opts {
     bool json;
@@ -73,5 +74,27 @@ int sertrace_summary_write_file(void *ctx, const char *s, size_t n);
 int sertrace_summary_flush_file(void *ctx);
 
 /* sertrace_parse_oversize (the oversize parameter's parser): format.h. */
+
+/* A JSON (or text) summary captured into memory, with the core that feeds
+ * it (sertrace.inspect, sertrace.compare): begin, feed c->core, finish,
+ * read c->out, release.  `error`, when not NULL, takes the visitor's
+ * error callback (it may call c->sumv.error, the summary's own).  Returns
+ * 0, or -1 out of memory (then release). */
+typedef int (*sertrace_core_error_fn)(void *ctx, sertrace_dump_state *d, sertrace_node *n,
+                                      uint8_t tag, uint32_t type, const char *message,
+                                      size_t message_len, const char *path, size_t path_len);
+typedef struct sertrace_summary_capture {
+    sertrace_summary *sum;
+    sertrace_core *core;
+    sertrace_core_visitor sumv; /* the summary's own visitor */
+    sertrace_buf out;           /* the summary's text */
+} sertrace_summary_capture;
+
+int sertrace_summary_capture_begin(sertrace_summary_capture *c, const sertrace_summary_opts *opts,
+                                   sertrace_core_error_fn error);
+/* sertrace_core_finish, sertrace_summary_finish: 0, or -1 (out of memory). */
+int sertrace_summary_capture_finish(sertrace_summary_capture *c);
+/* Frees the core, the summary and the text; `c` is zeroed. */
+void sertrace_summary_capture_release(sertrace_summary_capture *c);
 
 #endif /* SERTRACE_SUMMARY_H */

@@ -73,8 +73,6 @@ def inspect(data, *, top=10, oversize=None, max_memory=1 << 30):
     max_memory: limit of the emulator's tables, in bytes.  Raises
     InspectError (a ValueError) when the bytes are malformed, truncated or
     over a limit, TypeError when `data` is not bytes-like."""
-    import json
-
     from . import _inspect
 
     if isinstance(data, str):
@@ -90,8 +88,8 @@ def inspect(data, *, top=10, oversize=None, max_memory=1 << 30):
             raise ValueError("oversize: must be more than 0 bytes")
     if not 0 <= int(top) <= 100000:
         raise ValueError("top: expected 0 to 100000")
-    status, offset, reason, text = _inspect.summary_json(data, int(top), obytes, opercent, int(max_memory))
-    summary = json.loads(text)
+    # the dict json.loads would give of `inspect --json`'s text, built in C
+    status, offset, reason, summary = _inspect.summary(data, int(top), obytes, opercent, int(max_memory))
     if status != _inspect.OK:
         raise InspectError(reason, offset, summary)
     return summary

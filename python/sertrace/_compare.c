@@ -47,25 +47,16 @@
 #include "sertrace/sertrace.h"
 #include "summary.h"
 
-/* The summary's sink: format.h's growing buffer. */
-static int buf_write(void *ctx, const char *s, size_t n)
-{
-    return sertrace_buf_append(ctx, s, n);
-}
-
 static struct capture {
     pthread_mutex_t mu;
     bool active;
     bool failed; /* the core refused an event (out of memory) */
     bool has_err_addr;
-    uint64_t err_addr;          /* node address at the first dump's first ERROR */
-    sertrace_core_visitor sumv; /* the summary's visitor, wrapped */
+    uint64_t err_addr; /* node address at the first dump's first ERROR */
     pthread_t thread;
     int64_t pid;
     uint64_t first_dump;
-    sertrace_core *core;
-    sertrace_summary *sum;
-    sertrace_buf out;
+    sertrace_summary_capture sc; /* the core, the summary (its error callback wrapped), its text */
 } cap = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* Locked, and the capture is active on this thread: true. */
@@ -85,8 +76,8 @@ static void on_begin(void *ctx, uint64_t dump_id, const char *serializer, int32_
         return;
     if (cap.first_dump == 0)
         cap.first_dump = dump_id;
-    if (sertrace_core_dump_begin(cap.core, cap.pid, 0, 0, dump_id, serializer, strlen(serializer),
-                                 protocol) < 0)
+    if (sertrace_core_dump_begin(cap.sc.core, cap.pid, 0, 0, dump_id, serializer,
+                                 strlen(serializer), protocol) < 0)
         cap.failed = true;
     pthread_mutex_unlock(&cap.mu);
 }
@@ -96,7 +87,7 @@ static void on_records(void *ctx, uint64_t dump_id, uint32_t seq, const uint8_t 
     (void)ctx;
     if (!enter_mine())
         return;
-    if (sertrace_core_records(cap.core, cap.pid, 0, 0, dump_id, seq, buf, len) < 0)
+    if (sertrace_core_records(cap.sc.core, cap.pid, 0, 0, dump_id, seq, buf, len) < 0)
         cap.failed = true;
     pthread_mutex_unlock(&cap.mu);
 }
@@ -107,7 +98,7 @@ static void on_end(void *ctx, uint64_t dump_id, uint64_t bytes, uint8_t status, 
     (void)ctx;
     if (!enter_mine())
         return;
-    if (sertrace_core_dump_end_flags(cap.core, cap.pid, 0, 0, dump_id, bytes, status,
+    if (sertrace_core_dump_end_flags(cap.sc.core, cap.pid, 0, 0, dump_id, bytes, status,
                                      (int64_t)batches, flags) < 0)
         cap.failed = true;
     pthread_mutex_unlock(&cap.mu);
@@ -123,26 +114,19 @@ static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n, uint8_t 
         cap.has_err_addr = true;
         cap.err_addr = n->addr;
     }
-    if (!cap.sumv.error)
+    if (!cap.sc.sumv.error)
         return 0;
-    return cap.sumv.error(cap.sumv.ctx, d, n, tag, type, msg, msg_len, path, path_len);
+    return cap.sc.sumv.error(cap.sc.sumv.ctx, d, n, tag, type, msg, msg_len, path, path_len);
 }
 
 static void release_locked(void)
 {
-    if (cap.core)
-        sertrace_core_destroy(cap.core);
-    if (cap.sum)
-        sertrace_summary_destroy(cap.sum);
-    sertrace_buf_free(&cap.out);
-    cap.core = NULL;
-    cap.sum = NULL;
+    sertrace_summary_capture_release(&cap.sc);
 }
 
 static PyObject *capture_begin(PyObject *self, PyObject *noargs)
 {
     sertrace_summary_opts so = SERTRACE_SUMMARY_OPTS_DEFAULT;
-    sertrace_core_visitor v;
     static const sertrace_listener l = {on_begin, on_records, on_end, NULL};
 
     (void)self;
@@ -158,14 +142,7 @@ static PyObject *capture_begin(PyObject *self, PyObject *noargs)
     so.paths = true;
     so.top = 0; /* every pattern, no list of largest nodes */
     so.max_flags = 100;
-    cap.sum = sertrace_summary_create(&so, buf_write, &cap.out);
-    if (cap.sum) {
-        sertrace_summary_visitor(cap.sum, &cap.sumv);
-        v = cap.sumv;
-        v.error = v_error;
-        cap.core = sertrace_core_create(&v);
-    }
-    if (!cap.core) {
+    if (sertrace_summary_capture_begin(&cap.sc, &so, v_error) < 0) {
         release_locked();
         pthread_mutex_unlock(&cap.mu);
         return PyErr_NoMemory();
@@ -197,16 +174,15 @@ static PyObject *capture_end(PyObject *self, PyObject *noargs)
         return NULL;
     }
     cap.active = false;
-    ok = !cap.failed && sertrace_core_finish(cap.core) == 0 &&
-         sertrace_summary_finish(cap.sum, sertrace_core_get_stats(cap.core)) == 0 &&
-         !sertrace_buf_error(&cap.out);
+    ok = !cap.failed && sertrace_summary_capture_finish(&cap.sc) == 0;
     if (ok && cap.has_err_addr)
         ret = Py_BuildValue("Ky#K", (unsigned long long)cap.first_dump,
-                            cap.out.data ? cap.out.data : "", (Py_ssize_t)cap.out.len,
+                            cap.sc.out.data ? cap.sc.out.data : "", (Py_ssize_t)cap.sc.out.len,
                             (unsigned long long)cap.err_addr);
     else if (ok)
         ret = Py_BuildValue("Ky#O", (unsigned long long)cap.first_dump,
-                            cap.out.data ? cap.out.data : "", (Py_ssize_t)cap.out.len, Py_None);
+                            cap.sc.out.data ? cap.sc.out.data : "", (Py_ssize_t)cap.sc.out.len,
+                            Py_None);
     else
         PyErr_NoMemory();
     release_locked();

@@ -71,3 +71,53 @@ def test_errors():
         sertrace.inspect("not bytes")
     with pytest.raises(ValueError):
         sertrace.inspect(b"N.", oversize=0)
+
+
+def workload_payloads():
+    """The workloads' payloads (bench/workloads.py, as bench/inspect_speed.py times them) and
+    the small ones above."""
+    import sys
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    for sub in ("bench", "workloads"):
+        if os.path.join(root, sub) not in sys.path:
+            sys.path.insert(0, os.path.join(root, sub))
+    import workloads as W
+    out = []
+    for name in list(W.WORKLOADS) + list(W.MICRO):
+        obj = W.build(W.PICKLE_STAND_IN.get(name, name))
+        out.append(pickle.dumps(obj, pickle.DEFAULT_PROTOCOL))
+    return out + payloads()
+
+
+def test_dict_built_in_c_equals_json_text():
+    # sertrace.inspect's dict (built in C from the summary) is what json.loads gives of the
+    # JSON text, over the workloads and every option that changes it; key order too
+    from sertrace import _inspect
+    for data in workload_payloads():
+        for args in ((10, 0, 0.0), (0, 0, 0.0), (100, 1, 0.0), (3, 0, 1.0)):
+            status, offset, reason, text = _inspect.summary_json(data, *args, 1 << 30)
+            assert _inspect.summary(data, *args, 1 << 30) == (status, offset, reason, json.loads(text))
+            assert json.dumps(_inspect.summary(data, *args, 1 << 30)[3]) == json.dumps(json.loads(text))
+    bad = pickle.dumps([1, 2], 2)[:-1]  # the partial summary of a malformed input too
+    assert _inspect.summary(bad, 10, 0, 0.0, 1 << 30)[3] == \
+        json.loads(_inspect.summary_json(bad, 10, 0, 0.0, 1 << 30)[3])
+
+
+@pytest.mark.parametrize("text", [
+    b'{"a": "x\\u00e9\\ud83d\\ude00\\n\\"\\\\/\\b\\f\\r\\t", "b": [1, -2, 3.5, 1e300, -0.0, 1E-5, -0],'
+    b' "c": null, "d": true, "e": false, "f": {}, "g": [], "a": 2}',
+    b'[12345678901234567890123, 123456789012345678, -1234567890123456789, 1e999, 2.0]',
+    b'{"a": "\\ud800x\\udc00", "\xc3\xa9": "\xe2\x82\xac"}', b'["\\ud83d", "\\udc00\\ud800"]',
+    b' [ 1 , 2 ] ', b'[NaN, Infinity]', b'[1,]', b'{"a" 1}', b'[01]', b'["\x01"]', b'"\\x"'])
+def test_json_reader_is_json_loads(text):
+    # the C reader behind sertrace.inspect: json.loads's objects (or its error) on any text
+    from sertrace import _inspect
+    try:
+        want = ("ok", json.loads(text))
+    except ValueError as e:
+        want = ("error", type(e))
+    try:
+        got = ("ok", _inspect.json_objects(text))
+    except ValueError as e:
+        got = ("error", type(e))
+    assert repr(got) == repr(want)
