@@ -115,7 +115,8 @@ typedef struct dump_sum {
     top_raw *top; /* min-heap on bytes, opts.top entries */
     unsigned ntop;
     rendered *flags;
-    unsigned nflags, flags_cap; /* grown up to max_flags as flags come */
+    unsigned nflags;  /* at most max_flags */
+    size_t flags_cap; /* grown as flags come (grow.h) */
     uint64_t flags_dropped;
     sertrace_buf notes; /* kept notes, rendered in the output's format
                          * (JSON: comma-separated objects; text: lines) */

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "losses.h"
 #include "paths.h"
 #include "summary-internal.h"
@@ -509,14 +510,10 @@ static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_nod
  * none, and max_flags of them up front cost a dump's set-up). */
 static int flag_room(dump_sum *ds)
 {
-    if (ds->nflags < ds->flags_cap)
-        return 0;
-    unsigned cap = ds->flags_cap ? 2 * ds->flags_cap : 16;
-    rendered *f = realloc(ds->flags, (size_t)cap * sizeof *f);
+    rendered *f = sertrace_grow(ds->flags, &ds->flags_cap, sizeof *f, (size_t)ds->nflags + 1, 16);
     if (!f)
         return -1;
     ds->flags = f;
-    ds->flags_cap = cap;
     return 0;
 }
 
