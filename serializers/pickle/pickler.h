@@ -132,6 +132,9 @@ typedef struct path_segment {
     PyObject *key; /* PATH_KEY: strong reference */
 } path_segment;
 
+/* Entries of pickler.label_cache (a power of 2). */
+#define LABEL_CACHE_SIZE 64
+
 typedef struct pickler {
     PyObject_HEAD memo_table memo;
     int memo_ready;
@@ -192,6 +195,14 @@ typedef struct pickler {
      * the last hidden key. */
     PyObject *label_keys;
     uint64_t hidden_keys;
+    /* The name index of str keys seen lately, direct-mapped by address
+     * (labels.c): a dict value's label without the library's hash probe.
+     * Only keys the dump has interned (kept alive, as interning by address
+     * requires) enter it; emptied when the dump ends. */
+    struct label_cache_entry {
+        PyObject *key;
+        uint32_t index;
+    } label_cache[LABEL_CACHE_SIZE];
 
 } pickler;
 
@@ -655,8 +666,13 @@ static inline trace_lbl trace_label(pickler *p, const edge *e)
     switch (e->kind) {
     case EDGE_ITEM:
         return (trace_lbl){SERTRACE_LABEL_POS, (uint64_t)e->index};
-    case EDGE_VALUE:
+    case EDGE_VALUE: {
+        const struct label_cache_entry *c =
+            &p->label_cache[((uintptr_t)e->key >> 4) & (LABEL_CACHE_SIZE - 1)];
+        if (c->key == e->key)
+            return (trace_lbl){SERTRACE_LABEL_KEY, c->index};
         return trace_label_key(p, e);
+    }
     case EDGE_ELEMENT:
         return (trace_lbl){SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT};
     case EDGE_STATE:
