@@ -69,8 +69,7 @@ trace_lbl trace_label_key(pickler *p, const edge *e)
             index = shown ? label_name(p, key) : 0;
         }
         if (index != 0) {
-            struct label_cache_entry *c =
-                &p->label_cache[((uintptr_t)key >> 4) & (LABEL_CACHE_SIZE - 1)];
+            struct label_cache_entry *c = &p->label_cache[label_cache_slot(key)];
             c->key = key; /* alive in label_keys until the dump ends */
             c->index = index;
             return (trace_lbl){SERTRACE_LABEL_KEY, index};

@@ -132,8 +132,16 @@ typedef struct path_segment {
     PyObject *key; /* PATH_KEY: strong reference */
 } path_segment;
 
-/* Entries of pickler.label_cache (a power of 2). */
-#define LABEL_CACHE_SIZE 64
+/* Entries of pickler.label_cache (a power of 2), and a key's entry: the
+ * top bits of a multiplicative hash of its address (the low bits of
+ * addresses a few hundred bytes apart collide). */
+#define LABEL_CACHE_BITS 6
+#define LABEL_CACHE_SIZE (1 << LABEL_CACHE_BITS)
+static inline size_t label_cache_slot(const void *key)
+{
+    return (size_t)(((uint64_t)(uintptr_t)key * UINT64_C(0x9E3779B97F4A7C15)) >>
+                    (64 - LABEL_CACHE_BITS));
+}
 
 typedef struct pickler {
     PyObject_HEAD memo_table memo;
@@ -667,8 +675,7 @@ static inline trace_lbl trace_label(pickler *p, const edge *e)
     case EDGE_ITEM:
         return (trace_lbl){SERTRACE_LABEL_POS, (uint64_t)e->index};
     case EDGE_VALUE: {
-        const struct label_cache_entry *c =
-            &p->label_cache[((uintptr_t)e->key >> 4) & (LABEL_CACHE_SIZE - 1)];
+        const struct label_cache_entry *c = &p->label_cache[label_cache_slot(e->key)];
         if (c->key == e->key)
             return (trace_lbl){SERTRACE_LABEL_KEY, c->index};
         return trace_label_key(p, e);

@@ -54,7 +54,7 @@ static inline int g_close(void *ctx, sertrace_dump_state *d)
 /* Read the batches `b[0..nb)` (seq numbers `seq`, NULL: 0, 1, ...) as
  * dump 1 ending at `total` bytes, with `nbatches` announced by its end. */
 static inline void read_dump(got *g, enc *const *b, const uint32_t *seq, size_t nb, uint64_t total,
-                      uint32_t nbatches)
+                             uint32_t nbatches)
 {
     memset(g, 0, sizeof *g);
     sertrace_core_visitor v = {.ctx = g, .node_exit = g_exit, .dump_close = g_close};

@@ -52,8 +52,8 @@ static void builtins(enc *e, int v7)
         {SERTRACE_TAG_STR, SERTRACE_LABEL_POS, 6, 2, 0x7f1234562000ull, 300, 255},
     };
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
-        atom(e, &b, v7, a[i].kind, a[i].label, a[i].tag, 2, a[i].type, a[i].addr, a[i].length,
-             pos, a[i].bytes);
+        atom(e, &b, v7, a[i].kind, a[i].label, a[i].tag, 2, a[i].type, a[i].addr, a[i].length, pos,
+             a[i].bytes);
         pos += a[i].bytes + (i % 3); /* dpos 0, 1, 2 */
     }
     /* 300 bytes: a NODE in both */
@@ -145,15 +145,12 @@ Test(schema7, depth_after_a_lost_batch)
         enc_reset(&lost[v]);
         enc_reset(&c[v]);
         for (uint64_t depth = 1; depth <= 3; depth++)
-            enc_node(&a[v], &ba, 0, 0, 0, SERTRACE_TAG_LIST, depth, 0, 0x1000 * depth, 2, depth,
-                     0);
+            enc_node(&a[v], &ba, 0, 0, 0, SERTRACE_TAG_LIST, depth, 0, 0x1000 * depth, 2, depth, 0);
         for (uint64_t depth = 4; depth <= 40; depth++) /* lost: 37 more levels */
-            enc_node(&lost[v], &bl, 0, 0, 0, SERTRACE_TAG_LIST, depth, 0, 0x1000 * depth, 2,
-                     depth, 0);
-        atom(&c[v], &bc, v, SERTRACE_LABEL_POS, 0, SERTRACE_TAG_INT, 41, 0, 0x7f000000, 0,
-             100, 2);
-        atom(&c[v], &bc, v, SERTRACE_LABEL_POS, 1, SERTRACE_TAG_INT, 41, 0, 0x7f000020, 0,
-             102, 2);
+            enc_node(&lost[v], &bl, 0, 0, 0, SERTRACE_TAG_LIST, depth, 0, 0x1000 * depth, 2, depth,
+                     0);
+        atom(&c[v], &bc, v, SERTRACE_LABEL_POS, 0, SERTRACE_TAG_INT, 41, 0, 0x7f000000, 0, 100, 2);
+        atom(&c[v], &bc, v, SERTRACE_LABEL_POS, 1, SERTRACE_TAG_INT, 41, 0, 0x7f000020, 0, 102, 2);
         for (uint64_t depth = 40; depth >= 1; depth--)
             enc_exit_d(&c[v], &bc, depth, 200 - depth);
     }
