@@ -69,9 +69,10 @@ trace_lbl trace_label_key(pickler *p, const edge *e)
             index = shown ? label_name(p, key) : 0;
         }
         if (index != 0) {
-            struct label_cache_entry *c = &p->label_cache[label_cache_slot(key)];
-            c->key = key; /* alive in label_keys until the dump ends */
-            c->index = index;
+            struct label_cache_entry *c = &p->label_cache[label_cache_slot(key)][0];
+            c[1] = c[0];    /* the set's older entry goes */
+            c[0].key = key; /* kept alive until the dump ends */
+            c[0].index = index;
             return (trace_lbl){SERTRACE_LABEL_KEY, index};
         }
     } else if (PyLong_CheckExact(key)) {
