@@ -1076,9 +1076,11 @@ static inline void atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t 
         return;
     }
     depth = d->fast.depth + 1;
-    if (d->records_on)
-        node_record(d, SERTRACE_REC_NODE_ATOM, tag, depth, type, addr, length, pos,
-                    end_pos >= pos ? end_pos - pos : 0);
+    if (d->records_on) /* a v7 SATOM or a v6 NODE: sertrace_atom_fast()'s bytes */
+        node_commit(d, sertrace_put_atom(node_begin(d), &d->fast,
+                                         d->label_fold ? d->label_kind : SERTRACE_LABEL_NONE, tag,
+                                         depth, type, addr, length, pos,
+                                         end_pos >= pos ? end_pos - pos : 0, d->label_value));
     if (d->text_on) {
         size_t n;
         const char *name = type_name(d, type, &n);

@@ -654,6 +654,35 @@ static int rec_node(sertrace_core *c, sertrace_dump_state *d, reader *r, uint8_t
     return place_enter(c, d, tag, depth, type, addr, length, pos);
 }
 
+/* SATOM (schema v7): a NODE atom in fixed-width fields, its depth from
+ * the low 8 bits the record carries and the open node count. */
+static int rec_satom(sertrace_core *c, sertrace_dump_state *d, reader *r, uint8_t op)
+{
+    uint64_t length = 0, label = 0;
+    unsigned kind = SERTRACE_REC_NODE_KIND(op);
+    if (r->end - r->p < SERTRACE_REC_SATOM_FIXED - 1)
+        return 1;
+    const uint8_t *f = r->p;
+    r->p += SERTRACE_REC_SATOM_FIXED - 1;
+    if (((op & SERTRACE_REC_SATOM_LEN) && !read_varint(r, &length)) ||
+        (kind != SERTRACE_LABEL_NONE && !read_varint(r, &label)))
+        return 1;
+    uint32_t udaddr =
+        (uint32_t)f[3] | (uint32_t)f[4] << 8 | (uint32_t)f[5] << 16 | (uint32_t)f[6] << 24;
+    uint64_t addr = r->base_addr + (uint64_t)(int64_t)(int32_t)udaddr;
+    uint64_t pos = r->base_pos + f[7];
+    uint64_t bytes = f[8];
+    r->base_addr = addr;
+    r->base_pos = pos + bytes;
+    if (kind != SERTRACE_LABEL_NONE) {
+        d->label_kind = (uint8_t)kind;
+        d->label = label;
+        d->labels++;
+    }
+    return place_atom(c, d, f[0], sertrace_satom_depth(d->depth, f[2]), f[1], addr, length, pos,
+                      bytes);
+}
+
 static sertrace_node *node_at(sertrace_dump_state *d, uint64_t depth);
 
 /* OOB (schema v5): out-of-band bytes of the node open at `depth`. */
@@ -868,6 +897,8 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts
         default:
             if (SERTRACE_REC_IS_NODE(op))
                 rc = rec_node(c, d, &r, op);
+            else if (SERTRACE_REC_IS_SATOM(op))
+                rc = rec_satom(c, d, &r, op);
             else
                 rc = 1; /* unknown opcode: a newer schema; skip the batch */
             break;

@@ -25,7 +25,9 @@
  *
  * Interning by address is sound only while no other str can get the same
  * address during the dump: every str interned is kept alive in
- * p->label_keys until the dump ends.
+ * p->label_keys until the dump ends.  The same holds for p->label_cache
+ * (pickler.h), which trace_label() reads first for a dict value: only
+ * keys the dump has interned enter it, and trace_labels_end() empties it.
  */
 #include "pickler.h"
 
@@ -66,8 +68,13 @@ trace_lbl trace_label_key(pickler *p, const edge *e)
                          PyUnicode_IsIdentifier(key) == 1);
             index = shown ? label_name(p, key) : 0;
         }
-        if (index != 0)
+        if (index != 0) {
+            struct label_cache_entry *c = &p->label_cache[label_cache_slot(key)][0];
+            c[1] = c[0];    /* the set's older entry goes */
+            c[0].key = key; /* kept alive until the dump ends */
+            c[0].index = index;
             return (trace_lbl){SERTRACE_LABEL_KEY, index};
+        }
     } else if (PyLong_CheckExact(key)) {
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(key, &overflow);
@@ -82,6 +89,7 @@ trace_lbl trace_label_key(pickler *p, const edge *e)
 
 void trace_labels_end(pickler *p)
 {
+    memset(p->label_cache, 0, sizeof p->label_cache); /* indices of this dump only */
     Py_CLEAR(p->label_keys);
     p->hidden_keys = 0;
 }

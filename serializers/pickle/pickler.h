@@ -132,6 +132,17 @@ typedef struct path_segment {
     PyObject *key; /* PATH_KEY: strong reference */
 } path_segment;
 
+/* Sets of pickler.label_cache (a power of 2; two entries each), and a
+ * key's set: the top bits of a multiplicative hash of its address (the
+ * low bits of addresses a few hundred bytes apart collide). */
+#define LABEL_CACHE_BITS 6
+#define LABEL_CACHE_SIZE (1 << LABEL_CACHE_BITS)
+static inline size_t label_cache_slot(const void *key)
+{
+    return (size_t)(((uint64_t)(uintptr_t)key * UINT64_C(0x9E3779B97F4A7C15)) >>
+                    (64 - LABEL_CACHE_BITS));
+}
+
 typedef struct pickler {
     PyObject_HEAD memo_table memo;
     int memo_ready;
@@ -192,6 +203,15 @@ typedef struct pickler {
      * the last hidden key. */
     PyObject *label_keys;
     uint64_t hidden_keys;
+    /* The name index of str keys seen lately, two-way set-associative by
+     * address (labels.c): a dict value's label without the library's hash
+     * probe.
+     * Only keys the dump has interned (kept alive, as interning by address
+     * requires) enter it; emptied when the dump ends. */
+    struct label_cache_entry {
+        PyObject *key;
+        uint32_t index;
+    } label_cache[LABEL_CACHE_SIZE][2];
 
 } pickler;
 
@@ -655,8 +675,14 @@ static inline trace_lbl trace_label(pickler *p, const edge *e)
     switch (e->kind) {
     case EDGE_ITEM:
         return (trace_lbl){SERTRACE_LABEL_POS, (uint64_t)e->index};
-    case EDGE_VALUE:
+    case EDGE_VALUE: {
+        const struct label_cache_entry *c = &p->label_cache[label_cache_slot(e->key)][0];
+        if (c[0].key == e->key)
+            return (trace_lbl){SERTRACE_LABEL_KEY, c[0].index};
+        if (c[1].key == e->key)
+            return (trace_lbl){SERTRACE_LABEL_KEY, c[1].index};
         return trace_label_key(p, e);
+    }
     case EDGE_ELEMENT:
         return (trace_lbl){SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT};
     case EDGE_STATE:

@@ -6,6 +6,7 @@
 #define TEST_ENC_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sertrace/schema.h"
@@ -141,6 +142,34 @@ static inline void enc_exit_d(enc *e, enc_bases *b, uint64_t depth, uint64_t pos
     enc_varint(e, depth);
     enc_varint(e, enc_zigzag(pos, b->pos));
     b->pos = pos;
+}
+
+/* Schema v7 ("Short atoms"): a SATOM, the ATOM of a NODE in fixed-width
+ * fields; the caller makes sure they fit (type, dpos and bytes below
+ * 256, the address difference a signed 32-bit value: asserted).
+ * Little-endian, from schema.h's text. */
+static inline void enc_satom(enc *e, enc_bases *b, uint8_t kind, uint64_t label, uint8_t tag,
+                             uint64_t depth, uint64_t type, uint64_t addr, uint64_t length,
+                             uint64_t pos, uint64_t bytes)
+{
+    uint32_t daddr = (uint32_t)(addr - b->addr);
+    if (!(type < 256 && pos - b->pos < 256 && bytes < 256 &&
+          (int64_t)(addr - b->addr) == (int32_t)daddr))
+        abort(); /* a test that writes a SATOM its fields do not fit */
+    enc_u8(e, (uint8_t)(0x20 | kind << 1 | (length != 0)));
+    enc_u8(e, tag);
+    enc_u8(e, (uint8_t)type);
+    enc_u8(e, (uint8_t)(depth & 0xff));
+    for (int i = 0; i < 4; i++)
+        enc_u8(e, (uint8_t)(daddr >> (8 * i)));
+    enc_u8(e, (uint8_t)(pos - b->pos));
+    enc_u8(e, (uint8_t)bytes);
+    if (length != 0)
+        enc_varint(e, length);
+    if (kind)
+        enc_varint(e, label);
+    b->addr = addr;
+    b->pos = pos + bytes;
 }
 
 #endif

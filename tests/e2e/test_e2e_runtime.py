@@ -34,6 +34,7 @@ SCHEMA_H = os.path.join(os.path.dirname(__file__), "..", "..", "tracepoints", "i
 
 REC_ENTER, REC_EXIT, REC_TYPE, REC_ERROR, REC_NOTE = 1, 2, 3, 4, 5
 REC_EXIT_D, REC_NODE = 0x0A, 0x10  # schema v6: compact records (NODE is 0x10-0x1F)
+REC_SATOM = 0x20  # schema v7: short atoms (0x20-0x2F)
 TAG_MAP, TAG_ARRAY, TAG_SCALAR, TAG_STR, TAG_FUNCTION = 32, 33, 34, 6, 15
 
 
@@ -66,15 +67,48 @@ def undelta(base, z):
     return (base + ((z >> 1) ^ -(z & 1))) & (2**64 - 1)
 
 
-def decode(buf):
+def satom_depth(open_nodes, depth8):
+    """A v7 SATOM's depth: of those with these low 8 bits, the closest to
+    open_nodes + 1 (schema.h, "Short atoms")."""
+    want = open_nodes + 1
+    d = (depth8 - want) & 0xFF
+    if d >= 128 and want > 256 - d:
+        d -= 256
+    return want + d
+
+
+def decode(buf, state=None):
     """Decode one records batch into dicts; the batch must end on a record.
-    v6 NODE records come out as the records they stand for (a label, then
-    an enter, or an enter and its exit for an atom), EXIT_D as an exit."""
+    v6 NODE and v7 SATOM records come out as the records they stand for (a
+    label, then an enter, or an enter and its exit for an atom), EXIT_D as
+    an exit.  `state` (a dict shared by the batches of one dump, in order)
+    keeps the open node count that gives a SATOM its depth."""
+    state = {} if state is None else state
     out, i = [], 0
     base_addr = base_pos = 0  # v6 delta bases, per batch
     while i < len(buf):
         op = buf[i]
         i += 1
+        if op & 0xF0 == REC_SATOM:
+            tag, typ, depth8 = buf[i], buf[i + 1], buf[i + 2]
+            daddr = int.from_bytes(bytes(buf[i + 3:i + 7]), "little", signed=True)
+            dpos, size = buf[i + 7], buf[i + 8]
+            i += 9
+            length = 0
+            if op & 1:
+                length, i = varint(buf, i)
+            kind = (op >> 1) & 7
+            if kind:
+                value, i = varint(buf, i)
+                out.append(dict(op="label", kind=kind, value=value))
+            depth = satom_depth(state.get("open", 0), depth8)
+            base_addr = (base_addr + daddr) & (2**64 - 1)
+            pos = base_pos + dpos
+            base_pos = pos + size
+            out.append(dict(op="enter", tag=tag, depth=depth, type=typ, addr=base_addr,
+                            length=length, pos=pos))
+            out.append(dict(op="exit", depth=depth, pos=pos + size))
+            continue
         if op & 0xF0 == REC_NODE:
             tag = buf[i]
             i += 1
@@ -97,11 +131,14 @@ def decode(buf):
                             length=length, pos=pos))
             if op & 1:
                 out.append(dict(op="exit", depth=depth, pos=pos + size))
+            else:
+                state["open"] = depth
         elif op == REC_EXIT_D:
             depth, i = varint(buf, i)
             zpos, i = varint(buf, i)
             base_pos = undelta(base_pos, zpos)
             out.append(dict(op="exit", depth=depth, pos=base_pos))
+            state["open"] = depth - 1
         elif op == REC_ENTER:
             tag = buf[i]
             i += 1
@@ -112,10 +149,12 @@ def decode(buf):
             pos, i = varint(buf, i)
             out.append(dict(op="enter", tag=tag, depth=depth, type=typ, addr=addr,
                             length=length, pos=pos))
+            state["open"] = depth
         elif op == REC_EXIT:
             depth, i = varint(buf, i)
             pos, i = varint(buf, i)
             out.append(dict(op="exit", depth=depth, pos=pos))
+            state["open"] = depth - 1
         elif op == REC_TYPE:
             typ, i = varint(buf, i)
             name, i = string(buf, i)
@@ -139,6 +178,12 @@ def decode(buf):
     assert i == len(buf), "a record was split across batches"
     return out
 
+
+
+def decode_batches(batches):
+    """The records of one dump's (seq, batch) pairs, in order."""
+    state = {}
+    return [r for _, b in batches for r in decode(b, state)]
 
 def build_tree(records, types):
     """Nodes as dicts with children, from enter/exit records (checks depths)."""
@@ -256,7 +301,7 @@ def test_ok_dump_tree_sizes_tags_types_notes(trace):
     assert seqs == list(range(len(seqs)))
     assert len(seqs) >= 3, "the big dump spans several 4 KiB batches"
     assert all(0 < len(b) <= 4096 for _, b in d["batches"])
-    records = [r for _, b in d["batches"] for r in decode(b)]
+    records = decode_batches(d["batches"])
     types = {}
     root, still_open = build_tree(records, types)
     assert still_open == []
@@ -305,7 +350,7 @@ def test_failed_dump_has_error_with_message_and_path(trace):
     d = dumps[sorted(dumps)[1]]
     want = report["dumps"][1]
     assert d["end"] == (want["payload"], 1, ["error"])
-    records = [r for _, b in d["batches"] for r in decode(b)]
+    records = decode_batches(d["batches"])
     types = {}
     root, still_open = build_tree(records, types)
     # The map, the array and the function node are left open by the error.
@@ -342,7 +387,7 @@ def test_session_enabled_after_start_records_without_restart():
     assert len(dumps) == 2
     first = dumps[sorted(dumps)[0]]
     assert first["end"] == (report["dumps"][0]["payload"], 0, ["ok"])
-    records = [r for _, b in first["batches"] for r in decode(b)]
+    records = decode_batches(first["batches"])
     root, still_open = build_tree(records, {})
     assert still_open == []
     # Default granularity (containers): only maps and arrays are nodes.

@@ -161,6 +161,44 @@ static bool decode_batch(const uint8_t *b, size_t len, struct recs *out)
         r.op = b[i++];
         r.wire = r.op;
         bool ok = true;
+        if (r.op >= 0x20 && r.op <= 0x2f) { /* v7 SATOM, read from schema.h's text */
+            uint64_t label = 0;
+            unsigned kind = (r.op >> 1) & 7;
+            if (len - i < 9)
+                return false;
+            const uint8_t *f = b + i;
+            i += 9;
+            if (((r.op & 1) && !get_varint(b, len, &i, &r.length)) ||
+                (kind != 0 && !get_varint(b, len, &i, &label)))
+                return false;
+            r.tag = f[0];
+            r.type = f[1];
+            /* depth8: of the depths with these low bits, the closest to open + 1 */
+            r.depth = out->open + 1;
+            while ((r.depth & 0xff) != f[2])
+                r.depth++;
+            if (r.depth - (out->open + 1) >= 128 && r.depth > 256)
+                r.depth -= 256;
+            int32_t daddr = (int32_t)((uint32_t)f[3] | (uint32_t)f[4] << 8 | (uint32_t)f[5] << 16 |
+                                      (uint32_t)f[6] << 24);
+            r.addr = base_addr = base_addr + (uint64_t)(int64_t)daddr;
+            r.pos = base_pos + f[7];
+            r.bytes = f[8];
+            base_pos = r.pos + r.bytes;
+            r.op = SERTRACE_REC_ATOM;
+            if (kind != 0) {
+                struct rec l;
+                memset(&l, 0, sizeof l);
+                l.op = SERTRACE_REC_LABEL;
+                l.wire = r.wire;
+                l.folded = true;
+                l.tag = (uint8_t)kind;
+                l.length = label;
+                push_rec(out, &l);
+            }
+            push_rec(out, &r);
+            continue;
+        }
         if (r.op >= 0x10 && r.op <= 0x1f) { /* v6 NODE */
             uint64_t label = 0, z_addr = 0, z_pos = 0;
             unsigned kind = (r.op >> 1) & 7;
@@ -178,6 +216,8 @@ static bool decode_batch(const uint8_t *b, size_t len, struct recs *out)
             r.pos = undelta(base_pos, z_pos);
             base_pos = r.pos + r.bytes;
             r.op = atom ? SERTRACE_REC_ATOM : SERTRACE_REC_ENTER;
+            if (!atom)
+                out->open = r.depth;
             if (kind != 0) {
                 struct rec l;
                 memset(&l, 0, sizeof l);
@@ -247,6 +287,10 @@ static bool decode_batch(const uint8_t *b, size_t len, struct recs *out)
         }
         if (!ok)
             return false;
+        if (r.op == SERTRACE_REC_ENTER)
+            out->open = r.depth;
+        else if (r.op == SERTRACE_REC_EXIT)
+            out->open = r.depth - 1;
         push_rec(out, &r);
     }
     return true;
@@ -277,7 +321,7 @@ static void free_all(void)
 /* Decode every batch of a dump, checking batch bounds and seq order. */
 struct recs decode_dump(const struct captured_dump *c)
 {
-    struct recs r = {NULL, 0, 0};
+    struct recs r = {NULL, 0, 0, 0};
     size_t off = 0;
     for (size_t k = 0; k < c->nbatches; k++) {
         cr_assert_eq(c->batches[k].seq, k, "batch seq %u at %zu", c->batches[k].seq, k);

@@ -35,11 +35,12 @@ struct captured_dump {
     size_t nbatches;
 };
 
-/* A decoded record.  v6 NODE and EXIT_D records are read back as the
- * records they stand for, with absolute addresses and positions: a NODE
- * as ENTER or ATOM (`length` and `pos` as there, ATOM's size in
- * `bytes`), preceded by a LABEL when its opcode carries one (that LABEL
- * has `folded` set), EXIT_D as EXIT.  `wire` is the opcode as written. */
+/* A decoded record.  v6 NODE, v7 SATOM and EXIT_D records are read back
+ * as the records they stand for, with absolute addresses and positions
+ * and whole depths: a NODE as ENTER or ATOM, a SATOM as ATOM (`length`
+ * and `pos` as there, ATOM's size in `bytes`), preceded by a LABEL when
+ * its opcode carries one (that LABEL has `folded` set), EXIT_D as EXIT.
+ * `wire` is the opcode as written. */
 struct rec {
     uint8_t op;
     uint8_t wire;
@@ -55,6 +56,7 @@ struct recs {
     struct rec *v;
     size_t n;
     size_t cap;
+    uint64_t open; /* open nodes after the last record: a v7 SATOM's depth */
 };
 
 /* Threads of the concurrency tests (records and text). */

@@ -177,8 +177,8 @@ static seen through_core(void)
 static int count_op(uint8_t op, int *other)
 {
     /* Walk the records by their layout (schema.h) and count `op`: the
-     * v6 records by what they stand for (a NODE as ENTER or ATOM, EXIT_D
-     * as EXIT). */
+     * v6 and v7 records by what they stand for (a NODE as ENTER or ATOM,
+     * a SATOM as ATOM, EXIT_D as EXIT). */
     int n = 0;
     *other = 0;
     for (size_t k = 0; k < cap.nbatch; k++) {
@@ -186,7 +186,11 @@ static int count_op(uint8_t op, int *other)
         while (p < e) {
             uint8_t o = *p++;
             int varints = 0, strs = 0, u8 = 0;
-            if (o >= 0x10 && o <= 0x1f) { /* NODE */
+            if (o >= 0x20 && o <= 0x2f) { /* v7 SATOM: 9 fixed bytes */
+                u8 = 9;
+                varints = (o & 1) + (((o >> 1) & 7) != 0);
+                o = SERTRACE_REC_ATOM;
+            } else if (o >= 0x10 && o <= 0x1f) { /* NODE */
                 u8 = 1;
                 varints = 5 + (o & 1) + (((o >> 1) & 7) != 0);
                 o = (o & 1) ? SERTRACE_REC_ATOM : SERTRACE_REC_ENTER;
@@ -300,13 +304,15 @@ Test(atom, record_layout)
     cr_assert_not_null(d);
     uint32_t ts = sertrace_type(d, &k_str, "str");
     sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0x10, 2, 2);
-    sertrace_atom(d, SERTRACE_TAG_STR, ts, 0x4000, 301, 3, 3 + 200);
+    sertrace_atom(d, SERTRACE_TAG_STR, ts, 0x4000, 301, 3, 3 + 300);
     cr_expect_eq(sertrace_depth(d), 1, "an atom leaves nothing open");
-    sertrace_atom_labelled(d, SERTRACE_TAG_INT, 0, 0x3ff0, 0, 204, 206, SERTRACE_LABEL_POS, 130);
-    sertrace_exit(d, 207);
-    sertrace_dump_end(d, 208, SERTRACE_STATUS_OK);
-    /* TYPE(1, "str") then the NODE records (schema v6): deltas from the
-     * previous node record of the batch, 0 at its start. */
+    sertrace_atom_labelled(d, SERTRACE_TAG_INT, 0, 0x3ff0, 0, 304, 306, SERTRACE_LABEL_POS, 130);
+    sertrace_atom(d, SERTRACE_TAG_STR, ts, 0x4010, 5, 306, 310);
+    sertrace_exit(d, 311);
+    sertrace_dump_end(d, 312, SERTRACE_STATUS_OK);
+    /* TYPE(1, "str") then the node records (schema v6 NODE, v7 SATOM):
+     * deltas from the previous node record of the batch, 0 at its
+     * start. */
     const uint8_t *p = cap.bytes;
     cr_assert_eq(p[0], SERTRACE_REC_TYPE);
     p += 2 + 1 + 3;                                   /* op, type, len, "str" */
@@ -317,7 +323,7 @@ Test(atom, record_layout)
                                    0x20, /* addr 0x10 - 0, zigzag */
                                    2,    /* length */
                                    4,    /* pos 2 - 0, zigzag */
-                                   SERTRACE_REC_NODE | SERTRACE_REC_NODE_ATOM,
+                                   SERTRACE_REC_NODE | SERTRACE_REC_NODE_ATOM, /* 300 B: */
                                    SERTRACE_TAG_STR,
                                    2, /* depth */
                                    1, /* type */
@@ -327,24 +333,46 @@ Test(atom, record_layout)
                                    0xad,
                                    0x02, /* length 301 */
                                    2,    /* pos 3 - 2 */
-                                   0xc8,
-                                   0x01, /* bytes 200 */
-                                   SERTRACE_REC_NODE | SERTRACE_LABEL_POS << 1 |
-                                       SERTRACE_REC_NODE_ATOM,
+                                   0xac,
+                                   0x02, /* bytes 300: no SATOM */
+                                   SERTRACE_REC_SATOM | SERTRACE_LABEL_POS << 1, /* no length */
                                    SERTRACE_TAG_INT,
-                                   2,    /* depth */
-                                   0,    /* type */
-                                   0x1f, /* addr 0x3ff0 - 0x4000 = -16, zigzag 31 */
-                                   0,    /* length */
-                                   2,    /* pos 204 - 203 (the atom's end) */
+                                   0, /* type */
+                                   2, /* depth8 */
+                                   0xf0,
+                                   0xff,
+                                   0xff,
+                                   0xff, /* daddr 0x3ff0 - 0x4000 = -16, s32 */
+                                   1,    /* dpos 304 - 303 (the atom's end) */
                                    2,    /* bytes */
                                    0x82,
                                    0x01, /* label value 130 */
+                                   SERTRACE_REC_SATOM | SERTRACE_REC_SATOM_LEN, /* a length */
+                                   SERTRACE_TAG_STR,
+                                   1, /* type */
+                                   2, /* depth8 */
+                                   0x20,
+                                   0,
+                                   0,
+                                   0, /* daddr 0x4010 - 0x3ff0 */
+                                   0, /* dpos 306 - 306 */
+                                   4, /* bytes */
+                                   5, /* length */
                                    SERTRACE_REC_EXIT_D,
                                    1,
-                                   2}; /* pos 207 - 206 */
+                                   2}; /* pos 311 - 310 */
     cr_assert_eq(cap.len, (size_t)(p - cap.bytes) + sizeof want);
     cr_expect_arr_eq(p, want, sizeof want);
+    seen s = through_core();
+    cr_expect_eq(s.end.nodes, 4); /* in the order they close */
+    cr_expect_eq(s.v[0].bytes, 300);
+    cr_expect_eq(s.v[1].bytes, 2);
+    cr_expect_eq(s.v[1].depth, 2);
+    cr_expect_eq(s.v[1].addr, 0x3ff0);
+    cr_expect_eq(s.v[2].bytes, 4);
+    cr_expect_eq(s.v[2].length, 5);
+    cr_expect_eq(s.v[2].enter_pos, 306);
+    cr_expect_eq(s.v[3].bytes, 309, "the list: 2..311");
 }
 
 Test(atom, beyond_the_depth_cap_reported_once_and_not_recorded)
@@ -450,14 +478,35 @@ Test(atom, varints_of_every_length_round_trip)
                           vals[i] >> 1, (vals[i] >> 1) + (vals[(i + 2) % n] >> 1));
     sertrace_dump_end(d, 0, SERTRACE_STATUS_OK);
     cr_assert_gt(cap.nbatch, 1);
-    size_t seen = 0;
+    size_t seen = 0, satoms = 0;
     for (size_t k = 0; k < cap.nbatch; k++) {
         const uint8_t *p = cap.bytes + cap.batch[k].off, *e = p + cap.batch[k].len;
         uint64_t base_addr = 0, base_pos = 0; /* v6 deltas: per batch */
         while (p < e) {
+            size_t i = seen % n;
+            if (*p == (SERTRACE_REC_SATOM | SERTRACE_REC_SATOM_LEN) || *p == SERTRACE_REC_SATOM) {
+                /* v7: the fields that fit one byte (four for daddr) */
+                int haslen = *p & 1;
+                cr_expect_eq(p[1], SERTRACE_TAG_INT);
+                cr_expect_eq(p[2], 0, "type");
+                cr_expect_eq(p[3], 1, "depth8");
+                int32_t daddr = (int32_t)((uint32_t)p[4] | (uint32_t)p[5] << 8 |
+                                          (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24);
+                uint64_t addr = base_addr + (uint64_t)(int64_t)daddr;
+                cr_expect_eq(addr, vals[i], "addr of record %zu", seen);
+                uint64_t pos = base_pos + p[8], bytes = p[9];
+                p += SERTRACE_REC_SATOM_FIXED;
+                cr_expect_eq(haslen ? get_varint(&p) : 0, vals[(i + 1) % n], "length of %zu", seen);
+                cr_expect_eq(pos, vals[i] >> 1, "pos of record %zu", seen);
+                cr_expect_eq(bytes, vals[(i + 2) % n] >> 1, "bytes of record %zu", seen);
+                base_addr = addr;
+                base_pos = pos + bytes;
+                seen++;
+                satoms++;
+                continue;
+            }
             cr_assert_eq(*p, SERTRACE_REC_NODE | SERTRACE_REC_NODE_ATOM);
             p += 2;
-            size_t i = seen % n;
             cr_expect_eq(get_varint(&p), 1, "depth");
             cr_expect_eq(get_varint(&p), 0, "type");
             uint64_t z = get_varint(&p);
@@ -476,6 +525,8 @@ Test(atom, varints_of_every_length_round_trip)
         cr_assert_eq(p, e);
     }
     cr_expect_eq(seen, 40 * n);
+    cr_expect_gt(satoms, 0, "the small values as v7 SATOMs");
+    cr_expect_lt(satoms, seen, "the others as v6 NODEs");
 }
 
 /* ---- the inline fast path (sertrace.h) ------------------------------------ */
@@ -510,11 +561,18 @@ static void fast_scenario(int fast)
         uint8_t kind = i % 3 == 0 ? SERTRACE_LABEL_NONE : SERTRACE_LABEL_POS;
         if (i % 97 == 5)
             sertrace_label(d, SERTRACE_LABEL_KEY, i); /* pending: the slow path takes it */
-        uint64_t end = i % 501 == 7 ? pos - 1 : pos + 1 + i % 5; /* one misuse in 501 */
+        if (i % 223 == 9)                             /* a gap: no v7 SATOM (dpos >= 256) */
+            pos += 400;
+        uint64_t end = pos + 1 + i % 5;
+        if (i % 501 == 7) /* one misuse in 501 */
+            end = pos - 1;
+        else if (i % 211 == 3) /* no SATOM (bytes >= 256) */
+            end = pos + 300;
+        uint64_t length = i % 4 == 1 ? i + 1 : 0; /* SATOMs with and without a length */
         if (fast)
-            sertrace_atom_fast(d, SERTRACE_TAG_INT, ti, addr, 0, pos, end, kind, i);
+            sertrace_atom_fast(d, SERTRACE_TAG_INT, ti, addr, length, pos, end, kind, i);
         else
-            sertrace_atom_labelled(d, SERTRACE_TAG_INT, ti, addr, 0, pos, end, kind, i);
+            sertrace_atom_labelled(d, SERTRACE_TAG_INT, ti, addr, length, pos, end, kind, i);
         pos = end > pos ? end : pos;
         if (i == 1000) { /* two levels more: atoms at depth 4 are beyond the cap */
             fast_enter(fast, d, SERTRACE_TAG_LIST, 0x10, 2, pos, SERTRACE_LABEL_NONE, 0);

@@ -198,11 +198,83 @@ static inline uint8_t *sertrace_put_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
+/* Whether an atom's record can be a v7 SATOM (schema.h, "Short atoms"):
+ * its type index, position delta and size below 256, its label kind one
+ * a node record holds (0-7), its address delta `daddr` a signed 32-bit
+ * value. */
+static inline int sertrace_satom_fits(uint32_t type, uint64_t daddr, uint64_t dpos, uint64_t bytes,
+                                      unsigned kind)
+{
+    return (((uint64_t)type | dpos | bytes | (uint64_t)kind << 5) >> 8) == 0 &&
+           daddr + UINT64_C(0x80000000) < UINT64_C(0x100000000);
+}
+
+/* A SATOM record at `p` (the fields fit: sertrace_satom_fits()); returns
+ * the byte after it.  The caller updates the bases. */
+static inline uint8_t *sertrace_put_satom(uint8_t *p, unsigned kind, uint8_t tag, uint32_t depth,
+                                          uint32_t type, uint64_t daddr, uint64_t length,
+                                          uint64_t dpos, uint64_t bytes, uint64_t label_value)
+{
+    uint32_t a = (uint32_t)daddr;
+    p[0] = (uint8_t)(SERTRACE_REC_SATOM | kind << SERTRACE_REC_NODE_KIND_SHIFT | (length != 0));
+    p[1] = tag;
+    p[2] = (uint8_t)type;
+    p[3] = (uint8_t)depth;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    __builtin_memcpy(p + 4, &a, 4);
+#else
+    p[4] = (uint8_t)a;
+    p[5] = (uint8_t)(a >> 8);
+    p[6] = (uint8_t)(a >> 16);
+    p[7] = (uint8_t)(a >> 24);
+#endif
+    p[8] = (uint8_t)dpos;
+    p[9] = (uint8_t)bytes;
+    p += SERTRACE_REC_SATOM_FIXED;
+    if (length != 0)
+        p = sertrace_put_varint(p, length);
+    if (kind != SERTRACE_LABEL_NONE)
+        p = sertrace_put_varint(p, label_value);
+    return p;
+}
+
+/* An ATOM's record: a v7 SATOM when its fields fit, else a v6 NODE, at
+ * `p` (room for 64 bytes), with label kind `kind` (0-7) and value;
+ * updates the batch's bases in `f` and returns the byte after the record.
+ * The library's atoms; sertrace_atom_fast() writes the same bytes. */
+static inline uint8_t *sertrace_put_atom(uint8_t *p, struct sertrace_dump_fast *f, unsigned kind,
+                                         uint8_t tag, uint32_t depth, uint32_t type, uint64_t addr,
+                                         uint64_t length, uint64_t pos, uint64_t bytes,
+                                         uint64_t label_value)
+{
+    uint64_t daddr = addr - f->base_addr;
+    uint64_t dpos = pos - f->base_pos;
+    if (sertrace_satom_fits(type, daddr, dpos, bytes, kind)) {
+        p = sertrace_put_satom(p, kind, tag, depth, type, daddr, length, dpos, bytes, label_value);
+    } else {
+        *p++ = (uint8_t)(SERTRACE_REC_NODE | kind << SERTRACE_REC_NODE_KIND_SHIFT |
+                         SERTRACE_REC_NODE_ATOM);
+        *p++ = tag;
+        p = sertrace_put_varint(p, depth);
+        p = sertrace_put_varint(p, type);
+        p = sertrace_put_varint(p, sertrace_zigzag(addr, f->base_addr));
+        p = sertrace_put_varint(p, length);
+        p = sertrace_put_varint(p, sertrace_zigzag(pos, f->base_pos));
+        p = sertrace_put_varint(p, bytes);
+        if (kind != SERTRACE_LABEL_NONE)
+            p = sertrace_put_varint(p, label_value);
+    }
+    f->base_addr = addr;
+    f->base_pos = pos + bytes;
+    return p;
+}
+
 /* sertrace_atom_labelled(), inline: when the dump only records (no text
- * tree), has room in its batch and nothing pending, the ATOM's NODE
- * record is written here, into the batch, without a call; otherwise it
- * calls sertrace_atom_labelled().  The same records either way.  For the
- * hot path of a serializer that traces every object. */
+ * tree), has room in its batch and nothing pending, and the atom's
+ * record is a SATOM (sertrace_satom_fits()), the record is written here,
+ * into the batch, without a call; otherwise it calls
+ * sertrace_atom_labelled().  The same records either way.  For the hot
+ * path of a serializer that traces every object. */
 static inline void sertrace_atom_fast(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t addr,
                                       uint64_t length, uint64_t pos, uint64_t end_pos,
                                       uint8_t label_kind, uint64_t label_value)
@@ -211,21 +283,13 @@ static inline void sertrace_atom_fast(sertrace_dump *d, uint8_t tag, uint32_t ty
 
     if (d == NULL)
         return;
-    if (__builtin_expect(f->len < f->fast_end && end_pos >= pos &&
-                             label_kind <= SERTRACE_REC_NODE_KIND_MAX,
-                         1)) {
-        uint8_t *p = f->batch + f->len;
-        *p++ = (uint8_t)(SERTRACE_REC_NODE | (unsigned)label_kind << SERTRACE_REC_NODE_KIND_SHIFT |
-                         SERTRACE_REC_NODE_ATOM);
-        *p++ = tag;
-        p = sertrace_put_varint(p, (uint64_t)f->depth + 1);
-        p = sertrace_put_varint(p, type);
-        p = sertrace_put_varint(p, sertrace_zigzag(addr, f->base_addr));
-        p = sertrace_put_varint(p, length);
-        p = sertrace_put_varint(p, sertrace_zigzag(pos, f->base_pos));
-        p = sertrace_put_varint(p, end_pos - pos);
-        if (label_kind != SERTRACE_LABEL_NONE)
-            p = sertrace_put_varint(p, label_value);
+    uint64_t daddr = addr - f->base_addr;
+    uint64_t dpos = pos - f->base_pos;
+    uint64_t bytes = end_pos - pos; /* end_pos < pos: too large to fit */
+    if (__builtin_expect(
+            f->len < f->fast_end && sertrace_satom_fits(type, daddr, dpos, bytes, label_kind), 1)) {
+        uint8_t *p = sertrace_put_satom(f->batch + f->len, label_kind, tag, f->depth + 1, type,
+                                        daddr, length, dpos, bytes, label_value);
         f->len = (uint32_t)(p - f->batch);
         f->base_addr = addr;
         f->base_pos = end_pos;
