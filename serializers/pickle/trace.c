@@ -25,7 +25,13 @@
  * bytes) are nodes only with SERTRACE_DUMP_ATOMS, a memo hit is MEMO (a
  * hit on a class or function is named as a reference to it), and type
  * names are built only the first time a key is seen in a dump
- * (od_type_index), never by calling user code.
+ * (od_type_index), never by calling user code.  Per node the traced step
+ * costs no call into libsertrace: the dump's type and label-name indices
+ * are cached in the pickler by key (p->index_cache, trace_index_cached():
+ * the library's table is asked only on a miss), and the memo slot that
+ * classification looked up (memo hit or not) is handed to the saver
+ * (p->trace_slot), so a traced node costs one memo lookup, as a dormant
+ * one does.
  *
  * Error path: when a child fails, the step calls trace_note_edge() with the
  * child's edge (what it is to its parent), which adds a note to the
@@ -52,18 +58,34 @@ uint8_t trace_classify(pickler *p, PyObject *obj, int *key_kind)
     uint8_t tag = od_tag(obj, (p->trace_flags & SERTRACE_DUMP_ATOMS) != 0);
 
     *key_kind = KEY_TYPE; /* the naming follows from the tag (od_naming) */
+    p->trace_slot = NULL;
     if (tag == 0 || tag == SERTRACE_TAG_ATOM || tag == SERTRACE_TAG_INT ||
         tag == SERTRACE_TAG_FLOAT)
         return tag; /* never memoized */
-    if (memo_lookup(&p->memo, obj) != NULL)
+    memo_entry *slot = memo_slot_(&p->memo, obj);
+    if (slot->key != NULL)
         return SERTRACE_TAG_MEMO;
+    p->trace_slot = slot;
     return tag;
+}
+
+/* od_type_index() through the pickler's per-dump index cache. */
+static inline uint32_t type_index(pickler *p, PyObject *obj, uint8_t tag)
+{
+    int naming = od_naming(obj, tag);
+    const void *key = od_type_key(obj, naming);
+    uint32_t index = trace_index_cached(p, key);
+    if (index == 0) {
+        index = od_type_intern(p->trace, obj, naming, key);
+        trace_index_remember(p, key, index);
+    }
+    return index;
 }
 
 void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind, trace_lbl lbl)
 {
     (void)key_kind;
-    uint32_t type = od_type_index(p->trace, obj, od_naming(obj, tag));
+    uint32_t type = type_index(p, obj, tag);
     uint64_t length = tag == SERTRACE_TAG_ITEMS ? 0 : od_length(obj);
     sertrace_enter_fast(p->trace, tag, type, (uintptr_t)obj, length, output_pos(p), lbl.kind,
                         lbl.value);
@@ -93,7 +115,7 @@ void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t p
                                       : -1;
     uint32_t type = slot >= 0 ? p->leaf_type[slot] : 0;
     if (type == 0) {
-        type = od_type_index(p->trace, obj, od_naming(obj, tag));
+        type = type_index(p, obj, tag);
         if (slot >= 0)
             p->leaf_type[slot] = type;
     }
