@@ -628,7 +628,8 @@ enum { KEY_TYPE, KEY_SELF };
 /* The node tag of obj (0: no node at this granularity) and whether it is
  * named by its type (KEY_TYPE) or by itself (KEY_SELF: globals); sets
  * p->trace_slot. */
-uint8_t trace_classify(pickler *p, PyObject *obj, int *key_kind);
+/* trace_classify(pickler *p, PyObject *obj, int *key_kind): inline, in
+ * trace-step.h. */
 /* Whether obj is a plain atom (None, bool, int, float, str) that is no node
  * at this granularity: the step writes it without classification. */
 static inline int trace_plain_atom(const pickler *p, PyObject *obj)
@@ -646,7 +647,8 @@ typedef struct trace_lbl {
     uint64_t value;
 } trace_lbl;
 #define TRACE_NO_LABEL ((trace_lbl){SERTRACE_LABEL_NONE, 0})
-void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind, trace_lbl lbl);
+/* trace_open(p, tag, obj, key_kind, lbl) and trace_close(p): inline, in
+ * trace-step.h. */
 /* The dump's index of `key` (a type key or a label's str) if interned,
  * else 0: p->index_cache first, then the library's table (types and
  * label names share it), whose hit is cached. */
@@ -676,7 +678,6 @@ static inline void trace_index_remember(pickler *p, const void *key, uint32_t in
         s->index = index;
     }
 }
-void trace_close(pickler *p);
 /* A node that has no children, written from `pos` to the current output
  * position (ATOM record); `failed`: left open as a failed node instead. */
 void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t pos, int failed,

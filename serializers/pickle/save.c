@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "pickler.h"
+#include "trace-step.h"
 
 /* ---- memo -------------------------------------------------------------- */
 
