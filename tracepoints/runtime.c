@@ -45,6 +45,10 @@
  * emitter's pid and tid themselves (schema v2; why not LTTng's contexts:
  * "Fork" below) and `scope`, $SERTRACE_SCOPE, which `sertrace record`
  * filters on.
+ *
+ * The process-wide settings -- the environment knobs read once, the
+ * in-process listener and the test hooks -- live in config.c (config.h);
+ * this file is the per-dump work.
  */
 #define _GNU_SOURCE /* gettid() */
 #include <assert.h>
@@ -57,6 +61,7 @@
 
 #include "sertrace-tp.h"
 #include "sertrace/sertrace.h"
+#include "config.h"
 #include "runtime-internal.h"
 #include "text.h"
 
@@ -162,24 +167,10 @@ struct thread_state {
     int32_t tid; /* gettid(), 0 until first needed (and after fork) */
 };
 
-static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static pthread_key_t pool_key;
 /* Bumped in the child of every fork: handles begun before are dead. */
 static atomic_uint fork_generation;
 static atomic_uint_fast64_t next_dump_id;
-static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct sertrace_internal_hooks hooks;
-static atomic_bool hooks_on;
-/* sertrace_set_listener() (under hooks_lock, like the hooks). */
-static sertrace_listener listener;
-static atomic_bool listener_on;
-static atomic_uint max_depth_cap = SERTRACE_MAX_DEPTH;
-static atomic_bool config_atoms;
-/* SERTRACE_KEYS=all (schema.h, privacy of dict keys). */
-static atomic_bool config_keys_all;
-/* $SERTRACE_SCOPE, read once with the other knobs; every event carries it
- * (`sertrace record` filters on it: CMD and its descendants only). */
-static char scope[SERTRACE_SCOPE_MAX + 1];
 
 static __thread struct thread_state tls;
 
@@ -303,37 +294,10 @@ static void atfork_child(void)
     atomic_store(&next_dump_id, 0);
 }
 
-static void config_from_env(void)
+void sertrace_runtime_process_init(void)
 {
-    struct sertrace_text_settings s = {
-        getenv("DISPATCH_TRACE"),
-        getenv("SERTRACE_GRANULARITY"),
-        getenv("SERTRACE_OVERSIZE"),
-        getenv("SERTRACE_EXACT"),
-    };
-    struct sertrace_text_config c;
-    const char *sc = getenv(SERTRACE_SCOPE_ENV);
-
-    if (sc != NULL) {
-        size_t n = strlen(sc);
-        if (n > SERTRACE_SCOPE_MAX)
-            n = SERTRACE_SCOPE_MAX;
-        memcpy(scope, sc, n);
-        scope[n] = '\0';
-    }
-    const char *keys = getenv(SERTRACE_KEYS_ENV);
-    if (keys != NULL && strcmp(keys, "all") == 0)
-        atomic_store(&config_keys_all, true);
-    else if (keys != NULL && keys[0] != '\0' && strcmp(keys, "safe") != 0)
-        dprintf(STDERR_FILENO,
-                "sertrace: %s=%s not understood (use 'all' or 'safe'); dict keys follow the "
-                "default rule\n",
-                SERTRACE_KEYS_ENV, keys);
     pthread_key_create(&pool_key, pool_destroy);
     pthread_atfork(NULL, NULL, atfork_child);
-    sertrace_text_configure(&s, STDERR_FILENO);
-    sertrace_text_get_config(&c);
-    atomic_store(&config_atoms, c.atoms);
 }
 
 static struct sertrace_dump *pool_get(void)
@@ -400,7 +364,7 @@ static void batch_flush(struct sertrace_dump *d)
     }
     if (d->lttng_on)
         lttng_ust_tracepoint(sertrace, records, d->id, d->seq, d->batch, d->fast.len, current_pid(),
-                             current_tid(), scope);
+                             current_tid(), sertrace_cfg_scope);
     if (d->hooks.records != NULL)
         d->hooks.records(d->hooks.ctx, d->id, d->seq, d->batch, d->fast.len);
     if (d->listener.records != NULL)
@@ -524,11 +488,10 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     bool lttng, hooked, text;
     size_t n;
 
-    pthread_once(&config_once, config_from_env);
+    sertrace_config_ensure();
     prune_ended_elsewhere();
     lttng = lttng_ust_tracepoint_enabled(sertrace, records);
-    hooked = atomic_load_explicit(&hooks_on, memory_order_acquire) ||
-             atomic_load_explicit(&listener_on, memory_order_acquire);
+    hooked = sertrace_config_hooked();
     text = sertrace_text_enabled();
     if (!lttng && !hooked && !text)
         return NULL;
@@ -538,9 +501,9 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
 
     d->id = atomic_fetch_add(&next_dump_id, 1) + 1;
     d->flags = SERTRACE_DUMP_ACTIVE;
-    if (atomic_load_explicit(&config_atoms, memory_order_relaxed))
+    if (atomic_load_explicit(&sertrace_cfg_atoms, memory_order_relaxed))
         d->flags |= SERTRACE_DUMP_ATOMS;
-    if (atomic_load_explicit(&config_keys_all, memory_order_relaxed))
+    if (atomic_load_explicit(&sertrace_cfg_keys_all, memory_order_relaxed))
         d->flags |= SERTRACE_DUMP_KEYS_ALL;
     if (lttng)
         d->flags |= SERTRACE_DUMP_LTTNG;
@@ -564,14 +527,11 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     memset(&d->hooks, 0, sizeof d->hooks);
     memset(&d->listener, 0, sizeof d->listener);
     if (hooked) {
-        pthread_mutex_lock(&hooks_lock);
-        d->hooks = hooks;
-        d->listener = listener;
-        pthread_mutex_unlock(&hooks_lock);
+        sertrace_config_copy_listeners(&d->hooks, &d->listener);
     }
     d->fast.depth = 0;
     d->overflow = 0;
-    d->max_depth = atomic_load_explicit(&max_depth_cap, memory_order_relaxed);
+    d->max_depth = atomic_load_explicit(&sertrace_cfg_max_depth, memory_order_relaxed);
     d->fast.depth_cap = d->max_depth;
     d->too_deep_reported = false;
     if (++d->gen == 0) { /* wrapped: stale stamps could match, clear them */
@@ -595,7 +555,7 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
 
     if (lttng)
         lttng_ust_tracepoint(sertrace, dump_begin, d->id, d->serializer, (int32_t)protocol,
-                             current_pid(), current_tid(), scope);
+                             current_pid(), current_tid(), sertrace_cfg_scope);
     if (d->hooks.dump_begin != NULL)
         d->hooks.dump_begin(d->hooks.ctx, d->id, d->serializer, (int32_t)protocol);
     if (d->listener.dump_begin != NULL)
@@ -668,9 +628,10 @@ static void dump_finish(struct sertrace_dump *d, uint64_t total_bytes, int statu
     if (d->records_on) {
         batch_flush(d);
         if (d->lttng_on)
-            lttng_ust_tracepoint(
-                sertrace, dump_end, d->id, total_bytes, st, d->seq, current_pid(), current_tid(),
-                scope, (d->flags & SERTRACE_DUMP_LOWER_BOUNDS) ? SERTRACE_END_LOWER_BOUNDS : 0u);
+            lttng_ust_tracepoint(sertrace, dump_end, d->id, total_bytes, st, d->seq, current_pid(),
+                                 current_tid(), sertrace_cfg_scope,
+                                 (d->flags & SERTRACE_DUMP_LOWER_BOUNDS) ? SERTRACE_END_LOWER_BOUNDS
+                                                                         : 0u);
         if (d->hooks.dump_end != NULL)
             d->hooks.dump_end(d->hooks.ctx, d->id, total_bytes, st);
         if (d->listener.dump_end != NULL)
@@ -1172,57 +1133,4 @@ sertrace_dump *sertrace_current_dump(void)
 uint32_t sertrace_depth(const sertrace_dump *d)
 {
     return d ? d->fast.depth + d->overflow : 0;
-}
-
-/* ---- the in-process listener (sertrace.h) ------------------------------ */
-
-void sertrace_set_listener(const sertrace_listener *l)
-{
-    pthread_once(&config_once, config_from_env);
-    pthread_mutex_lock(&hooks_lock);
-    if (l != NULL)
-        listener = *l;
-    else
-        memset(&listener, 0, sizeof listener);
-    atomic_store_explicit(&listener_on, l != NULL, memory_order_release);
-    pthread_mutex_unlock(&hooks_lock);
-}
-
-/* ---- internal hooks (runtime-internal.h) ------------------------------- */
-
-void sertrace_internal_set_hooks(const struct sertrace_internal_hooks *h)
-{
-    pthread_once(&config_once, config_from_env);
-    pthread_mutex_lock(&hooks_lock);
-    if (h != NULL)
-        hooks = *h;
-    else
-        memset(&hooks, 0, sizeof hooks);
-    atomic_store_explicit(&hooks_on, h != NULL, memory_order_release);
-    pthread_mutex_unlock(&hooks_lock);
-}
-
-int sertrace_internal_configure(const char *dispatch_trace, const char *granularity,
-                                const char *oversize, const char *exact, int warn_fd)
-{
-    struct sertrace_text_settings s = {dispatch_trace, granularity, oversize, exact};
-    struct sertrace_text_config c;
-    int warnings;
-
-    pthread_once(&config_once, config_from_env);
-    warnings = sertrace_text_configure(&s, warn_fd);
-    sertrace_text_get_config(&c);
-    atomic_store(&config_atoms, c.atoms);
-    return warnings;
-}
-
-int sertrace_internal_dispatch_trace_mode(const char *value)
-{
-    return (int)sertrace_text_parse_mode(value);
-}
-
-void sertrace_internal_set_max_depth(uint32_t max_depth)
-{
-    atomic_store(&max_depth_cap,
-                 max_depth == 0 || max_depth > SERTRACE_MAX_DEPTH ? SERTRACE_MAX_DEPTH : max_depth);
 }

@@ -92,6 +92,9 @@ static inline int od_naming(PyObject *obj, uint8_t tag);
  * <ref class 'mod.Name'> / <ref function mod.name at 0x...>).  Call with
  * no exception set or with one: it is kept. */
 static inline uint32_t od_type_index(sertrace_dump *d, PyObject *obj, int naming);
+/* The key od_type_index() interns `obj`'s name under (for a caller that
+ * caches indices by key). */
+static inline const void *od_type_key(PyObject *obj, int naming);
 /* The slow half of od_type_index: build and intern the name. */
 uint32_t od_type_intern(sertrace_dump *d, PyObject *obj, int naming, const void *key);
 
@@ -261,11 +264,16 @@ static inline uint64_t od_length(PyObject *obj)
     return 0;
 }
 
+static inline const void *od_type_key(PyObject *obj, int naming)
+{
+    return naming == OD_BY_TYPE   ? (const void *)Py_TYPE(obj)
+           : naming == OD_BY_SELF ? (const void *)obj
+                                  : (const void *)((const char *)obj + 1);
+}
+
 static inline uint32_t od_type_index(sertrace_dump *d, PyObject *obj, int naming)
 {
-    const void *key = naming == OD_BY_TYPE   ? (const void *)Py_TYPE(obj)
-                      : naming == OD_BY_SELF ? (const void *)obj
-                                             : (const void *)((const char *)obj + 1);
+    const void *key = od_type_key(obj, naming);
     uint32_t index = sertrace_type_known(d, key);
     return index != 0 ? index : od_type_intern(d, obj, naming, key);
 }

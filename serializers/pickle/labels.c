@@ -35,7 +35,7 @@
  * when it cannot be (then the caller hides the key). */
 static uint32_t label_name(pickler *p, PyObject *s)
 {
-    uint32_t index = sertrace_name_known(p->trace, s);
+    uint32_t index = trace_index_cached(p, s);
     if (index != 0)
         return index;
     Py_ssize_t n;
@@ -52,7 +52,9 @@ static uint32_t label_name(pickler *p, PyObject *s)
         PyErr_Clear();
         return 0;
     }
-    return sertrace_name(p->trace, s, text, (size_t)n);
+    index = sertrace_name(p->trace, s, text, (size_t)n);
+    trace_index_remember(p, s, index);
+    return index;
 }
 
 trace_lbl trace_label_key(pickler *p, const edge *e)
@@ -61,7 +63,7 @@ trace_lbl trace_label_key(pickler *p, const edge *e)
     if (PyUnicode_CheckExact(key)) {
         /* A str interned in this dump was shown before (only shown keys
          * are interned): one probe, no identifier check. */
-        uint32_t index = sertrace_name_known(p->trace, key);
+        uint32_t index = trace_index_cached(p, key);
         if (index == 0) {
             int shown = (p->trace_flags & SERTRACE_DUMP_KEYS_ALL) ||
                         (PyUnicode_GET_LENGTH(key) <= SERTRACE_KEY_NAME_MAX &&

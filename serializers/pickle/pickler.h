@@ -142,6 +142,8 @@ static inline size_t label_cache_slot(const void *key)
     return (size_t)(((uint64_t)(uintptr_t)key * UINT64_C(0x9E3779B97F4A7C15)) >>
                     (64 - LABEL_CACHE_BITS));
 }
+/* Slots of pickler.index_cache (a power of two). */
+#define TRACE_INDEX_CACHE 64
 
 typedef struct pickler {
     PyObject_HEAD memo_table memo;
@@ -187,10 +189,24 @@ typedef struct pickler {
     /* Tracing: NULL when nobody listens (the dormant case). */
     sertrace_dump *trace;
     unsigned trace_flags;
+    /* The empty memo slot trace_classify() found for the object it just
+     * classified (NULL: a memo hit, or not looked up): the traced step
+     * hands it to the saver, so a node costs one memo lookup. */
+    memo_entry *trace_slot;
     /* This dump's type indices of the atom types (int, float, str, bytes,
      * NoneType, bool; 0 = not interned yet), zeroed when a traced dump
      * begins: trace_leaf() looks them up once per dump, not per atom. */
     uint32_t leaf_type[6];
+    /* This dump's type and name indices by key (the keys od_type_key()
+     * and labels.c hand to sertrace_type_known() / sertrace_name_known()),
+     * direct-mapped, zeroed when a traced dump begins: a node's type and a
+     * dict key's name are found here without a call into libsertrace
+     * (trace_index_cached(); a miss asks the library, which stays the one
+     * table).  A dump never runs on a pickler already dumping. */
+    struct trace_index_slot {
+        const void *key;
+        uint32_t index;
+    } index_cache[TRACE_INDEX_CACHE];
     /* Error path of a traced dump. */
     int err_recorded;
     uint8_t err_tag;
@@ -629,8 +645,10 @@ int save_reduce_value(pickler *p, PyObject *value, PyObject *obj);
 
 enum { KEY_TYPE, KEY_SELF };
 /* The node tag of obj (0: no node at this granularity) and whether it is
- * named by its type (KEY_TYPE) or by itself (KEY_SELF: globals). */
-uint8_t trace_classify(pickler *p, PyObject *obj, int *key_kind);
+ * named by its type (KEY_TYPE) or by itself (KEY_SELF: globals); sets
+ * p->trace_slot. */
+/* trace_classify(pickler *p, PyObject *obj, int *key_kind): inline, in
+ * trace-step.h. */
 /* Whether obj is a plain atom (None, bool, int, float, str) that is no node
  * at this granularity: the step writes it without classification. */
 static inline int trace_plain_atom(const pickler *p, PyObject *obj)
@@ -648,8 +666,37 @@ typedef struct trace_lbl {
     uint64_t value;
 } trace_lbl;
 #define TRACE_NO_LABEL ((trace_lbl){SERTRACE_LABEL_NONE, 0})
-void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind, trace_lbl lbl);
-void trace_close(pickler *p);
+/* trace_open(p, tag, obj, key_kind, lbl) and trace_close(p): inline, in
+ * trace-step.h. */
+/* The dump's index of `key` (a type key or a label's str) if interned,
+ * else 0: p->index_cache first, then the library's table (types and
+ * label names share it), whose hit is cached. */
+static inline struct trace_index_slot *trace_index_slot_of(pickler *p, const void *key)
+{
+    uintptr_t k = (uintptr_t)key;
+    return &p->index_cache[(k >> 4 ^ k >> 10) & (TRACE_INDEX_CACHE - 1)];
+}
+static inline uint32_t trace_index_cached(pickler *p, const void *key)
+{
+    struct trace_index_slot *s = trace_index_slot_of(p, key);
+    if (__builtin_expect(s->key == key, 1))
+        return s->index;
+    uint32_t index = sertrace_type_known(p->trace, key);
+    if (index != 0) {
+        s->key = key;
+        s->index = index;
+    }
+    return index;
+}
+/* Cache `index`, just interned for `key` (0: nothing to cache). */
+static inline void trace_index_remember(pickler *p, const void *key, uint32_t index)
+{
+    struct trace_index_slot *s = trace_index_slot_of(p, key);
+    if (index != 0) {
+        s->key = key;
+        s->index = index;
+    }
+}
 /* A node that has no children, written from `pos` to the current output
  * position (ATOM record); `failed`: left open as a failed node instead. */
 void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t pos, int failed,

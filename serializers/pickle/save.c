@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "pickler.h"
+#include "trace-step.h"
 
 /* ---- memo -------------------------------------------------------------- */
 
@@ -435,11 +436,9 @@ static inline __attribute__((always_inline)) nested_saver nested_saver_of(PyType
 
 /* Everything but the atoms: a memo hit is a GET; str and bytes contain
  * nothing and take no recursion level; the rest go to their nested saver. */
-int save_memoizable(pickler *p, PyObject *obj)
+/* save_memoizable() once obj's memo lookup found `slot` empty. */
+static inline int save_unmemoized(pickler *p, PyObject *obj, memo_entry *slot)
 {
-    memo_entry *slot = memo_slot_(&p->memo, obj);
-    if (slot->key != NULL)
-        return emit_memo_get(p, slot->value);
     PyTypeObject *type = Py_TYPE(obj);
     if (type == &PyUnicode_Type)
         return save_str(p, obj, slot);
@@ -452,6 +451,14 @@ int save_memoizable(pickler *p, PyObject *obj)
     if (type == &PyBytes_Type)
         return save_bytes(p, obj);
     return nested_saver_of(type)(p, obj, slot);
+}
+
+int save_memoizable(pickler *p, PyObject *obj)
+{
+    memo_entry *slot = memo_slot_(&p->memo, obj);
+    if (slot->key != NULL)
+        return emit_memo_get(p, slot->value);
+    return save_unmemoized(p, obj, slot);
 }
 
 /* ---- the step -------------------------------------------------------------- */
@@ -588,6 +595,9 @@ static int traced_object(pickler *p, PyObject *obj, const edge *e)
         p->trace_flags |= SERTRACE_DUMP_ATOMS;
     int key_kind = KEY_TYPE, plain = trace_plain_atom(p, obj);
     uint8_t tag = plain ? 0 : trace_classify(p, obj, &key_kind);
+    /* The empty memo slot classification found (NULL: none looked up):
+     * the saver takes it instead of a second lookup. */
+    memo_entry *slot = plain ? NULL : p->trace_slot;
     p->trace_flags = flags;
 
     if (is_leaf(p, tag)) {
@@ -603,7 +613,7 @@ static int traced_object(pickler *p, PyObject *obj, const edge *e)
         trace_open(p, tag, obj, key_kind, trace_label(p, e));
     } else if (!plain)
         p->trace = NULL;
-    int status = save_object(p, obj);
+    int status = slot != NULL ? save_unmemoized(p, obj, slot) : save_object(p, obj);
     p->trace = trace;
     if (status < 0)
         trace_failed(p, obj, tag);
@@ -751,6 +761,7 @@ int pickler_dump(pickler *p, PyObject *obj)
     if (p->trace != NULL) {
         p->trace_flags = sertrace_dump_flags(p->trace);
         memset(p->leaf_type, 0, sizeof p->leaf_type);
+        memset(p->index_cache, 0, sizeof p->index_cache);
         trace_reset_error(p);
     }
     int status = write_pickle(p, obj);

@@ -25,7 +25,13 @@
  * bytes) are nodes only with SERTRACE_DUMP_ATOMS, a memo hit is MEMO (a
  * hit on a class or function is named as a reference to it), and type
  * names are built only the first time a key is seen in a dump
- * (od_type_index), never by calling user code.
+ * (od_type_index), never by calling user code.  Per node the traced step
+ * costs no call into libsertrace: the dump's type and label-name indices
+ * are cached in the pickler by key (p->index_cache, trace_index_cached():
+ * the library's table is asked only on a miss), and the memo slot that
+ * classification looked up (memo hit or not) is handed to the saver
+ * (p->trace_slot), so a traced node costs one memo lookup, as a dormant
+ * one does.
  *
  * Error path: when a child fails, the step calls trace_note_edge() with the
  * child's edge (what it is to its parent), which adds a note to the
@@ -42,37 +48,7 @@
 
 #include "pickler.h"
 #include "objdesc.h"
-
-/* ---- classification --------------------------------------------------- */
-
-/* The tag of `obj` at the default granularity (0 = not traced), and
- * whether it is named by its type or by itself (globals). */
-uint8_t trace_classify(pickler *p, PyObject *obj, int *key_kind)
-{
-    uint8_t tag = od_tag(obj, (p->trace_flags & SERTRACE_DUMP_ATOMS) != 0);
-
-    *key_kind = KEY_TYPE; /* the naming follows from the tag (od_naming) */
-    if (tag == 0 || tag == SERTRACE_TAG_ATOM || tag == SERTRACE_TAG_INT ||
-        tag == SERTRACE_TAG_FLOAT)
-        return tag; /* never memoized */
-    if (memo_lookup(&p->memo, obj) != NULL)
-        return SERTRACE_TAG_MEMO;
-    return tag;
-}
-
-void trace_open(pickler *p, uint8_t tag, PyObject *obj, int key_kind, trace_lbl lbl)
-{
-    (void)key_kind;
-    uint32_t type = od_type_index(p->trace, obj, od_naming(obj, tag));
-    uint64_t length = tag == SERTRACE_TAG_ITEMS ? 0 : od_length(obj);
-    sertrace_enter_fast(p->trace, tag, type, (uintptr_t)obj, length, output_pos(p), lbl.kind,
-                        lbl.value);
-}
-
-void trace_close(pickler *p)
-{
-    sertrace_exit_fast(p->trace, output_pos(p));
-}
+#include "trace-step.h"
 
 /* A node without children, written from `pos` to the current position:
  * one ATOM record.  `failed`: writing it failed, so it is an ENTER left
@@ -93,7 +69,7 @@ void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t p
                                       : -1;
     uint32_t type = slot >= 0 ? p->leaf_type[slot] : 0;
     if (type == 0) {
-        type = od_type_index(p->trace, obj, od_naming(obj, tag));
+        type = type_index(p, obj, tag);
         if (slot >= 0)
             p->leaf_type[slot] = type;
     }
