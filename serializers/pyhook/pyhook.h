@@ -86,6 +86,18 @@
 #include "sertrace/sertrace.h"
 #include "objdesc.h"
 
+/* The array `v` of *cap elements of `elem` bytes, full, doubled (from
+ * `first` when it has none) with PyMem_Realloc: the array, with *cap
+ * updated, or NULL when out of memory (then `v` and *cap as they were). */
+static inline void *pyhook_grow(void *v, size_t *cap, size_t elem, size_t first)
+{
+    size_t c = *cap ? *cap * 2 : first;
+    void *a = PyMem_Realloc(v, c * elem);
+    if (a != NULL)
+        *cap = c;
+    return a;
+}
+
 /* ---- interned names (module.c) ----------------------------------------- */
 
 extern PyObject *str_write, *str_framer, *str_file_write, *str_current_frame;
@@ -174,7 +186,7 @@ typedef struct hook_state {
     uint64_t hidden_keys;       /* hidden dict keys numbered so far */
     node *nodes;
     uint32_t depth; /* entries used in nodes */
-    uint32_t cap;
+    size_t cap;
     /* Per-type answers (default tag, dispatched to a dill function), so a
      * save costs no dict lookup for a type already seen in this dump. */
     struct {
