@@ -214,6 +214,15 @@ def write_json(path, data):
         json.dump(data, f, indent=1, sort_keys=True)
 
 
+def emit_json(path, data):
+    """A part's result: to `path` (write_json) when given, else to stdout; 0 for main."""
+    if path:
+        write_json(path, data)
+    else:
+        print(json.dumps(data, indent=1))
+    return 0
+
+
 def read_json(path):
     with open(path) as f:
         return json.load(f)
