@@ -98,6 +98,19 @@ static inline void *pyhook_grow(void *v, size_t *cap, size_t elem, size_t first)
     return a;
 }
 
+/* Attribute `name` of a wrapper object `self` (the hook, the dill logger
+ * proxy): its own (its type's), else that of the object it wraps,
+ * `wrapped` (none when NULL).  A new reference, or NULL (error set). */
+static inline PyObject *pyhook_getattr_or_wrapped(PyObject *self, PyObject *name, PyObject *wrapped)
+{
+    PyObject *r = PyObject_GenericGetAttr(self, name);
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError) && wrapped) {
+        PyErr_Clear();
+        r = PyObject_GetAttr(wrapped, name);
+    }
+    return r;
+}
+
 /* ---- interned names (module.c) ----------------------------------------- */
 
 extern PyObject *str_write, *str_framer, *str_file_write, *str_current_frame;
