@@ -18,7 +18,9 @@ both sides of a ratio alike.  A ratio is computed per round (B_i / A_i) and
 the table shows the median of those ratios and their min-max.
 """
 
+import gc
 import json
+import math
 import os
 import shutil
 import statistics
@@ -175,6 +177,54 @@ def dir_bytes(path):
 # ---------------------------------------------------------------------------
 
 
+def calibrate(fn, target_ns, tries=3, reset=None):
+    """How many calls of fn make a sample of at least target_ns: (one call's
+    ns, calls per sample, 1 to 1000), from the best of `tries` calls (one
+    preempted call must not set it); reset() before each."""
+    best = None
+    for _ in range(tries):
+        if reset:
+            reset()
+        t0 = time.perf_counter_ns()
+        fn()
+        d = time.perf_counter_ns() - t0
+        best = d if best is None else min(best, d)
+    one_ns = max(1, best)
+    return one_ns, max(1, min(1000, math.ceil(target_ns / one_ns)))
+
+
+def interleaved(fns, inner, reps, reset, warm=lambda c: True):
+    """Time the contenders fns (name -> function) against each other in one
+    process: `reps` rounds, each contender once a round, inner[name] calls
+    a sample.  One collection per round, outside the samples, none within;
+    the contenders alternate which goes first, so neither always runs right
+    after it.  reset() before each sample, and one call first where
+    warm(name) (the caches the collection or the other contender evicted).
+    Returns (wall, cpu): name -> per-round ns a call, perf_counter_ns and
+    process_time_ns (user + system of this process)."""
+    wall = {c: [] for c in fns}
+    cpu = {c: [] for c in fns}
+    order = list(fns)
+    for rnd in range(reps):
+        gc.collect()
+        for c in (order if rnd % 2 == 0 else order[::-1]):
+            fn, n = fns[c], inner[c]
+            reset()
+            gc.disable()
+            if warm(c):
+                fn()
+            c0 = time.process_time_ns()
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                fn()
+            t1 = time.perf_counter_ns()
+            c1 = time.process_time_ns()
+            gc.enable()
+            wall[c].append((t1 - t0) / n)
+            cpu[c].append((c1 - c0) / n)
+    return wall, cpu
+
+
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
@@ -212,6 +262,15 @@ def human(n):
 def write_json(path, data):
     with open(path, "w") as f:
         json.dump(data, f, indent=1, sort_keys=True)
+
+
+def emit_json(path, data):
+    """A part's result: to `path` (write_json) when given, else to stdout; 0 for main."""
+    if path:
+        write_json(path, data)
+    else:
+        print(json.dumps(data, indent=1))
+    return 0
 
 
 def read_json(path):

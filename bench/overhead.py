@@ -43,9 +43,7 @@ Usage (normally through bench/run.py):
 """
 
 import argparse
-import gc
 import json
-import math
 import os
 import shutil
 import sys
@@ -162,41 +160,12 @@ def child(args):
     target_ns = args.target_ms * 1e6
     out = {"pid": os.getpid(), "workloads": {}}
     for name, fns in plan:
-        # Calibrate: repeats per sample so that a sample lasts >= target
-        # (the best of three calls: one preempted call must not set it).
         inner, one_ns = {}, {}
         for c, fn in fns.items():
-            best = None
-            for _ in range(3 if c in ("pickle", "sertrace") else 1):
-                t0 = time.perf_counter_ns()
-                fn()
-                d = time.perf_counter_ns() - t0
-                best = d if best is None else min(best, d)
-            one_ns[c] = max(1, best)
-            inner[c] = max(1, min(1000, math.ceil(target_ns / one_ns[c])))
-        samples = {c: [] for c in fns}
-        cpu = {c: [] for c in fns}
-        order = list(fns)
-        for rnd in range(args.reps):
-            # One collection per round, outside the samples; the contenders
-            # alternate which goes first, so neither always runs right after it.
-            gc.collect()
-            for c in (order if rnd % 2 == 0 else order[::-1]):
-                fn = fns[c]
-                trunc()
-                n = inner[c]
-                gc.disable()
-                if one_ns[c] < 2e6:
-                    fn()  # warm the caches the collection or the other contender evicted
-                c0 = time.process_time_ns()
-                t0 = time.perf_counter_ns()
-                for _ in range(n):
-                    fn()
-                t1 = time.perf_counter_ns()
-                c1 = time.process_time_ns()
-                gc.enable()
-                samples[c].append((t1 - t0) / n)
-                cpu[c].append((c1 - c0) / n)
+            one_ns[c], inner[c] = common.calibrate(
+                fn, target_ns, tries=3 if c in ("pickle", "sertrace") else 1)
+        samples, cpu = common.interleaved(fns, inner, args.reps, trunc,
+                                          warm=lambda c: one_ns[c] < 2e6)
         if name in wl.TINY:  # per call, not per loop
             for c in fns:
                 samples[c] = [v / TINY_LOOP for v in samples[c]]
@@ -313,11 +282,7 @@ def main(argv):
                 common.log("overhead: %s failed: %s" % (name, e))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if args.out:
-        common.write_json(args.out, results)
-    else:
-        print(json.dumps(results, indent=1))
-    return 0
+    return common.emit_json(args.out, results)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,19 @@ METRIC_NAMES = {"cpu": "CPU time of the timing process (user + system)",
                 "wall": "wall clock (perf_counter_ns)"}
 
 
+def _per_metric(L, table):
+    """Append a table per metric (CPU, then wall), each under its name in
+    bold: table(metric, into) gives the table and may fill the dict `into`;
+    returns {metric: into}."""
+    filled = {}
+    for metric in ("cpu", "wall"):
+        L.append("**%s**" % METRIC_NAMES[metric])
+        L.append("")
+        L.append(table(metric, filled.setdefault(metric, {})))
+        L.append("")
+    return filled
+
+
 def samples(ov, config, workload, contender, metric="cpu"):
     try:
         return ov["configs"][config]["workloads"][workload][METRICS[metric]][contender]
@@ -272,12 +285,7 @@ def section_overhead(ov):
              % (ov["reps"], ov["target_ms"], ov["protocol"], GOALS["dormant"], GOALS["recording"],
                 GOALS["recording_all"], GOALS["text"], GOALS["tiny"]))
     L.append("")
-    summary = {}
-    for metric in ("cpu", "wall"):
-        L.append("**%s**" % METRIC_NAMES[metric])
-        L.append("")
-        L.append(_overhead_table(ov, metric, summary.setdefault(metric, {})))
-        L.append("")
+    summary = _per_metric(L, lambda metric, into: _overhead_table(ov, metric, into))
     return _overhead_notes(ov, L), summary
 
 
@@ -407,11 +415,7 @@ def section_dill(ov):
              "into LTTng, or writes the text tree (`DISPATCH_TRACE=file`). The last columns divide "
              "the traced dump by the untraced dill dump of the same round.")
     L.append("")
-    for metric in ("cpu", "wall"):
-        L.append("**%s**" % METRIC_NAMES[metric])
-        L.append("")
-        L.append(_dill_table(ov, metric))
-        L.append("")
+    _per_metric(L, lambda metric, into: _dill_table(ov, metric))
     # The 25x goal.
     L.append("### sertrace against dill's tracer on the same graph (goal: ≥ %gx faster)" % GOALS["vs_dill_trace"])
     L.append("")
@@ -422,12 +426,7 @@ def section_dill(ov):
              "the only sertrace path is dill traced by the hook, compared across runs as "
              "(dill.detect.trace / dill) ÷ (dill + sertrace / dill): information, not the goal.")
     L.append("")
-    speedups = {}
-    for metric in ("cpu", "wall"):
-        L.append("**%s**" % METRIC_NAMES[metric])
-        L.append("")
-        L.append(_speedup_table(ov, metric, speedups.setdefault(metric, {})))
-        L.append("")
+    speedups = _per_metric(L, lambda metric, into: _speedup_table(ov, metric, into))
     return "\n".join(L), speedups
 
 

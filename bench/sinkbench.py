@@ -117,7 +117,7 @@ def main(argv):
     result = {"reps": args.reps, "traces": [], "throughput": {}, "memory": []}
     if not common.ensure_sessiond():
         result["error"] = "no lttng-sessiond reachable"
-        return finish(args, result)
+        return common.emit_json(args.out, result)
     tmp = tempfile.mkdtemp(prefix="sertrace-bench-sinks-")
     try:
         ks = sorted(int(x) for x in args.dumps.split(","))
@@ -146,15 +146,7 @@ def main(argv):
             result["memory"].append(row)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return finish(args, result)
-
-
-def finish(args, result):
-    if args.out:
-        common.write_json(args.out, result)
-    else:
-        print(json.dumps(result, indent=1))
-    return 0
+    return common.emit_json(args.out, result)
 
 
 if __name__ == "__main__":

@@ -177,11 +177,7 @@ def main(argv):
         result["diffs"] = diffs(tools, result.pop("payload_files", {}))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if args.out:
-        common.write_json(args.out, result)
-    else:
-        print(json.dumps(result, indent=1))
-    return 0
+    return common.emit_json(args.out, result)
 
 
 if __name__ == "__main__":

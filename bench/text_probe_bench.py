@@ -31,14 +31,11 @@ with it).
 """
 
 import argparse
-import gc
 import json
-import math
 import os
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -51,10 +48,15 @@ def child(args):
     import pickle
 
     sys.path.insert(0, HERE)
+    import common
     import workloads as wl
     import sertrace  # reads DISPATCH_TRACE (set by the parent) at the first dump
 
     path = os.environ["DISPATCH_TRACE"]
+
+    def reset():
+        os.truncate(path, 0)
+
     out = {}
     for name in args.workloads.split(","):
         obj = wl.build(name)
@@ -64,35 +66,9 @@ def child(args):
         text_bytes = os.path.getsize(path)
         fns = {"pickle": lambda: pickle.dumps(obj, PROTOCOL),
                "sertrace": lambda: sertrace.dumps(obj, PROTOCOL)}
-        inner = {}
-        for c, fn in fns.items():
-            best = None
-            for _ in range(3):
-                os.truncate(path, 0)
-                t0 = time.perf_counter_ns()
-                fn()
-                d = time.perf_counter_ns() - t0
-                best = d if best is None else min(best, d)
-            inner[c] = max(1, min(1000, math.ceil(args.target_ms * 1e6 / best)))
-        wall = {c: [] for c in fns}
-        cpu = {c: [] for c in fns}
-        order = list(fns)
-        for rnd in range(args.reps):
-            gc.collect()
-            for c in (order if rnd % 2 == 0 else order[::-1]):
-                fn, n = fns[c], inner[c]
-                os.truncate(path, 0)
-                gc.disable()
-                fn()  # warm caches
-                c0 = time.process_time_ns()
-                t0 = time.perf_counter_ns()
-                for _ in range(n):
-                    fn()
-                t1 = time.perf_counter_ns()
-                c1 = time.process_time_ns()
-                gc.enable()
-                wall[c].append((t1 - t0) / n)
-                cpu[c].append((c1 - c0) / n)
+        inner = {c: common.calibrate(fn, args.target_ms * 1e6, reset=reset)[1]
+                 for c, fn in fns.items()}
+        wall, cpu = common.interleaved(fns, inner, args.reps, reset)
         out[name] = {"wall": wall, "cpu": cpu, "inner": inner, "text_bytes": text_bytes,
                      "payload": len(pickle.dumps(obj, PROTOCOL))}
     os.truncate(path, 0)

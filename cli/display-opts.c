@@ -28,6 +28,8 @@ int sertrace_display_init(struct sertrace_display_opts *o, int argc)
         sertrace_cli_err("out of memory");
         return -1;
     }
+    optind = 1;
+    opterr = 0;
     return 0;
 }
 
@@ -213,6 +215,20 @@ int sertrace_display_check(struct sertrace_display_opts *o, const char *command)
         return -1;
     }
     return 0;
+}
+
+int sertrace_display_getopt(int argc, char **argv, const char *shortopts,
+                            const struct option *longopts, struct sertrace_display_opts *o)
+{
+    int c;
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        int taken = sertrace_display_opt(c, optarg, o);
+        if (taken < 0)
+            return DISPLAY_OPT_BAD;
+        if (taken > 0)
+            return c;
+    }
+    return -1;
 }
 
 void sertrace_display_unknown(const char *command, char **argv)

@@ -10,8 +10,9 @@
  * an option that sets a sink parameter names it (analyzers/plugin/params.h,
  * the sinks' own table), and takes its name from that row, so the option,
  * the parameter `report` passes and the plugin's help cannot drift apart.
- * Each command asks for its rows (sertrace_display_longopts), hands every
- * option getopt returns to sertrace_display_opt first, and ends with
+ * Each command asks for its rows (sertrace_display_longopts), reads its
+ * options through sertrace_display_getopt (which hands every display
+ * option to sertrace_display_opt and returns the others), and ends with
  * sertrace_display_check; its own options (report's --live, inspect's
  * --audit ...) stay in its own file.  The help lines the two share are the
  * DISPLAY_HELP_* strings, concatenated into each command's --help.
@@ -93,8 +94,9 @@ struct sertrace_display_opts {
 extern const enum sertrace_sink_param sertrace_display_export_param[DISPLAY_NEXPORTS];
 #define sertrace_display_export_name(i) sertrace_sink_param_name(sertrace_display_export_param[i])
 
-/* Zero `o` and size its filter arrays for `argc` arguments.  0, or -1
- * (printed: out of memory). */
+/* Zero `o`, size its filter arrays for `argc` arguments and start getopt
+ * over (optind = 1, opterr = 0: the commands print their own messages).
+ * 0, or -1 (printed: out of memory). */
 int sertrace_display_init(struct sertrace_display_opts *o, int argc);
 void sertrace_display_free(struct sertrace_display_opts *o);
 
@@ -105,6 +107,14 @@ size_t sertrace_display_longopts(unsigned command, struct option *out, size_t ca
 /* Take option `c` with its argument: 0 taken, 1 not a display option (the
  * command's own), -1 a bad value (printed, naming the option). */
 int sertrace_display_opt(int c, const char *arg, struct sertrace_display_opts *o);
+
+/* getopt_long over argv, each display option taken on the way
+ * (sertrace_display_opt): the next option that is the command's own
+ * (getopt_long's value, '?' included), -1 at the end of the options, or
+ * DISPLAY_OPT_BAD after a display option's bad value (printed). */
+#define DISPLAY_OPT_BAD (-2)
+int sertrace_display_getopt(int argc, char **argv, const char *shortopts,
+                            const struct option *longopts, struct sertrace_display_opts *o);
 
 /* The checks across options, once all are read (one mode; exports without
  * --top and --exact, one of them at most on stdout; --paths, --top,

@@ -170,14 +170,7 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
     if (sertrace_display_init(&o->d, argc) != 0)
         return -1;
     o->max_memory = SERTRACE_INSPECT_DEFAULT_MEMORY;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
-        int taken = sertrace_display_opt(c, optarg, &o->d);
-        if (taken < 0)
-            return -1;
-        if (taken == 0)
-            continue;
+    while ((c = sertrace_display_getopt(argc, argv, "+h", longopts, &o->d)) != -1) {
         switch (c) {
         case 'h':
             fputs(inspect_help, stdout);
@@ -212,6 +205,8 @@ static int parse_opts(int argc, char **argv, struct inspect_opts *o)
         case OPT_SARIF:
             o->sarif = true;
             break;
+        case DISPLAY_OPT_BAD:
+            return -1;
         case '?':
         default:
             sertrace_display_unknown("inspect", argv);

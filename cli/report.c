@@ -314,14 +314,7 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
     memset(o, 0, sizeof(*o));
     if (sertrace_display_init(&o->d, argc) != 0)
         return -1;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
-        int taken = sertrace_display_opt(c, optarg, &o->d);
-        if (taken < 0)
-            return -1;
-        if (taken == 0)
-            continue;
+    while ((c = sertrace_display_getopt(argc, argv, "hv", longopts, &o->d)) != -1) {
         switch (c) {
         case 'h':
             fputs(report_help, stdout);
@@ -334,6 +327,8 @@ static int parse_report_opts(int argc, char **argv, struct report_opts *o)
         case 'v':
             verbose = true;
             break;
+        case DISPLAY_OPT_BAD:
+            return -1;
         case '?':
         default:
             sertrace_display_unknown("report", argv);

@@ -158,44 +158,40 @@ static int put_summary(sertrace_buf *b, const xdump *x)
     return rc ? -1 : 0;
 }
 
-typedef uint64_t (*column_fn)(const xnode *n);
-static uint64_t col_tag(const xnode *n)
-{
-    return n->tag;
-}
-static uint64_t col_type(const xnode *n)
-{
-    return n->type;
-}
-static uint64_t col_depth(const xnode *n)
-{
-    return n->depth;
-}
-static uint64_t col_bytes(const xnode *n)
-{
-    return n->bytes;
-}
-static uint64_t col_self(const xnode *n)
-{
-    return n->self;
-}
-static uint64_t col_flags(const xnode *n)
-{
-    return n->flags;
-}
-static uint64_t col_bound(const xnode *n)
-{
-    return n->bound;
-}
+/* The per-node columns of the page's data, in its order, each named as
+ * the xnode field it holds: ,"tag":[...],"type":[...] ... one value a node. */
+#define XNODE_COLUMNS(X) X(tag) X(type) X(depth) X(bytes) X(self) X(flags) X(bound)
 
-static int put_column(sertrace_buf *b, const xdump *x, const char *name, column_fn f)
+typedef uint64_t (*column_fn)(const xnode *n);
+#define COLUMN_FN_(field)                                                                          \
+    static uint64_t col_##field(const xnode *n)                                                    \
+    {                                                                                              \
+        return n->field;                                                                           \
+    }
+XNODE_COLUMNS(COLUMN_FN_)
+#undef COLUMN_FN_
+
+static const struct {
+    const char *name;
+    column_fn get;
+} xnode_columns[] = {
+#define COLUMN_ROW_(field) {#field, col_##field},
+    XNODE_COLUMNS(COLUMN_ROW_)
+#undef COLUMN_ROW_
+};
+
+static int put_columns(sertrace_buf *b, const xdump *x)
 {
-    if (lit(b, ",\"") < 0 || lit(b, name) < 0 || lit(b, "\":[") < 0)
-        return -1;
-    for (uint32_t i = 0; i < x->n; i++)
-        if ((i && lit(b, ",") < 0) || put_u64(b, f(&x->nodes[i])) < 0)
+    for (size_t c = 0; c < sizeof xnode_columns / sizeof xnode_columns[0]; c++) {
+        if (lit(b, ",\"") < 0 || lit(b, xnode_columns[c].name) < 0 || lit(b, "\":[") < 0)
             return -1;
-    return lit(b, "]");
+        for (uint32_t i = 0; i < x->n; i++)
+            if ((i && lit(b, ",") < 0) || put_u64(b, xnode_columns[c].get(&x->nodes[i])) < 0)
+                return -1;
+        if (lit(b, "]") < 0)
+            return -1;
+    }
+    return 0;
 }
 
 static int put_texts(sertrace_buf *b, const xdump *x, const char *name, const xerror *list,
@@ -258,11 +254,8 @@ static int put_block(sertrace_buf *b, const xdump *x)
         if (lit(b, ",") < 0 || (name ? sertrace_fmt_json_string(b, name, len) : lit(b, "null")) < 0)
             return -1;
     }
-    if (lit(b, "]") < 0 || put_column(b, x, "tag", col_tag) < 0 ||
-        put_column(b, x, "type", col_type) < 0 || put_column(b, x, "depth", col_depth) < 0 ||
-        put_column(b, x, "bytes", col_bytes) < 0 || put_column(b, x, "self", col_self) < 0 ||
-        put_column(b, x, "flags", col_flags) < 0 || put_column(b, x, "bound", col_bound) < 0 ||
-        put_paths(b, x) < 0 || put_texts(b, x, "error_list", x->errors, x->nerrors) < 0 ||
+    if (lit(b, "]") < 0 || put_columns(b, x) < 0 || put_paths(b, x) < 0 ||
+        put_texts(b, x, "error_list", x->errors, x->nerrors) < 0 ||
         put_texts(b, x, "note_list", x->notes, x->nnotes) < 0)
         return -1;
     return lit(b, "}");

@@ -75,14 +75,22 @@ static inline char *p_mem(char *p, const char *s, size_t n)
     return p + n;
 }
 
-static inline char *p_u64(char *p, uint64_t v)
+/* The decimal digits of `v`, written backwards from the end of tmp[24];
+ * returns the index of the first one (they are tmp[i .. 24)). */
+static inline size_t u64_digits(char tmp[24], uint64_t v)
 {
-    char tmp[24];
-    size_t i = sizeof tmp;
+    size_t i = 24;
     do {
         tmp[--i] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
+    return i;
+}
+
+static inline char *p_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    size_t i = u64_digits(tmp, v);
     memcpy(p, tmp + i, sizeof tmp - i);
     return p + (sizeof tmp - i);
 }
@@ -113,11 +121,7 @@ static inline int put_str(sertrace_buf *b, const char *s)
 static inline int put_u64(sertrace_buf *b, uint64_t v)
 {
     char tmp[24];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
+    size_t i = u64_digits(tmp, v);
     return app(b, tmp + i, sizeof tmp - i);
 }
 

@@ -164,6 +164,18 @@ static void put_path(sertrace_buf *b, const top_raw *r)
         buf_lit(b, "null");
 }
 
+/* `, "ancestry": [...]}`: how every entry ends (a flag, a top node, a
+ * note on a node). */
+static int entry_end(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
+                     const top_raw *r)
+{
+    buf_lit(b, ", \"ancestry\": ");
+    if (summary_ancestry(s, b, d, r, true) < 0)
+        return summary_fail(b);
+    buf_lit(b, "}");
+    return sertrace_buf_error(b);
+}
+
 /* A top entry of the dump being written: one ensure, written through a
  * pointer (every dump's top-N goes through here). */
 static int top_entry_cached(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_state *d,
@@ -204,11 +216,7 @@ static int top_entry_cached(sertrace_summary *s, sertrace_buf *b, const sertrace
     }
     put_end(b, p);
     put_path(b, r);
-    buf_lit(b, ", \"ancestry\": ");
-    if (summary_ancestry(s, b, d, r, true) < 0)
-        return summary_fail(b);
-    buf_lit(b, "}");
-    return sertrace_buf_error(b);
+    return entry_end(s, b, d, r);
 }
 
 /* {"kind": ..., "path": ..., "message": ..., "bytes": ..., "ancestry": ...}
@@ -261,11 +269,7 @@ static int json_entry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_
     put_string_or_null(b, name, name_len);
     if (!kind)
         put_path(b, r);
-    buf_lit(b, ", \"ancestry\": ");
-    if (summary_ancestry(s, b, d, r, true) < 0)
-        return summary_fail(b);
-    buf_lit(b, "}");
-    return sertrace_buf_error(b);
+    return entry_end(s, b, d, r);
 }
 
 static int json_nodeless_error(sertrace_buf *b, const char *message, size_t message_len,
@@ -302,11 +306,7 @@ static int json_note(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_s
     buf_lit(b, "\", \"type\": ");
     put_string_or_null(b, name, name_len);
     put_u64_field(b, ", \"depth\": ", n->depth);
-    buf_lit(b, ", \"ancestry\": ");
-    if (summary_ancestry(s, b, d, r, true) < 0)
-        return summary_fail(b);
-    buf_lit(b, "}");
-    return sertrace_buf_error(b);
+    return entry_end(s, b, d, r);
 }
 
 static void start_json(sertrace_summary *s)

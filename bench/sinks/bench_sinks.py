@@ -151,6 +151,25 @@ def bench(plugin_dir, trace, rounds):
             " ".join("%.2f" % t for t in cpus[label]), cmed / cbase), flush=True)
 
 
+def new_trace(prefix, made, message, record_into):
+    """A trace recorded by record_into(directory) into a new directory,
+    added to `made` (removed at the end unless --keep); `message` first."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    shutil.rmtree(path)
+    made.append(path)
+    print(message, flush=True)
+    record_into(path)
+    return path
+
+
+def counted(label, trace):
+    """Print the trace's event count, discarded events and size; the count."""
+    events, discarded = count_events(trace)
+    print("%s: %d LTTng events (%d discarded), %.0f MB" %
+          (label, events, discarded, du(trace) / 1e6), flush=True)
+    return events
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", required=True, help="meson build directory")
@@ -177,17 +196,10 @@ def main():
     made = []
     try:
         dumps = -(-args.events // EVENTS_PER_DUMP) + 1000
-        if args.trace:
-            trace = args.trace
-        else:
-            trace = tempfile.mkdtemp(prefix="sertrace-bench-sinks-")
-            shutil.rmtree(trace)
-            made.append(trace)
-            print("recording %d dumps ..." % dumps, flush=True)
-            record(gen, dumps, trace)
-        events, discarded = count_events(trace)
-        print("trace: %d LTTng events (%d discarded), %.0f MB" %
-              (events, discarded, du(trace) / 1e6), flush=True)
+        trace = args.trace or new_trace("sertrace-bench-sinks-", made,
+                                        "recording %d dumps ..." % dumps,
+                                        lambda out: record(gen, dumps, out))
+        events = counted("trace", trace)
         if events < args.events:
             print("WARNING: fewer events than asked (%d < %d)" % (events, args.events))
 
@@ -195,30 +207,20 @@ def main():
             bench(plugin_dir, trace, args.rounds)
 
         if args.real_dumps > 0 or args.real_trace:
-            if args.real_trace:
-                real = args.real_trace
-            else:
-                real = tempfile.mkdtemp(prefix="sertrace-bench-sinks-real-")
-                shutil.rmtree(real)
-                made.append(real)
-                print("\nrecording %d realistic dumps ..." % args.real_dumps, flush=True)
-                record_real(build, args.real_dumps, real)
-            revents, rdiscarded = count_events(real)
-            print("realistic trace: %d LTTng events (%d discarded), %.0f MB" %
-                  (revents, rdiscarded, du(real) / 1e6), flush=True)
+            real = args.real_trace or new_trace(
+                "sertrace-bench-sinks-real-", made,
+                "\nrecording %d realistic dumps ..." % args.real_dumps,
+                lambda out: record_real(build, args.real_dumps, out))
+            counted("realistic trace", real)
             if args.rounds > 0:
                 bench(plugin_dir, real, args.rounds)
 
         if args.scale > 1:
-            big = tempfile.mkdtemp(prefix="sertrace-bench-sinks-big-")
-            shutil.rmtree(big)
-            made.append(big)
-            print("\nrecording a %dx larger trace (%d dumps) ..." % (args.scale, dumps * args.scale),
-                  flush=True)
-            record(gen, dumps * args.scale, big)
-            bevents, bdiscarded = count_events(big)
-            print("big trace: %d LTTng events (%d discarded), %.0f MB" %
-                  (bevents, bdiscarded, du(big) / 1e6), flush=True)
+            big = new_trace("sertrace-bench-sinks-big-", made,
+                            "\nrecording a %dx larger trace (%d dumps) ..." %
+                            (args.scale, dumps * args.scale),
+                            lambda out: record(gen, dumps * args.scale, out))
+            bevents = counted("big trace", big)
             print("\n| trace | events | summary wall (s) | summary peak RSS (KiB) | dummy peak RSS (KiB) |")
             print("|---|---|---|---|---|")
             for t, n in ((trace, events), (big, bevents)):

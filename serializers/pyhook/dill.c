@@ -243,12 +243,7 @@ PyObject *proxy_trace(PyObject *self, PyObject *const *args, size_t nargsf, PyOb
 
 static PyObject *proxy_getattro(PyObject *self, PyObject *name)
 {
-    PyObject *r = PyObject_GenericGetAttr(self, name);
-    if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
-        PyErr_Clear();
-        r = PyObject_GetAttr(((logger_proxy *)self)->wrapped, name);
-    }
-    return r;
+    return pyhook_getattr_or_wrapped(self, name, ((logger_proxy *)self)->wrapped);
 }
 
 static int proxy_setattro(PyObject *self, PyObject *name, PyObject *value)

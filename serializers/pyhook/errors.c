@@ -46,7 +46,8 @@ typedef struct {
 
 typedef struct {
     chain_link *v;
-    Py_ssize_t n, cap;
+    Py_ssize_t n;
+    size_t cap;
 } chain;
 
 static void chain_free(chain *c)
@@ -63,13 +64,11 @@ static void chain_free(chain *c)
 
 static chain_link *chain_push(chain *c, PyObject *obj)
 {
-    if (c->n == c->cap) {
-        Py_ssize_t cap = c->cap ? c->cap * 2 : 32;
-        chain_link *v = PyMem_Realloc(c->v, (size_t)cap * sizeof(chain_link));
+    if ((size_t)c->n == c->cap) {
+        chain_link *v = pyhook_grow(c->v, &c->cap, sizeof(chain_link), 32);
         if (v == NULL)
             return NULL;
         c->v = v;
-        c->cap = cap;
     }
     chain_link *l = &c->v[c->n++];
     l->obj = Py_NewRef(obj);

@@ -220,12 +220,7 @@ static int hook_clear(PyObject *self)
 
 static PyObject *hook_getattro(PyObject *self, PyObject *name)
 {
-    PyObject *r = PyObject_GenericGetAttr(self, name);
-    if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError) && ((hook *)self)->original) {
-        PyErr_Clear();
-        r = PyObject_GetAttr(((hook *)self)->original, name);
-    }
-    return r;
+    return pyhook_getattr_or_wrapped(self, name, ((hook *)self)->original);
 }
 
 static PyMemberDef hook_members[] = {

@@ -86,6 +86,31 @@
 #include "sertrace/sertrace.h"
 #include "objdesc.h"
 
+/* The array `v` of *cap elements of `elem` bytes, full, doubled (from
+ * `first` when it has none) with PyMem_Realloc: the array, with *cap
+ * updated, or NULL when out of memory (then `v` and *cap as they were). */
+static inline void *pyhook_grow(void *v, size_t *cap, size_t elem, size_t first)
+{
+    size_t c = *cap ? *cap * 2 : first;
+    void *a = PyMem_Realloc(v, c * elem);
+    if (a != NULL)
+        *cap = c;
+    return a;
+}
+
+/* Attribute `name` of a wrapper object `self` (the hook, the dill logger
+ * proxy): its own (its type's), else that of the object it wraps,
+ * `wrapped` (none when NULL).  A new reference, or NULL (error set). */
+static inline PyObject *pyhook_getattr_or_wrapped(PyObject *self, PyObject *name, PyObject *wrapped)
+{
+    PyObject *r = PyObject_GenericGetAttr(self, name);
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError) && wrapped) {
+        PyErr_Clear();
+        r = PyObject_GetAttr(wrapped, name);
+    }
+    return r;
+}
+
 /* ---- interned names (module.c) ----------------------------------------- */
 
 extern PyObject *str_write, *str_framer, *str_file_write, *str_current_frame;
@@ -174,7 +199,7 @@ typedef struct hook_state {
     uint64_t hidden_keys;       /* hidden dict keys numbered so far */
     node *nodes;
     uint32_t depth; /* entries used in nodes */
-    uint32_t cap;
+    size_t cap;
     /* Per-type answers (default tag, dispatched to a dill function), so a
      * save costs no dict lookup for a type already seen in this dump. */
     struct {

@@ -121,12 +121,10 @@ static bool memo_hit(hook_state *s, PyObject *obj)
 node *push_node(hook_state *s)
 {
     if (s->depth == s->cap) {
-        uint32_t cap = s->cap ? s->cap * 2 : 64;
-        node *n = PyMem_Realloc(s->nodes, (size_t)cap * sizeof(node));
+        node *n = pyhook_grow(s->nodes, &s->cap, sizeof(node), 64);
         if (n == NULL)
             return NULL;
         s->nodes = n;
-        s->cap = cap;
     }
     memset(&s->nodes[s->depth], 0, sizeof(node));
     return &s->nodes[s->depth++];
