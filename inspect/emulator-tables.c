@@ -200,18 +200,23 @@ static int grow_dense(emu *e, uint64_t key)
     return 1;
 }
 
+/* The memo hash's slot for `key` (the hash is never full): the key's own,
+ * or the empty one where it would go. */
+static inline uint64_t memo_slot(const emu *e, uint64_t key)
+{
+    uint64_t h = hash_key(key) & (e->memo_cap - 1);
+    while (e->memo[h].used && e->memo[h].key != key)
+        h = (h + 1) & (e->memo_cap - 1);
+    return h;
+}
+
 static memo_entry *memo_find_hashed(emu *e, uint64_t key)
 {
     uint64_t h;
     if (!e->memo_cap)
         return NULL;
-    h = hash_key(key) & (e->memo_cap - 1);
-    while (e->memo[h].used) {
-        if (e->memo[h].key == key)
-            return &e->memo[h];
-        h = (h + 1) & (e->memo_cap - 1);
-    }
-    return NULL;
+    h = memo_slot(e, key);
+    return e->memo[h].used ? &e->memo[h] : NULL;
 }
 
 memo_entry *emu_memo_find(emu *e, uint64_t key, bool insert)
@@ -278,12 +283,9 @@ memo_entry *emu_memo_find(emu *e, uint64_t key, bool insert)
     }
     if (!e->memo_cap)
         return NULL;
-    h = hash_key(key) & (e->memo_cap - 1);
-    while (e->memo[h].used) {
-        if (e->memo[h].key == key)
-            return &e->memo[h];
-        h = (h + 1) & (e->memo_cap - 1);
-    }
+    h = memo_slot(e, key);
+    if (e->memo[h].used)
+        return &e->memo[h];
     if (!insert)
         return NULL;
     e->memo[h].used = true;
