@@ -103,6 +103,24 @@ static inline int push_text(emu *e, uint64_t start, uint32_t first, uint8_t kind
     return 0;
 }
 
+/* The type name of the builtin container `tag` stands for (list, dict,
+ * set, frozenset, else tuple): one switch the compiler inlines into step. */
+static inline const char *container_name(uint8_t tag)
+{
+    switch (tag) {
+    case SERTRACE_TAG_LIST:
+        return "list";
+    case SERTRACE_TAG_DICT:
+        return "dict";
+    case SERTRACE_TAG_SET:
+        return "set";
+    case SERTRACE_TAG_FROZENSET:
+        return "frozenset";
+    default:
+        return "tuple";
+    }
+}
+
 static int step(emu *e, const op *o, uint64_t start, bool *stop)
 {
     uint32_t first = e->nnodes;
@@ -295,10 +313,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                       : o->code == OP_EMPTY_DICT ? SERTRACE_TAG_DICT
                       : o->code == OP_EMPTY_SET  ? SERTRACE_TAG_SET
                                                  : SERTRACE_TAG_TUPLE;
-        const char *name = o->code == OP_EMPTY_LIST   ? "list"
-                           : o->code == OP_EMPTY_DICT ? "dict"
-                           : o->code == OP_EMPTY_SET  ? "set"
-                                                      : "tuple";
+        const char *name = container_name(tag);
         if (!(it = push(e, start, first, IK_NODE, tag)))
             return -1;
         if (!(it->type = emu_intern_type(e, name)))
@@ -314,10 +329,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                       : o->code == OP_DICT  ? SERTRACE_TAG_DICT
                       : o->code == OP_TUPLE ? SERTRACE_TAG_TUPLE
                                             : SERTRACE_TAG_FROZENSET;
-        const char *name = o->code == OP_LIST    ? "list"
-                           : o->code == OP_DICT  ? "dict"
-                           : o->code == OP_TUPLE ? "tuple"
-                                                 : "frozenset";
+        const char *name = container_name(tag);
         uint64_t count;
         tuple_args a;
         if (emu_pop_mark(e, o, &m) < 0)
