@@ -28,6 +28,7 @@
 #include "cli.h"
 #include "config.h"
 #include "format.h"
+#include "grow.h" /* analyzers/core: the doubling of the tail buffer */
 #include "report.h"
 
 /* ---- progress filter ---------------------------------------------------- */
@@ -149,15 +150,10 @@ static ssize_t tty_out_write(void *cookie, const char *b, size_t n)
         return (ssize_t)n;
     }
     if (t->tail_len + n > t->tail_cap) {
-        size_t cap = t->tail_cap ? t->tail_cap : 256;
-        char *g;
-        while (cap < t->tail_len + n)
-            cap *= 2;
-        g = realloc(t->tail, cap);
+        char *g = sertrace_grow(t->tail, &t->tail_cap, 1, t->tail_len + n, 256);
         if (g == NULL)
             return tty_out_emit(t, b, n) == 0 ? (t->p->at_line_start = false, (ssize_t)n) : -1;
         t->tail = g;
-        t->tail_cap = cap;
     }
     memcpy(t->tail + t->tail_len, b, n);
     t->tail_len += n;

@@ -1,5 +1,6 @@
 /* grow.h -- how analyzers/core grows its arrays and probes its hash tables
- * (internal to analyzers/core).
+ * (internal to analyzers/core; cli/, which links the core, grows its
+ * progress display's buffer with sertrace_grow too).
  *
  * Arrays: a pointer, a capacity in elements, a count; when the count
  * reaches the capacity the array doubles (from a first capacity of the
