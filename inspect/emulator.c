@@ -104,21 +104,15 @@ static inline int push_text(emu *e, uint64_t start, uint32_t first, uint8_t kind
 }
 
 /* The type name of the builtin container `tag` stands for (list, dict,
- * set, frozenset, else tuple): one switch the compiler inlines into step. */
+ * tuple, set or frozenset): one load, inlined into step. */
 static inline const char *container_name(uint8_t tag)
 {
-    switch (tag) {
-    case SERTRACE_TAG_LIST:
-        return "list";
-    case SERTRACE_TAG_DICT:
-        return "dict";
-    case SERTRACE_TAG_SET:
-        return "set";
-    case SERTRACE_TAG_FROZENSET:
-        return "frozenset";
-    default:
-        return "tuple";
-    }
+    static const char *const names[SERTRACE_TAG_FROZENSET + 1] = {
+        [SERTRACE_TAG_DICT] = "dict",           [SERTRACE_TAG_LIST] = "list",
+        [SERTRACE_TAG_TUPLE] = "tuple",         [SERTRACE_TAG_SET] = "set",
+        [SERTRACE_TAG_FROZENSET] = "frozenset",
+    };
+    return names[tag];
 }
 
 static int step(emu *e, const op *o, uint64_t start, bool *stop)
