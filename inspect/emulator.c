@@ -115,6 +115,19 @@ static inline const char *container_name(uint8_t tag)
     return names[tag];
 }
 
+/* The container an EMPTY_LIST/DICT/SET/TUPLE or LIST/DICT/TUPLE/FROZENSET
+ * opcode builds: its tag (one load, inlined into step). */
+static inline uint8_t container_tag(uint8_t code)
+{
+    static const uint8_t tags[256] = {
+        [OP_EMPTY_LIST] = SERTRACE_TAG_LIST,   [OP_LIST] = SERTRACE_TAG_LIST,
+        [OP_EMPTY_DICT] = SERTRACE_TAG_DICT,   [OP_DICT] = SERTRACE_TAG_DICT,
+        [OP_EMPTY_TUPLE] = SERTRACE_TAG_TUPLE, [OP_TUPLE] = SERTRACE_TAG_TUPLE,
+        [OP_EMPTY_SET] = SERTRACE_TAG_SET,     [OP_FROZENSET] = SERTRACE_TAG_FROZENSET,
+    };
+    return tags[code];
+}
+
 static int step(emu *e, const op *o, uint64_t start, bool *stop)
 {
     uint32_t first = e->nnodes;
@@ -303,14 +316,10 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_EMPTY_DICT:
     case OP_EMPTY_SET:
     case OP_EMPTY_TUPLE: {
-        uint8_t tag = o->code == OP_EMPTY_LIST   ? SERTRACE_TAG_LIST
-                      : o->code == OP_EMPTY_DICT ? SERTRACE_TAG_DICT
-                      : o->code == OP_EMPTY_SET  ? SERTRACE_TAG_SET
-                                                 : SERTRACE_TAG_TUPLE;
-        const char *name = container_name(tag);
+        uint8_t tag = container_tag(o->code);
         if (!(it = push(e, start, first, IK_NODE, tag)))
             return -1;
-        if (!(it->type = emu_intern_type(e, name)))
+        if (!(it->type = emu_intern_type(e, container_name(tag))))
             return -1;
         it->node = new_node(e, tag, it->type, start, 1);
         return it->node == NO_NODE ? -1 : 0;
@@ -319,11 +328,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_DICT:
     case OP_TUPLE:
     case OP_FROZENSET: {
-        uint8_t tag = o->code == OP_LIST    ? SERTRACE_TAG_LIST
-                      : o->code == OP_DICT  ? SERTRACE_TAG_DICT
-                      : o->code == OP_TUPLE ? SERTRACE_TAG_TUPLE
-                                            : SERTRACE_TAG_FROZENSET;
-        const char *name = container_name(tag);
+        uint8_t tag = container_tag(o->code);
         uint64_t count;
         tuple_args a;
         if (emu_pop_mark(e, o, &m) < 0)
@@ -338,7 +343,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             return -1;
         if (o->code == OP_TUPLE)
             emu_give_args(it, &a);
-        if (!(it->type = emu_intern_type(e, name)))
+        if (!(it->type = emu_intern_type(e, container_name(tag))))
             return -1;
         it->node = new_node(e, tag, it->type, m.start, count + 1);
         if (it->node == NO_NODE)
