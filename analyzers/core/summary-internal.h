@@ -265,8 +265,17 @@ int summary_ancestry(sertrace_summary *s, sertrace_buf *b, const sertrace_dump_s
 int summary_flush(sertrace_summary *s, bool force);
 
 /* The dump's stats of type index `type` (grown on demand); NULL: out of
- * memory (summary.c). */
-node_stat *summary_type_stat(dump_sum *ds, uint32_t type);
+ * memory.  Inline: one compare per node when the row exists (the array
+ * grows, out of line in summary.c, a few times per dump). */
+node_stat *summary_type_stat_grow(dump_sum *ds, uint32_t type);
+static inline node_stat *summary_type_stat(dump_sum *ds, uint32_t type)
+{
+    if (type >= ds->types_cap)
+        return summary_type_stat_grow(ds, type);
+    if (type >= ds->types_max)
+        ds->types_max = type + 1;
+    return &ds->types[type];
+}
 
 /* Shared objects (summary-shared.c).  shared_object_enter, at node_enter:
  * record an object written (n->user: its index + 1); 0 or -1.

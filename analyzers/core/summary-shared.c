@@ -254,7 +254,26 @@ typedef struct sweep {
     size_t n;
     uint32_t gen;
     uint64_t budget;
+    /* per logged reference (ds->reflog, same order), its target's span
+     * index + 1 (0: not known), looked up once per dump, when the first
+     * entry takes an object out (not once per entry and step) */
+    uint32_t *ref_span;
 } sweep;
+
+/* w->ref_span, filled on first use: 0 or -1 (out of memory). */
+static int sweep_ref_spans(const dump_sum *ds, sweep *w)
+{
+    if (w->ref_span != NULL || ds->reflog_n == 0)
+        return 0;
+    w->ref_span = malloc(ds->reflog_n * sizeof *w->ref_span);
+    if (w->ref_span == NULL)
+        return -1;
+    for (size_t j = 0; j < ds->reflog_n; j++) {
+        const shared_ref *t = ref_find(ds, ds->reflog[j].addr);
+        w->ref_span[j] = t != NULL ? t->span : 0;
+    }
+    return 0;
+}
 
 static int cmp_u32(const void *a, const void *b)
 {
@@ -273,11 +292,12 @@ static bool take_out(shared_span *sp, size_t i, uint64_t xe, sweep *w)
     return true;
 }
 
-/* Retained bytes of `r` from the sorted spans; false when unknown (the
+/* Retained bytes of `r` from the sorted spans: 1, or 0 when unknown (the
  * budget ran out, a span is not a closed subtree of it, or a reference
- * inside a taken-out object has a target this table does not know). */
-static bool retained_of(const dump_sum *ds, const top_raw *r, shared_span *sp, size_t nsp, sweep *w,
-                        uint64_t *out)
+ * inside a taken-out object has a target this table does not know), -1
+ * out of memory. */
+static int retained_of(const dump_sum *ds, const top_raw *r, shared_span *sp, size_t nsp, sweep *w,
+                       uint64_t *out)
 {
     uint64_t xs = r->start, xe = r->start + r->bytes, shared = 0, chosen_end = 0;
     bool chosen = false;
@@ -294,7 +314,7 @@ static bool retained_of(const dump_sum *ds, const top_raw *r, shared_span *sp, s
     /* the objects inside X that a reference after X's end points to */
     for (size_t i = lo; i < nsp && sp[i].start < xe; i++) {
         if (w->budget == 0)
-            return false;
+            return 0;
         w->budget--;
         const shared_span *y = &sp[i];
         if (y->depth <= r->depth)
@@ -302,10 +322,10 @@ static bool retained_of(const dump_sum *ds, const top_raw *r, shared_span *sp, s
         if (chosen && y->start < chosen_end)
             continue; /* inside an object already taken out */
         if (y->end == OPEN_END || y->end > xe || y->end < y->start)
-            return false;    /* not a closed subtree of it: not exact */
+            return 0;        /* not a closed subtree of it: not exact */
         if (y->last >= xe) { /* referenced from after X: written there */
             if (!take_out(sp, i, xe, w))
-                return false;
+                return 0;
             chosen = true;
             chosen_end = y->end;
         }
@@ -316,11 +336,13 @@ static bool retained_of(const dump_sum *ds, const top_raw *r, shared_span *sp, s
      * logged: `sertrace inspect` gives none, so its memory stays
      * O(depth + memo)) may be one of them: unknown. */
     if (w->n > 0 && ds->unknown_ref && ds->unknown_ref_pos >= xs)
-        return false;
+        return 0;
+    if (w->n > 0 && !ds->reflog_full && sweep_ref_spans(ds, w) < 0)
+        return -1;
     for (size_t k = 0; k < w->n; k++) {
         const shared_span *y = &sp[w->out[k]];
         if (ds->reflog_full) /* its references may not all be logged */
-            return false;
+            return 0;
         /* the first reference at or after y's start */
         size_t a = 0, b = ds->reflog_n;
         while (a < b) {
@@ -332,17 +354,16 @@ static bool retained_of(const dump_sum *ds, const top_raw *r, shared_span *sp, s
         }
         for (size_t j = a; j < ds->reflog_n && ds->reflog[j].pos < y->end; j++) {
             if (w->budget == 0)
-                return false;
+                return 0;
             w->budget--;
-            const shared_ref *t = ref_find(ds, ds->reflog[j].addr);
-            if (t == NULL || t->span == 0)
-                return false; /* its target is not known: it may be inside X */
-            size_t z = t->span - 1;
+            if (w->ref_span[j] == 0)
+                return 0; /* its target is not known: it may be inside X */
+            size_t z = w->ref_span[j] - 1;
             if (sp[z].start < xs || sp[z].start >= xe || sp[z].depth <= r->depth ||
                 sp[z].stamp == w->gen)
                 continue; /* outside X, X itself, or taken out already */
             if (!take_out(sp, z, xe, w))
-                return false;
+                return 0;
         }
     }
     /* the bytes of the maximal ones (spans nest or are disjoint; sorted
@@ -358,9 +379,9 @@ static bool retained_of(const dump_sum *ds, const top_raw *r, shared_span *sp, s
         chosen_end = y->end;
     }
     if (shared > r->bytes)
-        return false;
+        return 0;
     *out = r->bytes - shared;
-    return true;
+    return 1;
 }
 
 int shared_retained(dump_sum *ds, const sertrace_dump_state *d)
@@ -393,17 +414,22 @@ int shared_retained(dump_sum *ds, const sertrace_dump_state *d)
         free(sp);
         return -1;
     }
-    for (unsigned i = 0; i < ds->ntop; i++) {
+    unsigned i;
+    for (i = 0; i < ds->ntop; i++) {
         top_raw *r = &ds->top[i];
         if (sertrace_tagclass_of(r->tag) == SERTRACE_TAGCLASS_REF || !raw_exact(r))
             continue;
         if (ds->unknown_ref && ds->unknown_ref_pos >= r->start + r->bytes)
             continue; /* a reference after it to an object not recorded */
-        r->has_retained = retained_of(ds, r, sp, nsp, &w, &r->retained);
+        int got = retained_of(ds, r, sp, nsp, &w, &r->retained);
+        if (got < 0)
+            break;
+        r->has_retained = got > 0;
     }
+    free(w.ref_span);
     free(w.out);
     free(sp);
-    return 0;
+    return i < ds->ntop ? -1 : 0;
 }
 
 /* ---- per-dump state -------------------------------------------------------- */

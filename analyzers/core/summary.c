@@ -463,7 +463,7 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     return s->o.paths ? sertrace_pathstats_enter(ds->paths, d, n) : 0;
 }
 
-node_stat *summary_type_stat(dump_sum *ds, uint32_t type)
+node_stat *summary_type_stat_grow(dump_sum *ds, uint32_t type)
 {
     if (type >= ds->types_cap) {
         uint32_t cap = ds->types_cap ? ds->types_cap : 16;
