@@ -269,8 +269,15 @@ static sertrace_dump_state *open_dump(sertrace_core *c, int64_t pid, int64_t tid
     return d;
 }
 
-static int push_node(sertrace_core *c, sertrace_dump_state *d, uint8_t tag, uint32_t type,
-                     uint64_t addr, uint64_t length, uint64_t pos, uint16_t flags)
+/* The node opened (push_node) and closed (pop_node) by each record: their
+ * bodies are inlined where a record opens or closes its own node (an
+ * ATOM does both), the out-of-line copies serve the loops that close
+ * nodes whose EXIT was lost or invent ancestors whose ENTER was. */
+#define HOT_INLINE static inline __attribute__((always_inline))
+
+HOT_INLINE int push_node_inline(sertrace_core *c, sertrace_dump_state *d, uint8_t tag,
+                                uint32_t type, uint64_t addr, uint64_t length, uint64_t pos,
+                                uint16_t flags)
 {
     if (d->depth == d->stack_cap) {
         uint32_t cap = d->stack_cap ? d->stack_cap * 2 : 64;
@@ -313,10 +320,17 @@ static int push_node(sertrace_core *c, sertrace_dump_state *d, uint8_t tag, uint
     return 0;
 }
 
+static __attribute__((noinline)) int push_node(sertrace_core *c, sertrace_dump_state *d,
+                                               uint8_t tag, uint32_t type, uint64_t addr,
+                                               uint64_t length, uint64_t pos, uint16_t flags)
+{
+    return push_node_inline(c, d, tag, type, addr, length, pos, flags);
+}
+
 /* Close the innermost node.  `how` is 0 (its EXIT at `pos`), or
  * SERTRACE_NODE_NO_EXIT / SERTRACE_NODE_UNFINISHED (end unknown: the
  * largest position seen inside it is used, a lower bound). */
-static int pop_node(sertrace_core *c, sertrace_dump_state *d, uint64_t pos, uint16_t how)
+HOT_INLINE int pop_node_inline(sertrace_core *c, sertrace_dump_state *d, uint64_t pos, uint16_t how)
 {
     assert(d->depth > 0 && d->depth <= d->stack_cap);
     sertrace_node *n = &d->stack[d->depth - 1];
@@ -374,6 +388,12 @@ static int pop_node(sertrace_core *c, sertrace_dump_state *d, uint64_t pos, uint
             p->inner_max = n->inner_max;
     }
     return 0;
+}
+
+static __attribute__((noinline)) int pop_node(sertrace_core *c, sertrace_dump_state *d,
+                                              uint64_t pos, uint16_t how)
+{
+    return pop_node_inline(c, d, pos, how);
 }
 
 static int close_dump(sertrace_core *c, sertrace_dump_state *d, uint16_t how)
@@ -544,7 +564,7 @@ static int place_enter(sertrace_core *c, sertrace_dump_state *d, uint8_t tag, ui
     while (d->depth + 1 < depth) /* its ancestors lost their ENTER */
         if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, pos, SERTRACE_NODE_NO_ENTER) < 0)
             return -1;
-    return push_node(c, d, tag, (uint32_t)type, addr, length, pos, 0) < 0 ? -1 : 0;
+    return push_node_inline(c, d, tag, (uint32_t)type, addr, length, pos, 0) < 0 ? -1 : 0;
 }
 
 static int rec_enter(sertrace_core *c, sertrace_dump_state *d, reader *r)
@@ -572,7 +592,7 @@ static int place_exit(sertrace_core *c, sertrace_dump_state *d, uint64_t depth, 
     while (d->depth > depth)
         if (pop_node(c, d, 0, SERTRACE_NODE_NO_EXIT) < 0)
             return -1;
-    return pop_node(c, d, pos, 0) < 0 ? -1 : 0;
+    return pop_node_inline(c, d, pos, 0) < 0 ? -1 : 0;
 }
 
 static int rec_exit(sertrace_core *c, sertrace_dump_state *d, reader *r)
@@ -596,8 +616,9 @@ static int rec_exit_d(sertrace_core *c, sertrace_dump_state *d, reader *r)
 /* ATOM (schema v4): the node an ENTER followed at once by its EXIT gives,
  * placed by the same depth rules (earlier siblings that lost their EXIT
  * are closed, lost ancestors invented), then closed at pos + bytes. */
-static int place_atom(sertrace_core *c, sertrace_dump_state *d, uint8_t tag, uint64_t depth,
-                      uint64_t type, uint64_t addr, uint64_t length, uint64_t pos, uint64_t bytes)
+HOT_INLINE int place_atom(sertrace_core *c, sertrace_dump_state *d, uint8_t tag, uint64_t depth,
+                          uint64_t type, uint64_t addr, uint64_t length, uint64_t pos,
+                          uint64_t bytes)
 {
     if (!valid_depth(depth) || type > CORE_MAX_TYPES || bytes > UINT64_MAX - pos)
         return 1;
@@ -612,10 +633,10 @@ static int place_atom(sertrace_core *c, sertrace_dump_state *d, uint8_t tag, uin
     while (d->depth + 1 < depth)
         if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, pos, SERTRACE_NODE_NO_ENTER) < 0)
             return -1;
-    if (push_node(c, d, tag, (uint32_t)type, addr, length, pos, 0) < 0)
+    if (push_node_inline(c, d, tag, (uint32_t)type, addr, length, pos, 0) < 0)
         return -1;
     see_pos(d, pos + bytes);
-    return pop_node(c, d, pos + bytes, 0) < 0 ? -1 : 0;
+    return pop_node_inline(c, d, pos + bytes, 0) < 0 ? -1 : 0;
 }
 
 static int rec_atom(sertrace_core *c, sertrace_dump_state *d, reader *r)
