@@ -286,14 +286,49 @@ static inline node_stat *summary_type_stat(dump_sum *ds, uint32_t type)
  * shared_refs_of gives the references to `addr`, shared_retained fills
  * the top entries' retained bytes (has_retained; 0 or -1).  shared_reset
  * / shared_free: recycle / free. */
-int shared_object_enter(dump_sum *ds, sertrace_node *n);
-void shared_object_exit(dump_sum *ds, const sertrace_node *n);
+static inline int shared_object_enter(dump_sum *ds, sertrace_node *n);
+static inline void shared_object_exit(dump_sum *ds, const sertrace_node *n);
 int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned);
 int shared_resolve(dump_sum *ds);
 uint64_t shared_refs_of(const dump_sum *ds, uint64_t addr);
 int shared_retained(dump_sum *ds, const sertrace_dump_state *d);
 void shared_reset(dump_sum *ds);
 void shared_free(dump_sum *ds);
+
+#define OBJS_MAX (1u << 21) /* objects recorded per dump (summary-shared.c) */
+#define OPEN_END UINT64_MAX /* an object whose node has not closed */
+int shared_objs_room(dump_sum *ds);
+
+/* Inline: they run at every node (the array's growth is out of line). */
+static inline int shared_object_enter(dump_sum *ds, sertrace_node *n)
+{
+    /* An It or Ext node carries its object's address (the pickler passes
+     * the object) but is a part of it, written inside its node: the
+     * object is the node that opened first at that address, not them. */
+    if (n->addr == 0 || sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF ||
+        n->tag == SERTRACE_TAG_ITEMS || n->tag == SERTRACE_TAG_EXT ||
+        (n->flags & SERTRACE_NODE_NO_ENTER))
+        return 0;
+    if (ds->objs_n == ds->objs_cap) {
+        int room = shared_objs_room(ds);
+        if (room <= 0)
+            return room;
+    }
+    shared_obj *o = &ds->objs[ds->objs_n++];
+    o->addr = n->addr;
+    o->start = n->enter_pos;
+    o->end = OPEN_END;
+    o->type = n->type;
+    o->depth = n->depth;
+    n->user = ds->objs_n; /* its index + 1, for its exit */
+    return 0;
+}
+
+static inline void shared_object_exit(dump_sum *ds, const sertrace_node *n)
+{
+    if (n->user != 0 && n->user <= ds->objs_n)
+        ds->objs[n->user - 1].end = n->enter_pos + n->bytes;
+}
 
 /* Mark `b` failed (an error that is not the buffer's own): -1. */
 static inline int summary_fail(sertrace_buf *b)

@@ -58,10 +58,8 @@
 #include "grow.h"
 #include "summary-internal.h"
 
-#define OBJS_MAX (1u << 21)     /* objects recorded per dump */
 #define KEEP_SLOTS (1u << 14)   /* a recycled dump keeps arrays this small */
 #define SWEEP_BUDGET (1u << 24) /* retained: sweep steps per dump */
-#define OPEN_END UINT64_MAX     /* an object whose node has not closed */
 
 static inline uint64_t hash_of(uint64_t addr)
 {
@@ -71,39 +69,20 @@ static inline uint64_t hash_of(uint64_t addr)
 
 /* ---- objects written ------------------------------------------------------- */
 
-int shared_object_enter(dump_sum *ds, sertrace_node *n)
+/* The objects array full (objs_n == objs_cap), at shared_object_enter:
+ * grown, or marked full past OBJS_MAX (0, the object is not recorded);
+ * 1: room for one more; -1 out of memory. */
+int shared_objs_room(dump_sum *ds)
 {
-    /* An It or Ext node carries its object's address (the pickler passes
-     * the object) but is a part of it, written inside its node: the
-     * object is the node that opened first at that address, not them. */
-    if (n->addr == 0 || sertrace_tagclass_of(n->tag) == SERTRACE_TAGCLASS_REF ||
-        n->tag == SERTRACE_TAG_ITEMS || n->tag == SERTRACE_TAG_EXT ||
-        (n->flags & SERTRACE_NODE_NO_ENTER))
+    if (ds->objs_n >= OBJS_MAX) {
+        ds->objs_full = true;
         return 0;
-    if (ds->objs_n == ds->objs_cap) {
-        if (ds->objs_n >= OBJS_MAX) {
-            ds->objs_full = true;
-            return 0;
-        }
-        shared_obj *t = sertrace_grow(ds->objs, &ds->objs_cap, sizeof *t, ds->objs_n + 1, 256);
-        if (t == NULL)
-            return -1;
-        ds->objs = t;
     }
-    shared_obj *o = &ds->objs[ds->objs_n++];
-    o->addr = n->addr;
-    o->start = n->enter_pos;
-    o->end = OPEN_END;
-    o->type = n->type;
-    o->depth = n->depth;
-    n->user = ds->objs_n; /* its index + 1, for its exit */
-    return 0;
-}
-
-void shared_object_exit(dump_sum *ds, const sertrace_node *n)
-{
-    if (n->user != 0 && n->user <= ds->objs_n)
-        ds->objs[n->user - 1].end = n->enter_pos + n->bytes;
+    shared_obj *t = sertrace_grow(ds->objs, &ds->objs_cap, sizeof *t, ds->objs_n + 1, 256);
+    if (t == NULL)
+        return -1;
+    ds->objs = t;
+    return 1;
 }
 
 /* ---- references ------------------------------------------------------------ */
