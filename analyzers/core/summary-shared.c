@@ -261,13 +261,17 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 /* Take span i out of X (which ends at xe): false when it is not a
- * closed subtree of X (not exact). */
-static bool take_out(shared_span *sp, size_t i, uint64_t xe, sweep *w)
+ * closed subtree of X (not exact).  A span inside `within` (the taken-out
+ * span whose references are being walked, or NULL) is only marked: its
+ * references are among those being walked, and its bytes among
+ * `within`'s, so it needs no walk and no place in w->out. */
+static bool take_out(shared_span *sp, size_t i, uint64_t xe, sweep *w, const shared_span *within)
 {
     if (sp[i].end == OPEN_END || sp[i].end > xe || sp[i].end < sp[i].start)
         return false;
     sp[i].stamp = w->gen;
-    w->out[w->n++] = (uint32_t)i;
+    if (within == NULL || sp[i].start < within->start || sp[i].end > within->end)
+        w->out[w->n++] = (uint32_t)i;
     return true;
 }
 
@@ -303,7 +307,7 @@ static int retained_of(const dump_sum *ds, const top_raw *r, shared_span *sp, si
         if (y->end == OPEN_END || y->end > xe || y->end < y->start)
             return 0;        /* not a closed subtree of it: not exact */
         if (y->last >= xe) { /* referenced from after X: written there */
-            if (!take_out(sp, i, xe, w))
+            if (!take_out(sp, i, xe, w, NULL))
                 return 0;
             chosen = true;
             chosen_end = y->end;
@@ -341,7 +345,7 @@ static int retained_of(const dump_sum *ds, const top_raw *r, shared_span *sp, si
             if (sp[z].start < xs || sp[z].start >= xe || sp[z].depth <= r->depth ||
                 sp[z].stamp == w->gen)
                 continue; /* outside X, X itself, or taken out already */
-            if (!take_out(sp, z, xe, w))
+            if (!take_out(sp, z, xe, w, y))
                 return 0;
         }
     }

@@ -1477,6 +1477,56 @@ Test(sinks, summary_retained_bytes_not_shown_when_sizes_are_not_exact)
     SHARED_MODE = 0;
 }
 
+/* Transitively shared: Y is referenced after X, so it is taken out of X,
+ * and with it what the references inside Y point to -- B (from inside V,
+ * an object nested in Y) and A -- while V, referenced from inside Y, is
+ * inside Y already (its references are walked with Y's).
+ * root list 2..44 {
+ *   X list 3..40 {
+ *     A list 4..12 (8 B)   B list 12..18 (6 B)
+ *     Y list 18..38 (20 B) { V list 19..25 { Mo B 20..22 }  Mo V 25..27  Mo A 27..29 }
+ *   }
+ *   Mo Y 40..42
+ * }
+ * retained(X) = 37 - 20 (Y) - 8 (A) - 6 (B) = 3; Y, V, A, B retain their
+ * bytes (nothing inside them is referenced from after their end). */
+static void feed_transitive(sertrace_core *c)
+{
+    cr_assert_eq(sertrace_core_dump_begin(c, 7, 7, 1, 1, "pickle", 6, 4), 0);
+    enc_type(&E, 1, "list");
+    enc_enter(&E, SERTRACE_TAG_LIST, 1, 1, 0x10, 3, 2);
+    enc_enter(&E, SERTRACE_TAG_LIST, 2, 1, 0x20, 4, 3);    /* X */
+    enc_atom(&E, SERTRACE_TAG_LIST, 3, 1, 0x40, 1, 4, 8);  /* A */
+    enc_atom(&E, SERTRACE_TAG_LIST, 3, 1, 0x50, 1, 12, 6); /* B */
+    enc_enter(&E, SERTRACE_TAG_LIST, 3, 1, 0x30, 4, 18);   /* Y */
+    enc_enter(&E, SERTRACE_TAG_LIST, 4, 1, 0x38, 2, 19);   /* V */
+    enc_atom(&E, SERTRACE_TAG_MEMO, 5, 1, 0x50, 0, 20, 2); /* B */
+    enc_exit(&E, 4, 25);
+    enc_atom(&E, SERTRACE_TAG_MEMO, 4, 1, 0x38, 0, 25, 2); /* V */
+    enc_atom(&E, SERTRACE_TAG_MEMO, 4, 1, 0x40, 0, 27, 2); /* A */
+    enc_exit(&E, 3, 38);
+    enc_exit(&E, 2, 40);
+    enc_atom(&E, SERTRACE_TAG_MEMO, 2, 1, 0x30, 0, 40, 2); /* Y */
+    enc_exit(&E, 1, 44);
+    flush(c, 7, 1, 0);
+    cr_assert_eq(sertrace_core_dump_end(c, 7, 7, 2, 1, 45, 0), 0);
+}
+
+Test(sinks, summary_retained_bytes_take_out_transitively)
+{
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    o.json = true;
+    o.top = 20;
+    run_summary(&o, feed_transitive);
+    const char *s = OUT.data;
+    assert_entry(s, 42, 1, "\"refs\": 0, \"retained_bytes\": 42,");
+    assert_entry(s, 37, 2, "\"refs\": 0, \"retained_bytes\": 3,");  /* X */
+    assert_entry(s, 20, 3, "\"refs\": 1, \"retained_bytes\": 20,"); /* Y */
+    assert_entry(s, 8, 3, "\"refs\": 1, \"retained_bytes\": 8,");   /* A */
+    assert_entry(s, 6, 3, "\"refs\": 1, \"retained_bytes\": 6,");   /* B */
+    assert_entry(s, 6, 4, "\"refs\": 1, \"retained_bytes\": 6,");   /* V */
+}
+
 /* A function written by reference (F2, named by itself) and referenced
  * twice: the references (named "function app.helper" by the serializer)
  * count on the function's row, as those to an instance do. */
