@@ -134,6 +134,7 @@ typedef struct dump_sum {
     size_t objs_cap, objs_n;
     shared_ref *refs;
     size_t refs_cap, refs_n;
+    bool refs_dirty;          /* recycled with its slots in use: shared_reuse clears them */
     bool objs_full;           /* objects past OBJS_MAX were not recorded */
     bool unknown_ref;         /* a reference whose target is not in objs
                                * (set at node exit without an address, at
@@ -285,7 +286,8 @@ static inline node_stat *summary_type_stat(dump_sum *ds, uint32_t type)
  * target and moves the references to the target's type row (0 or -1),
  * shared_refs_of gives the references to `addr`, shared_retained fills
  * the top entries' retained bytes (has_retained; 0 or -1).  shared_reset
- * / shared_free: recycle / free. */
+ * / shared_reuse / shared_free: recycle (at dump close) / take a recycled
+ * state for a new dump (at dump open) / free. */
 static inline int shared_object_enter(dump_sum *ds, sertrace_node *n);
 static inline void shared_object_exit(dump_sum *ds, const sertrace_node *n);
 int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned);
@@ -293,6 +295,7 @@ int shared_resolve(dump_sum *ds);
 uint64_t shared_refs_of(const dump_sum *ds, uint64_t addr);
 int shared_retained(dump_sum *ds, const sertrace_dump_state *d);
 void shared_reset(dump_sum *ds);
+void shared_reuse(dump_sum *ds);
 void shared_free(dump_sum *ds);
 
 #define OBJS_MAX (1u << 21) /* objects recorded per dump (summary-shared.c) */

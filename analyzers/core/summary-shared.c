@@ -429,7 +429,7 @@ void shared_reset(dump_sum *ds)
         ds->refs = NULL;
         ds->refs_cap = 0;
     } else if (ds->refs_n) {
-        memset(ds->refs, 0, ds->refs_cap * sizeof *ds->refs);
+        ds->refs_dirty = true; /* cleared when reused (a one-shot summary never is) */
     }
     if (ds->reflog_cap > KEEP_SLOTS) {
         free(ds->reflog);
@@ -439,6 +439,13 @@ void shared_reset(dump_sum *ds)
     ds->objs_n = ds->refs_n = ds->reflog_n = 0;
     ds->objs_full = ds->unknown_ref = ds->reflog_full = false;
     ds->unknown_ref_pos = 0;
+}
+
+void shared_reuse(dump_sum *ds)
+{
+    if (ds->refs_dirty)
+        memset(ds->refs, 0, ds->refs_cap * sizeof *ds->refs);
+    ds->refs_dirty = false;
 }
 
 void shared_free(dump_sum *ds)

@@ -425,6 +425,7 @@ static int v_dump_open(void *ctx, sertrace_dump_state *d)
     if (ds) {
         s->free_list = ds->next_free;
         ds->next_free = NULL;
+        shared_reuse(ds);
     } else {
         ds = calloc(1, sizeof *ds);
         if (!ds)
