@@ -310,10 +310,13 @@ static inline __attribute__((always_inline)) int output_write_byte(pickler *p, c
     buffer[0] = c;
     return 0;
 }
-/* A length-prefixed payload: `head` (the opcode and its length field), then
- * `data`.  A payload of >= 64 KiB is written outside any frame and, with a
- * file, handed to file.write() on its own: `owner` itself when given (the
- * bytes, bytearray or PickleBuffer the data belongs to), else a copy. */
+/* A length-prefixed payload: `head` (the opcode and its length field,
+ * head_len bytes of a buffer of PICKLE_PAYLOAD_HEAD_MAX bytes, all of them
+ * initialized: they may all be copied), then `data`.  A payload of >= 64 KiB
+ * is written outside any frame and, with a file, handed to file.write() on
+ * its own: `owner` itself when given (the bytes, bytearray or PickleBuffer
+ * the data belongs to), else a copy. */
+#define PICKLE_PAYLOAD_HEAD_MAX 9 /* opcode + 8-byte length */
 int output_payload(pickler *p, const char *head, Py_ssize_t head_len, const char *data,
                    Py_ssize_t data_len, PyObject *owner);
 /* Close the open frame, if any: write its header, or drop the header of a
