@@ -840,6 +840,25 @@ EXPLAIN = {
 # ---------------------------------------------------------------------------
 
 
+def section_apart(apart):
+    """The parts measured in runs of their own (`bench/run.sh --only PART --raw
+    DIR`, info-PART.json) after the run the header describes: when, on what
+    build and under what load, so that figures of two runs are not read as one."""
+    rows = []
+    for part, i in sorted(apart.items()):
+        also = "; also %s" % ", ".join("`%s`" % a for a in i["also_python"]) \
+            if i.get("also_python") else ""
+        rows.append(["`%s`" % part, i.get("date", "?"), i.get("load", "?"),
+                     "%s, %s, commit %s" % (i.get("sertrace", "?"), i.get("tools", "?"),
+                                            i.get("commit", "?")),
+                     "%s rounds%s%s" % (i.get("reps", "?"), " (--quick)" if i.get("quick") else "",
+                                        also)])
+    return ("Measured apart: these parts come from runs of their own (`bench/run.sh --only PART "
+            "--raw DIR`, then `--from-raw DIR`), not from the run above; their sections and "
+            "goal rows are that run's.\n\n"
+            + table(["part", "date", "load average at start", "sertrace", "rounds"], rows))
+
+
 def render(results, parts, versions, verb, info, isolation, quick, elapsed):
     """The text of RESULTS.md: results maps a part to its JSON (None when it
     failed), versions a CPython version to its overhead JSON, verb the verbatim
@@ -863,6 +882,8 @@ def render(results, parts, versions, verb, info, isolation, quick, elapsed):
                 ["LTTng", info["lttng"]], ["babeltrace2", info["babeltrace2"]],
                 ["sertrace", "%s, %s, commit %s" % (info["sertrace"], info["tools"], info["commit"])],
             ]), ""]
+    if info.get("apart"):
+        head += [section_apart(info["apart"]), ""]
     ver_text, ver_summary = section_versions(versions)
     body = head
     insp_rows = inspect_goal_rows(results.get("inspect")) if "inspect" in results else None

@@ -211,6 +211,28 @@ def run_part(label, cmd, env, timeout=3600):
 # ---------------------------------------------------------------------------
 
 
+def part_info(part, info, args, isolation):
+    """What RESULTS.md's header says about a part measured in a run of its own
+    (`--only PART --raw DIR`): written to DIR/info-PART.json when the part
+    starts, read back by `--from-raw DIR` (results_md.render, "measured apart")."""
+    return {
+        "part": part,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "load": "%.2f %.2f %.2f" % os.getloadavg(),
+        "commit": info.get("commit", "?"), "sertrace": info.get("sertrace", "?"),
+        "tools": info.get("tools", "?"), "quick": args.quick,
+        "reps": args.reps or (5 if args.quick else 15),
+        "isolation": isolation,
+        "also_python": list(args.also_python) if part == "overhead" else [],
+    }
+
+
+def verbatim_key(section):
+    """A verbatim section's title without its parenthesised detail: the same
+    part's section whether it ran or says why it did not."""
+    return section.split("\n", 1)[0].split("(", 1)[0].strip()
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -277,6 +299,21 @@ def bench(args, isolation):
                                                       "quick" if args.quick else "full"))
     raw = args.from_raw or args.raw or tempfile.mkdtemp(prefix="sertrace-bench-raw-")
     os.makedirs(raw, exist_ok=True)
+    # A run of some parts only (--only) into a raw DIR that may hold an
+    # earlier run: each part it measures gets DIR/info-PART.json, and the
+    # earlier run's info.json and verbatim sections of other parts stay.  A
+    # run of every part starts the directory over (no info-PART.json).
+    subset = set(parts) != set(PARTS)
+    if not args.from_raw and not subset:
+        import glob
+        for f in glob.glob(os.path.join(raw, "info-*.json")):
+            os.remove(f)
+
+    def measuring(part):
+        if subset and not args.from_raw:
+            common.write_json(os.path.join(raw, "info-%s.json" % part),
+                              part_info(part, info, args, isolation))
+        return True
     env = tools.env()
     bargs = ["--build", tools.build] if tools.build else []
     results = {}
@@ -288,11 +325,11 @@ def bench(args, isolation):
         verb_saved = common.read_json(verb_file) if os.path.exists(verb_file) else []
         parts = [p for p in parts if p in ("sizes", "overhead", "sinks")]
 
-    if "sizes" in parts and not args.from_raw:
+    if "sizes" in parts and not args.from_raw and measuring('sizes'):
         out = os.path.join(raw, "sizes.json")
         r = run_part("sizes", [common.PYTHON, os.path.join(HERE, "sizes.py"), "--out", out] + bargs, env)
         results["sizes"] = common.read_json(out) if r.returncode == 0 else None
-    if "overhead" in parts and not args.from_raw:
+    if "overhead" in parts and not args.from_raw and measuring('overhead'):
         out = os.path.join(raw, "overhead.json")
         r = run_part("overhead", [common.PYTHON, os.path.join(HERE, "overhead.py"), "--out", out,
                                   "--reps", str(reps),
@@ -320,14 +357,14 @@ def bench(args, isolation):
         import glob
         for f in sorted(glob.glob(os.path.join(args.from_raw, "overhead-*.json"))):
             versions[os.path.basename(f)[len("overhead-"):-len(".json")]] = common.read_json(f)
-    if "sinks" in parts and not args.from_raw:
+    if "sinks" in parts and not args.from_raw and measuring('sinks'):
         out = os.path.join(raw, "sinks.json")
         r = run_part("sinks", [common.PYTHON, os.path.join(HERE, "sinkbench.py"), "--out", out,
                                "--reps", "3" if args.quick else "5",
                                "--dumps", "4,8,16" if args.quick else "10,20,40"] + bargs, env)
         results["sinks"] = common.read_json(out) if r.returncode == 0 else None
     verb = verb_saved if args.from_raw else []
-    if "api" in parts:
+    if "api" in parts and measuring('api'):
         exe = os.path.join(tools.build or "", "bench", "api_cost")
         if tools.build and os.path.exists(exe):
             r = run_part("api", ["sh", os.path.join(HERE, "api_cost.sh"), tools.build,
@@ -340,7 +377,7 @@ def bench(args, isolation):
         else:
             verb.append("## C API cost per node\n\nNot run: needs `--build DIR` with "
                         "`bench/api_cost` built.\n")
-    if "sinks2" in parts and not args.from_raw:
+    if "sinks2" in parts and not args.from_raw and measuring('sinks2'):
         script = os.path.join(HERE, "sinks", "bench_sinks.py")
         if args.quick:
             verb.append("## Sinks on many small dumps\n\nNot run with `--quick` "
@@ -361,7 +398,7 @@ def bench(args, isolation):
         else:
             verb.append("## Sinks on many small dumps\n\nNot run: needs `--build DIR` with "
                         "`tests/plugin/gen_trace` and bench/sinks/bench_sinks.py.\n")
-    if "inspect" in parts and not args.from_raw:
+    if "inspect" in parts and not args.from_raw and measuring('inspect'):
         out = os.path.join(raw, "inspect.json")
         r = run_part("inspect", [common.PYTHON, os.path.join(HERE, "inspect_speed.py"), "--json", out,
                                  "--rounds", "5" if args.quick else "9"] + bargs, env)
@@ -374,12 +411,29 @@ def bench(args, isolation):
     if args.from_raw and os.path.exists(os.path.join(args.from_raw, "sinks2.json")):
         results["sinks2"] = common.read_json(os.path.join(args.from_raw, "sinks2.json"))
 
-    common.write_json(os.path.join(raw, "verbatim.json"), verb)
+    verb_file = os.path.join(raw, "verbatim.json")
+    if subset and not args.from_raw and os.path.exists(verb_file):
+        # keep the earlier run's sections of the parts not measured now
+        mine = {verbatim_key(v) for v in verb}
+        verb_all = [v for v in common.read_json(verb_file) if verbatim_key(v) not in mine] + verb
+    else:
+        verb_all = verb
+    common.write_json(verb_file, verb_all)
     info_file = os.path.join(raw, "info.json")
+    if args.from_raw:
+        import glob
+        apart = {}
+        for f in sorted(glob.glob(os.path.join(raw, "info-*.json"))):
+            pinfo = common.read_json(f)
+            apart[pinfo.get("part", os.path.basename(f)[len("info-"):-len(".json")])] = pinfo
     if args.from_raw and os.path.exists(info_file):
         info = common.read_json(info_file)
         isolation = info.get("isolation", isolation)
         elapsed_saved = info.get("elapsed")
+        if apart:
+            info["apart"] = apart
+    elif subset and os.path.exists(info_file):
+        elapsed_saved = None  # the earlier run's header stays for --from-raw
     else:
         info["isolation"] = isolation
         info["elapsed"] = time.time() - t_start

@@ -201,7 +201,7 @@ static const sized_opcodes BYTEARRAY_OPCODES = {0, 0, OP_BYTEARRAY8, 5, NULL};
 static int emit_sized(pickler *p, const sized_opcodes *ops, const char *data, Py_ssize_t n,
                       PyObject *owner)
 {
-    char head[9];
+    char head[PICKLE_PAYLOAD_HEAD_MAX] = {0};
     int width;
     if (n < 0)
         return -1;

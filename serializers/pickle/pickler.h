@@ -310,10 +310,13 @@ static inline __attribute__((always_inline)) int output_write_byte(pickler *p, c
     buffer[0] = c;
     return 0;
 }
-/* A length-prefixed payload: `head` (the opcode and its length field), then
- * `data`.  A payload of >= 64 KiB is written outside any frame and, with a
- * file, handed to file.write() on its own: `owner` itself when given (the
- * bytes, bytearray or PickleBuffer the data belongs to), else a copy. */
+/* A length-prefixed payload: `head` (the opcode and its length field,
+ * head_len bytes of a buffer of PICKLE_PAYLOAD_HEAD_MAX bytes, all of them
+ * initialized: they may all be copied), then `data`.  A payload of >= 64 KiB
+ * is written outside any frame and, with a file, handed to file.write() on
+ * its own: `owner` itself when given (the bytes, bytearray or PickleBuffer
+ * the data belongs to), else a copy. */
+#define PICKLE_PAYLOAD_HEAD_MAX 9 /* opcode + 8-byte length */
 int output_payload(pickler *p, const char *head, Py_ssize_t head_len, const char *data,
                    Py_ssize_t data_len, PyObject *owner);
 /* Close the open frame, if any: write its header, or drop the header of a
@@ -476,14 +479,23 @@ int save_memoizable(pickler *p, PyObject *obj);
  * without the calls into libpython (_pickle, built into the interpreter,
  * has them inline).  3.11 (cpython/pystate.h): entering is
  * `recursion_remaining-- <= 0 && _Py_CheckRecursiveCall()`, leaving is
- * `recursion_remaining++`; when the check is due the real function runs,
- * so limits and messages are the interpreter's own. */
+ * `recursion_remaining++`; 3.12 and 3.13 count C recursion apart, in
+ * `c_recursion_remaining` (check due at <= 0 on 3.12, < 0 on 3.13: the
+ * inline path below takes neither).  When the check is due the real
+ * function runs, so limits and messages are the interpreter's own.  On
+ * 3.12 the real pair costs two calls and a TLS lookup of the thread
+ * state each (instances: 0.77 M instructions per dump). */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#define PICKLER_RECURSION_REMAINING recursion_remaining
+#elif PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030E0000
+#define PICKLER_RECURSION_REMAINING c_recursion_remaining
+#endif
 static inline int enter_recursive(pickler *p)
 {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && !defined(USE_STACKCHECK)
+#if defined(PICKLER_RECURSION_REMAINING) && !defined(USE_STACKCHECK)
     PyThreadState *ts = p->tstate;
-    if (__builtin_expect(ts->recursion_remaining > 0, 1)) {
-        ts->recursion_remaining--;
+    if (__builtin_expect(ts->PICKLER_RECURSION_REMAINING > 0, 1)) {
+        ts->PICKLER_RECURSION_REMAINING--;
         return 0;
     }
 #else
@@ -494,8 +506,8 @@ static inline int enter_recursive(pickler *p)
 
 static inline void leave_recursive(pickler *p)
 {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && !defined(USE_STACKCHECK)
-    p->tstate->recursion_remaining++;
+#if defined(PICKLER_RECURSION_REMAINING) && !defined(USE_STACKCHECK)
+    p->tstate->PICKLER_RECURSION_REMAINING++;
 #else
     (void)p;
     Py_LeaveRecursiveCall();

@@ -47,6 +47,24 @@ def test_nothing_pickled_is_kept_alive():
     assert ref() is None, "the parked pickler's memo kept an object alive"
 
 
+@pytest.mark.parametrize("count", [300, 600, 1300, 2000, 5000])
+def test_kept_memo_tables_equal_pickle_and_keep_nothing_alive(count):
+    # A memo of 2048 or 4096 slots that its dump filled well is kept
+    # (emptied) for the next dumps() (module.c, memo_worth_keeping()): the
+    # same payload again, a smaller and a larger one after it give pickle's
+    # bytes, and nothing memoized by any of them stays alive.
+    things = [Thing(i) for i in range(count)]
+    refs = [weakref.ref(t) for t in things]
+    chunks = [bytes([i % 256]) * 64 for i in range(count)]
+    payloads = [chunks, things, chunks[: count // 7], [things, chunks], [None], chunks]
+    for proto in PROTOCOLS:
+        for payload in payloads:
+            assert sertrace.dumps(payload, proto) == pickle.dumps(payload, proto), (proto, count)
+    del things, payloads
+    gc.collect()
+    assert all(r() is None for r in refs), "a kept memo table kept an object alive"
+
+
 def test_buffer_callback_not_kept():
     seen = []
 

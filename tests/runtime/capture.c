@@ -150,6 +150,86 @@ static uint64_t undelta(uint64_t base, uint64_t z)
     return base + (uint64_t)diff;
 }
 
+/* v5 ENTER / ATOM: tag, depth, type, address, length, position, and an
+ * atom's bytes, all absolute. */
+static bool read_v5_node(const uint8_t *b, size_t len, size_t *i, struct rec *r)
+{
+    if (*i >= len)
+        return false;
+    r->tag = b[(*i)++];
+    return get_varint(b, len, i, &r->depth) && get_varint(b, len, i, &r->type) &&
+           get_varint(b, len, i, &r->addr) && get_varint(b, len, i, &r->length) &&
+           get_varint(b, len, i, &r->pos) &&
+           (r->op != SERTRACE_REC_ATOM || get_varint(b, len, i, &r->bytes));
+}
+
+/* A node record of v6 (NODE, op 0x10-0x1f: varint fields, address and
+ * position as zigzag deltas) or v7 (SATOM, op 0x20-0x2f: fixed-width
+ * fields, read from schema.h's text), whose op has already been read into
+ * r->op.  Both carry the label kind in op bits 1-3 and the label value as
+ * their last varint; both are pushed as an ENTER or ATOM record preceded
+ * by a folded LABEL record when they have a label.  The batch's address
+ * and position bases advance. */
+static bool decode_node(const uint8_t *b, size_t len, size_t *i, struct rec *r, struct recs *out,
+                        uint64_t *base_addr, uint64_t *base_pos)
+{
+    uint64_t label = 0;
+    unsigned kind = (r->op >> 1) & 7;
+    bool short_atom = r->op >= 0x20;
+    bool atom = short_atom || (r->op & 1);
+    if (short_atom) {
+        if (len - *i < 9)
+            return false;
+        const uint8_t *f = b + *i;
+        *i += 9;
+        if ((r->op & 1) && !get_varint(b, len, i, &r->length))
+            return false;
+        r->tag = f[0];
+        r->type = f[1];
+        /* depth8: of the depths with these low bits, the closest to open + 1 */
+        r->depth = out->open + 1;
+        while ((r->depth & 0xff) != f[2])
+            r->depth++;
+        if (r->depth - (out->open + 1) >= 128 && r->depth > 256)
+            r->depth -= 256;
+        int32_t daddr = (int32_t)((uint32_t)f[3] | (uint32_t)f[4] << 8 | (uint32_t)f[5] << 16 |
+                                  (uint32_t)f[6] << 24);
+        r->addr = *base_addr + (uint64_t)(int64_t)daddr;
+        r->pos = *base_pos + f[7];
+        r->bytes = f[8];
+    } else {
+        uint64_t z_addr = 0, z_pos = 0;
+        if (*i >= len)
+            return false;
+        r->tag = b[(*i)++];
+        if (!get_varint(b, len, i, &r->depth) || !get_varint(b, len, i, &r->type) ||
+            !get_varint(b, len, i, &z_addr) || !get_varint(b, len, i, &r->length) ||
+            !get_varint(b, len, i, &z_pos) || (atom && !get_varint(b, len, i, &r->bytes)))
+            return false;
+        r->addr = undelta(*base_addr, z_addr);
+        r->pos = undelta(*base_pos, z_pos);
+    }
+    if (kind != 0 && !get_varint(b, len, i, &label))
+        return false;
+    *base_addr = r->addr;
+    *base_pos = r->pos + r->bytes;
+    r->op = atom ? SERTRACE_REC_ATOM : SERTRACE_REC_ENTER;
+    if (!atom)
+        out->open = r->depth;
+    if (kind != 0) {
+        struct rec l;
+        memset(&l, 0, sizeof l);
+        l.op = SERTRACE_REC_LABEL;
+        l.wire = r->wire;
+        l.folded = true;
+        l.tag = (uint8_t)kind;
+        l.length = label;
+        push_rec(out, &l);
+    }
+    push_rec(out, r);
+    return true;
+}
+
 /* Decode one batch; false if it does not end exactly on a record. */
 static bool decode_batch(const uint8_t *b, size_t len, struct recs *out)
 {
@@ -161,74 +241,9 @@ static bool decode_batch(const uint8_t *b, size_t len, struct recs *out)
         r.op = b[i++];
         r.wire = r.op;
         bool ok = true;
-        if (r.op >= 0x20 && r.op <= 0x2f) { /* v7 SATOM, read from schema.h's text */
-            uint64_t label = 0;
-            unsigned kind = (r.op >> 1) & 7;
-            if (len - i < 9)
+        if (r.op >= 0x10 && r.op <= 0x2f) { /* v6 NODE, v7 SATOM */
+            if (!decode_node(b, len, &i, &r, out, &base_addr, &base_pos))
                 return false;
-            const uint8_t *f = b + i;
-            i += 9;
-            if (((r.op & 1) && !get_varint(b, len, &i, &r.length)) ||
-                (kind != 0 && !get_varint(b, len, &i, &label)))
-                return false;
-            r.tag = f[0];
-            r.type = f[1];
-            /* depth8: of the depths with these low bits, the closest to open + 1 */
-            r.depth = out->open + 1;
-            while ((r.depth & 0xff) != f[2])
-                r.depth++;
-            if (r.depth - (out->open + 1) >= 128 && r.depth > 256)
-                r.depth -= 256;
-            int32_t daddr = (int32_t)((uint32_t)f[3] | (uint32_t)f[4] << 8 | (uint32_t)f[5] << 16 |
-                                      (uint32_t)f[6] << 24);
-            r.addr = base_addr = base_addr + (uint64_t)(int64_t)daddr;
-            r.pos = base_pos + f[7];
-            r.bytes = f[8];
-            base_pos = r.pos + r.bytes;
-            r.op = SERTRACE_REC_ATOM;
-            if (kind != 0) {
-                struct rec l;
-                memset(&l, 0, sizeof l);
-                l.op = SERTRACE_REC_LABEL;
-                l.wire = r.wire;
-                l.folded = true;
-                l.tag = (uint8_t)kind;
-                l.length = label;
-                push_rec(out, &l);
-            }
-            push_rec(out, &r);
-            continue;
-        }
-        if (r.op >= 0x10 && r.op <= 0x1f) { /* v6 NODE */
-            uint64_t label = 0, z_addr = 0, z_pos = 0;
-            unsigned kind = (r.op >> 1) & 7;
-            bool atom = r.op & 1;
-            ok = i < len;
-            if (ok)
-                r.tag = b[i++];
-            ok = ok && get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.type) &&
-                 get_varint(b, len, &i, &z_addr) && get_varint(b, len, &i, &r.length) &&
-                 get_varint(b, len, &i, &z_pos) && (!atom || get_varint(b, len, &i, &r.bytes)) &&
-                 (kind == 0 || get_varint(b, len, &i, &label));
-            if (!ok)
-                return false;
-            r.addr = base_addr = undelta(base_addr, z_addr);
-            r.pos = undelta(base_pos, z_pos);
-            base_pos = r.pos + r.bytes;
-            r.op = atom ? SERTRACE_REC_ATOM : SERTRACE_REC_ENTER;
-            if (!atom)
-                out->open = r.depth;
-            if (kind != 0) {
-                struct rec l;
-                memset(&l, 0, sizeof l);
-                l.op = SERTRACE_REC_LABEL;
-                l.wire = r.wire;
-                l.folded = true;
-                l.tag = (uint8_t)kind;
-                l.length = label;
-                push_rec(out, &l);
-            }
-            push_rec(out, &r);
             continue;
         }
         switch (r.op) {
@@ -240,23 +255,11 @@ static bool decode_batch(const uint8_t *b, size_t len, struct recs *out)
             }
             break;
         case SERTRACE_REC_ATOM:
-            ok = i < len;
-            if (ok)
-                r.tag = b[i++];
-            ok = ok && get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.type) &&
-                 get_varint(b, len, &i, &r.addr) && get_varint(b, len, &i, &r.length) &&
-                 get_varint(b, len, &i, &r.pos) && get_varint(b, len, &i, &r.bytes);
+        case SERTRACE_REC_ENTER:
+            ok = read_v5_node(b, len, &i, &r);
             break;
         case SERTRACE_REC_OOB:
             ok = get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.bytes);
-            break;
-        case SERTRACE_REC_ENTER:
-            ok = i < len;
-            if (ok)
-                r.tag = b[i++];
-            ok = ok && get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.type) &&
-                 get_varint(b, len, &i, &r.addr) && get_varint(b, len, &i, &r.length) &&
-                 get_varint(b, len, &i, &r.pos);
             break;
         case SERTRACE_REC_EXIT:
             ok = get_varint(b, len, &i, &r.depth) && get_varint(b, len, &i, &r.pos);
