@@ -842,6 +842,165 @@ static void reset_pickle(emu *e, size_t base)
     }
 }
 
+/* ---- the atoms' loop --------------------------------------------------------- */
+
+/* What push() gives every item, before the fields an opcode sets. */
+static const item item_blank = {
+    .node = NO_NODE,
+    .it_node = NO_NODE,
+    .memo_key = NO_KEY,
+    .arg0_key = NO_KEY,
+};
+
+/* The opcodes most of a payload is made of, where nothing but an item (or
+ * a mark, or a memo entry) is made: the atoms (None, bools, ints, floats,
+ * str, bytes), MARK, and MEMOIZE / BINPUT of a new key of the dense memo.
+ * They are run here, from input offset `at` while each lies whole before
+ * `limit` (the end of the current frame, or of the input) and the tables
+ * have room, with what step() does for them (an item is what push() and
+ * push_text() make, a memo entry what emu_memo_put() writes) and nothing
+ * else: run_pickle's checks (frames, max_op_proto, the audit's evasions)
+ * cannot fire for them here, since the caller enters only with no observer,
+ * nothing just discarded, protocol 2 opcodes seen and the frame not ended.
+ * Anything else -- another opcode, a short argument, a full table, a key
+ * already used -- goes back to the general loop, which does it (or says
+ * what is wrong) as before.  The offset after the last opcode run. */
+static size_t run_atoms(emu *e, size_t at, size_t limit)
+{
+    const uint8_t *in = e->in;
+    uint64_t pos = e->pos;
+    uint8_t last = 0;
+
+    while (at < limit) {
+        uint8_t c = in[at];
+        size_t left = limit - at - 1, len;
+        uint8_t kind = IK_ATOM, tag, enc = c;
+        uint64_t toff = at + 1, tlen = 0;
+
+        switch (c) {
+        case OP_BININT1:
+            len = 2, tag = SERTRACE_TAG_INT, tlen = 1;
+            break;
+        case OP_BININT2:
+            len = 3, tag = SERTRACE_TAG_INT, tlen = 2;
+            break;
+        case OP_BININT:
+            len = 5, tag = SERTRACE_TAG_INT, tlen = 4;
+            break;
+        case OP_BINFLOAT:
+            len = 9, tag = SERTRACE_TAG_FLOAT, enc = 0, toff = 0;
+            break;
+        case OP_NONE:
+        case OP_NEWTRUE:
+        case OP_NEWFALSE:
+            len = 1, tag = SERTRACE_TAG_ATOM, enc = 0, toff = 0;
+            break;
+        case OP_SHORT_BINUNICODE:
+            kind = IK_STR;
+            /* fall through */
+        case OP_SHORT_BINBYTES:
+        case OP_LONG1:
+            if (left < 1)
+                goto out;
+            tlen = in[at + 1];
+            toff = at + 2;
+            len = 2 + tlen;
+            tag = c == OP_SHORT_BINUNICODE ? SERTRACE_TAG_STR
+                  : c == OP_LONG1          ? SERTRACE_TAG_INT
+                                           : SERTRACE_TAG_BYTES;
+            if (c == OP_SHORT_BINBYTES)
+                enc = 0;
+            break;
+        case OP_BINUNICODE:
+        case OP_BINBYTES:
+            if (left < 4)
+                goto out;
+            tlen = le(in + at + 1, 4);
+            toff = at + 5;
+            len = 5 + tlen;
+            if (c == OP_BINUNICODE)
+                kind = IK_STR, tag = SERTRACE_TAG_STR;
+            else
+                tag = SERTRACE_TAG_BYTES, enc = 0;
+            break;
+        case OP_MARK:
+            if (e->nmarks == e->cap_marks)
+                goto out;
+            e->marks[e->nmarks].start = pos;
+            e->marks[e->nmarks].first_node = e->nnodes;
+            e->marks[e->nmarks].stack_len = e->nstack;
+            e->nmarks++;
+            pos += 1;
+            last = c;
+            at += 1;
+            continue;
+        case OP_MEMOIZE:
+        case OP_BINPUT: {
+            uint64_t key = c == OP_MEMOIZE ? e->dense_used : left >= 1 ? in[at + 1] : UINT64_MAX;
+            uint32_t floor = e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0;
+            item *top;
+            memo_entry *m;
+            /* a new key at the dense memo's edge, nothing in the hash */
+            if (e->memo_used || key != e->dense_init || key >= e->dense_cap ||
+                e->nstack <= floor)
+                goto out;
+            len = c == OP_MEMOIZE ? 1 : 2;
+            pos += len;
+            top = &e->stack[e->nstack - 1];
+            m = &e->dense[key];
+            m->key = key;
+            m->used = true;
+            m->global = top->global;
+            m->kind = top->kind;
+            m->tag = top->tag;
+            m->enc = top->enc;
+            m->type = top->type;
+            m->text_off = top->text_off;
+            m->text_len = top->text_len;
+            if (top->node != NO_NODE) {
+                node *n = &e->nodes[top->node];
+                m->length = n->length;
+                m->object = n->object;
+                n->memoized = true;
+                n->end = pos;
+            } else {
+                m->length = 0;
+                m->object = 0;
+            }
+            e->dense_init = key + 1;
+            e->dense_used++;
+            top->memo_key = key;
+            last = c;
+            at += len;
+            continue;
+        }
+        default:
+            goto out;
+        }
+        if (len - 1 > left || e->nstack == e->cap_stack)
+            goto out; /* cut (the general loop says so), or no room */
+        {
+            item *it = &e->stack[e->nstack++];
+            *it = item_blank;
+            it->start = pos;
+            it->first_node = e->nnodes;
+            it->kind = kind;
+            it->tag = tag;
+            it->enc = enc;
+            it->text_off = toff;
+            it->text_len = (uint32_t)tlen;
+        }
+        pos += len;
+        last = c;
+        at += len;
+    }
+out:
+    if (last)
+        e->last_op = last;
+    e->pos = pos;
+    return at;
+}
+
 /* One pickle from e->base: emulate up to STOP, then feed its dump. */
 static int run_pickle(emu *e)
 {
@@ -851,6 +1010,9 @@ static int run_pickle(emu *e)
 
     while (!stop) {
         uint64_t start;
+        if (!e->obs && !e->discarded && !e->discard_call && e->max_op_proto >= 2 &&
+            (!e->frame_pending || at < e->frame_end))
+            at = run_atoms(e, at, e->frame_pending ? e->frame_end : e->n);
         if (at >= e->n)
             return emu_fail(e, SERTRACE_INSPECT_MALFORMED, at,
                             "truncated: the pickle ends before STOP%s", "");
