@@ -1171,6 +1171,19 @@ out:
     return 0;
 }
 
+/* The opcodes run_atoms starts with (so that the others, a node's, do not
+ * pay for a call that runs nothing). */
+static const bool run_atoms_starts[256] = {
+    [OP_BININT1] = true,    [OP_BININT2] = true,
+    [OP_BININT] = true,     [OP_BINFLOAT] = true,
+    [OP_NONE] = true,       [OP_NEWTRUE] = true,
+    [OP_NEWFALSE] = true,   [OP_SHORT_BINBYTES] = true,
+    [OP_LONG1] = true,      [OP_SHORT_BINUNICODE] = true,
+    [OP_BINUNICODE] = true, [OP_BINBYTES] = true,
+    [OP_MARK] = true,       [OP_MEMOIZE] = true,
+    [OP_BINPUT] = true,
+};
+
 /* One pickle from e->base: emulate up to STOP, then feed its dump. */
 static int run_pickle(emu *e)
 {
@@ -1180,7 +1193,8 @@ static int run_pickle(emu *e)
 
     while (!stop) {
         uint64_t start;
-        if (!e->obs && !e->discarded && !e->discard_call && e->max_op_proto >= 2 && !e->no_fast &&
+        if (run_atoms_starts[e->in[at < e->n ? at : 0]] && !e->obs && !e->discarded &&
+            !e->discard_call && e->max_op_proto >= 2 && !e->no_fast &&
             (!e->frame_pending || at < e->frame_end)) {
             bool batch = false;
             if (run_atoms(e, &at, e->frame_pending ? e->frame_end : e->n, &batch) < 0)
