@@ -170,8 +170,9 @@ typedef struct emu {
     uint64_t discard_at; /* offset of that POP */
 
     const sertrace_inspect_observer *obs;
-    bool single; /* audit: one pickle, what follows STOP is data */
-    int nesting; /* pickles nested in loads() arguments, audited in turn */
+    bool single;  /* audit: one pickle, what follows STOP is data */
+    bool no_fast; /* run_atoms off (SERTRACE_INSPECT_NO_FAST, tests: the general loop alone) */
+    int nesting;  /* pickles nested in loads() arguments, audited in turn */
 
     /* emu_emit_dump's sort order and nesting stack (nnodes + 1 each),
      * kept across pickles and runs (they are counted in its `extra`) */

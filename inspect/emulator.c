@@ -842,6 +842,348 @@ static void reset_pickle(emu *e, size_t base)
     }
 }
 
+/* ---- the atoms' loop --------------------------------------------------------- */
+
+/* What push() gives every item, before the fields an opcode sets. */
+static const item item_blank = {
+    .node = NO_NODE,
+    .it_node = NO_NODE,
+    .memo_key = NO_KEY,
+    .arg0_key = NO_KEY,
+};
+
+/* A 4-byte length (le() with n = 4, written out: GCC keeps le's loop). */
+static inline uint64_t le32(const uint8_t *p)
+{
+    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
+}
+
+/* What an atom's item holds beside its start (push_text's arguments). */
+typedef struct atom {
+    uint64_t toff, tlen;
+    uint8_t kind, tag, enc;
+} atom;
+
+/* The atom opcode at `at` (None, bools, BININT*, LONG1, BINFLOAT, the
+ * short and 4-byte str and bytes), whole before `limit`: its length, and
+ * in `a` what step() would push for it; 0 for any other opcode, or one cut
+ * at `limit` (the general loop does those, or says what is wrong). */
+static inline size_t atom_at(const uint8_t *in, size_t at, size_t limit, atom *a)
+{
+    uint8_t c = in[at];
+    size_t left = limit - at - 1, len;
+    a->kind = IK_ATOM;
+    a->enc = c;
+    a->toff = at + 1;
+    switch (c) {
+    case OP_BININT1:
+        len = 2, a->tag = SERTRACE_TAG_INT, a->tlen = 1;
+        break;
+    case OP_BININT2:
+        len = 3, a->tag = SERTRACE_TAG_INT, a->tlen = 2;
+        break;
+    case OP_BININT:
+        len = 5, a->tag = SERTRACE_TAG_INT, a->tlen = 4;
+        break;
+    case OP_BINFLOAT:
+        len = 9, a->tag = SERTRACE_TAG_FLOAT, a->enc = 0, a->toff = 0, a->tlen = 0;
+        break;
+    case OP_NONE:
+    case OP_NEWTRUE:
+    case OP_NEWFALSE:
+        len = 1, a->tag = SERTRACE_TAG_ATOM, a->enc = 0, a->toff = 0, a->tlen = 0;
+        break;
+    case OP_SHORT_BINUNICODE:
+    case OP_SHORT_BINBYTES:
+    case OP_LONG1:
+        if (left < 1)
+            return 0;
+        a->tlen = in[at + 1];
+        a->toff = at + 2;
+        len = 2 + a->tlen;
+        if (c == OP_SHORT_BINUNICODE)
+            a->kind = IK_STR, a->tag = SERTRACE_TAG_STR;
+        else if (c == OP_LONG1)
+            a->tag = SERTRACE_TAG_INT;
+        else
+            a->tag = SERTRACE_TAG_BYTES, a->enc = 0;
+        break;
+    case OP_BINUNICODE:
+    case OP_BINBYTES:
+        if (left < 4)
+            return 0;
+        a->tlen = le32(in + at + 1);
+        a->toff = at + 5;
+        len = 5 + a->tlen;
+        if (c == OP_BINUNICODE)
+            a->kind = IK_STR, a->tag = SERTRACE_TAG_STR;
+        else
+            a->tag = SERTRACE_TAG_BYTES, a->enc = 0;
+        break;
+    default:
+        return 0;
+    }
+    return len - 1 > left ? 0 : len;
+}
+
+/* What emu_memo_put() records of an atom's item (nothing but `a`). */
+static inline void memo_atom(memo_entry *m, const atom *a)
+{
+    m->global = false;
+    m->kind = a->kind;
+    m->tag = a->tag;
+    m->enc = a->enc;
+    m->type = 0;
+    m->text_off = a->toff;
+    m->text_len = (uint32_t)a->tlen;
+    m->length = 0;
+    m->object = 0;
+}
+
+/* An atom's item on the stack (the caller made room). */
+static inline item *put_atom(emu *e, uint64_t start, const atom *a)
+{
+    item *it = &e->stack[e->nstack++];
+    *it = item_blank;
+    it->start = start;
+    it->first_node = e->nnodes;
+    it->kind = a->kind;
+    it->tag = a->tag;
+    it->enc = a->enc;
+    it->text_off = a->toff;
+    it->text_len = (uint32_t)a->tlen;
+    return it;
+}
+
+/* A batch run_atoms read without pushing its items (`n` atoms from input
+ * offset `from`, at position `pos`, up to `to`; the memo keys given there
+ * from `key`): its items pushed now, as step() would have, with the keys
+ * of their MEMOIZE / BINPUT. */
+static int push_batch(emu *e, size_t from, size_t to, uint64_t pos, uint32_t n, uint64_t key)
+{
+    if (!n)
+        return 0;
+    if (emu_grow(e, (void **)&e->stack, &e->cap_stack, (uint64_t)e->nstack + n, sizeof *e->stack) <
+        0)
+        return -1;
+    for (size_t at = from; at < to;) {
+        atom a;
+        size_t len = atom_at(e->in, at, to, &a);
+        if (len) {
+            put_atom(e, pos + (at - from), &a);
+        } else if (e->in[at] == OP_MEMOIZE) {
+            e->stack[e->nstack - 1].memo_key = key++;
+            len = 1;
+        } else if (e->in[at] == OP_FRAME) {
+            len = 1 + 8; /* its header counts now: positions go on with offsets */
+        } else {         /* BINPUT */
+            e->stack[e->nstack - 1].memo_key = e->in[at + 1];
+            key++;
+            len = 2;
+        }
+        at += len;
+    }
+    return 0;
+}
+
+/* The opcodes most of a payload is made of, where nothing but an item (or
+ * a mark, or a memo entry) is made: the atoms, MARK, MEMOIZE / BINPUT of a
+ * new key at the edge of the dense memo, and the APPENDS / SETITEMS /
+ * ADDITEMS of a batch of atoms.  They are run here from input offset *at
+ * while each lies whole before `limit` (the end of the current frame, or
+ * of the input), with what step() does for them and nothing else:
+ * run_pickle's checks (frames, max_op_proto, the audit's evasions) cannot
+ * fire for them here, since the caller enters only with no observer,
+ * nothing just discarded, a protocol 2 opcode seen and the frame not ended.
+ *
+ * The atoms after a MARK are only counted (a batch): when APPENDS,
+ * SETITEMS or ADDITEMS takes them all, their items would only be counted
+ * and dropped (an atom has no node to label); anything else first pushes
+ * them (push_batch, from the bytes again).  Anything else -- another
+ * opcode, one cut, a full table, a key already used -- goes back to the
+ * general loop, which does it (or says what is wrong) as before.
+ *
+ * 0, or -1 (status set); *at is the offset after the last opcode run,
+ * *batch is set when it was an APPENDS / SETITEMS / ADDITEMS (the caller
+ * may stream the root's batch, as after step). */
+static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
+{
+    const uint8_t *in = e->in;
+    size_t at = *pat, batch_at = 0;
+    uint64_t pos = e->pos, batch_pos = 0, batch_key = 0;
+    uint32_t nbatch = 0;
+    bool in_batch = false;
+    uint8_t last = 0;
+    size_t top_at = 0; /* the batch's last atom */
+    /* the dense memo's counts, kept here and stored back on the way out;
+     * an edge key is new only with nothing in the hash */
+    uint64_t dense_used = e->dense_used, dense_init = e->dense_init;
+    uint64_t dense_end = e->memo_used ? 0 : e->dense_cap;
+    atom a;
+
+    for (;;) {
+        uint8_t c;
+        size_t len;
+        if (at >= limit) {
+            /* the next frame right where this one ends: what run_pickle
+             * does for it (the previous frame's header counts now), so
+             * that a batch goes on across frames */
+            uint64_t num;
+            if (!e->frame_pending || at != e->frame_end || e->n - at < 1 + 8 || in[at] != OP_FRAME)
+                break;
+            num = le(in + at + 1, 8);
+            if (num > e->n || at + FRAME_HEADER + num > e->n)
+                break;
+            pos += FRAME_HEADER;
+            e->frame_start = at;
+            e->frame_end = at + FRAME_HEADER + num;
+            limit = e->frame_end;
+            at += FRAME_HEADER;
+            continue;
+        }
+        c = in[at];
+        len = atom_at(in, at, limit, &a);
+        if (len) {
+            if (in_batch) {
+                nbatch++;
+                top_at = at;
+                if ((a.kind == IK_STR || a.tag == SERTRACE_TAG_BYTES) && at + len < limit &&
+                    in[at + len] == OP_MEMOIZE && dense_used == dense_init &&
+                    dense_used < dense_end) { /* a str or bytes, memoized: MEMOIZE below */
+                    memo_entry *m = &e->dense[dense_used];
+                    m->key = dense_used;
+                    m->used = true;
+                    memo_atom(m, &a);
+                    dense_init = ++dense_used;
+                    pos += 1;
+                    at += 1;
+                    c = OP_MEMOIZE;
+                }
+            } else {
+                if (e->nstack == e->cap_stack)
+                    break;
+                put_atom(e, pos, &a);
+            }
+            pos += len;
+            last = c;
+            at += len;
+            continue;
+        }
+        switch (c) {
+        case OP_MARK:
+            if (e->nmarks == e->cap_marks)
+                goto out;
+            if (in_batch && push_batch(e, batch_at, at, batch_pos, nbatch, batch_key) < 0)
+                return -1;
+            e->marks[e->nmarks].start = pos;
+            e->marks[e->nmarks].first_node = e->nnodes;
+            e->marks[e->nmarks].stack_len = e->nstack;
+            e->nmarks++;
+            pos += 1;
+            last = c;
+            at += 1;
+            in_batch = true;
+            batch_at = at;
+            batch_pos = pos;
+            batch_key = dense_used;
+            nbatch = 0;
+            continue;
+        case OP_MEMOIZE:
+        case OP_BINPUT: {
+            uint64_t key = c == OP_MEMOIZE ? dense_used : limit - at > 1 ? in[at + 1] : NO_KEY;
+            memo_entry *m;
+            /* a new key at the dense memo's edge, an item to store */
+            if (key != dense_init || key >= dense_end ||
+                (in_batch ? !nbatch
+                          : e->nstack <= (e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0)))
+                goto out;
+            len = c == OP_MEMOIZE ? 1 : 2;
+            pos += len;
+            m = &e->dense[key];
+            m->key = key;
+            m->used = true;
+            if (in_batch) { /* the batch's last atom */
+                atom top_atom = {0, 0, 0, 0, 0};
+                (void)atom_at(in, top_at, limit, &top_atom);
+                memo_atom(m, &top_atom);
+            } else {
+                item *top = &e->stack[e->nstack - 1];
+                m->global = top->global;
+                m->kind = top->kind;
+                m->tag = top->tag;
+                m->enc = top->enc;
+                m->type = top->type;
+                m->text_off = top->text_off;
+                m->text_len = top->text_len;
+                if (top->node != NO_NODE) {
+                    node *n = &e->nodes[top->node];
+                    m->length = n->length;
+                    m->object = n->object;
+                    n->memoized = true;
+                    n->end = pos;
+                } else {
+                    m->length = 0;
+                    m->object = 0;
+                }
+                top->memo_key = key;
+            }
+            dense_init = key + 1;
+            dense_used++;
+            last = c;
+            at += len;
+            continue;
+        }
+        case OP_APPENDS:
+        case OP_SETITEMS:
+        case OP_ADDITEMS: {
+            /* a batch of atoms only: no labels (an atom has no node), a
+             * position counted on for each (label_items), then as step */
+            mark m;
+            item *target;
+            if (!in_batch || e->marks[e->nmarks - 1].stack_len <
+                                 1 + (e->nmarks > 1 ? e->marks[e->nmarks - 2].stack_len : 0))
+                goto out;
+            m = e->marks[--e->nmarks];
+            e->dense_used = dense_used;
+            e->dense_init = dense_init;
+            target = &e->stack[e->nstack - 1];
+            if (c != OP_SETITEMS && target->node != NO_NODE)
+                e->nodes[target->node].added += nbatch;
+            e->pos = pos + 1;
+            e->last_op = c;
+            *pat = at + 1;
+            *batch = true;
+            return emu_add_items(e, target, m.start, c == OP_SETITEMS ? nbatch / 2 : nbatch);
+        }
+        default:
+            goto out;
+        }
+    }
+out:
+    e->dense_used = dense_used;
+    e->dense_init = dense_init;
+    if (in_batch && push_batch(e, batch_at, at, batch_pos, nbatch, batch_key) < 0)
+        return -1;
+    if (last)
+        e->last_op = last;
+    e->pos = pos;
+    *pat = at;
+    return 0;
+}
+
+/* The opcodes run_atoms starts with (so that the others, a node's, do not
+ * pay for a call that runs nothing). */
+static const bool run_atoms_starts[256] = {
+    [OP_BININT1] = true,    [OP_BININT2] = true,
+    [OP_BININT] = true,     [OP_BINFLOAT] = true,
+    [OP_NONE] = true,       [OP_NEWTRUE] = true,
+    [OP_NEWFALSE] = true,   [OP_SHORT_BINBYTES] = true,
+    [OP_LONG1] = true,      [OP_SHORT_BINUNICODE] = true,
+    [OP_BINUNICODE] = true, [OP_BINBYTES] = true,
+    [OP_MARK] = true,       [OP_MEMOIZE] = true,
+    [OP_BINPUT] = true,
+};
+
 /* One pickle from e->base: emulate up to STOP, then feed its dump. */
 static int run_pickle(emu *e)
 {
@@ -851,6 +1193,19 @@ static int run_pickle(emu *e)
 
     while (!stop) {
         uint64_t start;
+        if (run_atoms_starts[e->in[at < e->n ? at : 0]] && !e->obs && !e->discarded &&
+            !e->discard_call && e->max_op_proto >= 2 && !e->no_fast &&
+            (!e->frame_pending || at < e->frame_end)) {
+            bool batch = false;
+            if (run_atoms(e, &at, e->frame_pending ? e->frame_end : e->n, &batch) < 0)
+                return -1;
+            if (batch) { /* as after step's APPENDS / SETITEMS / ADDITEMS */
+                if (e->stream_ok && e->nstack == 1 && !(at < e->n && e->in[at] == OP_STOP) &&
+                    emu_stream_batch(e) < 0)
+                    return -1;
+                continue;
+            }
+        }
         if (at >= e->n)
             return emu_fail(e, SERTRACE_INSPECT_MALFORMED, at,
                             "truncated: the pickle ends before STOP%s", "");
@@ -1068,7 +1423,9 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
     e->nesting = nesting;
     e->stream_nodes = lim->stream_nodes;
     if (!e->stream_nodes) {
+        const char *nf = getenv("SERTRACE_INSPECT_NO_FAST");       /* tests: run_atoms off */
         const char *env = getenv("SERTRACE_INSPECT_STREAM_NODES"); /* tests */
+        e->no_fast = nf && *nf == '1';
         unsigned long v = env && *env ? strtoul(env, NULL, 10) : 0;
         e->stream_nodes =
             v ? (v > UINT32_MAX ? UINT32_MAX : (uint32_t)v) : SERTRACE_INSPECT_DEFAULT_STREAM;

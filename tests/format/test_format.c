@@ -77,6 +77,8 @@ Test(format, tags)
     cr_expect_str_eq(sertrace_tag_text(SERTRACE_TAG_CLASS, tmp), "T4");
     cr_expect_str_eq(sertrace_tag_text(SERTRACE_TAG_MEMO, tmp), "Mo");
     cr_expect_str_eq(sertrace_tag_text(200, tmp), "K200");
+    cr_expect_str_eq(sertrace_tag_text(255, tmp), "K255");
+    cr_expect_str_eq(sertrace_tag_text(250, tmp), "K250");
     cr_expect_eq(sertrace_tag_from_text("D2"), SERTRACE_TAG_DICT);
     cr_expect_eq(sertrace_tag_from_text("Ce2"), SERTRACE_TAG_DILL_CE2);
     cr_expect_eq(sertrace_tag_from_text("K200"), 200);
