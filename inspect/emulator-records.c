@@ -684,7 +684,7 @@ int emu_stream_batch(emu *e, size_t next)
 {
     uint32_t cn[STREAM_CHAIN_MAX + 1], k, common = 0;
     stream_level lv[STREAM_CHAIN_MAX];
-    uint64_t addrs[STREAM_CHAIN_MAX + 1];
+    uint64_t addrs[STREAM_CHAIN_MAX + 1] = {0};
     /* a pickle without PROTO (0 or 1) says which only by its opcodes, up
      * to STOP, and dump_begin carries it: not streamed */
     if (e->stream_wrong || e->protocol < 0 || e->nnodes - e->nkept < e->stream_nodes)
