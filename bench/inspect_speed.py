@@ -94,6 +94,46 @@ def memory_probe(tools, tmp):
     return rows
 
 
+class ProbeState:
+    """An instance root for memory_probe_roots (pickled, never loaded)."""
+
+
+def probe_instance(n):
+    s = ProbeState()
+    s.name, s.count = "state", n
+    s.items = [(i, i) for i in range(n)]
+    s.index = {i: [i, i] for i in range(n // 10)}
+    return s
+
+
+def memory_probe_roots(tools, tmp):
+    """(stream helper, issue 14 item 5) Peak RSS of `inspect --summary` on the roots streamed
+    through their chain of open containers (inspect/README.md "Streaming"): an instance whose
+    state dict holds n tuples in a list and n/10 lists in a dict, and {'data': list of n
+    tuples}; n = 10^5, 10^6, fast-mode Pickler (no memo).  Rows as memory_probe's."""
+    rows = []
+    # nodes: the object, its class and args, the state dict, the list, the tuples, the index
+    # dict and its lists; the dict, the list, the tuples
+    for label, make, nodes in (("instance root", probe_instance, lambda n: n + n // 10 + 6),
+                               ("dict root {'data': [...]}",
+                                lambda n: {"data": [(i, i) for i in range(n)]}, lambda n: n + 2)):
+        for n in (10 ** 5, 10 ** 6):
+            buf = io.BytesIO()
+            p = pickle.Pickler(buf, pickle.DEFAULT_PROTOCOL)
+            p.fast = True
+            p.dump(make(n))
+            path = os.path.join(tmp, "mem-root.pkl")
+            with open(path, "wb") as f:
+                f.write(buf.getvalue())
+            rss = cli_maxrss(tools, path)
+            if rss is None:
+                return []
+            rows.append({"payload": "%s, 10^%d tuples" % (label, len(str(n)) - 1),
+                         "bytes": len(buf.getvalue()), "nodes": nodes(n),
+                         "maxrss_kb": rss})
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.environ.get("SERTRACE_BENCH_BUILD"))
@@ -136,6 +176,7 @@ def main():
                               "genops_over_inspect": r2, "cli_maxrss_kb": rss}
             common.log("%s done" % name_used)
         memory = memory_probe(tools, tmp)
+        memory_roots = memory_probe_roots(tools, tmp)
     print("Payloads: pickle.dumps at protocol %d; %d rounds; medians in ms; ratios per round, "
           "median [min–max]; %s." % (pickle.DEFAULT_PROTOCOL, a.rounds, tools.describe()))
     print()
@@ -157,8 +198,17 @@ def main():
         print()
         print("Growth: %.0f B of RSS per node (O(nodes) when well above 0; O(depth + memo) would "
               "not grow: no memo, depth 2)." % per)
+    if memory_roots:
+        print()
+        print("Roots streamed through their open containers (instance, dict with a big value):")
+        print()
+        print("| payload | bytes | nodes | peak RSS |")
+        print("|---|---|---|---|")
+        for m in memory_roots:
+            print("| %s | %s | %d | %.1f MiB |" % (m["payload"], common.human(m["bytes"]), m["nodes"],
+                                                  m["maxrss_kb"] / 1024.0))
     if a.json:
-        common.write_json(a.json, {"workloads": out, "memory": memory,
+        common.write_json(a.json, {"workloads": out, "memory": memory, "memory_roots": memory_roots,
                                    "rounds": a.rounds, "tools": tools.describe()})
 
 

@@ -66,6 +66,7 @@ typedef struct item {
     bool global;      /* a global, or a memo hit on one */
     bool from_memo;   /* pushed by a GET */
     bool call_result; /* the result of REDUCE / NEWOBJ / ... */
+    bool fed;         /* its node was streamed to the core and dropped (node NO_NODE) */
     uint8_t kind;
     uint8_t tag; /* node tag, or the tag a root atom would get */
     uint8_t enc; /* str and int atoms: the opcode that wrote them (how to read text_off) */
@@ -118,6 +119,21 @@ typedef struct memo_entry {
     uint32_t text_len;
     uint32_t object; /* identity of the object stored (emu_object_of), 0 for an atom */
 } memo_entry;
+
+/* Streaming (README "Streaming"): a level of the chain of open
+ * containers fed before STOP -- the container at stack index `index`, whose
+ * group (the items above it, up to the next level's container) is
+ * predicted to be consumed by one opcode into it: SETITEM(S) for a dict,
+ * APPEND(S) for a list, ADDITEMS for a set, BUILD for an object. */
+#define STREAM_CHAIN_MAX 64
+#define STREAM_STACK_MAX 65536u /* a longer stack is not read (time linear) */
+typedef struct stream_level {
+    uint32_t index; /* stack index of the level's container */
+    uint32_t marks; /* marks left once its group is consumed */
+    uint64_t added; /* a list without MARK: its `added` once the group is consumed */
+    uint8_t tag;    /* the container's tag: which opcode consumes the group */
+    bool mark;      /* the group opens with a MARK at index + 1 */
+} stream_level;
 
 typedef struct emu {
     const uint8_t *in;
@@ -191,6 +207,20 @@ typedef struct emu {
     uint64_t fed;    /* nodes fed for the dump */
     bool *typed;     /* type / name indices whose TYPE / NAME record the dump has */
     uint32_t cap_typed;
+
+    /* The open chain of a streamed dump (emulator-records.c): nodes
+     * [0, nkept) are open in the core, at depths 1..nkept, with the
+     * addresses kept_addr; nodes with an identity up to id_fed were fed
+     * (only the kept ones are still live).  spec[0, nspec) are the
+     * levels whose groups are still on the stack; an opcode that brings
+     * the stack down to spec_watch items must be the predicted consumer
+     * (emu_stream_watch), else the dump is read again (stream_wrong). */
+    uint32_t nkept, id_fed, nspec, spec_watch;
+    uint32_t stream_retry; /* a stack not read as a chain: again once nnodes is this */
+    bool stream_wrong;
+    uint64_t stream_pos; /* e->pos at the last feed: every later node starts there or after */
+    uint64_t kept_addr[STREAM_CHAIN_MAX + 1];
+    stream_level spec[STREAM_CHAIN_MAX];
 } emu;
 
 typedef struct op {
@@ -234,7 +264,8 @@ size_t emu_full_name(emu *e, uint32_t type, char *buf, size_t cap);
 const char *emu_shape_name(uint8_t tag);
 int emu_audit_nested(emu *e, const op *o, const item *fn, const item *args);
 int emu_emit_dump(emu *e, uint64_t total);
-int emu_stream_batch(emu *e);
+int emu_stream_batch(emu *e, size_t next);
+void emu_stream_watch(emu *e, uint8_t code);
 int emu_abort_dump(emu *e);
 int emu_need_items(emu *e, const op *o, uint32_t k);
 int emu_pop_mark(emu *e, const op *o, mark *m);
@@ -290,13 +321,20 @@ static inline uint32_t emu_object_of(const emu *e, uint32_t i)
 
 /* The live node whose own identity is `id`, or NO_NODE (fed and dropped
  * by streaming, or none).  A node's identity is index + id_shift (1 until
- * streaming drops nodes: then the next_id of that moment); the root keeps
- * index 0, identity 1. */
+ * streaming drops nodes: then next_id + 1 - nkept of that moment); the
+ * nodes streaming keeps open (at most STREAM_CHAIN_MAX + 1, at indices
+ * [0, nkept)) are found by their identity. */
 static inline uint32_t emu_node_of_id(const emu *e, uint32_t id)
 {
-    if (id == 0 || (id > 1 && id <= e->id_shift))
-        return NO_NODE; /* none, or fed and dropped */
-    uint64_t i = id == 1 ? 0 : (uint64_t)id - e->id_shift;
+    if (id == 0)
+        return NO_NODE;
+    if (id <= e->id_fed) {
+        for (uint32_t k = 0; k < e->nkept; k++)
+            if (e->nodes[k].object == id)
+                return k;
+        return NO_NODE; /* fed and dropped */
+    }
+    uint64_t i = (uint64_t)id - e->id_shift;
     if (i >= e->nnodes || e->nodes[i].object != id)
         return NO_NODE;
     return (uint32_t)i;
@@ -332,17 +370,21 @@ static inline item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t ki
     it->global = kind == IK_GLOBAL;
     it->from_memo = false;
     it->call_result = false;
+    it->fed = false;
     it->kind = kind;
     it->tag = tag;
     it->enc = 0;
     return it;
 }
 
-/* The item's node (if any) now ends at the current position. */
+/* The item's node (if any) now ends at the current position.  An item
+ * whose node was streamed already cannot grow: the dump is read again. */
 static inline void touch(emu *e, item *it)
 {
     if (it->node != NO_NODE)
         e->nodes[it->node].end = e->pos;
+    else if (it->fed)
+        e->stream_wrong = true;
 }
 
 /* The type index of `name`; the builtin names containers ask for are

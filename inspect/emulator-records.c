@@ -7,10 +7,16 @@
  * its ENTER's label) is given here too: hidden keys are numbered in the order the
  * nodes are written, as a recording numbers them, not in the order the
  * opcodes that attach them were read (an inner SETITEMS comes first).
- * Streaming (README "Streaming"): a list, dict or set root is fed before
- * STOP, its finished items batch by batch (emu_stream_batch), with the
- * same records in the same order as at STOP; a dump so begun whose root
- * is then wrapped is dropped (emu_abort_dump) and the pickle read again.
+ * Streaming (README "Streaming"): when the stack reads as a chain of open
+ * containers from the root (read_chain: an instance, its state dict, the
+ * big list being filled in it ...), the nodes are fed before STOP, batch
+ * by batch (emu_stream_batch): the chain's levels entered and left open,
+ * every other node fed whole, with the labels their consumers will give
+ * (predict_labels), the same records in the same order as at STOP; then
+ * only the levels are kept (keep_chain).  The prediction is checked
+ * (emu_stream_watch, wrappers, fed items that grow, addresses); a dump
+ * so begun that turns out mispredicted is dropped (emu_abort_dump) and
+ * the pickle read again, whole.
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "emulator-internal.h"
@@ -269,8 +275,9 @@ static int feed_enter(emu *e, uint32_t i, uint32_t depth, uint64_t parent_addr, 
 }
 
 /* Feed the live nodes of [from, nnodes), nested by span, below the `base`
- * nodes already open in the core (0, or 1: a streamed root, open[0]);
- * they are all closed again, the base ones left open. */
+ * nodes already open in the core (0 here: a dump fed whole at STOP; a
+ * streamed one goes through feed_stream); they are all closed again, the
+ * base ones left open. */
 static int feed_nodes(emu *e, uint32_t from, uint32_t base)
 {
     uint32_t *order = NULL, *open = NULL, nopen = base;
@@ -361,8 +368,290 @@ static int end_dump(emu *e, uint64_t total)
     return 0;
 }
 
+/* ---- streaming (README "Streaming") --------------------------------------- */
+
+/* The tags whose node can be a level of the open chain: containers that
+ * take their items after their first byte, and objects that take a state. */
+static bool chain_tag(uint8_t tag)
+{
+    return tag == SERTRACE_TAG_LIST || tag == SERTRACE_TAG_DICT || tag == SERTRACE_TAG_SET ||
+           tag == SERTRACE_TAG_INSTANCE || tag == SERTRACE_TAG_REDUCE;
+}
+
+/* The stack item at `i` as a level of the chain: its node, or NO_NODE. */
+static uint32_t chain_node(const emu *e, uint32_t i)
+{
+    const item *it = &e->stack[i];
+    if (it->fed || it->kind != IK_NODE || it->node == NO_NODE || it->global)
+        return NO_NODE;
+    const node *n = &e->nodes[it->node];
+    return !n->dead && chain_tag(n->tag) ? it->node : NO_NODE;
+}
+
+/* Read the stack as a chain of open containers, bottom up: stack[0] the
+ * root; above each level's container, its group (after a MARK at once
+ * above it, or none), whose last item is the next level's container; the
+ * top item the last level.  A group is: a dict's key/value pairs (one pair
+ * without a MARK), a list's items (one without a MARK), a set's items
+ * (after a MARK), an object's state (one item, no MARK).  Levels at
+ * cn[0..*k] (their nodes), lv[0..*k) (the groups below the top).  False
+ * when the stack is not such a chain (a container not below its group, a
+ * MARK not right above a container, a tuple or a call being built). */
+static bool read_chain(emu *e, uint32_t *cn, stream_level *lv, uint32_t *k)
+{
+    uint32_t s = 0, mi = 0, depth = 0;
+    if (!e->nstack || (cn[0] = chain_node(e, 0)) == NO_NODE)
+        return false;
+    if (e->nmarks && e->marks[0].stack_len == 0)
+        return false;
+    while (s + 1 < e->nstack) {
+        uint32_t end, next;
+        uint8_t tag = e->nodes[cn[depth]].tag;
+        bool mark = mi < e->nmarks && e->marks[mi].stack_len == s + 1;
+        if (depth == STREAM_CHAIN_MAX)
+            return false;
+        if (mark)
+            mi++;
+        end = mi < e->nmarks ? e->marks[mi].stack_len : e->nstack; /* the group: [s + 1, end) */
+        if (end <= s + 1)
+            return false;
+        /* an object then a container: the object's state, BUILD next (as
+         * the pickler writes it), not two items of this group */
+        if (end - (s + 1) >= 2 && tag != SERTRACE_TAG_INSTANCE && tag != SERTRACE_TAG_REDUCE &&
+            chain_node(e, end - 2) != NO_NODE &&
+            (e->nodes[e->stack[end - 2].node].tag == SERTRACE_TAG_INSTANCE ||
+             e->nodes[e->stack[end - 2].node].tag == SERTRACE_TAG_REDUCE) &&
+            chain_node(e, end - 1) != NO_NODE)
+            end--;
+        uint32_t len = end - (s + 1);
+        if (tag == SERTRACE_TAG_DICT   ? (len % 2 || (!mark && len != 2))
+            : tag == SERTRACE_TAG_LIST ? !mark && len != 1
+            : tag == SERTRACE_TAG_SET  ? !mark
+                                       : mark || len != 1) /* an object: its state */
+            return false;
+        next = chain_node(e, end - 1);
+        if (next == NO_NODE || next <= cn[depth] ||
+            e->nodes[next].start <= e->nodes[cn[depth]].start)
+            return false;
+        /* a group's items came after its container: a node made before
+         * it is a DUP of a level (or of one of its parts): not read */
+        for (uint32_t i = s + 1; i + 1 < end; i++)
+            if (e->stack[i].node != NO_NODE && e->stack[i].node <= cn[depth])
+                return false;
+        lv[depth].index = s;
+        lv[depth].marks = mi - (mark ? 1 : 0);
+        lv[depth].tag = tag;
+        lv[depth].mark = mark;
+        lv[depth].added = e->nodes[cn[depth]].added + 1;
+        cn[++depth] = next;
+        s = end - 1;
+    }
+    if (mi != e->nmarks)
+        return false;
+    /* the top: a container whose items came (not an object: its items go
+     * to an It node, which grows over batches) */
+    uint8_t top = e->nodes[cn[depth]].tag;
+    if (top != SERTRACE_TAG_LIST && top != SERTRACE_TAG_DICT && top != SERTRACE_TAG_SET)
+        return false;
+    *k = depth;
+    return true;
+}
+
+/* The labels the groups' consumers will give (label_items in emulator.c,
+ * BUILD's state role), given now: the first label is a node's edge, so
+ * the consumer's own labelling is then a no-op. */
+static int predict_labels(emu *e, const stream_level *lv, uint32_t k)
+{
+    for (uint32_t d = 0; d < k; d++) {
+        uint32_t from = lv[d].index + 1;
+        uint32_t to = d + 1 < k ? lv[d + 1].index + 1 : e->nstack;
+        if (lv[d].tag == SERTRACE_TAG_DICT) {
+            for (uint32_t i = from; i + 1 < to; i += 2)
+                if (emu_label_value(e, &e->stack[i], &e->stack[i + 1]) < 0)
+                    return -1;
+        } else if (lv[d].tag == SERTRACE_TAG_LIST) {
+            uint64_t pos = lv[d].added - 1;
+            for (uint32_t i = from; i < to; i++)
+                emu_label(e, &e->stack[i], SERTRACE_LABEL_POS, pos++);
+        } else if (lv[d].tag == SERTRACE_TAG_SET) {
+            for (uint32_t i = from; i < to; i++)
+                emu_label(e, &e->stack[i], SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT);
+        } else {
+            emu_label(e, &e->stack[from], SERTRACE_LABEL_ROLE, SERTRACE_ROLE_STATE);
+        }
+    }
+    return 0;
+}
+
+/* An open node of the chain closes: its final item count, then its EXIT;
+ * a kept node must still have the address it was entered with. */
+static int close_open(emu *e, uint32_t idx, uint32_t depth)
+{
+    if (idx < e->nkept) {
+        if (node_address(e, idx, 0) != e->kept_addr[idx])
+            e->stream_wrong = true;
+        if (sertrace_core_node_length(e->core, -1, e->dump_id, depth, e->nodes[idx].length) < 0)
+            return core_failed(e);
+    }
+    return feed_exit(e, e->nodes[idx].end, depth);
+}
+
+/* Feed the live nodes not open yet ([nkept, nnodes)), nested by span,
+ * below the kept ones open in the core ([0, nkept), depths 1..nkept).
+ * The new chain cn[0..k] stays open: its first `common` levels are the
+ * kept ones, the others are entered here (at their depth, else the
+ * prediction was wrong); every other open node is closed once a node
+ * starts after it, or at the end (final: every node, the chain too:
+ * k + 1 == 0). */
+static int feed_stream(emu *e, const uint32_t *cn, uint32_t nchain, uint32_t common,
+                       uint64_t *addrs_out)
+{
+    uint32_t *order = NULL, *open = NULL, nopen = e->nkept, chain_open = common, next = common;
+    uint64_t *addrs = NULL;
+    uint32_t span = e->nnodes - e->nkept;
+    uint64_t extra = (uint64_t)span * 16 + (e->ntypes + 1);
+    int rc = -1;
+
+    if (e->memory + extra > e->lim->max_memory)
+        return emu_fail(e, SERTRACE_INSPECT_LIMIT, e->base,
+                        "memory limit reached (nesting the nodes%s; raise it with --max-memory)",
+                        "");
+    if (e->cap_order < e->nnodes + 1) {
+        uint32_t *o2 = realloc(e->order, ((size_t)e->nnodes + 1) * sizeof *o2);
+        if (o2)
+            e->order = o2;
+        uint32_t *p2 = o2 ? realloc(e->open, ((size_t)e->nnodes + 1) * sizeof *p2) : NULL;
+        if (p2) {
+            e->open = p2;
+            e->cap_order = e->nnodes + 1;
+        }
+    }
+    if (e->cap_order >= e->nnodes + 1) {
+        order = e->order;
+        open = e->open;
+    }
+    addrs = malloc(((size_t)e->nnodes + 2) * sizeof *addrs);
+    if (!order || !open || !addrs) {
+        emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "out of memory%s", "");
+        goto end;
+    }
+    if (e->memory + extra > e->peak)
+        e->peak = e->memory + extra;
+    uint32_t live = 0;
+    for (uint32_t i = e->nkept; i < e->nnodes; i++)
+        if (!e->nodes[i].dead) {
+            if (e->nodes[i].start < e->stream_pos)
+                e->stream_wrong = true; /* it wraps a node fed already */
+            order[live++] = i;
+        }
+    for (uint32_t j = 0; j < e->nkept; j++) {
+        open[j] = j;
+        addrs[j] = e->kept_addr[j];
+    }
+    sort_nodes(e, order, live, e->nkept, extra);
+
+    for (uint32_t k = 0; k < live; k++) {
+        node *n = &e->nodes[order[k]];
+        bool is_chain = next < nchain && order[k] == cn[next];
+        while (nopen > chain_open && e->nodes[open[nopen - 1]].end <= n->start) {
+            if (close_open(e, open[nopen - 1], nopen) < 0)
+                goto end;
+            nopen--;
+        }
+        if (nopen > chain_open && n->end > e->nodes[open[nopen - 1]].end)
+            n->end = e->nodes[open[nopen - 1]].end; /* cut to fit (a hostile stream) */
+        if (is_chain) {
+            if (nopen != next) /* not where the chain said: read it again */
+                e->stream_wrong = true;
+            if (feed_enter(e, order[k], nopen + 1, nopen ? addrs[nopen - 1] : 0, false,
+                           &addrs[nopen]) < 0)
+                goto end;
+            open[nopen++] = order[k];
+            chain_open = nopen;
+            next++;
+            continue;
+        }
+        bool atom = k + 1 == live || e->nodes[order[k + 1]].start >= n->end;
+        uint64_t addr;
+        if (feed_enter(e, order[k], nopen + 1, nopen ? addrs[nopen - 1] : 0, atom, &addr) < 0)
+            goto end;
+        if (atom && n->note != NOTE_GETATTR && n->end >= n->start)
+            continue;
+        open[nopen] = order[k];
+        addrs[nopen++] = addr;
+    }
+    if (next != nchain)
+        e->stream_wrong = true;
+    while (nopen > chain_open) {
+        if (close_open(e, open[nopen - 1], nopen) < 0)
+            goto end;
+        nopen--;
+    }
+    for (uint32_t j = 0; j < nchain && j < nopen; j++)
+        addrs_out[j] = addrs[j];
+    rc = 0;
+end:
+    free(addrs);
+    return rc;
+}
+
+/* After a feed: only the chain's nodes stay, at indices [0, nchain) in
+ * chain order; the items and marks are told (a fed item's node is gone:
+ * NO_NODE, `fed`; arena bounds count the kept nodes below them). */
+static void keep_chain(emu *e, const uint32_t *cn, uint32_t nchain, const uint64_t *addrs)
+{
+    node kept[STREAM_CHAIN_MAX + 1];
+    uint32_t old_n = e->nnodes;
+    for (uint32_t j = 0; j < nchain; j++)
+        kept[j] = e->nodes[cn[j]];
+#define BOUND(x)                                                                                   \
+    do {                                                                                           \
+        uint32_t b_ = 0;                                                                           \
+        while (b_ < nchain && cn[b_] < (x))                                                        \
+            b_++;                                                                                  \
+        (x) = b_;                                                                                  \
+    } while (0)
+    for (uint32_t i = 0; i < e->nstack; i++) {
+        item *it = &e->stack[i];
+        if (it->node != NO_NODE) {
+            uint32_t j = 0;
+            while (j < nchain && cn[j] != it->node)
+                j++;
+            if (j < nchain) {
+                it->node = j;
+            } else {
+                it->node = NO_NODE;
+                it->fed = true;
+            }
+        }
+        it->it_node = NO_NODE; /* never a level of the chain */
+        if (it->first_node > old_n)
+            it->first_node = old_n;
+        BOUND(it->first_node);
+        if (it->atom_nodes_end > old_n)
+            it->atom_nodes_end = old_n;
+        BOUND(it->atom_nodes_end);
+    }
+    for (uint32_t i = 0; i < e->nmarks; i++) {
+        if (e->marks[i].first_node > old_n)
+            e->marks[i].first_node = old_n;
+        BOUND(e->marks[i].first_node);
+    }
+#undef BOUND
+    for (uint32_t j = 0; j < nchain; j++) {
+        e->nodes[j] = kept[j];
+        e->kept_addr[j] = addrs[j];
+    }
+    e->nnodes = e->nkept = nchain;
+    e->id_fed = e->next_id;
+    e->id_shift = e->next_id + 1 - nchain;
+    e->stream_pos = e->pos;
+}
+
 /* At STOP: the pickle's nodes (those not streamed yet), nested by span,
- * to the core; a streamed dump gets its root's item count and EXIT. */
+ * to the core; a streamed dump closes its open chain (item counts, EXITs).
+ * Returns 1 when a streamed dump's prediction turned out wrong: the
+ * caller drops it and reads the pickle again. */
 int emu_emit_dump(emu *e, uint64_t total)
 {
     if (!e->core)
@@ -373,51 +662,126 @@ int emu_emit_dump(emu *e, uint64_t total)
         return end_dump(e, total);
     }
     /* streamed: the root fed first is still the root (emulator.c checks) */
-    if (feed_nodes(e, 1, 1) < 0)
+    if (e->stream_wrong || e->nspec)
+        return 1;
+    if (feed_stream(e, NULL, 0, 0, NULL) < 0)
         return -1;
-    if (sertrace_core_node_length(e->core, -1, e->dump_id, 1, e->nodes[0].length) < 0)
-        return core_failed(e);
-    if (feed_exit(e, e->nodes[0].end, 1) < 0)
-        return -1;
+    if (e->stream_wrong)
+        return 1;
     return end_dump(e, total);
 }
 
-/* After an opcode that gave items to the bottom item of the stack: when
- * that item is the pickle's first node, a list, dict or set (its parts
- * come after its first byte), and enough nodes are held, its finished
- * items' nodes go to the core now (the root fed first, with the count it
- * has so far) and are dropped: the pickle is streamed (README
- * "Streaming").  Should the bottom item be wrapped or replaced later (a
- * TUPLE1 around it), emulator.c aborts the dump and reads the pickle again
- * without streaming. */
-int emu_stream_batch(emu *e)
+/* After an opcode that gave items to the top item of the stack (`next`:
+ * the input offset of the opcode after it): when the stack reads as a
+ * chain of open containers from the root (read_chain), enough nodes are
+ * held and, below the root, the top container gets another batch next, the nodes are fed to the
+ * core now -- the chain's entered and left open, every other one (finished, or a group item whose
+ * label its consumer will give) fed whole -- and all but the chain dropped (README "Streaming").
+ * The chain is a prediction: each group's consumer is watched (emu_stream_watch), a node that
+ * starts before the feed (a wrapper) or an item fed that grows is caught, and the dump is then
+ * dropped and the pickle read again without streaming. */
+int emu_stream_batch(emu *e, size_t next)
 {
-    const item *root = &e->stack[0];
-    node *r;
+    uint32_t cn[STREAM_CHAIN_MAX + 1], k, common = 0;
+    stream_level lv[STREAM_CHAIN_MAX];
+    uint64_t addrs[STREAM_CHAIN_MAX + 1] = {0};
     /* a pickle without PROTO (0 or 1) says which only by its opcodes, up
      * to STOP, and dump_begin carries it: not streamed */
-    if (e->nstack != 1 || e->nmarks || root->node != 0 || e->nnodes - 1 < e->stream_nodes ||
-        e->protocol < 0)
+    if (e->stream_wrong || e->protocol < 0 || e->nnodes - e->nkept < e->stream_nodes)
         return 0;
-    r = &e->nodes[0];
-    if (r->dead || r->object != 1 ||
-        (r->tag != SERTRACE_TAG_LIST && r->tag != SERTRACE_TAG_DICT && r->tag != SERTRACE_TAG_SET))
+    /* Below the root (the root alone: one item), only while the top
+     * container is still being filled (a MARK next: another batch), so
+     * that a small container's last batch, after which a tuple may wrap
+     * it, is never a prediction (but at a threshold of 1 node, the tests'
+     * setting: every batch is, so that wrong predictions are read again
+     * often).  Checked first: it costs nothing, the chain's reading does. */
+    if (e->nstack > 1 && e->stream_nodes > 1) {
+        if (next < e->n && e->in[next] == OP_FRAME)
+            next += FRAME_HEADER;
+        if (next >= e->n || e->in[next] != OP_MARK)
+            return 0;
+    }
+    /* Reading the stack costs its length: not over STREAM_STACK_MAX items,
+     * and after a stack that does not read, not before stream_nodes more
+     * nodes are held (so the readings cost O(nodes), not O(batches x
+     * stack)). */
+    if (e->nnodes < e->stream_retry || e->nstack > STREAM_STACK_MAX)
         return 0;
+    if (!read_chain(e, cn, lv, &k))
+        goto later;
+    /* the open levels stay (at their index), the others are new nodes */
+    while (common < e->nkept && common <= k && cn[common] == common)
+        common++;
+    if (e->streamed && common == 0)
+        goto later; /* not the root streamed: wrong, found at STOP */
+    for (uint32_t j = common; j <= k; j++)
+        if (cn[j] < e->nkept)
+            goto later;
+    /* the levels still pending keep their predictions: the stack must read
+     * them alike (a group read otherwise would label its items otherwise) */
+    if (e->nspec > k)
+        goto later;
+    for (uint32_t j = 0; j < e->nspec; j++)
+        if (cn[j] != j || lv[j].index != e->spec[j].index || lv[j].mark != e->spec[j].mark ||
+            lv[j].tag != e->spec[j].tag)
+            goto later;
+    if (predict_labels(e, lv, k) < 0)
+        return -1;
     if (!e->streamed) {
-        uint64_t addr;
         if (begin_dump(e) < 0)
             return -1;
         e->streamed = true;
-        if (feed_enter(e, 0, 1, 0, false, &addr) < 0)
-            return -1;
     }
-    if (feed_nodes(e, 1, 1) < 0)
+    if (feed_stream(e, cn, k + 1, common, addrs) < 0)
         return -1;
-    /* the fed nodes are dropped: the next node takes index 1 and identity
-     * next_id + 1 */
-    e->nnodes = 1;
-    e->id_shift = e->next_id;
+    keep_chain(e, cn, k + 1, addrs);
+    memcpy(e->spec, lv, k * sizeof *lv);
+    e->nspec = k;
+    e->spec_watch = e->nstack - 1; /* cn[k], the top: pending in the deepest group */
+    e->stream_retry = 0;
     return 0;
+later:
+    e->stream_retry =
+        e->stream_nodes > UINT32_MAX - e->nnodes ? UINT32_MAX : e->nnodes + e->stream_nodes;
+    return 0;
+}
+
+/* An opcode brought a streamed dump's stack down to its watched level:
+ * it must be the predicted consumer of the deepest pending group (the
+ * right opcode into the right container, its MARK, a list's positions),
+ * else the dump is read again at STOP. */
+void emu_stream_watch(emu *e, uint8_t code)
+{
+    if (e->stream_wrong)
+        return;
+    if (!e->nspec) {
+        e->stream_wrong = e->nstack == 0;
+        return;
+    }
+    const stream_level *l = &e->spec[e->nspec - 1];
+    uint32_t j = e->nspec - 1;
+    bool ok = e->nstack == l->index + 1 && e->nmarks == l->marks && e->stack[l->index].node == j;
+    switch (l->tag) {
+    case SERTRACE_TAG_DICT:
+        ok = ok && code == (l->mark ? OP_SETITEMS : OP_SETITEM);
+        break;
+    case SERTRACE_TAG_LIST:
+        ok = ok && code == (l->mark ? OP_APPENDS : OP_APPEND) &&
+             (l->mark || e->nodes[j].added == l->added);
+        break;
+    case SERTRACE_TAG_SET:
+        ok = ok && code == OP_ADDITEMS;
+        break;
+    default:
+        ok = ok && code == OP_BUILD;
+        break;
+    }
+    if (!ok) {
+        e->stream_wrong = true;
+        return;
+    }
+    e->nspec--;
+    e->spec_watch = l->index;
 }
 
 /* A dump begun by streaming is dropped (the pickle is read again, or it

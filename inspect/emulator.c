@@ -804,6 +804,9 @@ static void reset_pickle(emu *e, size_t base)
     e->nnodes = 0;
     e->next_id = 0;
     e->id_shift = 1;
+    e->nkept = e->id_fed = e->nspec = e->spec_watch = e->stream_retry = 0;
+    e->stream_wrong = false;
+    e->stream_pos = 0;
     e->streamed = false;
     e->stream_ok =
         e->core && !e->obs && e->stream_nodes != UINT32_MAX && sertrace_core_can_abort(e->core);
@@ -1253,12 +1256,15 @@ static int run_pickle(emu *e)
         if (step(e, &o, start, &stop) < 0)
             return -1;
         at += o.len;
+        /* a streamed dump's predicted consumers (emulator-records.c) */
+        if (e->streamed && e->nstack <= e->spec_watch)
+            emu_stream_watch(e, o.code);
         /* (not when STOP follows: the last batch is fed at STOP, where the
          * addresses need only the shared objects) */
-        if (e->stream_ok && e->nstack == 1 &&
+        if (e->stream_ok && e->nnodes - e->nkept >= e->stream_nodes &&
             (o.code == OP_APPENDS || o.code == OP_SETITEMS || o.code == OP_ADDITEMS ||
              o.code == OP_APPEND || o.code == OP_SETITEM) &&
-            !(at < e->n && e->in[at] == OP_STOP) && emu_stream_batch(e) < 0)
+            !(at < e->n && e->in[at] == OP_STOP) && emu_stream_batch(e, at) < 0)
             return -1;
     }
     /* STOP: one item left (above no mark), it is the root. */
@@ -1286,8 +1292,11 @@ static int run_pickle(emu *e)
         }
     }
     e->pos += 1; /* STOP */
-    if (emu_emit_dump(e, (uint64_t)(at - e->base)) < 0)
-        return -1;
+    {
+        int rc = emu_emit_dump(e, (uint64_t)(at - e->base)); /* 1: read it again */
+        if (rc != 0)
+            return rc;
+    }
     e->res->dumps++;
     e->base = at;
     return 0;
