@@ -1197,14 +1197,16 @@ static int run_pickle(emu *e)
     while (!stop) {
         uint64_t start;
         if (run_atoms_starts[e->in[at < e->n ? at : 0]] && !e->obs && !e->discarded &&
-            !e->discard_call && e->max_op_proto >= 2 && !e->no_fast &&
+            !e->discard_call && e->max_op_proto >= 2 && !e->no_fast && !e->streamed &&
             (!e->frame_pending || at < e->frame_end)) {
+            /* (not in a streamed dump: its predicted consumers are checked
+             * opcode by opcode, emu_stream_watch below) */
             bool batch = false;
             if (run_atoms(e, &at, e->frame_pending ? e->frame_end : e->n, &batch) < 0)
                 return -1;
             if (batch) { /* as after step's APPENDS / SETITEMS / ADDITEMS */
-                if (e->stream_ok && e->nstack == 1 && !(at < e->n && e->in[at] == OP_STOP) &&
-                    emu_stream_batch(e) < 0)
+                if (e->stream_ok && e->nnodes - e->nkept >= e->stream_nodes &&
+                    !(at < e->n && e->in[at] == OP_STOP) && emu_stream_batch(e, at) < 0)
                     return -1;
                 continue;
             }
