@@ -114,6 +114,10 @@ typedef struct dump_sum {
     uint32_t types_cap, types_max;
     top_raw *top; /* min-heap on bytes, opts.top entries */
     unsigned ntop;
+    /* v_node_exit keeps a closing node in the top-N only from this many
+     * bytes: 0 while fewer than N are kept, then the smallest kept + 1
+     * (a filter: the exact test follows). */
+    uint64_t top_gate;
     rendered *flags;
     unsigned nflags;  /* at most max_flags */
     size_t flags_cap; /* grown as flags come (grow.h) */
@@ -171,6 +175,7 @@ typedef struct type_row {
 
 struct sertrace_summary {
     sertrace_summary_opts o;
+    bool flagging;           /* an oversize limit set (o.oversize_bytes or _percent) */
     const summary_writer *w; /* text or JSON */
     sertrace_summary_write_fn write;
     void *write_ctx;
