@@ -87,7 +87,7 @@ int shared_objs_room(dump_sum *ds)
 
 /* ---- references ------------------------------------------------------------ */
 
-static shared_ref *ref_find(const dump_sum *ds, uint64_t addr)
+static inline __attribute__((always_inline)) shared_ref *ref_find(const dump_sum *ds, uint64_t addr)
 {
     if (ds->refs_cap == 0)
         return NULL;
