@@ -114,6 +114,10 @@ typedef struct dump_sum {
     uint32_t types_cap, types_max;
     top_raw *top; /* min-heap on bytes, opts.top entries */
     unsigned ntop;
+    /* v_node_exit keeps a closing node in the top-N only from this many
+     * bytes: 0 while fewer than N are kept, then the smallest kept + 1
+     * (a filter: the exact test follows). */
+    uint64_t top_gate;
     rendered *flags;
     unsigned nflags;  /* at most max_flags */
     size_t flags_cap; /* grown as flags come (grow.h) */
@@ -171,6 +175,7 @@ typedef struct type_row {
 
 struct sertrace_summary {
     sertrace_summary_opts o;
+    bool flagging;           /* an oversize limit set (o.oversize_bytes or _percent) */
     const summary_writer *w; /* text or JSON */
     sertrace_summary_write_fn write;
     void *write_ctx;
@@ -290,7 +295,7 @@ static inline node_stat *summary_type_stat(dump_sum *ds, uint32_t type)
  * state for a new dump (at dump open) / free. */
 static inline int shared_object_enter(dump_sum *ds, sertrace_node *n);
 static inline void shared_object_exit(dump_sum *ds, const sertrace_node *n);
-int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned);
+static inline int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned);
 int shared_resolve(dump_sum *ds);
 uint64_t shared_refs_of(const dump_sum *ds, uint64_t addr);
 int shared_retained(dump_sum *ds, const sertrace_dump_state *d);
@@ -331,6 +336,50 @@ static inline void shared_object_exit(dump_sum *ds, const sertrace_node *n)
 {
     if (n->user != 0 && n->user <= ds->objs_n)
         ds->objs[n->user - 1].end = n->enter_pos + n->bytes;
+}
+
+/* The reference table's hash of an address. */
+static inline uint64_t shared_hash(uint64_t addr)
+{
+    uint64_t h = addr * 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 29);
+}
+
+/* Count reference `n` in the table (room for one more address: the
+ * caller made sure). */
+static inline void shared_ref_add(dump_sum *ds, const sertrace_node *n, uint64_t owned)
+{
+    size_t mask = ds->refs_cap - 1, j = (size_t)shared_hash(n->addr) & mask;
+    while (ds->refs[j].count != 0 && ds->refs[j].addr != n->addr)
+        j = (j + 1) & mask;
+    shared_ref *r = &ds->refs[j];
+    if (r->count == 0) {
+        r->addr = n->addr;
+        r->type = n->type;
+        ds->refs_n++;
+    }
+    r->count++;
+    if (n->enter_pos > r->last)
+        r->last = n->enter_pos;
+    if (n->type == r->type) { /* what moves to the target's row */
+        r->bytes += n->bytes;
+        r->self += n->self;
+        r->owned += owned;
+        r->moved++;
+    }
+}
+
+int shared_count_ref_slow(dump_sum *ds, const sertrace_node *n, uint64_t owned);
+
+/* Inline: a reference with an address, room in the log and in the table
+ * (all but a few per dump); the rest, out of line in summary-shared.c. */
+static inline int shared_count_ref(dump_sum *ds, const sertrace_node *n, uint64_t owned)
+{
+    if (n->addr == 0 || ds->reflog_n == ds->reflog_cap || (ds->refs_n + 1) * 2 > ds->refs_cap)
+        return shared_count_ref_slow(ds, n, owned);
+    ds->reflog[ds->reflog_n++] = (shared_reflog){n->enter_pos, n->addr};
+    shared_ref_add(ds, n, owned);
+    return 0;
 }
 
 /* Mark `b` failed (an error that is not the buffer's own): -1. */

@@ -567,6 +567,43 @@ static void prune_percent(sertrace_summary *s, dump_sum *ds, uint64_t whole)
     ds->nflags = k;
 }
 
+/* Top-N, for a node that passed ds->top_gate: entries are appended
+ * until N are kept, then made a min-heap once; a dump with at most N
+ * nodes (the common small dump) does no heap work at all.  Out of line:
+ * in a large dump few nodes pass the gate. */
+static __attribute__((noinline)) void top_keep(sertrace_summary *s, sertrace_dump_state *d,
+                                               dump_sum *ds, const sertrace_node *n)
+{
+    if (ds->ntop < s->o.top) {
+        capture(d, n, &ds->top[ds->ntop++]);
+        if (ds->ntop == s->o.top)
+            for (unsigned i = ds->ntop / 2; i-- > 0;)
+                rawheap_down(ds->top, ds->ntop, i);
+        else
+            return; /* the gate stays 0 */
+    } else if (s->o.top && n->bytes > ds->top[0].bytes) {
+        capture(d, n, &ds->top[0]);
+        rawheap_down(ds->top, ds->ntop, 0);
+    }
+    uint64_t min = s->o.top ? ds->top[0].bytes : UINT64_MAX;
+    ds->top_gate = min < UINT64_MAX ? min + 1 : UINT64_MAX;
+}
+
+/* The innermost open node of a dump that died: its chain is the stack. */
+static __attribute__((noinline)) int died_at(sertrace_summary *s, sertrace_dump_state *d,
+                                             dump_sum *ds, const sertrace_node *n)
+{
+    top_raw r;
+    capture(d, n, &r);
+    sertrace_buf *b = &s->tmp;
+    sertrace_buf_clear(b);
+    if (summary_ancestry(s, b, d, &r, false) < 0 || !(ds->died_text = buf_steal(b)))
+        return -1;
+    if (summary_ancestry(s, b, d, &r, true) < 0 || !(ds->died_json = buf_steal(b)))
+        return -1;
+    return 0;
+}
+
 static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
 {
     sertrace_summary *s = ctx;
@@ -602,17 +639,12 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
         ds->root_bytes += n->bytes;
         ds->root_exact = sertrace_node_bytes_exact(n);
     }
-    /* Top-N: entries are appended until N are kept, then made a min-heap
-     * once; a dump with at most N nodes (the common small dump) does no
-     * heap work at all. */
-    if (ds->ntop < s->o.top) {
-        capture(d, n, &ds->top[ds->ntop++]);
-        if (ds->ntop == s->o.top)
-            for (unsigned i = ds->ntop / 2; i-- > 0;)
-                rawheap_down(ds->top, ds->ntop, i);
-    } else if (s->o.top && n->bytes > ds->top[0].bytes) {
-        capture(d, n, &ds->top[0]);
-        rawheap_down(ds->top, ds->ntop, 0);
+    if (n->bytes >= ds->top_gate)
+        top_keep(s, d, ds, n);
+    if (!s->flagging) {
+        if ((n->flags & SERTRACE_NODE_UNFINISHED) && !ds->died_text)
+            return died_at(s, d, ds, n);
+        return 0;
     }
     if (s->o.oversize_bytes && n->bytes >= s->o.oversize_bytes) {
         if (add_flag(s, d, n, "oversized", NULL, 0, NULL, 0) < 0)
@@ -624,17 +656,8 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
         if (add_flag(s, d, n, "oversized", NULL, 0, NULL, 0) < 0)
             return -1;
     }
-    if ((n->flags & SERTRACE_NODE_UNFINISHED) && !ds->died_text) {
-        /* innermost open node: its chain is the stack */
-        top_raw r;
-        capture(d, n, &r);
-        sertrace_buf *b = &s->tmp;
-        sertrace_buf_clear(b);
-        if (summary_ancestry(s, b, d, &r, false) < 0 || !(ds->died_text = buf_steal(b)))
-            return -1;
-        if (summary_ancestry(s, b, d, &r, true) < 0 || !(ds->died_json = buf_steal(b)))
-            return -1;
-    }
+    if ((n->flags & SERTRACE_NODE_UNFINISHED) && !ds->died_text)
+        return died_at(s, d, ds, n);
     return 0;
 }
 
@@ -796,6 +819,7 @@ static void recycle_dump_sum(sertrace_summary *s, dump_sum *ds)
     ds->ntouched = 0;
     ds->types_max = 0;
     ds->ntop = 0;
+    ds->top_gate = 0;
     ds->nflags = 0;
     ds->flags_dropped = 0;
     ds->died_text = ds->died_json = NULL;
@@ -1014,6 +1038,7 @@ sertrace_summary *sertrace_summary_create(const sertrace_summary_opts *opts,
     if (!s)
         return NULL;
     s->o = *opts;
+    s->flagging = s->o.oversize_bytes != 0 || s->o.oversize_percent > 0;
     s->write = write;
     s->write_ctx = write_ctx;
     s->w = s->o.json ? &summary_json_writer : &summary_text_writer;
