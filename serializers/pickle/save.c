@@ -579,7 +579,8 @@ static inline __attribute__((always_inline)) int traced_atom(pickler *p, PyObjec
     return 0;
 }
 
-static int traced_node(pickler *p, PyObject *obj, const edge *e);
+static inline __attribute__((always_inline)) int traced_node(pickler *p, PyObject *obj,
+                                                             const edge *e);
 
 static int traced_object(pickler *p, PyObject *obj, const edge *e)
 {
@@ -628,14 +629,18 @@ int save_child_atoms(pickler *p, PyObject *obj, const edge *e)
     if (obj == Py_None || type == &PyBool_Type)
         return atom_done(p, SERTRACE_TAG_ATOM, obj, obj == Py_None ? 4 : 5, 0, pos,
                          save_object(p, obj), e);
-    int status;
-    if (type == &PyBytes_Type && traced_atom(p, obj, e, &status) == 0)
-        return status;
-    return traced_node(p, obj, e);
+    /* bytes, and every other object: the general step (its boundary
+     * check finds the boundary done).  The node's step is inline there:
+     * as a function of its own, called from there and from here, it cost
+     * the default granularity a call per node (builtins 18.49 -> 18.81 M
+     * instructions per dump); this way containers pay that call at
+     * every-object granularity instead (27.53 -> 27.89 M). */
+    return save_child_slow(p, obj, e);
 }
 
 /* traced_object() for an object that is no atom node. */
-static int traced_node(pickler *p, PyObject *obj, const edge *e)
+static inline __attribute__((always_inline)) int traced_node(pickler *p, PyObject *obj,
+                                                             const edge *e)
 {
     sertrace_dump *trace = p->trace;
     int root = e->kind == EDGE_ROOT;
