@@ -470,6 +470,9 @@ typedef struct edge {
 #define SAVE_FAILED_REDUCED (-2)
 
 int save_child_slow(pickler *p, PyObject *obj, const edge *e);
+/* save_child_slow() for a child (not the root) of a dump that traces
+ * every object (SERTRACE_DUMP_ATOMS), without persistent_id. */
+int save_child_atoms(pickler *p, PyObject *obj, const edge *e);
 int save_child_failed(pickler *p, PyObject *obj, int status, const edge *e);
 /* The object behind the inline path: everything but int / None / float /
  * bool, which are never memoized. */
@@ -587,6 +590,9 @@ static inline __attribute__((always_inline)) int save_child(pickler *p, PyObject
             if (__builtin_expect(status < 0 && p->trace != NULL, 0))
                 trace_failed(p, obj, 0);
         }
+    } else if (p->pers_func == NULL && e.kind != EDGE_ROOT &&
+               (p->trace_flags & SERTRACE_DUMP_ATOMS)) {
+        status = save_child_atoms(p, obj, &e);
     } else {
         status = save_child_slow(p, obj, &e);
     }
