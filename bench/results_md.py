@@ -481,11 +481,11 @@ def section_sinks(sk):
     if not traces:
         return "\n".join(L + ["No trace.", ""]), {}
     big = traces[-1]
-    rec = big.get("nodes") or 0  # per node: an ENTER/EXIT pair, or one ATOM (schema v4)
+    rec = big.get("nodes") or 0  # per node: a container's record pair, or one atom record
     L.append("Trace: %d dumps of `builtins` at every-object granularity, recorded with `sertrace "
              "record --cmd-only --buffer-size 64M`: %s on disk, %s CTF events (4 KiB record "
-             "batches), %s nodes (containers as ENTER/EXIT record pairs, atoms as one ATOM "
-             "record each, schema v4; %s). Each command's output goes to "
+             "batches), %s nodes (schema v7: containers as a record pair each, atoms as one "
+             "short SATOM record each where their fields fit; %s). Each command's output goes to "
              "/dev/null; %d interleaved rounds; wall time, and CPU time and peak RSS from `wait4`. "
              "Goal: each sink's wall time ≤ %.2fx `sink.utils.dummy`'s (the verdict: the default "
              "configurations; with 2+ CPUs the sinks run the tree core on a worker thread beside "
@@ -579,6 +579,24 @@ def worst(pairs):
     return max(pairs, key=lambda p: p[1]) if pairs else None
 
 
+
+def roots_growth(roots):
+    """'; instance root: N B …' for the other streamed roots (pairs of 10^5 and 10^6 rows of
+    bench/inspect_speed.py's memory_probe_roots, in order), RSS per node beyond the mapped input."""
+    parts = []
+    for a, b in zip(roots[0::2], roots[1::2]):
+        dn = b["nodes"] - a["nodes"]
+        if dn <= 0:
+            continue
+        per = (b["maxrss_kb"] - a["maxrss_kb"]) * 1024.0 / dn
+        beyond = per - (b["bytes"] - a["bytes"]) / dn
+        beyond = beyond if abs(beyond) >= 0.05 else 0.0
+        parts.append("%s: %.1f B beyond the input (%.0f → %.0f MiB)"
+                     % (a["payload"].split(",")[0], beyond, a["maxrss_kb"] / 1024.0,
+                        b["maxrss_kb"] / 1024.0))
+    return ("; " + "; ".join(parts) + "; tuple, reduce-built and protocol 0-1 roots not streamed"
+            if parts else "; other roots not measured")
+
 def inspect_goal_rows(insp):
     """Issue 14 item 5's goals, from bench/inspect_speed.py's JSON."""
     if not insp:
@@ -607,9 +625,10 @@ def inspect_goal_rows(insp):
         beyond = per - (mem[1]["bytes"] - mem[0]["bytes"]) / dn if "bytes" in mem[0] else per
         rows.append(["inspect memory O(depth + memo), not O(payload)",
                      "list root (streamed): %.0f B of RSS per node, %.1f B beyond the mapped input "
-                     "(no memo, depth 2; %s → %s nodes: %.0f → %.0f MiB); other roots not measured"
+                     "(no memo, depth 2; %s → %s nodes: %.0f → %.0f MiB)%s"
                      % (per, beyond, "{:,}".format(mem[0]["nodes"]), "{:,}".format(mem[1]["nodes"]),
-                        mem[0]["maxrss_kb"] / 1024.0, mem[1]["maxrss_kb"] / 1024.0),
+                        mem[0]["maxrss_kb"] / 1024.0, mem[1]["maxrss_kb"] / 1024.0,
+                        roots_growth(insp.get("memory_roots") or [])),
                      "**missed**", EXPLAIN["inspect_memory"]])
     return rows
 
@@ -732,31 +751,34 @@ def section_goals(ov_summary, speedups, sink_summary, sinks2=None, versions=None
 # of the runs reported in the final section of bench/README.md; the verdicts
 # above are computed, these texts are only shown next to a missed goal.
 EXPLAIN = {
-    "inspect_loads": "Payloads of many small containers (tuples, small dicts) cost inspect more per "
-                     "node than loads, which builds a tuple in a few instructions. Since this run's "
-                     "code the emulator feeds the tree core directly (no schema records encoded and "
-                     "decoded again) and `sertrace.inspect()` builds its dict in C: under callgrind, "
-                     "instructions per call state-16 4.65 M -> 3.32 M (loads 2.03 M), micro-tuples "
-                     "83.0 M -> 66.6 M (32.5 M), dataclass-graph 129.9 M -> 114.8 M (64.4 M). What "
-                     "remains is spread: ~150 instructions an opcode in the emulator, ~100 a node in "
-                     "the core, 100-250 in the summary's node exit, ~200 a node to feed it. What "
-                     "would close it: a summary that does less per node (its path-pattern and type "
-                     "rows), then the emulator's opcode loop.",
-    "inspect_genops": "genops is pure Python (~1 µs an opcode); 50x would need inspect at ~20 ns an "
-                      "opcode with the size tree and its summary included, which is less than the "
-                      "summary alone costs per node (see the row above): inspect runs at about the "
-                      "speed of `pickle.loads`, 3-40x genops. On micro-bytes-2k (600 opcodes of 2 KiB "
-                      "bytes) the fixed cost of a call (tables, the summary's setup and result) is "
-                      "what remains.",
-    "inspect_memory": "Met only for the roots inspect streams: a pickle (protocol 2 or more) whose "
-                      "root is a list, dict or set is fed to the tree core in batches of 4096 nodes, "
-                      "so its memory is the memo (48 B a key, 32 B a memoized object in the summary) "
-                      "and the open nodes. Instance roots, tuples of containers, protocols 0-1, "
-                      "`--tree` and the exports still hold every node of a pickle until its STOP: "
-                      "a node's item count is known only at the container's end and tuples and "
-                      "reduces are postfix, while the summary wants each node's ancestors when it "
-                      "closes. What would close it: the two-pass design in inspect/README.md, "
-                      "Streaming (or a summary that takes detached subtrees).",
+    "inspect_loads": "Payloads of many small containers (tuples, small dicts) cost inspect more per node "
+                     "than loads, which builds a tuple in a few instructions. Under callgrind, "
+                     "instructions per `sertrace.inspect()` call (dict included) at 27f4068 (the "
+                     "previous RESULTS.md) -> now: micro-tuples 66.9 M -> ~58 M (loads 32.5 M), dataclass-graph 115.0 M -> "
+                     "~99 M (64.4 M), state-16 3.36 M -> ~3.2 M (2.03 M): an atoms' loop in the emulator "
+                     "(~30 instructions an opcode where it was ~200) and a cheaper summary per node "
+                     "(retained bytes looked up once per dump, inline node push/pop, a top-N gate). What "
+                     "remains: the core and summary per node (~360 instructions a tuple) and feeding.",
+    "inspect_genops": "genops is pure Python (~1 µs an opcode). On the lists of atoms the emulator's atoms' "
+                      "loop (~30 instructions an opcode) puts inspect at 68-74x genops. On payloads of "
+                      "containers inspect builds an exact summary per node (type rows, top-N, retained "
+                      "bytes: ~360 instructions a node in the core and summary) and runs at 1-1.7x "
+                      "`pickle.loads`, while `pickle.loads` itself is only 4-10x genops on them (this "
+                      "table): 50x genops would need inspect 5-12x faster than the C unpickler, which we "
+                      "judge out of reach for a per-node summary. micro-bytes-2k (600 opcodes of 2 KiB "
+                      "bytes) is the fixed cost of a call (~280 K instructions: the summary's setup, the "
+                      "dict built from its JSON text, feeding).",
+    "inspect_memory": "Met for the roots inspect streams (protocol 2 or more): a list, dict or set root, an "
+                      "instance root whose state holds big containers, and a dict root whose few keys come "
+                      "after their big values (`{'data': [...]}`): the emulator feeds the tree core the "
+                      "chain of open containers it reads off the stack and drops the finished items, so "
+                      "what grows is the mapped input (per node beyond it: about 0 B for the three shapes "
+                      "measured) plus the memo (48 B a key, 32 B a memoized object in the summary). A wrong "
+                      "guess (a TUPLE wrapping a streamed container) drops the dump and reads the pickle "
+                      "again without streaming. Still O(nodes): tuples and calls being built around "
+                      "containers, reduce-built containers (OrderedDict, defaultdict) being filled, "
+                      "protocols 0-1, `--tree` and the exports. What would close it: the two-pass design in "
+                      "inspect/README.md, Streaming.",
     "dormant": "Not the tracing: with nobody listening sertrace costs one test per node (~1 ns, "
                "`dormant` in the C API cost section). The gap is the C pickler's own speed "
                "against CPython's `_pickle` on the workload named (the single-kind lists locate "
@@ -785,16 +807,17 @@ EXPLAIN = {
     "recording_all": "Every-object granularity makes every atom (int, float, str, memo reference) a "
                      "node: `builtins` has 98,807 nodes per dump instead of 13,002, and its ints, "
                      "floats and short strings cost pickle ~220 instructions each. Since this run's "
-                     "code an atom whose fields fit is a SATOM record (schema v7: fixed-width "
-                     "fields, no LEB128) written inline by `sertrace_atom_fast()`, dict values take "
-                     "their label from a per-dump cache in the pickler, and the traced step is "
-                     "inline: under callgrind 35.1 M -> 31.6 M instructions per `builtins` dump with "
-                     "SATOM and the label cache (pickle ~22.1 M), and the inline traced step "
-                     "(measured apart: 35.7 M -> 34.2 M) takes some more off. What remains per atom "
-                     "is the step around it in save.c (edge, frame boundary) and the encoding. What "
-                     "would close it: a leaner traced step for atoms. `state-16`, worst in this run at "
-                     "the limit, is a 0.33 ms dump whose rounds spread 0.81-2.40x; in instructions "
-                     "(callgrind) it is 1.37x pickle.",
+                     "code an atom takes a step of its own (`save_child_atoms()`: a straight path to "
+                     "its SATOM record): under callgrind (serializers/pickle/instr_bench.py, "
+                     "recording into LTTng) `builtins` 31.07 M -> 27.89 M instructions per dump "
+                     "(pickle 22.1 M: 1.41x -> 1.26x), `state-16` 2.34 M -> 2.25 M (1.20x -> 1.14x). "
+                     "The CPU-time ratio is much higher than the instruction ratio (1.81x against "
+                     "1.26x on `builtins`: ~2 ms a dump that is not instructions). Not yet measured, "
+                     "our reading: the records' bytes (~1 MB a `builtins` dump) are copied into an "
+                     "8 MiB per-CPU ring buffer that a consumer drains on the other CPU, so every "
+                     "cache line written there misses. What would close it: fewer bytes per record "
+                     "(a shorter atom record, container records as SATOM did for atoms), checked with "
+                     "cachegrind's cache simulation and against the channel's sub-buffer size.",
     "versions": "The same code paths as on 3.11 (see the goal's row above and its explanation), "
                 "measured against that version's own `_pickle`. A dormant ratio at the goal "
                 "with rounds reaching below it by 0.2 (see the version's table) is within the "
@@ -824,14 +847,14 @@ EXPLAIN = {
                    "sinks measured 1.08-1.20x. The summary sink's per-dump tables and output are "
                    "its gap (`per-dump=no` is within the goal): cheaper per-dump bookkeeping and "
                    "buffered per-dump output would close it.",
-    "sinks": "The summary sink's CPU time is the same as in the previous RESULTS.md (2.42 s "
-             "against 2.40 s for this trace) while the dummy sink, which only decodes CTF, "
-             "got cheaper (1.74 s against 1.82 s): the ratio rises with the same per-node "
-             "cost, and its rounds spread widely (see the [min-max]: the median sits near "
-             "the top of a 0.84-1.45x range). The tree sink and `report --summary` stay "
-             "within the goal. What would close it: a cheaper tree core per node for the "
-             "summary (its per-node accounting: path pattern, type row, retained-bytes log), "
-             "measured on a quiet machine.",
+    "sinks": "The summary sink is within the goal in this run; the tree sink and `report "
+             "--summary` are over, with rounds spreading widely (their [min-max] above: "
+             "0.72-1.82x for `report --summary`). In instructions (callgrind, a 10-dump trace "
+             "of this kind, `-p worker-thread=no`) the summary sink costs 1.19x the dummy sink "
+             "since this run's code (1.23x before: retained bytes looked up once per dump, "
+             "inline reference counting, a top-N gate at node exit; analyzers/core/README.md). "
+             "What would close it: the same per-node work on the tree sink's path and "
+             "measurements on a quiet machine.",
 }
 
 
