@@ -9,7 +9,8 @@
 - LTTng sessions made the way `sertrace record` makes them (per-UID buffers,
   channel `sertrace` of 8 x 1 MiB sub-buffers per CPU, `sertrace:*`, vtid and
   vpid contexts), optionally restricted to one process (VPID tracker), with
-  unique names and their own output directory, always destroyed.
+  unique names and their own output directory, always destroyed; another
+  geometry through SERTRACE_BENCH_CHANNEL (see geometry.py).
 - Statistics: medians and min-max spread of samples and of paired ratios.
 
 Every timing in bench/ interleaves its contenders in one process (A B A B
@@ -115,19 +116,61 @@ def foreign_active_sessions(mine=()):
     return out
 
 
-class Session:
-    """An LTTng session recording sertrace:* like `sertrace record` does."""
+# The channel geometry of every bench session: SERTRACE_BENCH_CHANNEL when
+# set (bench/geometry.py's spelling, e.g. "256Kx8" or "1Mx8:pid"), else
+# the one `sertrace record` uses by default.
+DEFAULT_GEOMETRY = "1Mx8"
 
-    def __init__(self, tag, outdir, vpid=None):
+
+def parse_geometry(spec):
+    """'SUBxN[:pid][:rt=US][:st=US][:block]' -> dict of the channel's settings."""
+    head, *flags = spec.split(":")
+    sub, _, num = head.lower().partition("x")
+    if not sub or not num.isdigit():
+        raise ValueError("bad geometry %r (want e.g. 1Mx8, 256Kx8:pid)" % spec)
+    g = {"subbuf": sub.upper(), "num": int(num), "pid": False, "rt": None, "st": None,
+         "block": False}
+    for f in flags:
+        if f == "pid":
+            g["pid"] = True
+        elif f == "block":
+            g["block"] = True
+        elif f[:3] in ("rt=", "st=") and f[3:].isdigit():
+            g[f[:2]] = int(f[3:])
+        else:
+            raise ValueError("bad geometry flag %r in %r" % (f, spec))
+    return g
+
+
+def channel_args(spec):
+    """`lttng enable-channel` options for a geometry spelling."""
+    g = parse_geometry(spec)
+    a = ["--buffers-pid" if g["pid"] else "--buffers-uid",
+         "--subbuf-size=" + g["subbuf"], "--num-subbuf=%d" % g["num"]]
+    if g["rt"] is not None:
+        a.append("--read-timer=%d" % g["rt"])
+    if g["st"] is not None:
+        a.append("--switch-timer=%d" % g["st"])
+    if g["block"]:
+        a.append("--blocking-timeout=inf")
+    return a
+
+
+class Session:
+    """An LTTng session recording sertrace:* like `sertrace record` does
+    (geometry: the argument, else SERTRACE_BENCH_CHANNEL, else DEFAULT_GEOMETRY)."""
+
+    def __init__(self, tag, outdir, vpid=None, geometry=None):
         self.name = "bench-%s-%d-%d" % (tag, os.getpid(), int(time.time() * 1000) % 100000)
         self.outdir = os.path.abspath(outdir)
         self.vpid = vpid
+        self.geometry = geometry or os.environ.get("SERTRACE_BENCH_CHANNEL") or DEFAULT_GEOMETRY
         self.started = False
 
     def __enter__(self):
         cmds = [["create", self.name, "--output=" + self.outdir],
-                ["enable-channel", "-u", "--buffers-uid", "--subbuf-size=1M",
-                 "--num-subbuf=8", "-s", self.name, "sertrace"],
+                ["enable-channel", "-u"] + channel_args(self.geometry) + [
+                    "-s", self.name, "sertrace"],
                 ["enable-event", "-u", "-c", "sertrace", "sertrace:*", "-s", self.name],
                 ["add-context", "-u", "-c", "sertrace", "-t", "vtid", "-t", "vpid",
                  "-s", self.name]]
@@ -144,15 +187,22 @@ class Session:
 
     def stop(self):
         """Stop (waits for the data) and return the discarded-event count."""
+        counts = self.stop_counts()
+        return None if counts is None else counts[0]
+
+    def stop_counts(self):
+        """Stop (waits for the data); (discarded events, lost packets) of the channel."""
         if not self.started:
             return None
         lttng("stop", self.name)
         self.started = False
-        discarded = 0
+        discarded = lost = 0
         for line in lttng("list", self.name).stdout.splitlines():
             if "Discarded events:" in line:
                 discarded += int(line.split(":")[1])
-        return discarded
+            elif "Lost packets:" in line:
+                lost += int(line.split(":")[1])
+        return discarded, lost
 
     def __exit__(self, *exc):
         if self.started:

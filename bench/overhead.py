@@ -21,8 +21,9 @@ Configurations:
                        loop of TINY_LOOP calls of the bare function:
                        `for _ in r: dumps(obj, 4)`, no lambda per call)
   lttng-default        sertrace.dumps recorded by a live LTTng session
-                       (sertrace:*, vtid+vpid, per-UID 8 x 1 MiB, only this
-                       child's pid tracked), default granularity
+                       (sertrace:*, vtid+vpid, per-UID 8 x 1 MiB or
+                       SERTRACE_BENCH_CHANNEL / run.py --channel, only
+                       this child's pid tracked), default granularity
   lttng-all            same, SERTRACE_GRANULARITY=all (every object a node)
   text-file            sertrace.dumps with DISPATCH_TRACE=<file>
   (lttng-default and text-file also time dill.dumps inside dill.detect.trace(<file>),
@@ -254,6 +255,7 @@ def main(argv):
     pyhook = have_pyhook(tools)
     tmp = tempfile.mkdtemp(prefix="sertrace-bench-overhead-")
     results = {"reps": args.reps, "target_ms": args.target_ms, "protocol": PROTOCOL,
+               "channel": os.environ.get("SERTRACE_BENCH_CHANNEL") or common.DEFAULT_GEOMETRY,
                "configs": {}, "skipped": {}}
     try:
         wanted = args.configs.split(",")

@@ -2,7 +2,7 @@
 """Run every sertrace benchmark and rewrite bench/RESULTS.md.
 
     bench/run.sh [--build DIR] [--quick] [--reps N] [--only PARTS] [--output FILE]
-                 [--also-python PYTHON=BUILD ...]
+                 [--also-python PYTHON=BUILD ...] [--channel GEOMETRY]
 
 Parts (all by default; --only takes a comma-separated subset):
   sizes     payload sizes under pickle, dill (with/without byref), cloudpickle
@@ -251,10 +251,22 @@ def main(argv):
                          "payloads, recording at both granularities) with the meson build "
                          "directory BUILD made for it (meson setup BUILD -Dpython=PYTHON); "
                          "repeatable (e.g. for 3.12 and 3.13)")
+    ap.add_argument("--channel", default=None, metavar="GEOMETRY",
+                    help="LTTng channel of every bench session, bench/geometry.py's spelling "
+                         "(e.g. 256Kx8, 4Mx4, 1Mx8:rt=10000; default %s, what `sertrace record` "
+                         "uses); sets SERTRACE_BENCH_CHANNEL" % common.DEFAULT_GEOMETRY)
     ap.add_argument("--shared-sessiond", action="store_true",
                     help="use the machine's lttng-sessiond instead of a private one (the default "
                          "as root: other users' sessions then may record the benchmark)")
     args = ap.parse_args(argv)
+    if args.channel:
+        try:
+            common.parse_geometry(args.channel)
+        except ValueError as e:
+            raise SystemExit("run.py: --channel: %s" % e)
+        os.environ["SERTRACE_BENCH_CHANNEL"] = args.channel
+        if common.parse_geometry(args.channel)["block"]:
+            os.environ["LTTNG_UST_ALLOW_BLOCKING"] = "1"  # the apps must opt in to blocking
     if args.from_raw:
         return bench(args, "(rendered from %s)" % args.from_raw)
     # the inspect and api parts record nothing: no private session daemon for them alone

@@ -799,6 +799,25 @@ def test_default_buffer_is_8_subbuffers_of_1_mib(tmp_path):
     assert re.search(r"^\s*Sub-buffer count:\s+8$", text, re.M), text
 
 
+@pytest.mark.parametrize("size,subbuf,count", [
+    ("16M", 2 << 20, 8),   # 8 sub-buffers while each is >= 16 KiB
+    ("64K", 16 << 10, 4),  # 8 x 8 KiB would not hold a 4 KiB batch with headers: 4 x 16 KiB
+    ("48K", 16 << 10, 2),  # 2 x 24 KiB rounded down to LTTng's power of two
+])
+def test_buffer_size_is_split_into_power_of_two_subbuffers(tmp_path, size, subbuf, count):
+    """The geometry `record` chooses for a per-CPU total (cli/README.md,
+    "Channel size"), as the session daemon reports it."""
+    listing = tmp_path / "listing"
+    r = run("record", "--cmd-only", "--buffer-size", size, "-o", str(tmp_path / "t"), "--",
+            "sh", "-c", 'lttng list "$SERTRACE_SESSION" -c sertrace > "$1" && exec "$2" --dumps 1',
+            "sh", str(listing), DUMPER)
+    assert r.returncode == 0, r.stderr
+    text = listing.read_text()
+    assert re.search(r"^\s*Sub-buffer size:\s+%d bytes$" % subbuf, text, re.M), text
+    assert re.search(r"^\s*Sub-buffer count:\s+%d$" % count, text, re.M), text
+    assert re.search(r"^\s*Event-loss mode:\s+discard$", text, re.M), text
+
+
 def test_session_daemon_is_started_when_none_is_reachable(tmp_path):
     """In a private mount namespace where tmpfs hides the machine's session
     daemon (its rundir /run/lttng, and /dev/shm where LTTng-UST finds it),
