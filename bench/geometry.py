@@ -10,7 +10,8 @@ CPU time of the process (process_time_ns: user + system).  The session is
 then stopped and the channel's discarded events and lost packets read
 (`lttng list`, before destroy; per-UID buffers keep the counts).  The
 geometries take turns within a round, and the order rotates from round to
-round, so drift of the machine hits every geometry alike.  As root it runs,
+round, so drift of the machine hits every geometry alike; a second table
+divides each round's ratio by the first geometry's of the same round.  As root it runs,
 like bench/run.py, in a private mount namespace with its own session daemon
 (--shared-sessiond: the machine's), so no other session records the child.  The figure of a
 (geometry, workload) is the median over rounds of the per-round median
@@ -186,19 +187,29 @@ def measure(args):
     return common.emit_json(args.out, results) if args.out else 0
 
 
+def round_ratio(r, workload):
+    """One round's median ratio sertrace/pickle (its pairs)."""
+    s = r[workload]
+    return statistics.median(a / b for a, b in zip(s["sertrace"], s["pickle"]))
+
+
 def summarize(rounds, workload):
     """Median over rounds of the per-round median ratio; and its min-max."""
-    rs = []
-    for r in rounds:
-        s = r[workload]
-        rs.append(statistics.median(a / b for a, b in zip(s["sertrace"], s["pickle"])))
+    rs = [round_ratio(r, workload) for r in rounds]
     return statistics.median(rs), min(rs), max(rs)
+
+
+def paired(rounds, base, workload):
+    """Per round: this geometry's ratio over the first geometry's (same round);
+    (median, min, max, rounds below 1)."""
+    q = [round_ratio(r, workload) / round_ratio(b, workload) for r, b in zip(rounds, base)]
+    return statistics.median(q), min(q), max(q), sum(x < 1 for x in q)
 
 
 def render(results):
     lines = []
     for gran, per in results["granularities"].items():
-        geos = list(per)
+        geos = [g for g in results.get("geometries", per) if g in per]  # the order asked for
         wls = [k for k in per[geos[0]][0] if not k.startswith("_")]
         lines.append("granularity %s: CPU time sertrace/pickle, median of %d rounds [min-max]"
                      % (gran, results["rounds"]))
@@ -210,6 +221,15 @@ def render(results):
             lostp = sum(r["_lost_packets"] for r in per[g])
             mb = statistics.median(r["_trace_bytes"] for r in per[g]) / 1e6
             lines.append("| %s | %s | %d | %d | %.1f |" % (g, " | ".join(cells), disc, lostp, mb))
+        lines.append("")
+        n = len(per[geos[0]])
+        lines.append("granularity %s: the ratio above over %s's in the same round: median "
+                     "[min-max], rounds below 1 of %d" % (gran, geos[0], n))
+        lines.append("| geometry | " + " | ".join(wls) + " |")
+        lines.append("|---" * (len(wls) + 1) + "|")
+        for g in geos[1:]:
+            cells = ["%.2f [%.2f–%.2f] %d" % paired(per[g], per[geos[0]], w) for w in wls]
+            lines.append("| %s | %s |" % (g, " | ".join(cells)))
         lines.append("")
     if results.get("foreign_sessions"):
         lines.append("WARNING: other sessions were active (they may have recorded the child): "
