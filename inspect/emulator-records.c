@@ -274,19 +274,17 @@ static int feed_enter(emu *e, uint32_t i, uint32_t depth, uint64_t parent_addr, 
     return 0;
 }
 
-/* Feed the live nodes of [from, nnodes), nested by span, below the `base`
- * nodes already open in the core (0 here: a dump fed whole at STOP; a
- * streamed one goes through feed_stream); they are all closed again, the
- * base ones left open. */
-static int feed_nodes(emu *e, uint32_t from, uint32_t base)
+/* The scratch of a feed of `span` nodes: the sort order and the nesting
+ * stack (e->order, e->open: grown to nnodes + 1, kept across dumps) and
+ * `naddrs` addresses (malloc'd: the caller frees them), counted against
+ * --max-memory as `*extra` bytes (peak included).  -1 (run failed) when
+ * over the limit or out of memory. */
+static int reserve_order(emu *e, uint32_t span, size_t naddrs, uint32_t **order, uint32_t **open,
+                         uint64_t **addrs, uint64_t *extra)
 {
-    uint32_t *order = NULL, *open = NULL, nopen = base;
-    uint64_t *addrs = NULL;
-    uint32_t span = e->nnodes - from;
-    uint64_t extra = (uint64_t)span * 16 + (e->ntypes + 1);
-    int rc = -1;
-
-    if (e->memory + extra > e->lim->max_memory)
+    *extra = (uint64_t)span * 16 + (e->ntypes + 1);
+    *addrs = NULL;
+    if (e->memory + *extra > e->lim->max_memory)
         return emu_fail(e, SERTRACE_INSPECT_LIMIT, e->base,
                         "memory limit reached (nesting the nodes%s; raise it with --max-memory)",
                         "");
@@ -300,17 +298,28 @@ static int feed_nodes(emu *e, uint32_t from, uint32_t base)
             e->cap_order = e->nnodes + 1;
         }
     }
-    if (e->cap_order >= e->nnodes + 1) {
-        order = e->order;
-        open = e->open;
-    }
-    addrs = malloc(((size_t)span + 2) * sizeof *addrs);
-    if (!order || !open || !addrs) {
-        emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "out of memory%s", "");
-        goto end;
-    }
-    if (e->memory + extra > e->peak)
-        e->peak = e->memory + extra;
+    if (e->cap_order < e->nnodes + 1 || !(*addrs = malloc(naddrs * sizeof **addrs)))
+        return emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "out of memory%s", "");
+    *order = e->order;
+    *open = e->open;
+    if (e->memory + *extra > e->peak)
+        e->peak = e->memory + *extra;
+    return 0;
+}
+
+/* Feed the live nodes of [from, nnodes), nested by span, below the `base`
+ * nodes already open in the core (0 here: a dump fed whole at STOP; a
+ * streamed one goes through feed_stream); they are all closed again, the
+ * base ones left open. */
+static int feed_nodes(emu *e, uint32_t from, uint32_t base)
+{
+    uint32_t *order, *open, nopen = base;
+    uint64_t *addrs, extra;
+    int rc = -1;
+
+    if (reserve_order(e, e->nnodes - from, (size_t)e->nnodes - from + 2, &order, &open, &addrs,
+                      &extra) < 0)
+        return -1;
     uint32_t live = 0;
     for (uint32_t i = from; i < e->nnodes; i++)
         if (!e->nodes[i].dead)
@@ -506,37 +515,13 @@ static int close_open(emu *e, uint32_t idx, uint32_t depth)
 static int feed_stream(emu *e, const uint32_t *cn, uint32_t nchain, uint32_t common,
                        uint64_t *addrs_out)
 {
-    uint32_t *order = NULL, *open = NULL, nopen = e->nkept, chain_open = common, next = common;
-    uint64_t *addrs = NULL;
-    uint32_t span = e->nnodes - e->nkept;
-    uint64_t extra = (uint64_t)span * 16 + (e->ntypes + 1);
+    uint32_t *order, *open, nopen = e->nkept, chain_open = common, next = common;
+    uint64_t *addrs, extra;
     int rc = -1;
 
-    if (e->memory + extra > e->lim->max_memory)
-        return emu_fail(e, SERTRACE_INSPECT_LIMIT, e->base,
-                        "memory limit reached (nesting the nodes%s; raise it with --max-memory)",
-                        "");
-    if (e->cap_order < e->nnodes + 1) {
-        uint32_t *o2 = realloc(e->order, ((size_t)e->nnodes + 1) * sizeof *o2);
-        if (o2)
-            e->order = o2;
-        uint32_t *p2 = o2 ? realloc(e->open, ((size_t)e->nnodes + 1) * sizeof *p2) : NULL;
-        if (p2) {
-            e->open = p2;
-            e->cap_order = e->nnodes + 1;
-        }
-    }
-    if (e->cap_order >= e->nnodes + 1) {
-        order = e->order;
-        open = e->open;
-    }
-    addrs = malloc(((size_t)e->nnodes + 2) * sizeof *addrs);
-    if (!order || !open || !addrs) {
-        emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "out of memory%s", "");
-        goto end;
-    }
-    if (e->memory + extra > e->peak)
-        e->peak = e->memory + extra;
+    if (reserve_order(e, e->nnodes - e->nkept, (size_t)e->nnodes + 2, &order, &open, &addrs,
+                      &extra) < 0)
+        return -1;
     uint32_t live = 0;
     for (uint32_t i = e->nkept; i < e->nnodes; i++)
         if (!e->nodes[i].dead) {
