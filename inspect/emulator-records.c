@@ -400,13 +400,14 @@ static uint32_t chain_node(const emu *e, uint32_t i)
 /* Read the stack as a chain of open containers, bottom up: stack[0] the
  * root; above each level's container, its group (after a MARK at once
  * above it, or none), whose last item is the next level's container; the
- * top item the last level.  A group is: a dict's key/value pairs (one pair
- * without a MARK), a list's items (one without a MARK), a set's items
+ * top item the last level (with its It node after it when an object).  A group is: a dict's
+ * key/value pairs (one pair without a MARK), a list's items (one without a MARK), a set's items
  * (after a MARK), an object's state (one item, no MARK).  Levels at
  * cn[0..*k] (their nodes), lv[0..*k) (the groups below the top).  False
  * when the stack is not such a chain (a container not below its group, a
- * MARK not right above a container, a tuple or a call being built). */
-static bool read_chain(emu *e, uint32_t *cn, stream_level *lv, uint32_t *k)
+ * MARK not right above a container, a tuple or a call being built).
+ * *nchain: the levels (*k + 1, or *k + 2 with an It node). */
+static bool read_chain(emu *e, uint32_t *cn, stream_level *lv, uint32_t *k, uint32_t *nchain)
 {
     uint32_t s = 0, mi = 0, depth = 0;
     if (!e->nstack || (cn[0] = chain_node(e, 0)) == NO_NODE)
@@ -457,12 +458,20 @@ static bool read_chain(emu *e, uint32_t *cn, stream_level *lv, uint32_t *k)
     }
     if (mi != e->nmarks)
         return false;
-    /* the top: a container whose items came (not an object: its items go
-     * to an It node, which grows over batches) */
+    /* the top: a container whose items came, or an object whose items
+     * came (an OrderedDict, a defaultdict, a list subclass being filled):
+     * its open It node, which grows over batches, is one more level, with
+     * no group (README "Streaming") */
     uint8_t top = e->nodes[cn[depth]].tag;
-    if (top != SERTRACE_TAG_LIST && top != SERTRACE_TAG_DICT && top != SERTRACE_TAG_SET)
-        return false;
     *k = depth;
+    *nchain = depth + 1;
+    if (top == SERTRACE_TAG_LIST || top == SERTRACE_TAG_DICT || top == SERTRACE_TAG_SET)
+        return true;
+    const item *t = &e->stack[e->nstack - 1];
+    if (t->it_node >= e->nnodes || depth == STREAM_CHAIN_MAX || e->nodes[t->it_node].dead ||
+        t->it_node <= cn[depth])
+        return false;
+    cn[++*nchain - 1] = t->it_node;
     return true;
 }
 
@@ -497,7 +506,7 @@ static int predict_labels(emu *e, const stream_level *lv, uint32_t k)
 static int close_open(emu *e, uint32_t idx, uint32_t depth)
 {
     if (idx < e->nkept) {
-        if (node_address(e, idx, 0) != e->kept_addr[idx])
+        if (node_address(e, idx, idx ? e->kept_addr[idx - 1] : 0) != e->kept_addr[idx])
             e->stream_wrong = true;
         if (sertrace_core_node_length(e->core, -1, e->dump_id, depth, e->nodes[idx].length) < 0)
             return core_failed(e);
@@ -585,7 +594,7 @@ end:
  * NO_NODE, `fed`; arena bounds count the kept nodes below them). */
 static void keep_chain(emu *e, const uint32_t *cn, uint32_t nchain, const uint64_t *addrs)
 {
-    node kept[STREAM_CHAIN_MAX + 1];
+    node kept[STREAM_CHAIN_MAX + 2];
     uint32_t old_n = e->nnodes;
     for (uint32_t j = 0; j < nchain; j++)
         kept[j] = e->nodes[cn[j]];
@@ -609,7 +618,12 @@ static void keep_chain(emu *e, const uint32_t *cn, uint32_t nchain, const uint64
                 it->fed = true;
             }
         }
-        it->it_node = NO_NODE; /* never a level of the chain */
+        if (it->it_node < old_n) { /* a kept It level, or one fed */
+            uint32_t j = 0;
+            while (j < nchain && cn[j] != it->it_node)
+                j++;
+            it->it_node = j < nchain ? j : IT_FED;
+        }
         if (it->first_node > old_n)
             it->first_node = old_n;
         BOUND(it->first_node);
@@ -667,9 +681,9 @@ int emu_emit_dump(emu *e, uint64_t total)
  * dropped and the pickle read again without streaming. */
 int emu_stream_batch(emu *e, size_t next)
 {
-    uint32_t cn[STREAM_CHAIN_MAX + 1], k, common = 0;
+    uint32_t cn[STREAM_CHAIN_MAX + 2], k, nchain, common = 0;
     stream_level lv[STREAM_CHAIN_MAX];
-    uint64_t addrs[STREAM_CHAIN_MAX + 1] = {0};
+    uint64_t addrs[STREAM_CHAIN_MAX + 2] = {0};
     /* a pickle without PROTO (0 or 1) says which only by its opcodes, up
      * to STOP, and dump_begin carries it: not streamed */
     if (e->stream_wrong || e->protocol < 0 || e->nnodes - e->nkept < e->stream_nodes)
@@ -692,14 +706,14 @@ int emu_stream_batch(emu *e, size_t next)
      * stack)). */
     if (e->nnodes < e->stream_retry || e->nstack > STREAM_STACK_MAX)
         return 0;
-    if (!read_chain(e, cn, lv, &k))
+    if (!read_chain(e, cn, lv, &k, &nchain))
         goto later;
     /* the open levels stay (at their index), the others are new nodes */
-    while (common < e->nkept && common <= k && cn[common] == common)
+    while (common < e->nkept && common < nchain && cn[common] == common)
         common++;
     if (e->streamed && common == 0)
         goto later; /* not the root streamed: wrong, found at STOP */
-    for (uint32_t j = common; j <= k; j++)
+    for (uint32_t j = common; j < nchain; j++)
         if (cn[j] < e->nkept)
             goto later;
     /* the levels still pending keep their predictions: the stack must read
@@ -717,9 +731,9 @@ int emu_stream_batch(emu *e, size_t next)
             return -1;
         e->streamed = true;
     }
-    if (feed_stream(e, cn, k + 1, common, addrs) < 0)
+    if (feed_stream(e, cn, nchain, common, addrs) < 0)
         return -1;
-    keep_chain(e, cn, k + 1, addrs);
+    keep_chain(e, cn, nchain, addrs);
     memcpy(e->spec, lv, k * sizeof *lv);
     e->nspec = k;
     e->spec_watch = e->nstack - 1; /* cn[k], the top: pending in the deepest group */
