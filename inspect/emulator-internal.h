@@ -204,6 +204,7 @@ typedef struct emu {
     uint32_t next_id;  /* last identity given in this pickle */
     uint32_t id_shift; /* a live node past the root has identity index + id_shift */
     bool stream_ok;    /* this pickle may be streamed (README "Streaming") */
+    int begun_proto;   /* the protocol its dump_begin carried */
     bool streamed;     /* its dump is open in the core: the root fed, batches after */
     uint32_t stream_nodes;
     uint64_t hidden; /* HIDDEN keys numbered so far in the dump */

@@ -190,6 +190,13 @@ static uint64_t node_address(const emu *e, uint32_t i, uint64_t parent_addr)
 
 /* The dump begins: its state (hidden keys, TYPE / NAME given) starts
  * afresh. */
+/* The protocol dump_begin carries: PROTO's, else 0 or 1 by the opcodes
+ * seen (a streamed dump's begins before STOP: emu_emit_dump checks it). */
+static int dump_protocol(const emu *e)
+{
+    return e->protocol >= 0 ? e->protocol : (e->max_op_proto >= 1);
+}
+
 static int begin_dump(emu *e)
 {
     if (e->cap_typed < e->ntypes + 1) {
@@ -200,8 +207,8 @@ static int begin_dump(emu *e)
         e->cap_typed = e->ntypes + 1;
     }
     memset(e->typed, 0, e->cap_typed * sizeof *e->typed);
-    if (sertrace_core_dump_begin(e->core, -1, -1, 0, e->dump_id, "pickle", 6,
-                                 e->protocol >= 0 ? e->protocol : (e->max_op_proto >= 1)))
+    e->begun_proto = dump_protocol(e);
+    if (sertrace_core_dump_begin(e->core, -1, -1, 0, e->dump_id, "pickle", 6, e->begun_proto))
         return core_failed(e);
     e->dump = sertrace_core_live_dump(e->core, -1, e->dump_id);
     if (!e->dump)
@@ -660,8 +667,10 @@ int emu_emit_dump(emu *e, uint64_t total)
             return -1;
         return end_dump(e, total);
     }
-    /* streamed: the root fed first is still the root (emulator.c checks) */
-    if (e->stream_wrong || e->nspec)
+    /* streamed: the root fed first is still the root (emulator.c checks);
+     * a pickle without PROTO is protocol 1 once an opcode of protocol 1
+     * came: a dump begun as 0 and given one later is read again */
+    if (e->stream_wrong || e->nspec || dump_protocol(e) != e->begun_proto)
         return 1;
     if (feed_stream(e, NULL, 0, 0, NULL) < 0)
         return -1;
@@ -685,8 +694,9 @@ int emu_stream_batch(emu *e, size_t next)
     stream_level lv[STREAM_CHAIN_MAX];
     uint64_t addrs[STREAM_CHAIN_MAX + 2] = {0};
     /* a pickle without PROTO (0 or 1) says which only by its opcodes, up
-     * to STOP, and dump_begin carries it: not streamed */
-    if (e->stream_wrong || e->protocol < 0 || e->nnodes - e->nkept < e->stream_nodes)
+     * to STOP, and dump_begin carries it: 1 once an opcode of protocol 1
+     * came, else predicted 0 (checked at STOP) */
+    if (e->stream_wrong || e->nnodes - e->nkept < e->stream_nodes)
         return 0;
     /* Below the root (the root alone: one item), only while the top
      * container is still being filled (a MARK next: another batch), so

@@ -295,8 +295,8 @@ def chain_shapes():
     }
 
 
-# Hand-made pickles (protocol 4, no frames) whose chain is read, then
-# consumed otherwise than predicted.
+# Hand-made pickles (protocol 4 unless said, no frames) whose chain is
+# read, then consumed otherwise than predicted.
 EMPTY_TUPLES = b")" * 40
 HOSTILE_CHAINS = {
     "dict group given by APPENDS": b"\x80\x04}(\x8c\x01k](" + EMPTY_TUPLES + b"ee.",
@@ -329,6 +329,11 @@ HOSTILE_CHAINS = {
                                       + b"e0]" + b"(" + EMPTY_TUPLES + b"ee."),
     "object in a dict given SETITEMS after APPENDS": (
         b"\x80\x04}(\x8c\x01k\x8c\x01m\x8c\x01C\x93)R(" + EMPTY_TUPLES + b"e(K\x01K\x02uu."),
+    # no PROTO: begun as protocol 0, then an opcode of protocol 1 (BININT1)
+    "protocol 0 list, then a protocol 1 opcode": b"(l" + b"(ta" * 40 + b"K\x01a.",
+    "protocol 0 list": b"(l" + b"(ta" * 40 + b"I1\na.",
+    "protocol 0 dict of a list, then EMPTY_LIST": (b"(dS'k'\n(l" + b"(ta" * 40
+                                                   + b"s]S'j'\ns."),
 }
 
 
@@ -414,7 +419,8 @@ def test_streaming_memory_of_instance_and_dict_roots(tmp_path):
     {'data': list of n tuples}, no memo (a fast-mode Pickler): from 10^5 to
     10^6 tuples, streamed, it grows by about the input (mapped), far less
     than not streamed (~60 B more per node); so do an OrderedDict root and
-    {'data': a list subclass} (reduce-built objects being filled)."""
+    {'data': a list subclass} (reduce-built objects being filled), and
+    protocols 0 ({'data': list}) and 1 (a list root)."""
     import collections
     import io
     import pickle
@@ -423,9 +429,9 @@ def test_streaming_memory_of_instance_and_dict_roots(tmp_path):
     if not shutil.which("time", path="/usr/bin"):
         pytest.skip("no /usr/bin/time")
 
-    def fast(obj):
+    def fast(obj, protocol=4):
         buf = io.BytesIO()
-        p = pickle.Pickler(buf, 4)
+        p = pickle.Pickler(buf, protocol)
         p.fast = True
         p.dump(obj)
         return buf.getvalue()
@@ -444,13 +450,15 @@ def test_streaming_memory_of_instance_and_dict_roots(tmp_path):
         s.index = {i: [i, i] for i in range(n // 10)}
         return s
 
-    for make in (instance, lambda n: {"data": [(i, i) for i in range(n)]},
-                 lambda n: collections.OrderedDict((i, (i, i)) for i in range(n)),
-                 lambda n: {"data": ListWithState((i, i) for i in range(n))}):
+    for make, protocol in ((instance, 4), (lambda n: {"data": [(i, i) for i in range(n)]}, 4),
+                           (lambda n: collections.OrderedDict((i, (i, i)) for i in range(n)), 4),
+                           (lambda n: {"data": ListWithState((i, i) for i in range(n))}, 4),
+                           (lambda n: {"data": [(i, i) for i in range(n)]}, 0),
+                           (lambda n: [(i, i) for i in range(n)], 1)):
         sizes, streamed, whole = [], [], []
         for n in (10 ** 5, 10 ** 6):
             path = tmp_path / ("p%d.pkl" % n)
-            data = fast(make(n))
+            data = fast(make(n), protocol)
             path.write_bytes(data)
             sizes.append(len(data))
             streamed.append(rss({}, path))
