@@ -20,6 +20,7 @@ genops/inspect (the issue asks >= 50).  Memory: peak RSS of a cli run
 (/usr/bin/time), and a probe of flat lists of 10^5 and 10^6 tuples written without a memo: RSS growth per node.
 """
 import argparse
+import collections
 import io
 import os
 import pickle
@@ -98,6 +99,11 @@ class ProbeState:
     """An instance root for memory_probe_roots (pickled, never loaded)."""
 
 
+class ProbeList(list):
+    """A list subclass for memory_probe_roots (pickled, never loaded): its items are a reduce-built
+    object's (an It node)."""
+
+
 def probe_instance(n):
     s = ProbeState()
     s.name, s.count = "state", n
@@ -110,13 +116,23 @@ def memory_probe_roots(tools, tmp):
     """(stream helper, issue 14 item 5) Peak RSS of `inspect --summary` on the roots streamed
     through their chain of open containers (inspect/README.md "Streaming"): an instance whose
     state dict holds n tuples in a list and n/10 lists in a dict, and {'data': list of n
-    tuples}; n = 10^5, 10^6, fast-mode Pickler (no memo).  Rows as memory_probe's."""
+    tuples}, and (stream2) an OrderedDict root of n tuples and {'data': a list subclass of n
+    tuples} (reduce-built objects being filled); n = 10^5, 10^6, fast-mode Pickler (no memo).
+    Rows as memory_probe's."""
     rows = []
     # nodes: the object, its class and args, the state dict, the list, the tuples, the index
     # dict and its lists; the dict, the list, the tuples
     for label, make, nodes in (("instance root", probe_instance, lambda n: n + n // 10 + 6),
                                ("dict root {'data': [...]}",
-                                lambda n: {"data": [(i, i) for i in range(n)]}, lambda n: n + 2)):
+                                lambda n: {"data": [(i, i) for i in range(n)]}, lambda n: n + 2),
+                               # reduce-built objects being filled: the object, its class, its
+                               # arguments, its It node, the tuples
+                               ("OrderedDict root",
+                                lambda n: collections.OrderedDict((i, (i, i)) for i in range(n)),
+                                lambda n: n + 4),
+                               ("dict root {'data': list subclass}",
+                                lambda n: {"data": ProbeList((i, i) for i in range(n))},
+                                lambda n: n + 5)):
         for n in (10 ** 5, 10 ** 6):
             buf = io.BytesIO()
             p = pickle.Pickler(buf, pickle.DEFAULT_PROTOCOL)
@@ -200,7 +216,8 @@ def main():
               "not grow: no memo, depth 2)." % per)
     if memory_roots:
         print()
-        print("Roots streamed through their open containers (instance, dict with a big value):")
+        print("Roots streamed through their open containers (instance, dict with a big value, "
+              "reduce-built objects being filled):")
         print()
         print("| payload | bytes | nodes | peak RSS |")
         print("|---|---|---|---|")

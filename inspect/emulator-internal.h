@@ -31,6 +31,9 @@
 
 #define FRAME_HEADER 9u
 #define NO_NODE UINT32_MAX
+/* it_node of an object whose It node was streamed to the core and dropped:
+ * more items for it would grow a node fed already (the dump is read again) */
+#define IT_FED (UINT32_MAX - 1)
 
 /* What an item is, as far as the bytes tell. */
 #define NO_KEY UINT64_MAX
@@ -48,7 +51,7 @@ typedef struct item {
     uint32_t first_node; /* arena size when its first byte was read */
     uint32_t node;       /* its node, or NO_NODE */
     uint32_t type;       /* type index (0 none) */
-    uint32_t it_node;    /* open It node of a reduce-built object, or NO_NODE */
+    uint32_t it_node;    /* open It node of a reduce-built object, NO_NODE, or IT_FED */
     uint32_t text_len;
     uint64_t text_off;
     uint32_t atom_nodes_end; /* IK_ATOM from a REDUCE: its nodes are [first_node, this) */
@@ -201,6 +204,7 @@ typedef struct emu {
     uint32_t next_id;  /* last identity given in this pickle */
     uint32_t id_shift; /* a live node past the root has identity index + id_shift */
     bool stream_ok;    /* this pickle may be streamed (README "Streaming") */
+    int begun_proto;   /* the protocol its dump_begin carried */
     bool streamed;     /* its dump is open in the core: the root fed, batches after */
     uint32_t stream_nodes;
     uint64_t hidden; /* HIDDEN keys numbered so far in the dump */
@@ -219,7 +223,7 @@ typedef struct emu {
     uint32_t stream_retry; /* a stack not read as a chain: again once nnodes is this */
     bool stream_wrong;
     uint64_t stream_pos; /* e->pos at the last feed: every later node starts there or after */
-    uint64_t kept_addr[STREAM_CHAIN_MAX + 1];
+    uint64_t kept_addr[STREAM_CHAIN_MAX + 2];
     stream_level spec[STREAM_CHAIN_MAX];
 } emu;
 
@@ -322,7 +326,7 @@ static inline uint32_t emu_object_of(const emu *e, uint32_t i)
 /* The live node whose own identity is `id`, or NO_NODE (fed and dropped
  * by streaming, or none).  A node's identity is index + id_shift (1 until
  * streaming drops nodes: then next_id + 1 - nkept of that moment); the
- * nodes streaming keeps open (at most STREAM_CHAIN_MAX + 1, at indices
+ * nodes streaming keeps open (at most STREAM_CHAIN_MAX + 2, at indices
  * [0, nkept)) are found by their identity. */
 static inline uint32_t emu_node_of_id(const emu *e, uint32_t id)
 {

@@ -45,6 +45,10 @@ int emu_add_items(emu *e, item *target, uint64_t items_start, uint64_t count)
     if (target->node != NO_NODE) {
         node *n = &e->nodes[target->node];
         if (n->tag == SERTRACE_TAG_INSTANCE || n->tag == SERTRACE_TAG_REDUCE) {
+            if (target->it_node == IT_FED) {
+                e->stream_wrong = true; /* its It node was fed: it would grow */
+                target->it_node = NO_NODE;
+            }
             if (target->it_node == NO_NODE) {
                 uint32_t type = n->type;
                 target->it_node = new_node(e, SERTRACE_TAG_ITEMS, type, items_start, 0);

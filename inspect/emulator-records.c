@@ -190,6 +190,13 @@ static uint64_t node_address(const emu *e, uint32_t i, uint64_t parent_addr)
 
 /* The dump begins: its state (hidden keys, TYPE / NAME given) starts
  * afresh. */
+/* The protocol dump_begin carries: PROTO's, else 0 or 1 by the opcodes
+ * seen (a streamed dump's begins before STOP: emu_emit_dump checks it). */
+static int dump_protocol(const emu *e)
+{
+    return e->protocol >= 0 ? e->protocol : (e->max_op_proto >= 1);
+}
+
 static int begin_dump(emu *e)
 {
     if (e->cap_typed < e->ntypes + 1) {
@@ -200,8 +207,8 @@ static int begin_dump(emu *e)
         e->cap_typed = e->ntypes + 1;
     }
     memset(e->typed, 0, e->cap_typed * sizeof *e->typed);
-    if (sertrace_core_dump_begin(e->core, -1, -1, 0, e->dump_id, "pickle", 6,
-                                 e->protocol >= 0 ? e->protocol : (e->max_op_proto >= 1)))
+    e->begun_proto = dump_protocol(e);
+    if (sertrace_core_dump_begin(e->core, -1, -1, 0, e->dump_id, "pickle", 6, e->begun_proto))
         return core_failed(e);
     e->dump = sertrace_core_live_dump(e->core, -1, e->dump_id);
     if (!e->dump)
@@ -274,19 +281,17 @@ static int feed_enter(emu *e, uint32_t i, uint32_t depth, uint64_t parent_addr, 
     return 0;
 }
 
-/* Feed the live nodes of [from, nnodes), nested by span, below the `base`
- * nodes already open in the core (0 here: a dump fed whole at STOP; a
- * streamed one goes through feed_stream); they are all closed again, the
- * base ones left open. */
-static int feed_nodes(emu *e, uint32_t from, uint32_t base)
+/* The scratch of a feed of `span` nodes: the sort order and the nesting
+ * stack (e->order, e->open: grown to nnodes + 1, kept across dumps) and
+ * `naddrs` addresses (malloc'd: the caller frees them), counted against
+ * --max-memory as `*extra` bytes (peak included).  -1 (run failed) when
+ * over the limit or out of memory. */
+static int reserve_order(emu *e, uint32_t span, size_t naddrs, uint32_t **order, uint32_t **open,
+                         uint64_t **addrs, uint64_t *extra)
 {
-    uint32_t *order = NULL, *open = NULL, nopen = base;
-    uint64_t *addrs = NULL;
-    uint32_t span = e->nnodes - from;
-    uint64_t extra = (uint64_t)span * 16 + (e->ntypes + 1);
-    int rc = -1;
-
-    if (e->memory + extra > e->lim->max_memory)
+    *extra = (uint64_t)span * 16 + (e->ntypes + 1);
+    *addrs = NULL;
+    if (e->memory + *extra > e->lim->max_memory)
         return emu_fail(e, SERTRACE_INSPECT_LIMIT, e->base,
                         "memory limit reached (nesting the nodes%s; raise it with --max-memory)",
                         "");
@@ -300,17 +305,28 @@ static int feed_nodes(emu *e, uint32_t from, uint32_t base)
             e->cap_order = e->nnodes + 1;
         }
     }
-    if (e->cap_order >= e->nnodes + 1) {
-        order = e->order;
-        open = e->open;
-    }
-    addrs = malloc(((size_t)span + 2) * sizeof *addrs);
-    if (!order || !open || !addrs) {
-        emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "out of memory%s", "");
-        goto end;
-    }
-    if (e->memory + extra > e->peak)
-        e->peak = e->memory + extra;
+    if (e->cap_order < e->nnodes + 1 || !(*addrs = malloc(naddrs * sizeof **addrs)))
+        return emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "out of memory%s", "");
+    *order = e->order;
+    *open = e->open;
+    if (e->memory + *extra > e->peak)
+        e->peak = e->memory + *extra;
+    return 0;
+}
+
+/* Feed the live nodes of [from, nnodes), nested by span, below the `base`
+ * nodes already open in the core (0 here: a dump fed whole at STOP; a
+ * streamed one goes through feed_stream); they are all closed again, the
+ * base ones left open. */
+static int feed_nodes(emu *e, uint32_t from, uint32_t base)
+{
+    uint32_t *order, *open, nopen = base;
+    uint64_t *addrs, extra;
+    int rc = -1;
+
+    if (reserve_order(e, e->nnodes - from, (size_t)e->nnodes - from + 2, &order, &open, &addrs,
+                      &extra) < 0)
+        return -1;
     uint32_t live = 0;
     for (uint32_t i = from; i < e->nnodes; i++)
         if (!e->nodes[i].dead)
@@ -391,13 +407,14 @@ static uint32_t chain_node(const emu *e, uint32_t i)
 /* Read the stack as a chain of open containers, bottom up: stack[0] the
  * root; above each level's container, its group (after a MARK at once
  * above it, or none), whose last item is the next level's container; the
- * top item the last level.  A group is: a dict's key/value pairs (one pair
- * without a MARK), a list's items (one without a MARK), a set's items
+ * top item the last level (with its It node after it when an object).  A group is: a dict's
+ * key/value pairs (one pair without a MARK), a list's items (one without a MARK), a set's items
  * (after a MARK), an object's state (one item, no MARK).  Levels at
  * cn[0..*k] (their nodes), lv[0..*k) (the groups below the top).  False
  * when the stack is not such a chain (a container not below its group, a
- * MARK not right above a container, a tuple or a call being built). */
-static bool read_chain(emu *e, uint32_t *cn, stream_level *lv, uint32_t *k)
+ * MARK not right above a container, a tuple or a call being built).
+ * *nchain: the levels (*k + 1, or *k + 2 with an It node). */
+static bool read_chain(emu *e, uint32_t *cn, stream_level *lv, uint32_t *k, uint32_t *nchain)
 {
     uint32_t s = 0, mi = 0, depth = 0;
     if (!e->nstack || (cn[0] = chain_node(e, 0)) == NO_NODE)
@@ -448,12 +465,20 @@ static bool read_chain(emu *e, uint32_t *cn, stream_level *lv, uint32_t *k)
     }
     if (mi != e->nmarks)
         return false;
-    /* the top: a container whose items came (not an object: its items go
-     * to an It node, which grows over batches) */
+    /* the top: a container whose items came, or an object whose items
+     * came (an OrderedDict, a defaultdict, a list subclass being filled):
+     * its open It node, which grows over batches, is one more level, with
+     * no group (README "Streaming") */
     uint8_t top = e->nodes[cn[depth]].tag;
-    if (top != SERTRACE_TAG_LIST && top != SERTRACE_TAG_DICT && top != SERTRACE_TAG_SET)
-        return false;
     *k = depth;
+    *nchain = depth + 1;
+    if (top == SERTRACE_TAG_LIST || top == SERTRACE_TAG_DICT || top == SERTRACE_TAG_SET)
+        return true;
+    const item *t = &e->stack[e->nstack - 1];
+    if (t->it_node >= e->nnodes || depth == STREAM_CHAIN_MAX || e->nodes[t->it_node].dead ||
+        t->it_node <= cn[depth])
+        return false;
+    cn[++*nchain - 1] = t->it_node;
     return true;
 }
 
@@ -488,7 +513,7 @@ static int predict_labels(emu *e, const stream_level *lv, uint32_t k)
 static int close_open(emu *e, uint32_t idx, uint32_t depth)
 {
     if (idx < e->nkept) {
-        if (node_address(e, idx, 0) != e->kept_addr[idx])
+        if (node_address(e, idx, idx ? e->kept_addr[idx - 1] : 0) != e->kept_addr[idx])
             e->stream_wrong = true;
         if (sertrace_core_node_length(e->core, -1, e->dump_id, depth, e->nodes[idx].length) < 0)
             return core_failed(e);
@@ -506,37 +531,13 @@ static int close_open(emu *e, uint32_t idx, uint32_t depth)
 static int feed_stream(emu *e, const uint32_t *cn, uint32_t nchain, uint32_t common,
                        uint64_t *addrs_out)
 {
-    uint32_t *order = NULL, *open = NULL, nopen = e->nkept, chain_open = common, next = common;
-    uint64_t *addrs = NULL;
-    uint32_t span = e->nnodes - e->nkept;
-    uint64_t extra = (uint64_t)span * 16 + (e->ntypes + 1);
+    uint32_t *order, *open, nopen = e->nkept, chain_open = common, next = common;
+    uint64_t *addrs, extra;
     int rc = -1;
 
-    if (e->memory + extra > e->lim->max_memory)
-        return emu_fail(e, SERTRACE_INSPECT_LIMIT, e->base,
-                        "memory limit reached (nesting the nodes%s; raise it with --max-memory)",
-                        "");
-    if (e->cap_order < e->nnodes + 1) {
-        uint32_t *o2 = realloc(e->order, ((size_t)e->nnodes + 1) * sizeof *o2);
-        if (o2)
-            e->order = o2;
-        uint32_t *p2 = o2 ? realloc(e->open, ((size_t)e->nnodes + 1) * sizeof *p2) : NULL;
-        if (p2) {
-            e->open = p2;
-            e->cap_order = e->nnodes + 1;
-        }
-    }
-    if (e->cap_order >= e->nnodes + 1) {
-        order = e->order;
-        open = e->open;
-    }
-    addrs = malloc(((size_t)e->nnodes + 2) * sizeof *addrs);
-    if (!order || !open || !addrs) {
-        emu_fail(e, SERTRACE_INSPECT_FAILED, e->base, "out of memory%s", "");
-        goto end;
-    }
-    if (e->memory + extra > e->peak)
-        e->peak = e->memory + extra;
+    if (reserve_order(e, e->nnodes - e->nkept, (size_t)e->nnodes + 2, &order, &open, &addrs,
+                      &extra) < 0)
+        return -1;
     uint32_t live = 0;
     for (uint32_t i = e->nkept; i < e->nnodes; i++)
         if (!e->nodes[i].dead) {
@@ -600,7 +601,7 @@ end:
  * NO_NODE, `fed`; arena bounds count the kept nodes below them). */
 static void keep_chain(emu *e, const uint32_t *cn, uint32_t nchain, const uint64_t *addrs)
 {
-    node kept[STREAM_CHAIN_MAX + 1];
+    node kept[STREAM_CHAIN_MAX + 2];
     uint32_t old_n = e->nnodes;
     for (uint32_t j = 0; j < nchain; j++)
         kept[j] = e->nodes[cn[j]];
@@ -624,7 +625,12 @@ static void keep_chain(emu *e, const uint32_t *cn, uint32_t nchain, const uint64
                 it->fed = true;
             }
         }
-        it->it_node = NO_NODE; /* never a level of the chain */
+        if (it->it_node < old_n) { /* a kept It level, or one fed */
+            uint32_t j = 0;
+            while (j < nchain && cn[j] != it->it_node)
+                j++;
+            it->it_node = j < nchain ? j : IT_FED;
+        }
         if (it->first_node > old_n)
             it->first_node = old_n;
         BOUND(it->first_node);
@@ -661,8 +667,10 @@ int emu_emit_dump(emu *e, uint64_t total)
             return -1;
         return end_dump(e, total);
     }
-    /* streamed: the root fed first is still the root (emulator.c checks) */
-    if (e->stream_wrong || e->nspec)
+    /* streamed: the root fed first is still the root (emulator.c checks);
+     * a pickle without PROTO is protocol 1 once an opcode of protocol 1
+     * came: a dump begun as 0 and given one later is read again */
+    if (e->stream_wrong || e->nspec || dump_protocol(e) != e->begun_proto)
         return 1;
     if (feed_stream(e, NULL, 0, 0, NULL) < 0)
         return -1;
@@ -682,12 +690,13 @@ int emu_emit_dump(emu *e, uint64_t total)
  * dropped and the pickle read again without streaming. */
 int emu_stream_batch(emu *e, size_t next)
 {
-    uint32_t cn[STREAM_CHAIN_MAX + 1], k, common = 0;
+    uint32_t cn[STREAM_CHAIN_MAX + 2], k, nchain, common = 0;
     stream_level lv[STREAM_CHAIN_MAX];
-    uint64_t addrs[STREAM_CHAIN_MAX + 1] = {0};
+    uint64_t addrs[STREAM_CHAIN_MAX + 2] = {0};
     /* a pickle without PROTO (0 or 1) says which only by its opcodes, up
-     * to STOP, and dump_begin carries it: not streamed */
-    if (e->stream_wrong || e->protocol < 0 || e->nnodes - e->nkept < e->stream_nodes)
+     * to STOP, and dump_begin carries it: 1 once an opcode of protocol 1
+     * came, else predicted 0 (checked at STOP) */
+    if (e->stream_wrong || e->nnodes - e->nkept < e->stream_nodes)
         return 0;
     /* Below the root (the root alone: one item), only while the top
      * container is still being filled (a MARK next: another batch), so
@@ -707,14 +716,14 @@ int emu_stream_batch(emu *e, size_t next)
      * stack)). */
     if (e->nnodes < e->stream_retry || e->nstack > STREAM_STACK_MAX)
         return 0;
-    if (!read_chain(e, cn, lv, &k))
+    if (!read_chain(e, cn, lv, &k, &nchain))
         goto later;
     /* the open levels stay (at their index), the others are new nodes */
-    while (common < e->nkept && common <= k && cn[common] == common)
+    while (common < e->nkept && common < nchain && cn[common] == common)
         common++;
     if (e->streamed && common == 0)
         goto later; /* not the root streamed: wrong, found at STOP */
-    for (uint32_t j = common; j <= k; j++)
+    for (uint32_t j = common; j < nchain; j++)
         if (cn[j] < e->nkept)
             goto later;
     /* the levels still pending keep their predictions: the stack must read
@@ -732,9 +741,9 @@ int emu_stream_batch(emu *e, size_t next)
             return -1;
         e->streamed = true;
     }
-    if (feed_stream(e, cn, k + 1, common, addrs) < 0)
+    if (feed_stream(e, cn, nchain, common, addrs) < 0)
         return -1;
-    keep_chain(e, cn, k + 1, addrs);
+    keep_chain(e, cn, nchain, addrs);
     memcpy(e->spec, lv, k * sizeof *lv);
     e->nspec = k;
     e->spec_watch = e->nstack - 1; /* cn[k], the top: pending in the deepest group */

@@ -402,8 +402,11 @@ Test(emulator, streaming_keeps_the_tables_small_and_the_nodes_the_same)
  * dict, BUILD), 1 {'data': list} (one SETITEM), 2 {'data': (list,)} (a
  * TUPLE1 after the list's last batch: the prediction is wrong), 3
  * [{'a': 1, 'data': list, 'b': [2]}] (a list root, a dict in it, SETITEMS),
- * 4 State() whose state dict is POPped and replaced (wrong).  Protocol 4,
- * no memo, no frames.  Returns the pickle's length. */
+ * 4 State() whose state dict is POPped and replaced (wrong), 5 a list
+ * subclass LS() (NEWOBJ) given the batches itself (its It node, a level
+ * of the chain), 6 an OrderedDict (REDUCE) given SETITEMS batches of
+ * 1 000 pairs, int key to tuple.  Protocol 4, no memo, no frames.  Returns
+ * the pickle's length. */
 static size_t chain_pickle(char *b, int shape)
 {
     size_t k = 0;
@@ -415,6 +418,11 @@ static size_t chain_pickle(char *b, int shape)
     PUT("\x80\x04");
     if (shape == 0 || shape == 4)
         PUT("\x8c\x08__main__\x8c\x05State\x93)\x81}(\x8c\x05items");
+    else if (shape == 5)
+        PUT("\x8c\x08__main__\x8c\x02LS\x93)\x81");
+    else if (shape == 6)
+        PUT("\x8c\x0b"
+            "collections\x8c\x0bOrderedDict\x93)R");
     else if (shape == 1 || shape == 2)
         PUT("}\x8c\x04"
             "data");
@@ -422,12 +430,16 @@ static size_t chain_pickle(char *b, int shape)
         PUT("](}(\x8c\x01"
             "aK\x01\x8c\x04"
             "data");
-    PUT("]");
+    if (shape < 5)
+        PUT("]");
     for (int i = 0; i < 200; i++) {
         b[k++] = '(';
-        for (int j = 0; j < 1000; j++)
+        for (int j = 0; j < 1000; j++) {
+            if (shape == 6)
+                PUT("K\x01");
             PUT("K\x01K\x02\x86");
-        b[k++] = 'e';
+        }
+        b[k++] = shape == 6 ? 'u' : 'e';
     }
     if (shape == 0)
         PUT("\x8c\x04name\x8c\x01su" /* SETITEMS */ "b");
@@ -437,7 +449,7 @@ static size_t chain_pickle(char *b, int shape)
         PUT("s");
     else if (shape == 2)
         PUT("\x85s");
-    else
+    else if (shape < 5)
         PUT("\x8c\x01"
             "b]K\x02"
             "aue");
@@ -448,12 +460,14 @@ static size_t chain_pickle(char *b, int shape)
 
 Test(emulator, streaming_instance_and_dict_roots_through_their_open_containers)
 {
-    static const uint8_t root_tag[] = {SERTRACE_TAG_INSTANCE, SERTRACE_TAG_DICT, SERTRACE_TAG_DICT,
-                                       SERTRACE_TAG_LIST, SERTRACE_TAG_INSTANCE};
-    static const unsigned extra_nodes[] = {4, 1, 2, 3, 5}; /* beside the tuples and the list */
-    char *b = malloc(64 + 200 * 5002 + 64);
+    static const uint8_t root_tag[] = {
+        SERTRACE_TAG_INSTANCE, SERTRACE_TAG_DICT,     SERTRACE_TAG_DICT,  SERTRACE_TAG_LIST,
+        SERTRACE_TAG_INSTANCE, SERTRACE_TAG_INSTANCE, SERTRACE_TAG_REDUCE};
+    /* beside the tuples and the list (5, 6: the It node stands for it) */
+    static const unsigned extra_nodes[] = {4, 1, 2, 3, 5, 3, 3};
+    char *b = malloc(64 + 200 * 7002 + 64);
     cr_assert(b);
-    for (int shape = 0; shape < 5; shape++) {
+    for (int shape = 0; shape < 7; shape++) {
         size_t n = chain_pickle(b, shape);
         bool wrong = shape == 2 || shape == 4;
         sertrace_inspect_limits whole = {1u << 30, 1000, false, UINT32_MAX};

@@ -280,11 +280,23 @@ def chain_shapes():
         "hidden keys": {(i, "k"): [(i,)] * 3 for i in range(1000)},
         "deep chain": [[[[{"k": [[(i,) for i in range(300)] for _ in range(5)]}]]]],
         "a chain over 64 levels": deeper,
+        # reduce-built objects being filled: their It node a level
+        "OrderedDict root": collections.OrderedDict((i, (i, -i)) for i in range(3000)),
+        "defaultdict root": collections.defaultdict(list, {i: [i, (i,)] for i in range(2500)}),
+        "list subclass root": ListWithState((i,) for i in range(3000)),
+        "deque root": collections.deque((i,) for i in range(2500)),
+        "OrderedDict of OrderedDicts": collections.OrderedDict(
+            a=collections.OrderedDict((i, [i]) for i in range(1500)),
+            b=collections.OrderedDict((i, big) for i in range(1200))),
+        "instance holding a defaultdict": Held({"d": collections.defaultdict(
+            list, {i: [(i,)] for i in range(2000)}), "after": [1]}),
+        "OrderedDict wrapped after its items": {"o": (collections.OrderedDict(
+            (i, (i,)) for i in range(1500)),)},
     }
 
 
-# Hand-made pickles (protocol 4, no frames) whose chain is read, then
-# consumed otherwise than predicted.
+# Hand-made pickles (protocol 4 unless said, no frames) whose chain is
+# read, then consumed otherwise than predicted.
 EMPTY_TUPLES = b")" * 40
 HOSTILE_CHAINS = {
     "dict group given by APPENDS": b"\x80\x04}(\x8c\x01k](" + EMPTY_TUPLES + b"ee.",
@@ -303,6 +315,25 @@ HOSTILE_CHAINS = {
                                               b"\x8c\x01k](" + EMPTY_TUPLES + b"eu(Neb."),
     "an object then a dict, both list items": (b"\x80\x04](\x8c\x01m\x8c\x01C\x93)\x81}("
                                                b"K\x01K\x01u](" + EMPTY_TUPLES + b"ee."),
+    # an object given items (its It node a level of the chain)
+    "object's items, then its state, then items again": (
+        b"\x80\x04\x8c\x01m\x8c\x01C\x93)\x81(" + EMPTY_TUPLES + b"e}(K\x01](" + EMPTY_TUPLES
+        + b"eub(" + EMPTY_TUPLES + b"e."),
+    "object's items, its state, items after a feed": (
+        b"\x80\x04\x8c\x01m\x8c\x01C\x93)\x81(" + EMPTY_TUPLES + b"e}b(" + EMPTY_TUPLES + b"e."),
+    "object wrapped after its items": (b"\x80\x04\x8c\x01m\x8c\x01C\x93)\x81(" + EMPTY_TUPLES
+                                       + b"e\x85."),
+    "object's items given to a DUP": (b"\x80\x04\x8c\x01m\x8c\x01C\x93)\x81(" + EMPTY_TUPLES
+                                      + b"e2(" + EMPTY_TUPLES + b"e0."),
+    "object POPped after its items": (b"\x80\x04](\x8c\x01m\x8c\x01C\x93)R(" + EMPTY_TUPLES
+                                      + b"e0]" + b"(" + EMPTY_TUPLES + b"ee."),
+    "object in a dict given SETITEMS after APPENDS": (
+        b"\x80\x04}(\x8c\x01k\x8c\x01m\x8c\x01C\x93)R(" + EMPTY_TUPLES + b"e(K\x01K\x02uu."),
+    # no PROTO: begun as protocol 0, then an opcode of protocol 1 (BININT1)
+    "protocol 0 list, then a protocol 1 opcode": b"(l" + b"(ta" * 40 + b"K\x01a.",
+    "protocol 0 list": b"(l" + b"(ta" * 40 + b"I1\na.",
+    "protocol 0 dict of a list, then EMPTY_LIST": (b"(dS'k'\n(l" + b"(ta" * 40
+                                                   + b"s]S'j'\ns."),
 }
 
 
@@ -362,7 +393,9 @@ def test_streaming_mutated_chains_agree():
         Held({"x": [(i, i) for i in range(25)], "y": Held([1, [2], {3: (4,)}])}),
         [{"k": [(i,) for i in range(10)]} for _ in range(4)],
         {"o": collections.OrderedDict((i, [i]) for i in range(10)), "s": {1, (2,)}},
-        ({"t": [1, [2]]}, [3, {4: [5]}]))]
+        ({"t": [1, [2]]}, [3, {4: [5]}]),
+        collections.OrderedDict((i, [i]) for i in range(12)),
+        {"l": ListWithState((i,) for i in range(15)), "d": collections.defaultdict(list, a=[1])})]
     for _ in range(400):
         d = bytearray(rng.choice(seeds))
         for _ in range(rng.randint(1, 4)):
@@ -385,7 +418,10 @@ def test_streaming_memory_of_instance_and_dict_roots(tmp_path):
     holding a list of n tuples and a dict of n/10 lists) and on
     {'data': list of n tuples}, no memo (a fast-mode Pickler): from 10^5 to
     10^6 tuples, streamed, it grows by about the input (mapped), far less
-    than not streamed (~60 B more per node)."""
+    than not streamed (~60 B more per node); so do an OrderedDict root and
+    {'data': a list subclass} (reduce-built objects being filled), and
+    protocols 0 ({'data': list}) and 1 (a list root)."""
+    import collections
     import io
     import pickle
     import shutil
@@ -393,9 +429,9 @@ def test_streaming_memory_of_instance_and_dict_roots(tmp_path):
     if not shutil.which("time", path="/usr/bin"):
         pytest.skip("no /usr/bin/time")
 
-    def fast(obj):
+    def fast(obj, protocol=4):
         buf = io.BytesIO()
-        p = pickle.Pickler(buf, 4)
+        p = pickle.Pickler(buf, protocol)
         p.fast = True
         p.dump(obj)
         return buf.getvalue()
@@ -414,11 +450,15 @@ def test_streaming_memory_of_instance_and_dict_roots(tmp_path):
         s.index = {i: [i, i] for i in range(n // 10)}
         return s
 
-    for make in (instance, lambda n: {"data": [(i, i) for i in range(n)]}):
+    for make, protocol in ((instance, 4), (lambda n: {"data": [(i, i) for i in range(n)]}, 4),
+                           (lambda n: collections.OrderedDict((i, (i, i)) for i in range(n)), 4),
+                           (lambda n: {"data": ListWithState((i, i) for i in range(n))}, 4),
+                           (lambda n: {"data": [(i, i) for i in range(n)]}, 0),
+                           (lambda n: [(i, i) for i in range(n)], 1)):
         sizes, streamed, whole = [], [], []
         for n in (10 ** 5, 10 ** 6):
             path = tmp_path / ("p%d.pkl" % n)
-            data = fast(make(n))
+            data = fast(make(n), protocol)
             path.write_bytes(data)
             sizes.append(len(data))
             streamed.append(rss({}, path))
