@@ -76,6 +76,7 @@ typedef struct memo_table {
 int memo_init(memo_table *m);
 void memo_free(memo_table *m);
 void memo_clear(memo_table *m);
+void memo_empty_detached(memo_table *m);
 /* Address-order hashing, as _pickle.c's memo (with a coarser shift, see
  * MEMO_HASH_SHIFT): objects allocated one after the other land in nearby
  * slots, so a pickling pass (which visits objects roughly in allocation
