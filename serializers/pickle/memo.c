@@ -87,10 +87,10 @@ void memo_free(memo_table *m)
 
 /* Empties the memo and keeps its table, for a table nobody else can
  * reach (the parked pickler of dumps(), module.c): detached while its keys
- * are released in a read-only pass (a __del__ run by a DECREF finds an
- * empty memo), then cleared with one memset (about a third of the
- * instructions of memo_clear's read, write and test per slot on a 2 MiB
- * table) and put back. */
+ * are released (a __del__ run by a DECREF finds an empty memo), then put
+ * back.  Only the used slots are written (a slot is empty when its key is
+ * NULL; values are not read there), and the pass stops at the last key:
+ * no memset of the whole table (state-16: 132 k instructions a dump). */
 void memo_empty_detached(memo_table *m)
 {
     memo_entry *table = m->table;
@@ -103,12 +103,13 @@ void memo_empty_detached(memo_table *m)
     m->mask = 0;
     m->used = 0;
     for (size_t i = 0; used > 0 && i < size; i++) {
-        if (table[i].key != NULL) {
+        PyObject *key = table[i].key;
+        if (key != NULL) {
             used--;
-            Py_DECREF(table[i].key);
+            table[i].key = NULL;
+            Py_DECREF(key);
         }
     }
-    memset(table, 0, size * sizeof *table);
     m->table = table;
     m->mask = size - 1;
 }
