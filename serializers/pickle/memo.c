@@ -85,6 +85,35 @@ void memo_free(memo_table *m)
     PyMem_Free(table);
 }
 
+/* Empties the memo and keeps its table, for a table nobody else can
+ * reach (the parked pickler of dumps(), module.c): detached while its keys
+ * are released (a __del__ run by a DECREF finds an empty memo), then put
+ * back.  Only the used slots are written (a slot is empty when its key is
+ * NULL; values are not read there), and the pass stops at the last key:
+ * no memset of the whole table (state-16: 132 k instructions a dump). */
+void memo_empty_detached(memo_table *m)
+{
+    memo_entry *table = m->table;
+    size_t size = m->mask + 1;
+    size_t used = m->used;
+
+    if (table == NULL || used == 0)
+        return;
+    m->table = NULL;
+    m->mask = 0;
+    m->used = 0;
+    for (size_t i = 0; used > 0 && i < size; i++) {
+        PyObject *key = table[i].key;
+        if (key != NULL) {
+            used--;
+            table[i].key = NULL;
+            Py_DECREF(key);
+        }
+    }
+    m->table = table;
+    m->mask = size - 1;
+}
+
 /* Resize to the power of two above `min_size` (as _pickle.c: x4 the used
  * count, x2 beyond 50,000 entries, so a big pickle resizes few times). */
 static int memo_resize(memo_table *m, size_t min_size)

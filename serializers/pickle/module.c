@@ -607,8 +607,8 @@ static PyObject *module_dump(PyObject *module, PyObject *const *args, Py_ssize_t
  * 1.2 MB list of 2 KiB bytes objects grew 14 times), and the result is
  * the buffer shrunk in place as before.  A one-off dumps() is unchanged. */
 #define SIZE_HINT_MAX ((Py_ssize_t)16 << 20)
-#define SPARE_MEMO_MAX 1024 /* slots kept in a parked memo */
-#define MEMO_KEEP_MAX 4096  /* slots (64 KiB): a well-filled memo kept up to this size */
+#define SPARE_MEMO_MAX 1024  /* slots kept in a parked memo */
+#define MEMO_KEEP_MAX 131072 /* slots (2 MiB): a well-filled memo kept up to this size */
 static pickler *spare_pickler;
 static Py_ssize_t dumps_size_hint;
 
@@ -668,7 +668,7 @@ static void dumps_done(pickler *p, int ok)
                 return;
             }
         } else {
-            memo_clear(&p->memo);
+            memo_empty_detached(&p->memo);
         }
         /* Clearing the memo may have run a __del__ that called dumps() and
          * parked its own pickler: keep that one. */

@@ -76,6 +76,7 @@ typedef struct memo_table {
 int memo_init(memo_table *m);
 void memo_free(memo_table *m);
 void memo_clear(memo_table *m);
+void memo_empty_detached(memo_table *m);
 /* Address-order hashing, as _pickle.c's memo (with a coarser shift, see
  * MEMO_HASH_SHIFT): objects allocated one after the other land in nearby
  * slots, so a pickling pass (which visits objects roughly in allocation
@@ -715,6 +716,9 @@ static inline void trace_index_remember(pickler *p, const void *key, uint32_t in
         s->index = index;
     }
 }
+/* od_type_intern() with the names of types named by their type cached
+ * across dumps (trace.c). */
+uint32_t trace_type_intern(pickler *p, PyObject *obj, int naming, const void *key);
 /* A node that has no children, written from `pos` to the current output
  * position (ATOM record); `failed`: left open as a failed node instead. */
 void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t pos, int failed,

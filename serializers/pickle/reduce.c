@@ -124,9 +124,13 @@ static int construction_of(pickler *p, PyObject *callable, int *how)
         return -1;
     }
     if (name != NULL && PyUnicode_Check(name)) {
-        if (name == G.s_newobj_ex || PyUnicode_Compare(name, G.s_newobj_ex) == 0)
+        /* The interned names first (copyreg's functions carry them):
+         * equal text in another object is the rare case. */
+        if (name == G.s_newobj)
+            *how = BY_NEWOBJ;
+        else if (name == G.s_newobj_ex || PyUnicode_Compare(name, G.s_newobj_ex) == 0)
             *how = BY_NEWOBJ_EX;
-        else if (name == G.s_newobj || PyUnicode_Compare(name, G.s_newobj) == 0)
+        else if (PyUnicode_Compare(name, G.s_newobj) == 0)
             *how = BY_NEWOBJ;
     }
     Py_XDECREF(name);

@@ -38,7 +38,7 @@ static inline uint32_t type_index(pickler *p, PyObject *obj, uint8_t tag)
     const void *key = od_type_key(obj, naming);
     uint32_t index = trace_index_cached(p, key);
     if (index == 0) {
-        index = od_type_intern(p->trace, obj, naming, key);
+        index = trace_type_intern(p, obj, naming, key);
         trace_index_remember(p, key, index);
     }
     return index;

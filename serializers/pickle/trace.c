@@ -50,6 +50,88 @@
 #include "objdesc.h"
 #include "trace-step.h"
 
+/* ---- type names across dumps ------------------------------------------- */
+
+/* The name of a type named by its type (OD_BY_TYPE: containers, instances,
+ * reduce-based objects) is "module.qualname" (objdesc's OD_NAME_TRACE),
+ * built once per type and dump by od_type_intern(): ~1,100 instructions
+ * (the str built by PyUnicode_FromFormat, its UTF-8, a copy), ~35 types a
+ * dump of state-16.  Its text is kept here across dumps, in a small
+ * direct-mapped table of the process, by type address, with what the name
+ * is made of: for a heap type its ht_qualname and the `__module__` str of
+ * its dict (strong references, so an identical pair is an identical
+ * text: a type that died and a new one at its address, or a class whose
+ * __qualname__ / __module__ was reassigned, is seen by identity), for a
+ * static type its tp_name pointer.  Only exact str parts are cached (the
+ * references dropped on replacement then run no user code); anything else,
+ * an exception pending, and the other namings go to od_type_intern(). */
+#define TYPE_NAME_CACHE 64
+
+static struct type_name_entry {
+    PyTypeObject *type;
+    const char *tp_name;
+    PyObject *qualname, *module; /* strong; NULL for a static type */
+    char *text;
+} type_names[TYPE_NAME_CACHE];
+
+/* The parts of t's name: 1 (cacheable), 0 (not: ask objdesc). */
+static int type_name_parts(PyTypeObject *t, PyObject **qualname, PyObject **module)
+{
+    *qualname = *module = NULL;
+    if (!PyType_HasFeature(t, Py_TPFLAGS_HEAPTYPE))
+        return 1;
+    PyObject *q = ((PyHeapTypeObject *)t)->ht_qualname, *dict = t->tp_dict, *m;
+    if (q == NULL || !PyUnicode_CheckExact(q) || dict == NULL || !PyDict_CheckExact(dict))
+        return 0;
+    m = PyDict_GetItemWithError(dict, G.s_module);
+    if (m == NULL) {
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+    } else if (!PyUnicode_CheckExact(m)) {
+        return 0;
+    }
+    *qualname = q;
+    *module = m;
+    return 1;
+}
+
+uint32_t trace_type_intern(pickler *p, PyObject *obj, int naming, const void *key)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    PyObject *qualname, *module;
+    if (naming != OD_BY_TYPE || PyErr_Occurred() || !type_name_parts(t, &qualname, &module))
+        return od_type_intern(p->trace, obj, naming, key);
+    struct type_name_entry *e =
+        &type_names[((uintptr_t)t * UINT64_C(0x9E3779B97F4A7C15)) >> 58 & (TYPE_NAME_CACHE - 1)];
+    if (e->text == NULL || e->type != t || e->tp_name != t->tp_name || e->qualname != qualname ||
+        e->module != module) {
+        PyObject *full = od_global_name((PyObject *)t, OD_NAME_TRACE);
+        const char *utf8 = full != NULL ? PyUnicode_AsUTF8(full) : NULL;
+        /* od_type_intern's text: at most 511 bytes (its snprintf buffer). */
+        size_t len = utf8 != NULL ? strnlen(utf8, 511) : 0;
+        char *text = utf8 != NULL ? PyMem_RawMalloc(len + 1) : NULL;
+        PyErr_Clear();
+        if (text == NULL) {
+            Py_XDECREF(full);
+            return od_type_intern(p->trace, obj, naming, key);
+        }
+        memcpy(text, utf8, len);
+        text[len] = '\0';
+        Py_DECREF(full);
+        PyMem_RawFree(e->text);
+        e->text = text;
+        e->type = t;
+        e->tp_name = t->tp_name;
+        Py_XINCREF(qualname);
+        Py_XINCREF(module);
+        Py_XSETREF(e->qualname, qualname);
+        Py_XSETREF(e->module, module);
+    }
+    return sertrace_type(p->trace, key, e->text);
+}
+
 /* A node without children, written from `pos` to the current position:
  * one ATOM record.  `failed`: writing it failed, so it is an ENTER left
  * open like any failed node (same tree as before the ATOM record). */

@@ -531,3 +531,35 @@ def test_error_messages_keep_no_object_repr(tmp_path):
                "it's not found as __main__.no_such_global_xyz")
     for line, reason in zip(flags, reasons * 2):
         assert "Can't pickle \u2026: " + reason + " at " in line, line
+
+
+TYPE_NAMES_CHILD = r'''
+    import gc, sertrace
+
+    class Thing:
+        def __reduce__(self):
+            return (list, ())
+
+    sertrace.dumps([Thing()], 4)
+    Thing.__qualname__ = "Renamed"
+    sertrace.dumps([Thing()], 4)
+    Thing.__module__ = "elsewhere"
+    sertrace.dumps([Thing()], 4)
+    for i in range(40):           # types die, new ones may take their addresses
+        cls = type("Fresh%d" % i, (), {"__module__": "mod%d" % i, "__reduce__": Thing.__reduce__})
+        sertrace.dumps(cls(), 2)
+        del cls
+        gc.collect()
+    print("[]")
+'''
+
+
+def test_type_names_cached_across_dumps_follow_the_type(tmp_path):
+    """Type names are kept across dumps (trace.c, trace_type_intern): a class
+    whose __qualname__ or __module__ is reassigned, and new classes made
+    where dead ones were, are named by what they are now."""
+    _, text = run_script(tmp_path, TYPE_NAMES_CHILD)
+    names = re.findall(r"O: <(\S+) object at", text)
+    expected = ["__main__.Thing", "__main__.Renamed", "elsewhere.Renamed"]
+    expected += ["mod%d.Fresh%d" % (i, i) for i in range(40)]
+    assert names == expected, names
