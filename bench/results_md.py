@@ -594,7 +594,7 @@ def roots_growth(roots):
         parts.append("%s: %.1f B beyond the input (%.0f → %.0f MiB)"
                      % (a["payload"].split(",")[0], beyond, a["maxrss_kb"] / 1024.0,
                         b["maxrss_kb"] / 1024.0))
-    return ("; " + "; ".join(parts) + "; tuple, reduce-built and protocol 0-1 roots not streamed"
+    return ("; " + "; ".join(parts) + "; tuples being built around containers not streamed"
             if parts else "; other roots not measured")
 
 def inspect_goal_rows(insp):
@@ -768,17 +768,20 @@ EXPLAIN = {
                       "judge out of reach for a per-node summary. micro-bytes-2k (600 opcodes of 2 KiB "
                       "bytes) is the fixed cost of a call (~280 K instructions: the summary's setup, the "
                       "dict built from its JSON text, feeding).",
-    "inspect_memory": "Met for the roots inspect streams (protocol 2 or more): a list, dict or set root, an "
-                      "instance root whose state holds big containers, and a dict root whose few keys come "
-                      "after their big values (`{'data': [...]}`): the emulator feeds the tree core the "
-                      "chain of open containers it reads off the stack and drops the finished items, so "
-                      "what grows is the mapped input (per node beyond it: about 0 B for the three shapes "
-                      "measured) plus the memo (48 B a key, 32 B a memoized object in the summary). A wrong "
-                      "guess (a TUPLE wrapping a streamed container) drops the dump and reads the pickle "
-                      "again without streaming. Still O(nodes): tuples and calls being built around "
-                      "containers, reduce-built containers (OrderedDict, defaultdict) being filled, "
-                      "protocols 0-1, `--tree` and the exports. What would close it: the two-pass design in "
-                      "inspect/README.md, Streaming.",
+    "inspect_memory": "Met for the roots inspect streams, at every protocol (0-1 guessed from the opcodes "
+                      "and checked at STOP): a list, dict or set root, an instance root whose state holds "
+                      "big containers, a dict root whose keys come after their big values "
+                      "(`{'data': [...]}`), and reduce-built containers being filled (OrderedDict, "
+                      "defaultdict, deque, list and dict subclasses: their open `It` node is a level of the "
+                      "chain): the emulator feeds the tree core the chain of open containers it reads off "
+                      "the stack and drops the finished items, so what grows is the mapped input (per node "
+                      "beyond it: about 0 B for every shape measured) plus the memo (48 B a key, 32 B a "
+                      "memoized object in the summary). A wrong guess (a TUPLE wrapping a streamed "
+                      "container) drops the dump and reads the pickle again without streaming. Still "
+                      "O(nodes): tuples and calls being built around big containers (`([...],)`, "
+                      "`(header, [...])`), and `--tree` and the exports, which keep the dump whole by "
+                      "design. What would close it: a tuple level in the chain (inspect/README.md, "
+                      "Streaming: its object number is only known at TUPLE).",
     "dormant": "Not the tracing: with nobody listening sertrace costs one test per node (~1 ns, "
                "`dormant` in the C API cost section). The gap is the C pickler's own speed "
                "against CPython's `_pickle` on the workload named (the single-kind lists locate "
