@@ -373,13 +373,28 @@ static void batch_flush(struct sertrace_dump *d)
     d->fast.len = 0;
     d->fast.base_addr = 0;
     d->fast.base_pos = 0;
+    d->fast.base_far = 0;
+}
+
+/* batch_flush() where a record follows at once: the new batch opens with
+ * a DEPTH record (schema v8, "Tiny atoms"), so that a reader that lost
+ * the batch before is in step for the TATOMs of this one. */
+static void batch_next(struct sertrace_dump *d)
+{
+    if (d->fast.len == 0)
+        return; /* an empty batch: nothing to flush, none begins */
+    batch_flush(d);
+    uint8_t *p = d->batch;
+    *p++ = SERTRACE_REC_DEPTH;
+    p = put_varint(p, d->fast.depth);
+    d->fast.len = (uint32_t)(p - d->batch);
 }
 
 /* Room for `n` more bytes in the batch (flushing first if needed). */
 static inline uint8_t *batch_reserve(struct sertrace_dump *d, size_t n)
 {
     if (d->fast.len + n > SERTRACE_BATCH_BYTES)
-        batch_flush(d);
+        batch_next(d);
     return d->batch + d->fast.len;
 }
 
@@ -416,7 +431,7 @@ static inline void batch_fixed_commit(struct sertrace_dump *d, const uint8_t *st
 static inline uint8_t *node_begin(struct sertrace_dump *d)
 {
     if (d->fast.len + RECORD_FIXED_MAX > SERTRACE_BATCH_BYTES)
-        batch_flush(d);
+        batch_next(d);
     return d->batch + d->fast.len;
 }
 
@@ -546,6 +561,7 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     d->fast.len = 0;
     d->fast.base_addr = 0;
     d->fast.base_pos = 0;
+    d->fast.base_far = 0;
 
     /* Nested dump: what the outer dump printed so far goes out first. */
     if (tls.current != NULL && tls.current->text_on)
@@ -1037,7 +1053,7 @@ static inline void atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t 
         return;
     }
     depth = d->fast.depth + 1;
-    if (d->records_on) /* a v7 SATOM or a v6 NODE: sertrace_atom_fast()'s bytes */
+    if (d->records_on) /* a v8 TATOM or a v6 NODE: sertrace_atom_fast()'s bytes */
         node_commit(d, sertrace_put_atom(node_begin(d), &d->fast,
                                          d->label_fold ? d->label_kind : SERTRACE_LABEL_NONE, tag,
                                          depth, type, addr, length, pos,
