@@ -93,12 +93,12 @@ static void builtins(enc *e, int v8)
         uint8_t tag, kind;
         uint64_t label, type, addr, length, bytes;
     } a[] = {
-        {SERTRACE_TAG_STR, SERTRACE_LABEL_POS, 0, 2, 0x7f1234561000ull, 6, 7},     /* near */
-        {SERTRACE_TAG_INT, SERTRACE_LABEL_POS, 1, 3, 0x0000900100ull, 0, 2},     /* far, 4 B */
-        {SERTRACE_TAG_STR, SERTRACE_LABEL_POS, 2, 2, 0x7f1234561040ull, 3, 5},     /* near */
-        {SERTRACE_TAG_INT, SERTRACE_LABEL_POS, 200, 3, 0x0000900120ull, 0, 2},   /* far, 2 B */
-        {SERTRACE_TAG_FLOAT, 0, 0, 0, 0x7f1234400000ull, 0, 9},                    /* near, 4 B */
-        {SERTRACE_TAG_ATOM, SERTRACE_LABEL_KEY, 4, 0, 0x000010900000ull, 0, 1},    /* far, 4 B */
+        {SERTRACE_TAG_STR, SERTRACE_LABEL_POS, 0, 2, 0x7f1234561000ull, 6, 7},  /* near */
+        {SERTRACE_TAG_INT, SERTRACE_LABEL_POS, 1, 3, 0x0000900100ull, 0, 2},    /* far, 4 B */
+        {SERTRACE_TAG_STR, SERTRACE_LABEL_POS, 2, 2, 0x7f1234561040ull, 3, 5},  /* near */
+        {SERTRACE_TAG_INT, SERTRACE_LABEL_POS, 200, 3, 0x0000900120ull, 0, 2},  /* far, 2 B */
+        {SERTRACE_TAG_FLOAT, 0, 0, 0, 0x7f1234400000ull, 0, 9},                 /* near, 4 B */
+        {SERTRACE_TAG_ATOM, SERTRACE_LABEL_KEY, 4, 0, 0x000010900000ull, 0, 1}, /* far, 4 B */
         {SERTRACE_TAG_MEMO, SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT, 2, 0x7f1234561000ull, 6, 2},
         {SERTRACE_TAG_STR, SERTRACE_LABEL_POS, 6, 2, 0x7f1234562000ull, 300, 255}, /* a length */
     };

@@ -640,3 +640,58 @@ Test(atom, inline_fast_path_writes_the_same_records)
     cr_expect_eq(count_op(SERTRACE_REC_ATOM, &other), 2000, "every atom within the cap");
     cr_expect_eq(count_op(SERTRACE_REC_ENTER, &other), 1 + 2 + 40, "every enter within the cap");
 }
+
+/* ---- schema v8: DEPTH at every batch but the first ------------------------ */
+
+static int count_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    (void)d;
+    size_t *c = ctx;
+    c[0]++;
+    if (n->tag == SERTRACE_TAG_UNKNOWN || (n->flags & SERTRACE_NODE_NO_ENTER))
+        c[1]++; /* an ancestor the reader had to invent */
+    return 0;
+}
+
+/* Enters through the library (the caller counts the node before its
+ * record), atoms and exits across many batches: each batch's DEPTH is the
+ * writer's open nodes before its first record, so the core, reading every
+ * batch, invents no node, and a batch's TATOMs land at their depth. */
+Test(atom, depth_record_is_the_open_node_count)
+{
+    sertrace_dump *d = sertrace_dump_begin("pickle", 4);
+    cr_assert_not_null(d);
+    uint64_t pos = 2;
+    size_t nodes = 0;
+    for (int i = 0; i < 3000; i++) {
+        sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0x7f0000001000ull + (uint64_t)i * 64, 3, pos++);
+        sertrace_atom(d, SERTRACE_TAG_INT, 0, 0x900000 + (uint64_t)i * 32, 0, pos, pos + 2);
+        pos += 2;
+        nodes += 2;
+        if (i % 3 != 0)
+            sertrace_exit(d, pos++);
+    }
+    while (sertrace_depth(d) > 0)
+        sertrace_exit(d, pos++);
+    sertrace_dump_end(d, pos + 1, SERTRACE_STATUS_OK);
+    cr_assert_gt(cap.nbatch, 3);
+    for (size_t k = 1; k < cap.nbatch; k++)
+        cr_expect_eq(cap.bytes[cap.batch[k].off], SERTRACE_REC_DEPTH, "batch %zu opens with DEPTH",
+                     k);
+    size_t counts[2] = {0, 0};
+    sertrace_core_visitor v = {.ctx = counts, .node_exit = count_exit};
+    sertrace_core *c = sertrace_core_create(&v);
+    cr_assert_not_null(c);
+    uint64_t id = cap.batch[0].dump_id;
+    cr_assert_eq(sertrace_core_dump_begin(c, 1, 1, 0, id, "pickle", 6, 4), 0);
+    for (size_t i = 0; i < cap.nbatch; i++)
+        cr_assert_eq(sertrace_core_records(c, 1, 1, 1, cap.batch[i].dump_id, cap.batch[i].seq,
+                                           cap.bytes + cap.batch[i].off, cap.batch[i].len),
+                     0);
+    cr_assert_eq(sertrace_core_dump_end_batches(c, 1, 1, 2, id, cap.end_bytes, cap.end_status,
+                                                (int64_t)cap.nbatch),
+                 0);
+    sertrace_core_destroy(c);
+    cr_expect_eq(counts[0], nodes, "every node, none more");
+    cr_expect_eq(counts[1], 0, "no invented ancestor");
+}
