@@ -257,45 +257,47 @@ static inline uint8_t *sertrace_put_tatom(uint8_t *p, struct sertrace_dump_fast 
                                           uint64_t length, uint64_t dpos, uint64_t bytes,
                                           uint64_t label_value)
 {
-    uint64_t near = addr - f->base_addr, far = addr - f->base_far, d;
-    unsigned mode;
-    if (near + 0x8000u < 0x10000u) {
-        mode = 0;
-        d = near;
-    } else if (far + 0x8000u < 0x10000u) {
-        mode = SERTRACE_REC_TATOM_FAR;
-        d = far;
-    } else if (near + UINT64_C(0x80000000) < UINT64_C(0x100000000)) {
-        mode = SERTRACE_REC_TATOM_WIDE;
-        d = near;
-    } else if (far + UINT64_C(0x80000000) < UINT64_C(0x100000000)) {
-        mode = SERTRACE_REC_TATOM_WIDE | SERTRACE_REC_TATOM_FAR;
-        d = far;
+    uint64_t near = addr - f->base_addr;
+    unsigned op = SERTRACE_REC_TATOM | kind << SERTRACE_REC_NODE_KIND_SHIFT | (length != 0);
+    uint8_t *q = p + SERTRACE_REC_TATOM_FIXED;
+    uint32_t a;
+    if (__builtin_expect(near + 0x8000u < 0x10000u, 1)) { /* the common case first */
+        a = (uint32_t)near;
+        f->base_addr = addr;
     } else {
-        return NULL; /* a NODE */
+        uint64_t far = addr - f->base_far;
+        if (far + 0x8000u < 0x10000u) {
+            op |= SERTRACE_REC_TATOM_FAR;
+            a = (uint32_t)far;
+            f->base_far = addr;
+        } else if (near + UINT64_C(0x80000000) < UINT64_C(0x100000000)) {
+            op |= SERTRACE_REC_TATOM_WIDE;
+            a = (uint32_t)near;
+            f->base_addr = addr;
+        } else if (far + UINT64_C(0x80000000) < UINT64_C(0x100000000)) {
+            op |= SERTRACE_REC_TATOM_WIDE | SERTRACE_REC_TATOM_FAR;
+            a = (uint32_t)far;
+            f->base_far = addr;
+        } else {
+            return NULL; /* a NODE */
+        }
     }
-    p[0] =
-        (uint8_t)(SERTRACE_REC_TATOM | mode | kind << SERTRACE_REC_NODE_KIND_SHIFT | (length != 0));
+    p[0] = (uint8_t)op;
     p[1] = tag;
     p[2] = (uint8_t)type;
     p[3] = (uint8_t)dpos;
     p[4] = (uint8_t)bytes;
-    uint32_t a = (uint32_t)d;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    __builtin_memcpy(p + 5, &a, 4); /* room for 64 bytes: 2 of them overwritten when narrow */
+    __builtin_memcpy(q, &a, 4); /* room for 64 bytes: 2 of them overwritten when narrow */
 #else
     for (unsigned i = 0; i < 4; i++)
-        p[5 + i] = (uint8_t)(a >> (8 * i));
+        q[i] = (uint8_t)(a >> (8 * i));
 #endif
-    p += (mode & SERTRACE_REC_TATOM_WIDE) ? 9 : 7;
+    p = q + ((op & SERTRACE_REC_TATOM_WIDE) ? 4 : 2);
     if (length != 0)
         p = sertrace_put_varint(p, length);
     if (kind != SERTRACE_LABEL_NONE)
         p = sertrace_put_varint(p, label_value);
-    if (mode & SERTRACE_REC_TATOM_FAR)
-        f->base_far = addr;
-    else
-        f->base_addr = addr;
     f->base_pos += dpos + bytes;
     return p;
 }
