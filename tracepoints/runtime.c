@@ -373,13 +373,30 @@ static void batch_flush(struct sertrace_dump *d)
     d->fast.len = 0;
     d->fast.base_addr = 0;
     d->fast.base_pos = 0;
+    d->fast.base_far = 0;
+}
+
+/* batch_flush() where a record follows at once: the new batch opens with
+ * a DEPTH record (schema v8, "Tiny atoms"), so that a reader that lost
+ * the batch before is in step for the TATOMs of this one.  `open`: the
+ * open nodes before the record to come (an enter's caller has counted
+ * its node already). */
+static void batch_next(struct sertrace_dump *d, uint32_t open)
+{
+    if (d->fast.len == 0)
+        return; /* an empty batch: nothing to flush, none begins */
+    batch_flush(d);
+    uint8_t *p = d->batch;
+    *p++ = SERTRACE_REC_DEPTH;
+    p = put_varint(p, open);
+    d->fast.len = (uint32_t)(p - d->batch);
 }
 
 /* Room for `n` more bytes in the batch (flushing first if needed). */
 static inline uint8_t *batch_reserve(struct sertrace_dump *d, size_t n)
 {
     if (d->fast.len + n > SERTRACE_BATCH_BYTES)
-        batch_flush(d);
+        batch_next(d, d->fast.depth);
     return d->batch + d->fast.len;
 }
 
@@ -413,10 +430,10 @@ static inline void batch_fixed_commit(struct sertrace_dump *d, const uint8_t *st
  * the bases of the batch it lands in, so the batch is flushed first when
  * the longest record might not fit (a batch then ends up to
  * RECORD_FIXED_MAX - 1 bytes short of SERTRACE_BATCH_BYTES). */
-static inline uint8_t *node_begin(struct sertrace_dump *d)
+static inline uint8_t *node_begin(struct sertrace_dump *d, uint32_t open)
 {
     if (d->fast.len + RECORD_FIXED_MAX > SERTRACE_BATCH_BYTES)
-        batch_flush(d);
+        batch_next(d, open);
     return d->batch + d->fast.len;
 }
 
@@ -546,6 +563,7 @@ sertrace_dump *sertrace_dump_begin(const char *serializer, int protocol)
     d->fast.len = 0;
     d->fast.base_addr = 0;
     d->fast.base_pos = 0;
+    d->fast.base_far = 0;
 
     /* Nested dump: what the outer dump printed so far goes out first. */
     if (tls.current != NULL && tls.current->text_on)
@@ -870,7 +888,7 @@ node_record(struct sertrace_dump *d, unsigned atom, uint8_t tag, uint32_t depth,
             uint64_t addr, uint64_t length, uint64_t pos, uint64_t bytes)
 {
     unsigned kind = d->label_fold ? d->label_kind : SERTRACE_LABEL_NONE;
-    uint8_t *p = node_begin(d);
+    uint8_t *p = node_begin(d, depth - 1); /* open nodes before it */
 
     *p++ = (uint8_t)(SERTRACE_REC_NODE | kind << SERTRACE_REC_NODE_KIND_SHIFT | atom);
     *p++ = tag;
@@ -999,7 +1017,7 @@ void sertrace_exit(sertrace_dump *d, uint64_t pos)
         return;
     }
     if (d->records_on) {
-        uint8_t *p = node_begin(d);
+        uint8_t *p = node_begin(d, d->fast.depth);
         *p++ = SERTRACE_REC_EXIT_D;
         p = put_varint(p, d->fast.depth);
         p = put_varint(p, sertrace_zigzag(pos, d->fast.base_pos));
@@ -1037,8 +1055,8 @@ static inline void atom(sertrace_dump *d, uint8_t tag, uint32_t type, uintptr_t 
         return;
     }
     depth = d->fast.depth + 1;
-    if (d->records_on) /* a v7 SATOM or a v6 NODE: sertrace_atom_fast()'s bytes */
-        node_commit(d, sertrace_put_atom(node_begin(d), &d->fast,
+    if (d->records_on) /* a v8 TATOM or a v6 NODE: sertrace_atom_fast()'s bytes */
+        node_commit(d, sertrace_put_atom(node_begin(d, d->fast.depth), &d->fast,
                                          d->label_fold ? d->label_kind : SERTRACE_LABEL_NONE, tag,
                                          depth, type, addr, length, pos,
                                          end_pos >= pos ? end_pos - pos : 0, d->label_value));

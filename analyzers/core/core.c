@@ -453,6 +453,7 @@ typedef struct reader {
     const uint8_t *p, *end;
     /* The delta bases of the batch (schema v6, "Compact records"). */
     uint64_t base_addr, base_pos;
+    uint64_t base_far; /* the second address base (schema v8, "Tiny atoms") */
 } reader;
 
 static bool read_u8(reader *r, uint8_t *out)
@@ -704,6 +705,62 @@ static int rec_satom(sertrace_core *c, sertrace_dump_state *d, reader *r, uint8_
                       bytes);
 }
 
+/* TATOM (schema v8): a SATOM without depth (one below the innermost
+ * open node) and its address from one of two bases, in 2 or 4 bytes. */
+static int rec_tatom(sertrace_core *c, sertrace_dump_state *d, reader *r, uint8_t op)
+{
+    uint64_t length = 0, label = 0;
+    unsigned kind = SERTRACE_REC_NODE_KIND(op);
+    bool wide = (op & SERTRACE_REC_TATOM_WIDE) != 0;
+    ptrdiff_t fixed = SERTRACE_REC_TATOM_FIXED - 1 + (wide ? 4 : 2);
+    if (r->end - r->p < fixed)
+        return 1;
+    const uint8_t *f = r->p;
+    r->p += fixed;
+    if (((op & SERTRACE_REC_SATOM_LEN) && !read_varint(r, &length)) ||
+        (kind != SERTRACE_LABEL_NONE && !read_varint(r, &label)))
+        return 1;
+    uint32_t u = (uint32_t)f[4] | (uint32_t)f[5] << 8;
+    int64_t daddr = (int16_t)(uint16_t)u;
+    if (wide)
+        daddr = (int32_t)(u | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 24);
+    uint64_t *base = (op & SERTRACE_REC_TATOM_FAR) ? &r->base_far : &r->base_addr;
+    uint64_t addr = *base + (uint64_t)daddr;
+    *base = addr;
+    uint64_t pos = r->base_pos + f[2];
+    uint64_t bytes = f[3];
+    r->base_pos = pos + bytes;
+    if (kind != SERTRACE_LABEL_NONE) {
+        d->label_kind = (uint8_t)kind;
+        d->label = label;
+        d->labels++;
+    }
+    return place_atom(c, d, f[0], (uint64_t)d->depth + 1, f[1], addr, length, pos, bytes);
+}
+
+/* DEPTH (schema v8): the writer's open node count at a batch's start;
+ * the reader closes deeper nodes (lost EXITs) or invents the missing
+ * ancestors (lost ENTERs), as a NODE at depth + 1 would. */
+static int rec_depth(sertrace_core *c, sertrace_dump_state *d, reader *r)
+{
+    uint64_t depth;
+    if (!read_varint(r, &depth))
+        return 1;
+    if (depth > CORE_MAX_DEPTH)
+        return 1;
+    if (depth > (uint64_t)d->depth + CORE_MAX_INVENTED) {
+        d->skipped_deep++;
+        return 2;
+    }
+    while (d->depth > depth)
+        if (pop_node(c, d, 0, SERTRACE_NODE_NO_EXIT) < 0)
+            return -1;
+    while (d->depth < depth)
+        if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, d->max_pos, SERTRACE_NODE_NO_ENTER) < 0)
+            return -1;
+    return 0;
+}
+
 static sertrace_node *node_at(sertrace_dump_state *d, uint64_t depth);
 
 /* OOB (schema v5): out-of-band bytes of the node open at `depth`. */
@@ -881,7 +938,7 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts
     d->seen_records = true;
     d->next_seq = seq + 1;
 
-    reader r = {bytes, bytes + (bytes ? n : 0), 0, 0};
+    reader r = {bytes, bytes + (bytes ? n : 0), 0, 0, 0};
     bool skipped = false; /* a record of this batch was skipped */
     while (r.p < r.end) {
         uint8_t op = *r.p++;
@@ -909,6 +966,9 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts
         case SERTRACE_REC_OOB:
             rc = rec_oob(d, &r);
             break;
+        case SERTRACE_REC_DEPTH:
+            rc = rec_depth(c, d, &r);
+            break;
         case SERTRACE_REC_ERROR:
             rc = rec_error(c, d, &r);
             break;
@@ -918,6 +978,8 @@ int sertrace_core_records(sertrace_core *c, int64_t pid, int64_t tid, int64_t ts
         default:
             if (SERTRACE_REC_IS_NODE(op))
                 rc = rec_node(c, d, &r, op);
+            else if (SERTRACE_REC_IS_TATOM(op))
+                rc = rec_tatom(c, d, &r, op);
             else if (SERTRACE_REC_IS_SATOM(op))
                 rc = rec_satom(c, d, &r, op);
             else

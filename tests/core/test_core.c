@@ -733,7 +733,7 @@ Test(core, unknown_opcode_skips_rest_of_batch)
 {
     cr_assert_eq(sertrace_core_dump_begin(C, 1, 1, 0, 1, "p", 1, 5), 0);
     enc_enter(&E, SERTRACE_TAG_LIST, 1, 0, 1, 0, 0);
-    enc_u8(&E, 0x7e);                               /* opcode from a newer schema */
+    enc_u8(&E, 0xfe);                               /* opcode from a newer schema */
     enc_enter(&E, SERTRACE_TAG_INT, 2, 0, 1, 0, 1); /* skipped */
     enc_exit(&E, 2, 2);
     flush(1, 1, 0);

@@ -35,6 +35,7 @@ SCHEMA_H = os.path.join(os.path.dirname(__file__), "..", "..", "tracepoints", "i
 REC_ENTER, REC_EXIT, REC_TYPE, REC_ERROR, REC_NOTE = 1, 2, 3, 4, 5
 REC_EXIT_D, REC_NODE = 0x0A, 0x10  # schema v6: compact records (NODE is 0x10-0x1F)
 REC_SATOM = 0x20  # schema v7: short atoms (0x20-0x2F)
+REC_DEPTH, REC_TATOM = 0x0B, 0x40  # schema v8: batch depth, tiny atoms (0x40-0x7F)
 TAG_MAP, TAG_ARRAY, TAG_SCALAR, TAG_STR, TAG_FUNCTION = 32, 33, 34, 6, 15
 
 
@@ -79,16 +80,43 @@ def satom_depth(open_nodes, depth8):
 
 def decode(buf, state=None):
     """Decode one records batch into dicts; the batch must end on a record.
-    v6 NODE and v7 SATOM records come out as the records they stand for (a
-    label, then an enter, or an enter and its exit for an atom), EXIT_D as
-    an exit.  `state` (a dict shared by the batches of one dump, in order)
-    keeps the open node count that gives a SATOM its depth."""
+    v6 NODE, v7 SATOM and v8 TATOM records come out as the records they
+    stand for (a label, then an enter, or an enter and its exit for an
+    atom), EXIT_D as an exit; a v8 DEPTH sets the open node count.  `state`
+    (a dict shared by the batches of one dump, in order) keeps the open node
+    count that gives a SATOM or TATOM its depth."""
     state = {} if state is None else state
     out, i = [], 0
-    base_addr = base_pos = 0  # v6 delta bases, per batch
+    base_addr = base_pos = base_far = 0  # v6/v8 delta bases, per batch
     while i < len(buf):
         op = buf[i]
         i += 1
+        if op == REC_DEPTH:
+            state["open"], i = varint(buf, i)
+            continue
+        if op & 0xC0 == REC_TATOM:
+            tag, typ, dpos, size = buf[i], buf[i + 1], buf[i + 2], buf[i + 3]
+            n = 4 if op & 0x20 else 2
+            daddr = int.from_bytes(bytes(buf[i + 4:i + 4 + n]), "little", signed=True)
+            i += 4 + n
+            length = 0
+            if op & 1:
+                length, i = varint(buf, i)
+            kind = (op >> 1) & 7
+            if kind:
+                value, i = varint(buf, i)
+                out.append(dict(op="label", kind=kind, value=value))
+            depth = state.get("open", 0) + 1
+            if op & 0x10:
+                addr = base_far = (base_far + daddr) & (2**64 - 1)
+            else:
+                addr = base_addr = (base_addr + daddr) & (2**64 - 1)
+            pos = base_pos + dpos
+            base_pos = pos + size
+            out.append(dict(op="enter", tag=tag, depth=depth, type=typ, addr=addr,
+                            length=length, pos=pos))
+            out.append(dict(op="exit", depth=depth, pos=pos + size))
+            continue
         if op & 0xF0 == REC_SATOM:
             tag, typ, depth8 = buf[i], buf[i + 1], buf[i + 2]
             daddr = int.from_bytes(bytes(buf[i + 3:i + 7]), "little", signed=True)

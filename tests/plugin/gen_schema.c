@@ -126,7 +126,7 @@ int main(void)
     enter(&c, SERTRACE_TAG_TUPLE, 2, 2, 3, 4);
     leave(&c, 2, 12);
     leave(&c, 1, 20);
-    u8(&c, 0x7e); /* unknown opcode */
+    u8(&c, 0xfe); /* unknown opcode (0x80-0xff: none defined) */
     var(&c, 5);
     str(&c, "what a newer schema adds");
     RECORDS(2, 0, &c);

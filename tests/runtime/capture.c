@@ -164,20 +164,46 @@ static bool read_v5_node(const uint8_t *b, size_t len, size_t *i, struct rec *r)
 }
 
 /* A node record of v6 (NODE, op 0x10-0x1f: varint fields, address and
- * position as zigzag deltas) or v7 (SATOM, op 0x20-0x2f: fixed-width
- * fields, read from schema.h's text), whose op has already been read into
+ * position as zigzag deltas), v7 (SATOM, op 0x20-0x2f: fixed-width
+ * fields, read from schema.h's text) or v8 (TATOM, op 0x40-0x7f: no
+ * depth, the address from one of two bases), whose op has already been read into
  * r->op.  Both carry the label kind in op bits 1-3 and the label value as
  * their last varint; both are pushed as an ENTER or ATOM record preceded
  * by a folded LABEL record when they have a label.  The batch's address
  * and position bases advance. */
 static bool decode_node(const uint8_t *b, size_t len, size_t *i, struct rec *r, struct recs *out,
-                        uint64_t *base_addr, uint64_t *base_pos)
+                        uint64_t *base_addr, uint64_t *base_pos, uint64_t *base_far)
 {
     uint64_t label = 0;
     unsigned kind = (r->op >> 1) & 7;
-    bool short_atom = r->op >= 0x20;
-    bool atom = short_atom || (r->op & 1);
-    if (short_atom) {
+    bool tiny_atom = r->op >= 0x40;
+    bool short_atom = r->op >= 0x20 && !tiny_atom;
+    bool atom = tiny_atom || short_atom || (r->op & 1);
+    uint64_t *addr_base = base_addr; /* the base this record's address updates */
+    if (tiny_atom) {
+        /* v8 TATOM: tag, type, dpos, bytes, then a 2- or 4-byte address
+         * difference from base.addr or (op bit 4) base.far */
+        bool wide = (r->op & 0x20) != 0;
+        size_t fixed = wide ? 8 : 6;
+        if (len - *i < fixed)
+            return false;
+        const uint8_t *f = b + *i;
+        *i += fixed;
+        if ((r->op & 1) && !get_varint(b, len, i, &r->length))
+            return false;
+        r->tag = f[0];
+        r->type = f[1];
+        r->depth = out->open + 1;
+        uint32_t u = (uint32_t)f[4] | (uint32_t)f[5] << 8;
+        int64_t daddr = (int16_t)(uint16_t)u;
+        if (wide)
+            daddr = (int32_t)(u | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 24);
+        if (r->op & 0x10)
+            addr_base = base_far;
+        r->addr = *addr_base + (uint64_t)daddr;
+        r->pos = *base_pos + f[2];
+        r->bytes = f[3];
+    } else if (short_atom) {
         if (len - *i < 9)
             return false;
         const uint8_t *f = b + *i;
@@ -211,7 +237,7 @@ static bool decode_node(const uint8_t *b, size_t len, size_t *i, struct rec *r, 
     }
     if (kind != 0 && !get_varint(b, len, i, &label))
         return false;
-    *base_addr = r->addr;
+    *addr_base = r->addr;
     *base_pos = r->pos + r->bytes;
     r->op = atom ? SERTRACE_REC_ATOM : SERTRACE_REC_ENTER;
     if (!atom)
@@ -234,16 +260,22 @@ static bool decode_node(const uint8_t *b, size_t len, size_t *i, struct rec *r, 
 static bool decode_batch(const uint8_t *b, size_t len, struct recs *out)
 {
     size_t i = 0;
-    uint64_t base_addr = 0, base_pos = 0; /* v6: per batch */
+    uint64_t base_addr = 0, base_pos = 0, base_far = 0; /* v6, v8: per batch */
     while (i < len) {
         struct rec r;
         memset(&r, 0, sizeof r);
         r.op = b[i++];
         r.wire = r.op;
         bool ok = true;
-        if (r.op >= 0x10 && r.op <= 0x2f) { /* v6 NODE, v7 SATOM */
-            if (!decode_node(b, len, &i, &r, out, &base_addr, &base_pos))
+        if (r.op >= 0x10 && r.op <= 0x7f) { /* v6 NODE, v7 SATOM, v8 TATOM */
+            if (!decode_node(b, len, &i, &r, out, &base_addr, &base_pos, &base_far))
                 return false;
+            continue;
+        }
+        if (r.op == SERTRACE_REC_DEPTH) { /* v8: the writer's open nodes; not pushed */
+            if (!get_varint(b, len, &i, &r.depth))
+                return false;
+            out->open = r.depth;
             continue;
         }
         switch (r.op) {

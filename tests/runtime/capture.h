@@ -35,9 +35,10 @@ struct captured_dump {
     size_t nbatches;
 };
 
-/* A decoded record.  v6 NODE, v7 SATOM and EXIT_D records are read back
+/* A decoded record (a v8 DEPTH record is read, not kept).  v6 NODE,
+ * v7 SATOM, v8 TATOM and EXIT_D records are read back
  * as the records they stand for, with absolute addresses and positions
- * and whole depths: a NODE as ENTER or ATOM, a SATOM as ATOM (`length`
+ * and whole depths: a NODE as ENTER or ATOM, a SATOM or TATOM as ATOM (`length`
  * and `pos` as there, ATOM's size in `bytes`), preceded by a LABEL when
  * its opcode carries one (that LABEL has `folded` set), EXIT_D as EXIT.
  * `wire` is the opcode as written. */
@@ -56,7 +57,7 @@ struct recs {
     struct rec *v;
     size_t n;
     size_t cap;
-    uint64_t open; /* open nodes after the last record: a v7 SATOM's depth */
+    uint64_t open; /* open nodes after the last record: a SATOM's/TATOM's depth */
 };
 
 /* Threads of the concurrency tests (records and text). */

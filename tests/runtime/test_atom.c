@@ -186,7 +186,13 @@ static int count_op(uint8_t op, int *other)
         while (p < e) {
             uint8_t o = *p++;
             int varints = 0, strs = 0, u8 = 0;
-            if (o >= 0x20 && o <= 0x2f) { /* v7 SATOM: 9 fixed bytes */
+            if (o >= 0x40 && o <= 0x7f) { /* v8 TATOM: 6 or 8 fixed bytes */
+                u8 = (o & 0x20) ? 8 : 6;
+                varints = (o & 1) + (((o >> 1) & 7) != 0);
+                o = SERTRACE_REC_ATOM;
+            } else if (o == SERTRACE_REC_DEPTH) { /* v8 */
+                varints = 1;
+            } else if (o >= 0x20 && o <= 0x2f) { /* v7 SATOM: 9 fixed bytes */
                 u8 = 9;
                 varints = (o & 1) + (((o >> 1) & 7) != 0);
                 o = SERTRACE_REC_ATOM;
@@ -310,7 +316,7 @@ Test(atom, record_layout)
     sertrace_atom(d, SERTRACE_TAG_STR, ts, 0x4010, 5, 306, 310);
     sertrace_exit(d, 311);
     sertrace_dump_end(d, 312, SERTRACE_STATUS_OK);
-    /* TYPE(1, "str") then the node records (schema v6 NODE, v7 SATOM):
+    /* TYPE(1, "str") then the node records (schema v6 NODE, v8 TATOM):
      * deltas from the previous node record of the batch, 0 at its
      * start. */
     const uint8_t *p = cap.bytes;
@@ -335,28 +341,22 @@ Test(atom, record_layout)
                                    2,    /* pos 3 - 2 */
                                    0xac,
                                    0x02, /* bytes 300: no SATOM */
-                                   SERTRACE_REC_SATOM | SERTRACE_LABEL_POS << 1, /* no length */
+                                   SERTRACE_REC_TATOM | SERTRACE_LABEL_POS << 1, /* v8, no length */
                                    SERTRACE_TAG_INT,
                                    0, /* type */
-                                   2, /* depth8 */
+                                   1, /* dpos 304 - 303 (the atom's end) */
+                                   2, /* bytes */
                                    0xf0,
-                                   0xff,
-                                   0xff,
-                                   0xff, /* daddr 0x3ff0 - 0x4000 = -16, s32 */
-                                   1,    /* dpos 304 - 303 (the atom's end) */
-                                   2,    /* bytes */
+                                   0xff, /* daddr 0x3ff0 - 0x4000 = -16, s16 from base.addr */
                                    0x82,
                                    0x01, /* label value 130 */
-                                   SERTRACE_REC_SATOM | SERTRACE_REC_SATOM_LEN, /* a length */
+                                   SERTRACE_REC_TATOM | SERTRACE_REC_SATOM_LEN, /* a length */
                                    SERTRACE_TAG_STR,
                                    1, /* type */
-                                   2, /* depth8 */
-                                   0x20,
-                                   0,
-                                   0,
-                                   0, /* daddr 0x4010 - 0x3ff0 */
                                    0, /* dpos 306 - 306 */
                                    4, /* bytes */
+                                   0x20,
+                                   0, /* daddr 0x4010 - 0x3ff0 */
                                    5, /* length */
                                    SERTRACE_REC_EXIT_D,
                                    1,
@@ -478,31 +478,40 @@ Test(atom, varints_of_every_length_round_trip)
                           vals[i] >> 1, (vals[i] >> 1) + (vals[(i + 2) % n] >> 1));
     sertrace_dump_end(d, 0, SERTRACE_STATUS_OK);
     cr_assert_gt(cap.nbatch, 1);
-    size_t seen = 0, satoms = 0;
+    size_t seen = 0, tatoms = 0, far = 0; /* far: from base.far or whole */
     for (size_t k = 0; k < cap.nbatch; k++) {
         const uint8_t *p = cap.bytes + cap.batch[k].off, *e = p + cap.batch[k].len;
-        uint64_t base_addr = 0, base_pos = 0; /* v6 deltas: per batch */
+        uint64_t base_addr = 0, base_pos = 0, base_far = 0; /* v6/v8 deltas: per batch */
+        if (k > 0) { /* v8: every batch but the first opens with DEPTH */
+            cr_assert_eq(*p++, SERTRACE_REC_DEPTH);
+            cr_expect_eq(get_varint(&p), 0, "no node open");
+        }
         while (p < e) {
             size_t i = seen % n;
-            if (*p == (SERTRACE_REC_SATOM | SERTRACE_REC_SATOM_LEN) || *p == SERTRACE_REC_SATOM) {
-                /* v7: the fields that fit one byte (four for daddr) */
-                int haslen = *p & 1;
+            if (SERTRACE_REC_IS_TATOM(*p)) {
+                /* v8: one byte each, the address in 2 or 4 from one of two bases */
+                uint8_t op = *p;
+                int haslen = op & 1;
+                cr_expect_eq((op >> 1) & 7, 0, "no label");
                 cr_expect_eq(p[1], SERTRACE_TAG_INT);
                 cr_expect_eq(p[2], 0, "type");
-                cr_expect_eq(p[3], 1, "depth8");
-                int32_t daddr = (int32_t)((uint32_t)p[4] | (uint32_t)p[5] << 8 |
-                                          (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24);
-                uint64_t addr = base_addr + (uint64_t)(int64_t)daddr;
+                uint64_t pos = base_pos + p[3], bytes = p[4];
+                uint32_t u = (uint32_t)p[5] | (uint32_t)p[6] << 8;
+                int64_t daddr = (int16_t)(uint16_t)u;
+                if (op & SERTRACE_REC_TATOM_WIDE)
+                    daddr = (int32_t)(u | (uint32_t)p[7] << 16 | (uint32_t)p[8] << 24);
+                uint64_t *base = (op & SERTRACE_REC_TATOM_FAR) ? &base_far : &base_addr;
+                far += (op & SERTRACE_REC_TATOM_FAR) != 0;
+                uint64_t addr = *base + (uint64_t)daddr;
                 cr_expect_eq(addr, vals[i], "addr of record %zu", seen);
-                uint64_t pos = base_pos + p[8], bytes = p[9];
-                p += SERTRACE_REC_SATOM_FIXED;
+                p += (op & SERTRACE_REC_TATOM_WIDE) ? 9 : 7;
                 cr_expect_eq(haslen ? get_varint(&p) : 0, vals[(i + 1) % n], "length of %zu", seen);
                 cr_expect_eq(pos, vals[i] >> 1, "pos of record %zu", seen);
                 cr_expect_eq(bytes, vals[(i + 2) % n] >> 1, "bytes of record %zu", seen);
-                base_addr = addr;
+                *base = addr;
                 base_pos = pos + bytes;
                 seen++;
-                satoms++;
+                tatoms++;
                 continue;
             }
             cr_assert_eq(*p, SERTRACE_REC_NODE | SERTRACE_REC_NODE_ATOM);
@@ -525,8 +534,8 @@ Test(atom, varints_of_every_length_round_trip)
         cr_assert_eq(p, e);
     }
     cr_expect_eq(seen, 40 * n);
-    cr_expect_gt(satoms, 0, "the small values as v7 SATOMs");
-    cr_expect_lt(satoms, seen, "the others as v6 NODEs");
+    cr_expect_gt(tatoms, 0, "the small values as v8 TATOMs");
+    cr_expect_lt(tatoms, seen, "the others as v6 NODEs");
 }
 
 /* ---- the inline fast path (sertrace.h) ------------------------------------ */
@@ -630,4 +639,59 @@ Test(atom, inline_fast_path_writes_the_same_records)
     cr_expect_eq(count_op(SERTRACE_REC_ERROR, &other), 1, "the depth cap, reported once");
     cr_expect_eq(count_op(SERTRACE_REC_ATOM, &other), 2000, "every atom within the cap");
     cr_expect_eq(count_op(SERTRACE_REC_ENTER, &other), 1 + 2 + 40, "every enter within the cap");
+}
+
+/* ---- schema v8: DEPTH at every batch but the first ------------------------ */
+
+static int count_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    (void)d;
+    size_t *c = ctx;
+    c[0]++;
+    if (n->tag == SERTRACE_TAG_UNKNOWN || (n->flags & SERTRACE_NODE_NO_ENTER))
+        c[1]++; /* an ancestor the reader had to invent */
+    return 0;
+}
+
+/* Enters through the library (the caller counts the node before its
+ * record), atoms and exits across many batches: each batch's DEPTH is the
+ * writer's open nodes before its first record, so the core, reading every
+ * batch, invents no node, and a batch's TATOMs land at their depth. */
+Test(atom, depth_record_is_the_open_node_count)
+{
+    sertrace_dump *d = sertrace_dump_begin("pickle", 4);
+    cr_assert_not_null(d);
+    uint64_t pos = 2;
+    size_t nodes = 0;
+    for (int i = 0; i < 3000; i++) {
+        sertrace_enter(d, SERTRACE_TAG_LIST, 0, 0x7f0000001000ull + (uint64_t)i * 64, 3, pos++);
+        sertrace_atom(d, SERTRACE_TAG_INT, 0, 0x900000 + (uint64_t)i * 32, 0, pos, pos + 2);
+        pos += 2;
+        nodes += 2;
+        if (i % 3 != 0)
+            sertrace_exit(d, pos++);
+    }
+    while (sertrace_depth(d) > 0)
+        sertrace_exit(d, pos++);
+    sertrace_dump_end(d, pos + 1, SERTRACE_STATUS_OK);
+    cr_assert_gt(cap.nbatch, 3);
+    for (size_t k = 1; k < cap.nbatch; k++)
+        cr_expect_eq(cap.bytes[cap.batch[k].off], SERTRACE_REC_DEPTH, "batch %zu opens with DEPTH",
+                     k);
+    size_t counts[2] = {0, 0};
+    sertrace_core_visitor v = {.ctx = counts, .node_exit = count_exit};
+    sertrace_core *c = sertrace_core_create(&v);
+    cr_assert_not_null(c);
+    uint64_t id = cap.batch[0].dump_id;
+    cr_assert_eq(sertrace_core_dump_begin(c, 1, 1, 0, id, "pickle", 6, 4), 0);
+    for (size_t i = 0; i < cap.nbatch; i++)
+        cr_assert_eq(sertrace_core_records(c, 1, 1, 1, cap.batch[i].dump_id, cap.batch[i].seq,
+                                           cap.bytes + cap.batch[i].off, cap.batch[i].len),
+                     0);
+    cr_assert_eq(sertrace_core_dump_end_batches(c, 1, 1, 2, id, cap.end_bytes, cap.end_status,
+                                                (int64_t)cap.nbatch),
+                 0);
+    sertrace_core_destroy(c);
+    cr_expect_eq(counts[0], nodes, "every node, none more");
+    cr_expect_eq(counts[1], 0, "no invented ancestor");
 }

@@ -15,8 +15,8 @@
  * private 4 KiB buffer (a few ns each) and flushes the buffer as ONE
  * `sertrace:records` event when it is full and at the end of the dump.
  *
- * LTTng events (provider "sertrace"), schema version 7 (the events are
- * those of version 3; versions 4 to 7 add records):
+ * LTTng events (provider "sertrace"), schema version 8 (the events are
+ * those of version 3; versions 4 to 8 add records):
  *   sertrace:dump_begin { dump_id u64, serializer string, protocol s32,
  *                         pid s32, tid s32, scope string }
  *   sertrace:records    { dump_id u64, seq u32, records: sequence<u8>,
@@ -72,6 +72,19 @@
  * emits SATOM for an atom whose fields fit it and NODE for any other; a
  * v7 reader reads v1-v6 traces as they are, and a v6 reader stops at the
  * first SATOM of a batch (unknown opcode) and marks the dump incomplete.
+ * 8: adds TATOM (0x40-0x7F), the tiny atom: SATOM without its depth (the
+ * reader's open node count + 1), with a two- or four-byte address
+ * difference from one of TWO address bases, and DEPTH (0x0B), the
+ * writer's open node count at the start of every batch but a dump's
+ * first, so that a reader that lost a batch is back in step before the
+ * batch's first TATOM.  A v8 writer emits TATOM where v7 emitted SATOM
+ * and for most atoms v7 wrote as NODE (an int, None or a memo reference
+ * whose address lies far from the previous node's: a small int or None
+ * sits in the interpreter's static data, the list holding it on the
+ * heap), and no SATOM; a v8 reader reads v1-v7 traces as they are, and a
+ * v7 reader stops at a v8 batch's DEPTH (unknown opcode) and marks the
+ * dump incomplete.  Measured (records per dump at every object, Debian's
+ * 3.11): builtins 1,268.5 -> 968.4 KB, state-16 55.8 -> 46.8 KB.
  *
  * Record layout (inside `records`).  `varint` is unsigned LEB128 (7 bits per
  * byte, low group first, high bit = more follows, at most 10 bytes);
@@ -98,6 +111,11 @@
  *                [label varint if kind != 0]
  *   SATOM  0x20 | kind << 1 | haslen                          (v7)
  *                tag u8, type u8, depth8 u8, daddr s32, dpos u8, bytes u8,
+ *                [length varint if haslen], [label varint if kind != 0]
+ *   DEPTH  0x0B  depth varint                                  (v8)
+ *   TATOM  0x40 | wide << 5 | far << 4 | kind << 1 | haslen    (v8)
+ *                tag u8, type u8, dpos u8, bytes u8,
+ *                daddr s16 (wide clear) or s32 (wide set),
  *                [length varint if haslen], [label varint if kind != 0]
  *
  *   depth : 1 for the root node of a dump, parent depth + 1 below it.  ENTER
@@ -163,6 +181,30 @@
  * A SATOM is otherwise read exactly as the NODE atom with the same
  * fields.
  *
+ * Tiny atoms (v8).  TATOM is SATOM with no depth and a shorter address.
+ * Its depth is the reader's open node count + 1 (an atom is always one
+ * below the innermost open node).  Each batch keeps a third base,
+ * base.far, 0 at the start of the batch like the other two: with `far`
+ * clear the address is base.addr + daddr and base.addr becomes it, with
+ * `far` set it is base.far + daddr and base.far becomes it (base.addr
+ * untouched); daddr is a two's complement difference in 2 bytes (`wide`
+ * clear) or 4 (`wide` set), little-endian.  base.pos becomes pos + bytes
+ * as after a SATOM; NODE and EXIT_D never touch base.far.  The second
+ * base is for atoms that live apart from the heap objects around them
+ * (small ints, None, True, False and interned strs sit in the
+ * interpreter's static data): they alternate with heap objects in a
+ * list, and one base would give each a difference too large for 4
+ * bytes.  A writer tries base.addr in 2 bytes, base.far in 2, base.addr
+ * in 4, base.far in 4, and writes a NODE when none fits (so base.far
+ * serves only addresses within 2 GiB of 0 or of a TATOM's: e.g. the
+ * static data of a non-PIE interpreter such as Debian's python3.11).
+ *   DEPTH: the writer's open node count when a batch begins, the first
+ *   record of every batch of a dump but its first (seq > 0).  A reader
+ *   closes its open nodes deeper than that (as lost EXITs) or invents
+ *   the missing ancestors (as lost ENTERs), as for a NODE at depth + 1;
+ *   without losses it changes nothing.  So a TATOM's implied depth is
+ *   exact wherever the reader has every batch from the last DEPTH on.
+ *
  -- the attribute name,
  * the position, the dict key -- so that every node has a path
  * (`Session.cache['users'][3]`).  A LABEL record labels the NEXT node
@@ -221,7 +263,7 @@
 
 #include <stdint.h>
 
-#define SERTRACE_SCHEMA_VERSION 7
+#define SERTRACE_SCHEMA_VERSION 8
 
 #define SERTRACE_PROVIDER_NAME "sertrace"
 #define SERTRACE_EVENT_DUMP_BEGIN "sertrace:dump_begin"
@@ -275,8 +317,10 @@ enum sertrace_record_op {
     SERTRACE_REC_LABEL = 0x08,  /* v5: label of the next node */
     SERTRACE_REC_OOB = 0x09,    /* v5: out-of-band bytes of the open node */
     SERTRACE_REC_EXIT_D = 0x0A, /* v6: EXIT with a delta position */
+    SERTRACE_REC_DEPTH = 0x0B,  /* v8: open nodes at a batch's start */
     SERTRACE_REC_NODE = 0x10,   /* v6: 0x10-0x1F, see SERTRACE_REC_NODE_* */
     SERTRACE_REC_SATOM = 0x20,  /* v7: 0x20-0x2F, see SERTRACE_REC_SATOM_* */
+    SERTRACE_REC_TATOM = 0x40,  /* v8: 0x40-0x7F, see SERTRACE_REC_TATOM_* */
 };
 
 /* The compact node record (v6): SERTRACE_REC_NODE | label kind << 1 |
@@ -295,6 +339,14 @@ enum sertrace_record_op {
 #define SERTRACE_REC_SATOM_LEN 0x01u  /* a length varint follows the fixed fields */
 #define SERTRACE_REC_SATOM_FIXED 10   /* opcode and fixed fields, in bytes */
 #define SERTRACE_REC_IS_SATOM(op) (((unsigned)(op)&SERTRACE_REC_SATOM_MASK) == SERTRACE_REC_SATOM)
+
+/* The tiny atom record (v8): SERTRACE_REC_TATOM | WIDE | FAR | label
+ * kind << 1 | SERTRACE_REC_SATOM_LEN (the bits of SATOM's opcode). */
+#define SERTRACE_REC_TATOM_MASK 0xC0u /* op & mask == SERTRACE_REC_TATOM */
+#define SERTRACE_REC_TATOM_WIDE 0x20u /* a 4-byte address difference, else 2 */
+#define SERTRACE_REC_TATOM_FAR 0x10u  /* from base.far, else from base.addr */
+#define SERTRACE_REC_TATOM_FIXED 5    /* opcode, tag, type, dpos, bytes */
+#define SERTRACE_REC_IS_TATOM(op) (((unsigned)(op)&SERTRACE_REC_TATOM_MASK) == SERTRACE_REC_TATOM)
 
 /* A SATOM's depth from its depth8 and the reader's open node count
  * (schema v7, "Short atoms"): of the depths >= 1 with these low 8 bits,

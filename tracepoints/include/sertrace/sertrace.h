@@ -59,6 +59,7 @@ struct sertrace_dump_fast {
                          * clears fast_end (deeper nodes go through the library) */
     uint64_t base_addr; /* the batch's delta bases (schema.h, "Compact records") */
     uint64_t base_pos;
+    uint64_t base_far; /* the batch's second address base (schema v8, "Tiny atoms") */
 };
 
 /* Bits of sertrace_dump_flags(). */
@@ -238,7 +239,70 @@ static inline uint8_t *sertrace_put_satom(uint8_t *p, unsigned kind, uint8_t tag
     return p;
 }
 
-/* An ATOM's record: a v7 SATOM when its fields fit, else a v6 NODE, at
+/* Whether an atom's fields other than its address fit a v8 TATOM
+ * (schema.h, "Tiny atoms"): type index, position delta and size below
+ * 256, a label kind a node record holds (0-7). */
+static inline int sertrace_tatom_fits(uint32_t type, uint64_t dpos, uint64_t bytes, unsigned kind)
+{
+    return (((uint64_t)type | dpos | bytes | (uint64_t)kind << 5) >> 8) == 0;
+}
+
+/* A TATOM record at `p` (tatom_fits() true of the fields; room for 64
+ * bytes) when the address fits one of the batch's two bases (2 bytes
+ * from base.addr, 2 from base.far, 4 from base.addr, 4 from base.far);
+ * NULL, nothing written, when it fits neither (the atom is a NODE).
+ * Updates the base it used and base_pos; returns the byte after it. */
+static inline uint8_t *sertrace_put_tatom(uint8_t *p, struct sertrace_dump_fast *f, unsigned kind,
+                                          uint8_t tag, uint32_t type, uint64_t addr,
+                                          uint64_t length, uint64_t dpos, uint64_t bytes,
+                                          uint64_t label_value)
+{
+    uint64_t near = addr - f->base_addr;
+    unsigned op = SERTRACE_REC_TATOM | kind << SERTRACE_REC_NODE_KIND_SHIFT | (length != 0);
+    uint8_t *q = p + SERTRACE_REC_TATOM_FIXED;
+    uint32_t a;
+    if (__builtin_expect(near + 0x8000u < 0x10000u, 1)) { /* the common case first */
+        a = (uint32_t)near;
+        f->base_addr = addr;
+    } else {
+        uint64_t far = addr - f->base_far;
+        if (far + 0x8000u < 0x10000u) {
+            op |= SERTRACE_REC_TATOM_FAR;
+            a = (uint32_t)far;
+            f->base_far = addr;
+        } else if (near + UINT64_C(0x80000000) < UINT64_C(0x100000000)) {
+            op |= SERTRACE_REC_TATOM_WIDE;
+            a = (uint32_t)near;
+            f->base_addr = addr;
+        } else if (far + UINT64_C(0x80000000) < UINT64_C(0x100000000)) {
+            op |= SERTRACE_REC_TATOM_WIDE | SERTRACE_REC_TATOM_FAR;
+            a = (uint32_t)far;
+            f->base_far = addr;
+        } else {
+            return NULL; /* a NODE */
+        }
+    }
+    p[0] = (uint8_t)op;
+    p[1] = tag;
+    p[2] = (uint8_t)type;
+    p[3] = (uint8_t)dpos;
+    p[4] = (uint8_t)bytes;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    __builtin_memcpy(q, &a, 4); /* room for 64 bytes: 2 of them overwritten when narrow */
+#else
+    for (unsigned i = 0; i < 4; i++)
+        q[i] = (uint8_t)(a >> (8 * i));
+#endif
+    p = q + ((op & SERTRACE_REC_TATOM_WIDE) ? 4 : 2);
+    if (length != 0)
+        p = sertrace_put_varint(p, length);
+    if (kind != SERTRACE_LABEL_NONE)
+        p = sertrace_put_varint(p, label_value);
+    f->base_pos += dpos + bytes;
+    return p;
+}
+
+/* An ATOM's record: a v8 TATOM when its fields fit, else a v6 NODE, at
  * `p` (room for 64 bytes), with label kind `kind` (0-7) and value;
  * updates the batch's bases in `f` and returns the byte after the record.
  * The library's atoms; sertrace_atom_fast() writes the same bytes. */
@@ -247,23 +311,24 @@ static inline uint8_t *sertrace_put_atom(uint8_t *p, struct sertrace_dump_fast *
                                          uint64_t length, uint64_t pos, uint64_t bytes,
                                          uint64_t label_value)
 {
-    uint64_t daddr = addr - f->base_addr;
     uint64_t dpos = pos - f->base_pos;
-    if (sertrace_satom_fits(type, daddr, dpos, bytes, kind)) {
-        p = sertrace_put_satom(p, kind, tag, depth, type, daddr, length, dpos, bytes, label_value);
-    } else {
-        *p++ = (uint8_t)(SERTRACE_REC_NODE | kind << SERTRACE_REC_NODE_KIND_SHIFT |
-                         SERTRACE_REC_NODE_ATOM);
-        *p++ = tag;
-        p = sertrace_put_varint(p, depth);
-        p = sertrace_put_varint(p, type);
-        p = sertrace_put_varint(p, sertrace_zigzag(addr, f->base_addr));
-        p = sertrace_put_varint(p, length);
-        p = sertrace_put_varint(p, sertrace_zigzag(pos, f->base_pos));
-        p = sertrace_put_varint(p, bytes);
-        if (kind != SERTRACE_LABEL_NONE)
-            p = sertrace_put_varint(p, label_value);
+    if (sertrace_tatom_fits(type, dpos, bytes, kind)) {
+        uint8_t *end =
+            sertrace_put_tatom(p, f, kind, tag, type, addr, length, dpos, bytes, label_value);
+        if (end != NULL)
+            return end;
     }
+    *p++ = (uint8_t)(SERTRACE_REC_NODE | kind << SERTRACE_REC_NODE_KIND_SHIFT |
+                     SERTRACE_REC_NODE_ATOM);
+    *p++ = tag;
+    p = sertrace_put_varint(p, depth);
+    p = sertrace_put_varint(p, type);
+    p = sertrace_put_varint(p, sertrace_zigzag(addr, f->base_addr));
+    p = sertrace_put_varint(p, length);
+    p = sertrace_put_varint(p, sertrace_zigzag(pos, f->base_pos));
+    p = sertrace_put_varint(p, bytes);
+    if (kind != SERTRACE_LABEL_NONE)
+        p = sertrace_put_varint(p, label_value);
     f->base_addr = addr;
     f->base_pos = pos + bytes;
     return p;
@@ -271,7 +336,7 @@ static inline uint8_t *sertrace_put_atom(uint8_t *p, struct sertrace_dump_fast *
 
 /* sertrace_atom_labelled(), inline: when the dump only records (no text
  * tree), has room in its batch and nothing pending, and the atom's
- * record is a SATOM (sertrace_satom_fits()), the record is written here,
+ * record is a TATOM (schema v8), the record is written here,
  * into the batch, without a call; otherwise it calls
  * sertrace_atom_labelled().  The same records either way.  For the hot
  * path of a serializer that traces every object. */
@@ -283,17 +348,16 @@ static inline void sertrace_atom_fast(sertrace_dump *d, uint8_t tag, uint32_t ty
 
     if (d == NULL)
         return;
-    uint64_t daddr = addr - f->base_addr;
     uint64_t dpos = pos - f->base_pos;
     uint64_t bytes = end_pos - pos; /* end_pos < pos: too large to fit */
-    if (__builtin_expect(
-            f->len < f->fast_end && sertrace_satom_fits(type, daddr, dpos, bytes, label_kind), 1)) {
-        uint8_t *p = sertrace_put_satom(f->batch + f->len, label_kind, tag, f->depth + 1, type,
-                                        daddr, length, dpos, bytes, label_value);
-        f->len = (uint32_t)(p - f->batch);
-        f->base_addr = addr;
-        f->base_pos = end_pos;
-        return;
+    if (__builtin_expect(f->len < f->fast_end && sertrace_tatom_fits(type, dpos, bytes, label_kind),
+                         1)) {
+        uint8_t *p = sertrace_put_tatom(f->batch + f->len, f, label_kind, tag, type, addr, length,
+                                        dpos, bytes, label_value);
+        if (__builtin_expect(p != NULL, 1)) {
+            f->len = (uint32_t)(p - f->batch);
+            return;
+        }
     }
     sertrace_atom_labelled(d, tag, type, addr, length, pos, end_pos, label_kind, label_value);
 }
