@@ -96,11 +96,10 @@ static int run_summary(Py_buffer *view, unsigned long long max_memory,
 
     lim.max_memory = max_memory;
     memset(res, 0, sizeof *res);
-    Py_BEGIN_ALLOW_THREADS
-    *rc = sertrace_inspect_run(view->buf, (size_t)view->len, &lim, cap->core, res);
+    Py_BEGIN_ALLOW_THREADS *rc =
+        sertrace_inspect_run(view->buf, (size_t)view->len, &lim, cap->core, res);
     ok = sertrace_summary_capture_finish(cap);
-    Py_END_ALLOW_THREADS
-    return ok;
+    Py_END_ALLOW_THREADS return ok;
 }
 
 /* ---- JSON text to Python objects (what json.loads gives) ------------------ */
@@ -118,7 +117,10 @@ static PyObject *str_cache[KEY_SLOTS];
 /* Bytes that end a string's plain run: the quote, the backslash, control
  * characters (NUL among them: the end of the text) and non-ASCII bytes. */
 static const unsigned char str_stop[256] = {
-    [0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1, [0x80 ... 0xff] = 1,
+    [0 ... 0x1f] = 1,
+    ['"'] = 1,
+    ['\\'] = 1,
+    [0x80 ... 0xff] = 1,
 };
 
 /* A dict's members gathered before the dict is made at their number
