@@ -6,9 +6,8 @@ for the fixed cost of an inspect call (issue 14 item 5).
     /usr/bin/python3 inspect/instr_bench.py --build build [--calls 5] \\
         [--keep DIR] [PAYLOAD ...]
 
-PAYLOAD: a bench/workloads.py workload (pickled at the default protocol)
-or one of the tiny ones: tiny-list ([1, 2]), tiny-dict ({'a': 1, 'b': 2,
-'c': 3}), tiny-str ('hello'), tiny-none (None).  Each (payload, call) is
+PAYLOAD: a bench/workloads.py workload, pickled at the default protocol
+(the tiny ones among them: tiny-list, tiny-dict, tiny-str, tiny-none).  Each (payload, call) is
 one `valgrind --tool=callgrind --collect-atstart=no` child: two untimed
 calls, then collection on around `--calls` calls (callgrind.h's toggle,
 compiled into a temporary directory); the figure is the total divided by
@@ -28,12 +27,6 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 PYTHON = "/usr/bin/python3"
 CALLS = ("loads", "json", "inspect")
-TINY = {
-    "tiny-list": lambda: [1, 2],
-    "tiny-dict": lambda: {"a": 1, "b": 2, "c": 3},
-    "tiny-str": lambda: "hello",
-    "tiny-none": lambda: None,
-}
 DEFAULT = ["micro-bytes-2k", "tiny-list", "tiny-dict", "tiny-str", "tiny-none", "state-16"]
 
 TOGGLE_C = r"""
@@ -43,8 +36,6 @@ void toggle(void) { CALLGRIND_TOGGLE_COLLECT; }
 
 
 def payload(name):
-    if name in TINY:
-        return pickle.dumps(TINY[name]())
     import workloads as W  # bench/workloads.py
 
     return pickle.dumps(W.build(name))

@@ -135,9 +135,12 @@ typedef struct jreader {
 /* NULL with no Python error: a text this reader does not take. */
 static PyObject *j_value(jreader *r);
 
+/* JSON's white space (not NUL: the text's end stops the scan). */
+static const unsigned char json_space[256] = {[' '] = 1, ['\n'] = 1, ['\t'] = 1, ['\r'] = 1};
+
 static void j_space(jreader *r)
 {
-    while (r->p < r->end && (*r->p == ' ' || *r->p == '\n' || *r->p == '\t' || *r->p == '\r'))
+    while (json_space[(unsigned char)*r->p])
         r->p++;
 }
 
