@@ -20,50 +20,127 @@
 #include "inspect.h"
 #include "summary.h"
 
-/* The JSON summary of `view`, captured; 0, or -1 out of memory. */
-static int run_summary(Py_buffer *view, unsigned top, unsigned long long oversize_bytes,
-                       double oversize_percent, unsigned long long max_memory,
+/* One capture kept for the process (taken and given back with the GIL
+ * held, so a call in another thread makes its own): a capture's setup,
+ * the summary's and the core's tables, costs ~30 k instructions of
+ * callocs and memsets, a reset a few hundred.  Kept for the options it
+ * was made with; a call with others makes its own and keeps that one. */
+typedef struct capture_key {
+    unsigned top;
+    unsigned long long oversize_bytes;
+    double oversize_percent;
+} capture_key;
+
+static sertrace_summary_capture *spare_capture;
+static capture_key spare_key;
+
+static bool same_key(const capture_key *a, const capture_key *b)
+{
+    return a->top == b->top && a->oversize_bytes == b->oversize_bytes &&
+           a->oversize_percent == b->oversize_percent;
+}
+
+/* A capture ready to be fed (the spare one, or a new one); NULL out of
+ * memory. */
+static sertrace_summary_capture *take_capture(const capture_key *k)
+{
+    sertrace_summary_capture *c = spare_capture;
+    if (c && same_key(&spare_key, k)) {
+        spare_capture = NULL;
+        return c;
+    }
+    sertrace_summary_opts so = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    so.json = true;
+    so.top = k->top;
+    so.oversize_bytes = k->oversize_bytes;
+    so.oversize_percent = k->oversize_percent;
+    so.input = "data"; /* sertrace.inspect(data): each dump's "input_offset" in it */
+    c = PyMem_RawMalloc(sizeof *c);
+    if (!c)
+        return NULL;
+    if (sertrace_summary_capture_begin(c, &so, NULL) < 0) {
+        sertrace_summary_capture_release(c);
+        PyMem_RawFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void drop_capture(sertrace_summary_capture *c)
+{
+    sertrace_summary_capture_release(c);
+    PyMem_RawFree(c);
+}
+
+/* After a call: `c` reset and kept as the spare (`finished`: its finish
+ * returned 0, so no dump is live), or freed. */
+static void give_back_capture(sertrace_summary_capture *c, const capture_key *k, bool finished)
+{
+    if (!finished || sertrace_summary_capture_reset(c) < 0) {
+        drop_capture(c);
+        return;
+    }
+    if (spare_capture)
+        drop_capture(spare_capture);
+    spare_capture = c;
+    spare_key = *k;
+}
+
+/* The JSON summary of `view` into `cap` (taken by take_capture); 0, or
+ * -1 out of memory. */
+static int run_summary(Py_buffer *view, unsigned long long max_memory,
                        sertrace_summary_capture *cap, int *rc, sertrace_inspect_result *res)
 {
-    sertrace_summary_opts so = SERTRACE_SUMMARY_OPTS_DEFAULT;
     sertrace_inspect_limits lim = {0, SERTRACE_INSPECT_DEFAULT_DEPTH, false, 0};
-    int ok = -1;
+    int ok;
 
-    so.json = true;
-    so.top = top;
-    so.oversize_bytes = oversize_bytes;
-    so.oversize_percent = oversize_percent;
-    so.input = "data"; /* sertrace.inspect(data): each dump's "input_offset" in it */
     lim.max_memory = max_memory;
     memset(res, 0, sizeof *res);
-    *rc = SERTRACE_INSPECT_FAILED;
-    Py_BEGIN_ALLOW_THREADS if (sertrace_summary_capture_begin(cap, &so, NULL) == 0)
-    {
-        *rc = sertrace_inspect_run(view->buf, (size_t)view->len, &lim, cap->core, res);
-        ok = sertrace_summary_capture_finish(cap);
-    }
+    Py_BEGIN_ALLOW_THREADS *rc =
+        sertrace_inspect_run(view->buf, (size_t)view->len, &lim, cap->core, res);
+    ok = sertrace_summary_capture_finish(cap);
     Py_END_ALLOW_THREADS return ok;
 }
 
 /* ---- JSON text to Python objects (what json.loads gives) ------------------ */
 
-/* Keys repeat (every entry has "bytes", "path" ...): an ASCII key's str
- * is made once per text, found again by a hash of its bytes. */
-#define KEY_SLOTS 256
+/* Strings repeat (every entry has "bytes", "path" ..., kinds and type
+ * names recur): a short ASCII string's str is made once for the process,
+ * found again by a hash of its bytes (a slot taken by another string is
+ * given to the newer one).  Keys and values alike: a str is immutable, so
+ * sharing one is invisible but for `is`. */
+#define KEY_SLOTS 512
 #define KEY_MAX 48
+
+static PyObject *str_cache[KEY_SLOTS];
+
+/* Bytes that end a string's plain run: the quote, the backslash, control
+ * characters (NUL among them: the end of the text) and non-ASCII bytes. */
+static const unsigned char str_stop[256] = {
+    [0 ... 0x1f] = 1,
+    ['"'] = 1,
+    ['\\'] = 1,
+    [0x80 ... 0xff] = 1,
+};
+
+/* A dict's members gathered before the dict is made at their number
+ * (no resize while filling); a longer dict takes the rest one by one. */
+#define DICT_BATCH 48
 
 typedef struct jreader {
     const char *p, *end;
-    PyObject *keys[KEY_SLOTS];
     int depth;
 } jreader;
 
 /* NULL with no Python error: a text this reader does not take. */
 static PyObject *j_value(jreader *r);
 
+/* JSON's white space (not NUL: the text's end stops the scan). */
+static const unsigned char json_space[256] = {[' '] = 1, ['\n'] = 1, ['\t'] = 1, ['\r'] = 1};
+
 static void j_space(jreader *r)
 {
-    while (r->p < r->end && (*r->p == ' ' || *r->p == '\n' || *r->p == '\t' || *r->p == '\r'))
+    while (json_space[(unsigned char)*r->p])
         r->p++;
 }
 
@@ -111,29 +188,41 @@ static size_t put_utf8(char *o, Py_UCS4 ch)
     return 4;
 }
 
-/* A string (r->p after its opening quote); a key is shared through
- * r->keys.  Escapes are undone into UTF-8 (never longer than its escaped
+/* A string (r->p after its opening quote); a short ASCII one is shared
+ * through str_cache.  Escapes are undone into UTF-8 (never longer than its escaped
  * form), then decoded as json.loads decodes its input ("surrogatepass"). */
-static PyObject *j_string(jreader *r, bool key)
+static PyObject *j_string(jreader *r)
 {
     const char *s = r->p, *q = s;
     char *buf = NULL;
     size_t n;
     unsigned high = 0;
     PyObject *o;
-    while (q < r->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
-        high |= (unsigned char)*q++;
+    /* the text ends with a NUL (from_json), which stops this scan */
+    while (!str_stop[(unsigned char)*q])
+        q++;
+    while ((unsigned char)*q >= 0x80) { /* UTF-8: past it, then plain bytes again */
+        high = 0x80;
+        do
+            q++;
+        while (!str_stop[(unsigned char)*q]);
+    }
     if (q >= r->end || (unsigned char)*q < 0x20)
         return NULL;
     if (*q == '"' && high < 0x80) { /* ASCII, no escape: copied */
         n = (size_t)(q - s);
         r->p = q + 1;
         PyObject **slot = NULL;
-        if (key && n <= KEY_MAX) {
-            uint32_t h = 2166136261u;
-            for (size_t i = 0; i < n; i++)
-                h = (h ^ (unsigned char)s[i]) * 16777619u;
-            slot = &r->keys[(h ^ (h >> 8) ^ (uint32_t)n) & (KEY_SLOTS - 1)];
+        if (n <= KEY_MAX) {
+            /* a hash of its length, first and last (up to) 8 bytes: enough
+             * to tell the summary's strings apart (a clash costs a str) */
+            uint64_t a = 0, z = 0, h;
+            memcpy(&a, s, n < 8 ? n : 8);
+            if (n > 8)
+                memcpy(&z, s + n - 8, 8);
+            h = (a * 0x9E3779B97F4A7C15ull) ^ (z * 0xC2B2AE3D27D4EB4Full) ^ n;
+            h ^= h >> 31;
+            slot = &str_cache[(h ^ (h >> 17)) & (KEY_SLOTS - 1)];
             if (*slot && (size_t)PyUnicode_GET_LENGTH(*slot) == n &&
                 memcmp(PyUnicode_1BYTE_DATA(*slot), s, n) == 0) {
                 Py_INCREF(*slot);
@@ -280,6 +369,26 @@ static PyObject *j_number(jreader *r)
     return PyFloat_FromDouble(d);
 }
 
+/* The `*n` gathered members into `*d` (made at their number when NULL),
+ * their references given; 0, or -1 (then `*n` members are left). */
+static int dict_put(PyObject **d, PyObject **kv, int *n)
+{
+    if (!*d && !(*d = _PyDict_NewPresized(*n)))
+        return -1;
+    for (int i = 0; i < *n; i++) {
+        if (PyDict_SetItem(*d, kv[2 * i], kv[2 * i + 1]) < 0) {
+            for (int j = 2 * i; j < 2 * *n; j++) /* what is left, for the caller */
+                kv[j - 2 * i] = kv[j];
+            *n -= i;
+            return -1;
+        }
+        Py_DECREF(kv[2 * i]);
+        Py_DECREF(kv[2 * i + 1]);
+    }
+    *n = 0;
+    return 0;
+}
+
 static PyObject *j_value(jreader *r)
 {
     j_space(r);
@@ -290,21 +399,20 @@ static PyObject *j_value(jreader *r)
         if (++r->depth > 200)
             return NULL;
         r->p++;
-        PyObject *d = PyDict_New();
-        if (!d)
-            return NULL;
+        PyObject *d = NULL, *kv[2 * DICT_BATCH];
+        int n = 0;
         j_space(r);
         if (r->p < r->end && *r->p == '}') {
             r->p++;
             r->depth--;
-            return d;
+            return PyDict_New();
         }
         for (;;) {
             j_space(r);
             if (r->p >= r->end || *r->p != '"')
                 goto dict_bad;
             r->p++;
-            PyObject *k = j_string(r, true);
+            PyObject *k = j_string(r);
             if (!k)
                 goto dict_bad;
             j_space(r);
@@ -314,13 +422,18 @@ static PyObject *j_value(jreader *r)
             }
             r->p++;
             PyObject *v = j_value(r);
-            if (!v || PyDict_SetItem(d, k, v) < 0) {
+            if (!v) {
                 Py_DECREF(k);
-                Py_XDECREF(v);
                 goto dict_bad;
             }
-            Py_DECREF(k);
-            Py_DECREF(v);
+            if (n == DICT_BATCH && dict_put(&d, kv, &n) < 0) {
+                Py_DECREF(k);
+                Py_DECREF(v);
+                goto dict_bad;
+            }
+            kv[2 * n] = k;
+            kv[2 * n + 1] = v;
+            n++;
             j_space(r);
             if (r->p < r->end && *r->p == ',') {
                 r->p++;
@@ -329,12 +442,16 @@ static PyObject *j_value(jreader *r)
             if (r->p < r->end && *r->p == '}') {
                 r->p++;
                 r->depth--;
+                if (dict_put(&d, kv, &n) < 0)
+                    goto dict_bad;
                 return d;
             }
             goto dict_bad;
         }
     dict_bad:
-        Py_DECREF(d);
+        for (int i = 0; i < 2 * n; i++)
+            Py_DECREF(kv[i]);
+        Py_XDECREF(d);
         return NULL;
     }
     case '[': {
@@ -374,7 +491,7 @@ static PyObject *j_value(jreader *r)
     }
     case '"':
         r->p++;
-        return j_string(r, false);
+        return j_string(r);
     case 't':
         if (r->end - r->p >= 4 && memcmp(r->p, "true", 4) == 0) {
             r->p += 4;
@@ -409,18 +526,18 @@ static PyObject *json_loads(const char *s, size_t n)
     return ret;
 }
 
-/* The objects of the JSON text `s`, as json.loads gives them. */
+/* The objects of the JSON text `s`, as json.loads gives them; s[n] is a
+ * NUL (the reader's scans stop there). */
 static PyObject *from_json(const char *s, size_t n)
 {
-    jreader r = {s, s + n, {NULL}, 0};
+    assert(s[n] == '\0');
+    jreader r = {s, s + n, 0};
     PyObject *o = j_value(&r);
     if (o) {
         j_space(&r);
         if (r.p != r.end)
             Py_CLEAR(o);
     }
-    for (int i = 0; i < KEY_SLOTS; i++)
-        Py_XDECREF(r.keys[i]);
     if (o)
         return o;
     if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_ValueError) &&
@@ -434,31 +551,35 @@ static PyObject *from_json(const char *s, size_t n)
 static PyObject *summary_common(PyObject *args, bool as_dict)
 {
     Py_buffer view;
-    unsigned int top;
-    unsigned long long oversize_bytes, max_memory;
-    double oversize_percent;
+    capture_key key;
+    unsigned long long max_memory;
     sertrace_inspect_result res;
-    sertrace_summary_capture cap;
+    sertrace_summary_capture *cap;
     int rc, ok;
     PyObject *ret = NULL;
 
-    if (!PyArg_ParseTuple(args, "y*IKdK", &view, &top, &oversize_bytes, &oversize_percent,
-                          &max_memory))
+    if (!PyArg_ParseTuple(args, "y*IKdK", &view, &key.top, &key.oversize_bytes,
+                          &key.oversize_percent, &max_memory))
         return NULL;
-    ok = run_summary(&view, top, oversize_bytes, oversize_percent, max_memory, &cap, &rc, &res);
+    cap = take_capture(&key);
+    if (!cap) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    ok = run_summary(&view, max_memory, cap, &rc, &res);
     PyBuffer_Release(&view);
     if (ok < 0) {
         PyErr_NoMemory();
     } else if (as_dict) {
-        PyObject *d = from_json(cap.out.data ? cap.out.data : "", cap.out.len);
+        PyObject *d = from_json(cap->out.data ? cap->out.data : "", cap->out.len);
         if (d) {
             ret = Py_BuildValue("iKsN", rc, (unsigned long long)res.offset, res.reason, d);
         }
     } else {
         ret = Py_BuildValue("iKsy#", rc, (unsigned long long)res.offset, res.reason,
-                            cap.out.data ? cap.out.data : "", (Py_ssize_t)cap.out.len);
+                            cap->out.data ? cap->out.data : "", (Py_ssize_t)cap->out.len);
     }
-    sertrace_summary_capture_release(&cap);
+    give_back_capture(cap, &key, ok == 0);
     return ret;
 }
 
@@ -474,15 +595,24 @@ static PyObject *summary_json(PyObject *self, PyObject *args)
     return summary_common(args, false);
 }
 
-/* from_json alone, for the tests. */
+/* from_json alone, for the tests (the text copied, with its NUL). */
 static PyObject *json_objects(PyObject *self, PyObject *arg)
 {
     Py_buffer view;
-    PyObject *ret;
+    PyObject *ret = NULL;
+    char *copy;
     (void)self;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    ret = from_json(view.buf, (size_t)view.len);
+    copy = PyMem_Malloc((size_t)view.len + 1);
+    if (copy) {
+        memcpy(copy, view.buf, (size_t)view.len);
+        copy[view.len] = '\0';
+        ret = from_json(copy, (size_t)view.len);
+        PyMem_Free(copy);
+    } else {
+        PyErr_NoMemory();
+    }
     PyBuffer_Release(&view);
     return ret;
 }

@@ -205,6 +205,17 @@ void sertrace_core_destroy(sertrace_core *c)
     free(c);
 }
 
+int sertrace_core_reset(sertrace_core *c)
+{
+    if (c->live != 0)
+        return -1;
+    memset(&c->stats, 0, sizeof c->stats);
+    c->lossy_live = 0;
+    c->nlossy_pids = 0;
+    c->any_pid_lossy = false;
+    return 0;
+}
+
 const sertrace_core_stats *sertrace_core_get_stats(const sertrace_core *c)
 {
     return &c->stats;

@@ -267,6 +267,10 @@ typedef struct sertrace_core_stats {
 sertrace_core *sertrace_core_create(const sertrace_core_visitor *v);
 /* Frees every live dump WITHOUT calling the visitor (use finish first). */
 void sertrace_core_destroy(sertrace_core *c);
+/* Back to the state of a core just created with the same visitor,
+ * keeping its recycled dumps (their stacks and tables): 0, or -1 while a
+ * dump is live (call sertrace_core_finish() first). */
+int sertrace_core_reset(sertrace_core *c);
 
 /* A dump_begin event.  `serializer` need not be NUL-terminated (cut to 63
  * bytes).  Returns 0 or -1 (visitor failure / out of memory). */

@@ -1,11 +1,15 @@
 /* summary-capture.c -- a summary written into memory, with its core
  * (summary.h, sertrace_summary_capture): what sertrace.inspect
  * (inspect/pymodule.c) and sertrace.compare (python/sertrace/_compare.c)
- * both set up.
+ * both set up.  A capture can be reset and fed again (sertrace.inspect
+ * keeps one for the process: its setup, ~30 k instructions of callocs and
+ * memsets, then costs a few hundred).
  */
 #include <string.h>
 
 #include "summary.h"
+
+#define CAPTURE_KEEP (1u << 20) /* the text's buffer kept by a reset */
 
 static int buf_write(void *ctx, const char *s, size_t n)
 {
@@ -34,6 +38,18 @@ int sertrace_summary_capture_finish(sertrace_summary_capture *c)
         sertrace_summary_finish(c->sum, sertrace_core_get_stats(c->core)) < 0 ||
         sertrace_buf_error(&c->out))
         return -1;
+    return 0;
+}
+
+int sertrace_summary_capture_reset(sertrace_summary_capture *c)
+{
+    if (sertrace_core_reset(c->core) < 0)
+        return -1;
+    sertrace_summary_reset(c->sum);
+    if (c->out.cap > CAPTURE_KEEP)
+        sertrace_buf_free(&c->out);
+    else
+        sertrace_buf_clear(&c->out);
     return 0;
 }
 

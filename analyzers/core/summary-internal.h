@@ -198,6 +198,7 @@ struct sertrace_summary {
     uint64_t lower_dumps; /* dumps whose sizes are lower bounds */
     bool lower;           /* the dump (or totals) being written: sizes are lower bounds */
     node_stat kinds[256];
+    uint64_t kinds_used[4]; /* bit t: kinds[t] added to (reset clears those) */
     type_total **types;
     size_t types_buckets, ntypes;
     uint64_t types_overflow;
@@ -416,6 +417,17 @@ static inline const char *status_text(const sertrace_dump_state *d)
     if (!(d->flags & SERTRACE_DUMPF_END))
         return "unknown";
     return (d->flags & SERTRACE_DUMPF_STATUS_ERROR) ? "error" : "ok";
+}
+
+/* The overall kinds in use (s->kinds_used), in tag order, into `out`
+ * (256 bytes): their number. */
+static inline unsigned summary_kinds_used(const sertrace_summary *s, uint8_t *out)
+{
+    unsigned n = 0;
+    for (unsigned w = 0; w < 4; w++)
+        for (uint64_t m = s->kinds_used[w]; m; m &= m - 1)
+            out[n++] = (uint8_t)(w * 64 + (unsigned)__builtin_ctzll(m));
+    return n;
 }
 
 /* The kinds in use, in tag order: a dump's `touched` list (sorted; a

@@ -454,21 +454,21 @@ static int json_totals(sertrace_summary *s, type_total *const *rows, size_t nrow
 {
     sertrace_buf *b = &s->out;
     start_json(s);
-    sertrace_buf_appendf(b,
-                         "\n], \"totals\": {\"dumps\": %llu, \"complete\": %llu, "
-                         "\"incomplete\": %llu, \"unfinished\": %llu, "
-                         "\"end_lost\": %llu, "
-                         "\"payload_bytes\": %llu, \"oob_bytes\": %llu, \"nodes\": %llu, "
-                         "\"lower_bound_dumps\": %llu, "
-                         "\"discarded_events\": %llu, \"lost_records_events\": %llu, "
-                         "\"by_kind\": ",
-                         (unsigned long long)s->dumps, (unsigned long long)s->complete,
-                         (unsigned long long)(s->dumps - s->complete),
-                         (unsigned long long)s->unfinished, (unsigned long long)s->end_lost,
-                         (unsigned long long)s->payload_bytes, (unsigned long long)s->oob_bytes,
-                         (unsigned long long)s->nodes, (unsigned long long)s->lower_dumps,
-                         (unsigned long long)discarded, (unsigned long long)lost);
-    put_kinds(b, s->kinds, NULL, 0, whole);
+    uint8_t used[256];
+    unsigned nused = summary_kinds_used(s, used);
+    put_u64_field(b, "\n], \"totals\": {\"dumps\": ", s->dumps);
+    put_u64_field(b, ", \"complete\": ", s->complete);
+    put_u64_field(b, ", \"incomplete\": ", s->dumps - s->complete);
+    put_u64_field(b, ", \"unfinished\": ", s->unfinished);
+    put_u64_field(b, ", \"end_lost\": ", s->end_lost);
+    put_u64_field(b, ", \"payload_bytes\": ", s->payload_bytes);
+    put_u64_field(b, ", \"oob_bytes\": ", s->oob_bytes);
+    put_u64_field(b, ", \"nodes\": ", s->nodes);
+    put_u64_field(b, ", \"lower_bound_dumps\": ", s->lower_dumps);
+    put_u64_field(b, ", \"discarded_events\": ", discarded);
+    put_u64_field(b, ", \"lost_records_events\": ", lost);
+    buf_lit(b, ", \"by_kind\": ");
+    put_kinds(b, s->kinds, used, nused, whole); /* the kinds added to, in tag order */
     buf_lit(b, ", \"by_type\": [");
     for (size_t i = 0; i < nrows && !b->err; i++) {
         put_type_row(b, i == 0, rows[i]->name, rows[i]->len, &rows[i]->st, whole);

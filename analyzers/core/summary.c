@@ -1012,6 +1012,7 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
         s->kinds[t].count += ds->kinds[t].count;
         s->kinds[t].bytes += ds->kinds[t].bytes;
         s->kinds[t].self += ds->kinds[t].self;
+        s->kinds_used[t >> 6] |= 1ull << (t & 63);
     }
     for (unsigned i = 0; i < nrows && rc == 0; i++) {
         size_t len;
@@ -1028,6 +1029,8 @@ end:
         summary_flush(s, false);
     return rc < 0 || s->failed ? -1 : 0;
 }
+
+#define RESET_KEEP_BUF (256u << 10) /* a buffer kept by reset */
 
 /* ---- public ----------------------------------------------------------- */
 
@@ -1138,6 +1141,50 @@ void sertrace_summary_destroy(sertrace_summary *s)
     sertrace_buf_free(&s->sz);
     sertrace_buf_free(&s->filter);
     free(s);
+}
+
+/* Back to the state sertrace_summary_create left, keeping what it
+ * allocated: the recycled per-dump states (free list), the type buckets,
+ * the top arrays, the buffers (trimmed when a big summary grew them). */
+void sertrace_summary_reset(sertrace_summary *s)
+{
+    for (unsigned i = 0; i < s->ntop; i++)
+        free_rendered(&s->top[i]);
+    s->ntop = 0;
+    if (s->ntypes) {
+        for (size_t i = 0; i < s->types_buckets; i++) {
+            type_total *t = s->types[i];
+            while (t) {
+                type_total *next = t->next;
+                free(t);
+                t = next;
+            }
+        }
+        memset(s->types, 0, s->types_buckets * sizeof *s->types);
+        s->ntypes = 0;
+    }
+    s->types_overflow = 0;
+    uint8_t used[256];
+    for (unsigned i = 0, n = summary_kinds_used(s, used); i < n; i++)
+        memset(&s->kinds[used[i]], 0, sizeof s->kinds[0]);
+    memset(s->kinds_used, 0, sizeof s->kinds_used);
+    if (s->paths)
+        sertrace_pathstats_reset(s->paths);
+    sertrace_buf *bufs[] = {&s->out, &s->tmp, &s->sz, &s->filter};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        if (bufs[i]->cap > RESET_KEEP_BUF)
+            sertrace_buf_free(bufs[i]);
+        else
+            sertrace_buf_clear(bufs[i]);
+    }
+    s->json_started = s->legend_done = s->any_dump = false;
+    s->input_off = 0;
+    s->failed = 0;
+    s->dumps = s->complete = s->unfinished = s->payload_bytes = s->nodes = 0;
+    s->oob_bytes = s->end_lost = s->lower_dumps = 0;
+    s->lower = false;
+    s->cache_on = false;
+    s->tcache = (time_cache)TIME_CACHE_INIT;
 }
 
 int sertrace_summary_set_filter(sertrace_summary *s, const char *json, size_t len)

@@ -67,6 +67,12 @@ int sertrace_summary_set_filter(sertrace_summary *s, const char *json, size_t le
  * object), flushes.  `stats` may be NULL. */
 int sertrace_summary_finish(sertrace_summary *s, const sertrace_core_stats *stats);
 void sertrace_summary_destroy(sertrace_summary *s);
+/* Back to the state of a summary just created with the same options and
+ * write function, keeping its allocations (the recycled per-dump states,
+ * tables, buffers): a summary made once and used for many small inputs
+ * (sertrace.inspect) skips its setup.  Only with no dump live: after
+ * sertrace_summary_finish() (which followed sertrace_core_finish()). */
+void sertrace_summary_reset(sertrace_summary *s);
 
 /* A fwrite-based write function; ctx is a FILE *. */
 int sertrace_summary_write_file(void *ctx, const char *s, size_t n);
@@ -94,6 +100,10 @@ int sertrace_summary_capture_begin(sertrace_summary_capture *c, const sertrace_s
                                    sertrace_core_error_fn error);
 /* sertrace_core_finish, sertrace_summary_finish: 0, or -1 (out of memory). */
 int sertrace_summary_capture_finish(sertrace_summary_capture *c);
+/* After a finish that returned 0: the capture as begin left it (the same
+ * options), its allocations kept; 0, or -1 (a dump still live: release
+ * it instead). */
+int sertrace_summary_capture_reset(sertrace_summary_capture *c);
 /* Frees the core, the summary and the text; `c` is zeroed. */
 void sertrace_summary_capture_release(sertrace_summary_capture *c);
 

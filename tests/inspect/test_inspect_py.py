@@ -121,3 +121,46 @@ def test_json_reader_is_json_loads(text):
     except ValueError as e:
         got = ("error", type(e))
     assert repr(got) == repr(want)
+
+
+def test_kept_capture_gives_fresh_results():
+    # sertrace.inspect keeps one summary capture for the process and resets it between calls:
+    # a call after others (a malformed one, several pickles, other options, a memory limit hit)
+    # gives what a first call gives, which the JSON text (a capture of its own) says
+    from sertrace import _inspect
+    small, multi = pickle.dumps([1, 2]), b"".join(payloads()[:6])
+    bad = pickle.dumps([1, 2], 2)[:-1]
+    over = pickle.dumps(1, 2) + b"\x80\x04" + b"]" * 10000 + b"a" * 9999 + b"."
+    seq = [(small, (10, 0, 0.0, 1 << 30)), (multi, (10, 0, 0.0, 1 << 30)), (bad, (10, 0, 0.0, 1 << 30)),
+           (small, (10, 0, 0.0, 1 << 30)), (over, (10, 0, 0.0, 100000)), (small, (3, 0, 1.0, 1 << 30)),
+           (multi, (10, 0, 0.0, 1 << 30)), (small, (10, 0, 0.0, 1 << 30))]
+    for data, args in seq:
+        status, offset, reason, text = _inspect.summary_json(data, *args)
+        got = _inspect.summary(data, *args)
+        assert got == (status, offset, reason, json.loads(text))
+        assert list(got[3]["totals"]) == list(json.loads(text)["totals"])
+    first = sertrace.inspect(small)
+    assert first["totals"]["dumps"] == 1 and first["totals"]["nodes"] == 1
+    assert [k["tag"] for k in first["totals"]["by_kind"]] == ["L"]
+
+
+def test_threads_share_nothing():
+    # calls in several threads at once (the GIL is released while the bytes are read): each
+    # gets its own result
+    import threading
+    datas = [pickle.dumps(list(range(i * 50)), 4) for i in range(1, 9)]
+    want = [sertrace.inspect(d) for d in datas]
+    errors = []
+
+    def work(k):
+        for _ in range(20):
+            i = (k + _) % len(datas)
+            if sertrace.inspect(datas[i]) != want[i]:
+                errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
