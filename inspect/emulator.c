@@ -128,12 +128,33 @@ static inline uint8_t container_tag(uint8_t code)
     return tags[code];
 }
 
+/* TUPLE1 / TUPLE2 / TUPLE3 (k items, there: the caller checked): the top
+ * k items replaced by the tuple, its node ending at e->pos.  One body for
+ * step and the atoms' loop (run_atoms), so both do the same. */
+static inline int small_tuple(emu *e, uint32_t k)
+{
+    uint32_t from = e->nstack - k;
+    const item *t = &e->stack[from];
+    item *it;
+    if (label_items(e, OP_TUPLE, from, NULL) < 0)
+        return -1;
+    {
+        tuple_args a = emu_take_args(e, from, k);
+        if (!(it = emu_replace(e, from, t->start, t->first_node, IK_NODE, SERTRACE_TAG_TUPLE)))
+            return -1;
+        emu_give_args(it, &a);
+    }
+    if (!(it->type = emu_intern_type(e, "tuple")))
+        return -1;
+    it->node = new_node(e, SERTRACE_TAG_TUPLE, it->type, it->start, k + 1);
+    return it->node == NO_NODE ? -1 : 0;
+}
+
 static int step(emu *e, const op *o, uint64_t start, bool *stop)
 {
     uint32_t first = e->nnodes;
     item *it, *t;
     mark m;
-    uint32_t from;
     bool after_discard = e->discarded;
     uint8_t last_op = e->last_op;
 
@@ -357,20 +378,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         uint32_t k = o->code - OP_TUPLE1 + 1;
         if (emu_need_items(e, o, k) < 0)
             return -1;
-        from = e->nstack - k;
-        t = &e->stack[from];
-        if (label_items(e, OP_TUPLE, from, NULL) < 0)
-            return -1;
-        {
-            tuple_args a = emu_take_args(e, from, k);
-            if (!(it = emu_replace(e, from, t->start, t->first_node, IK_NODE, SERTRACE_TAG_TUPLE)))
-                return -1;
-            emu_give_args(it, &a);
-        }
-        if (!(it->type = emu_intern_type(e, "tuple")))
-            return -1;
-        it->node = new_node(e, SERTRACE_TAG_TUPLE, it->type, it->start, k + 1);
-        return it->node == NO_NODE ? -1 : 0;
+        return small_tuple(e, k);
     }
     case OP_APPEND:
         if (emu_need_items(e, o, 2) < 0)
@@ -1098,7 +1106,8 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
             /* a new key at the dense memo's edge, an item to store */
             if (key != dense_init || key >= dense_end ||
                 (in_batch ? !nbatch
-                          : e->nstack <= (e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0)))
+                          : e->nstack <= (e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0) ||
+                                e->stack[e->nstack - 1].fed)) /* (a streamed item: touch()) */
                 goto out;
             len = c == OP_MEMOIZE ? 1 : 2;
             pos += len;
@@ -1134,6 +1143,31 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
             dense_used++;
             last = c;
             at += len;
+            continue;
+        }
+        case OP_TUPLE1:
+        case OP_TUPLE2:
+        case OP_TUPLE3: {
+            /* as step: its items pushed first if they are a batch's; not
+             * where the general loop would fail (too few items) or a
+             * streamed dump's watch would look (the stack down to a
+             * predicted consumer's level) */
+            uint32_t k = c - OP_TUPLE1 + 1;
+            uint32_t floor = e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0;
+            if ((in_batch ? nbatch : 0) + e->nstack < floor + k ||
+                (e->streamed && (in_batch ? nbatch : 0) + e->nstack - k + 1 <= e->spec_watch))
+                goto out;
+            if (in_batch) {
+                if (push_batch(e, batch_at, at, batch_pos, nbatch, batch_key) < 0)
+                    return -1;
+                in_batch = false;
+            }
+            pos += 1;
+            e->pos = pos;
+            if (small_tuple(e, k) < 0)
+                return -1;
+            last = c;
+            at += 1;
             continue;
         }
         case OP_APPENDS:
@@ -1184,7 +1218,8 @@ static const bool run_atoms_starts[256] = {
     [OP_LONG1] = true,      [OP_SHORT_BINUNICODE] = true,
     [OP_BINUNICODE] = true, [OP_BINBYTES] = true,
     [OP_MARK] = true,       [OP_MEMOIZE] = true,
-    [OP_BINPUT] = true,
+    [OP_BINPUT] = true,     [OP_TUPLE1] = true,
+    [OP_TUPLE2] = true,     [OP_TUPLE3] = true,
 };
 
 /* One pickle from e->base: emulate up to STOP, then feed its dump. */
@@ -1197,14 +1232,19 @@ static int run_pickle(emu *e)
     while (!stop) {
         uint64_t start;
         if (run_atoms_starts[e->in[at < e->n ? at : 0]] && !e->obs && !e->discarded &&
-            !e->discard_call && e->max_op_proto >= 2 && !e->no_fast && !e->streamed &&
+            !e->discard_call && e->max_op_proto >= 2 && !e->no_fast &&
             (!e->frame_pending || at < e->frame_end)) {
-            /* (not in a streamed dump: its predicted consumers are checked
-             * opcode by opcode, emu_stream_watch below) */
+            /* (in a streamed dump too: its predicted consumers are watched
+             * where the stack goes down, emu_stream_watch below; of
+             * run_atoms' opcodes only the last, APPENDS / SETITEMS /
+             * ADDITEMS, takes items off it, and a TUPLE goes back to the
+             * general loop where the watch would look) */
             bool batch = false;
             if (run_atoms(e, &at, e->frame_pending ? e->frame_end : e->n, &batch) < 0)
                 return -1;
             if (batch) { /* as after step's APPENDS / SETITEMS / ADDITEMS */
+                if (e->streamed && e->nstack <= e->spec_watch)
+                    emu_stream_watch(e, e->last_op);
                 if (e->stream_ok && e->nnodes - e->nkept >= e->stream_nodes &&
                     !(at < e->n && e->in[at] == OP_STOP) && emu_stream_batch(e, at) < 0)
                     return -1;
