@@ -128,6 +128,20 @@ static inline uint8_t container_tag(uint8_t code)
     return tags[code];
 }
 
+/* EMPTY_LIST / EMPTY_DICT / EMPTY_SET / EMPTY_TUPLE at `start`: its item
+ * and node (ending at e->pos).  One body for step and run_atoms. */
+static inline int empty_container(emu *e, uint8_t code, uint64_t start, uint32_t first)
+{
+    uint8_t tag = container_tag(code);
+    item *it = push(e, start, first, IK_NODE, tag);
+    if (!it)
+        return -1;
+    if (!(it->type = emu_intern_type(e, container_name(tag))))
+        return -1;
+    it->node = new_node(e, tag, it->type, start, 1);
+    return it->node == NO_NODE ? -1 : 0;
+}
+
 /* TUPLE1 / TUPLE2 / TUPLE3 (k items, there: the caller checked): the top
  * k items replaced by the tuple, its node ending at e->pos.  One body for
  * step and the atoms' loop (run_atoms), so both do the same. */
@@ -336,15 +350,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_EMPTY_LIST:
     case OP_EMPTY_DICT:
     case OP_EMPTY_SET:
-    case OP_EMPTY_TUPLE: {
-        uint8_t tag = container_tag(o->code);
-        if (!(it = push(e, start, first, IK_NODE, tag)))
-            return -1;
-        if (!(it->type = emu_intern_type(e, container_name(tag))))
-            return -1;
-        it->node = new_node(e, tag, it->type, start, 1);
-        return it->node == NO_NODE ? -1 : 0;
-    }
+    case OP_EMPTY_TUPLE:
+        return empty_container(e, o->code, start, first);
     case OP_LIST:
     case OP_DICT:
     case OP_TUPLE:
@@ -869,6 +876,12 @@ static inline uint64_t le32(const uint8_t *p)
     return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
 }
 
+/* The memo key of the BINGET at `at` (its argument is there). */
+static inline uint64_t in_key(const emu *e, size_t at)
+{
+    return e->in[at + 1];
+}
+
 /* What an atom's item holds beside its start (push_text's arguments). */
 typedef struct atom {
     uint64_t toff, tlen;
@@ -966,6 +979,37 @@ static inline item *put_atom(emu *e, uint64_t start, const atom *a)
     return it;
 }
 
+/* The memo entry a BINGET at `at` reads when run_atoms may push it: found
+ * (as emu_memo_find finds it: the dense array first) and an atom or a str
+ * (no node: emu_memo_get pushes nothing else then); NULL otherwise (the
+ * general loop reads it, or says what is wrong). */
+static inline const memo_entry *atom_get_at(const emu *e, size_t at, size_t limit,
+                                            uint64_t dense_init)
+{
+    const memo_entry *m;
+    if (limit - at < 2 || in_key(e, at) >= dense_init)
+        return NULL;
+    m = &e->dense[in_key(e, at)];
+    return m->used && !m->global && (m->kind == IK_ATOM || m->kind == IK_STR) ? m : NULL;
+}
+
+/* What emu_memo_get pushes for an atom's or a str's entry `m` (key `key`). */
+static inline void put_memo_atom(emu *e, uint64_t start, const memo_entry *m, uint64_t key)
+{
+    item *it = &e->stack[e->nstack++];
+    *it = item_blank;
+    it->start = start;
+    it->first_node = e->nnodes;
+    it->kind = m->kind;
+    it->tag = m->tag;
+    it->from_memo = true;
+    it->memo_key = key;
+    it->type = m->type;
+    it->text_off = m->text_off;
+    it->text_len = m->text_len;
+    it->enc = m->enc;
+}
+
 /* A batch run_atoms read without pushing its items (`n` atoms from input
  * offset `from`, at position `pos`, up to `to`; the memo keys given there
  * from `key`): its items pushed now, as step() would have, with the keys
@@ -985,6 +1029,9 @@ static int push_batch(emu *e, size_t from, size_t to, uint64_t pos, uint32_t n, 
         } else if (e->in[at] == OP_MEMOIZE) {
             e->stack[e->nstack - 1].memo_key = key++;
             len = 1;
+        } else if (e->in[at] == OP_BINGET) {
+            put_memo_atom(e, pos + (at - from), &e->dense[in_key(e, at)], in_key(e, at));
+            len = 2;
         } else if (e->in[at] == OP_FRAME) {
             len = 1 + 8; /* its header counts now: positions go on with offsets */
         } else {         /* BINPUT */
@@ -1105,7 +1152,7 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
             memo_entry *m;
             /* a new key at the dense memo's edge, an item to store */
             if (key != dense_init || key >= dense_end ||
-                (in_batch ? !nbatch
+                (in_batch ? !nbatch || in[top_at] == OP_BINGET
                           : e->nstack <= (e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0) ||
                                 e->stack[e->nstack - 1].fed)) /* (a streamed item: touch()) */
                 goto out;
@@ -1145,6 +1192,40 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
             at += len;
             continue;
         }
+        case OP_BINGET: {
+            /* an atom's or a str's entry (emu_memo_get: an item, no node) */
+            const memo_entry *g = atom_get_at(e, at, limit, dense_init);
+            if (!g)
+                goto out;
+            if (in_batch) {
+                nbatch++;
+                top_at = at;
+            } else {
+                if (e->nstack == e->cap_stack)
+                    goto out;
+                put_memo_atom(e, pos, g, in_key(e, at));
+            }
+            pos += 2;
+            last = c;
+            at += 2;
+            continue;
+        }
+        case OP_EMPTY_LIST:
+        case OP_EMPTY_DICT:
+        case OP_EMPTY_SET:
+        case OP_EMPTY_TUPLE:
+            if (in_batch) {
+                if (push_batch(e, batch_at, at, batch_pos, nbatch, batch_key) < 0)
+                    return -1;
+                in_batch = false;
+            }
+            e->pos = pos + 1;
+            if (empty_container(e, c, pos, e->nnodes) < 0)
+                return -1;
+            pos += 1;
+            last = c;
+            at += 1;
+            continue;
         case OP_TUPLE1:
         case OP_TUPLE2:
         case OP_TUPLE3: {
@@ -1211,15 +1292,18 @@ out:
 /* The opcodes run_atoms starts with (so that the others, a node's, do not
  * pay for a call that runs nothing). */
 static const bool run_atoms_starts[256] = {
-    [OP_BININT1] = true,    [OP_BININT2] = true,
-    [OP_BININT] = true,     [OP_BINFLOAT] = true,
-    [OP_NONE] = true,       [OP_NEWTRUE] = true,
-    [OP_NEWFALSE] = true,   [OP_SHORT_BINBYTES] = true,
-    [OP_LONG1] = true,      [OP_SHORT_BINUNICODE] = true,
-    [OP_BINUNICODE] = true, [OP_BINBYTES] = true,
-    [OP_MARK] = true,       [OP_MEMOIZE] = true,
-    [OP_BINPUT] = true,     [OP_TUPLE1] = true,
-    [OP_TUPLE2] = true,     [OP_TUPLE3] = true,
+    [OP_BININT1] = true,     [OP_BININT2] = true,
+    [OP_BININT] = true,      [OP_BINFLOAT] = true,
+    [OP_NONE] = true,        [OP_NEWTRUE] = true,
+    [OP_NEWFALSE] = true,    [OP_SHORT_BINBYTES] = true,
+    [OP_LONG1] = true,       [OP_SHORT_BINUNICODE] = true,
+    [OP_BINUNICODE] = true,  [OP_BINBYTES] = true,
+    [OP_MARK] = true,        [OP_MEMOIZE] = true,
+    [OP_BINPUT] = true,      [OP_TUPLE1] = true,
+    [OP_TUPLE2] = true,      [OP_TUPLE3] = true,
+    [OP_BINGET] = true,      [OP_EMPTY_LIST] = true,
+    [OP_EMPTY_DICT] = true,  [OP_EMPTY_SET] = true,
+    [OP_EMPTY_TUPLE] = true,
 };
 
 /* One pickle from e->base: emulate up to STOP, then feed its dump. */

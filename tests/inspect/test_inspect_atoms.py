@@ -68,6 +68,12 @@ def tuple_objects():
         "tuples-calls": [Point(i, (i, "p")) for i in range(1500)] +
                         [complex(i, 1) for i in range(500)],
         "tuples-lists": [[(i, i + 1), [(i,)], {"t": (i, i, i)}] for i in range(2000)],
+        # EMPTY_DICT / EMPTY_LIST / EMPTY_SET / EMPTY_TUPLE and BINGET of memoized str / bytes
+        "small-dicts": [{"a": i, "b": None, "c": "a"} for i in range(3000)],
+        "empties": [[], {}, set(), (), [[]], {"k": {}}, ((),)] * 500,
+        "gets": [["x", b"yy", "x", b"yy", i] for i in range(2000)],
+        "gets-keys": [{"s%d" % (i % 7): "s%d" % (i % 5), b"k": i} for i in range(2000)],
+        "shared-dict": [{"d": shared}] * 500 + [[shared, shared]] * 500,
     }
 
 
@@ -171,9 +177,9 @@ def test_atoms_loop_streamed(name, tmp_path):
 @pytest.mark.parametrize("stream", [None, "1"])
 def test_tuples_loop_on_cut_and_corrupted_bytes(stream, tmp_path):
     """Tuples of atoms and of containers cut anywhere and with bytes changed (TUPLE1/2/3, MARK,
-    MEMOIZE, EMPTY_TUPLE, BININT1): the same output, status and reason both ways."""
-    data = pickle.dumps([[(i, None), ("t%d" % i, (i,), b"b"), {"k": (i, i, i)}] for i in range(300)],
-                        4)
+    MEMOIZE, EMPTY_TUPLE, BINGET, EMPTY_DICT, EMPTY_LIST): the same output, status and reason both ways."""
+    data = pickle.dumps([[(i, None), ("t%d" % i, (i,), b"b"), {"k": (i, i, i)}, {"k": "t%d" % i},
+                          [], set()] for i in range(300)], 4)
     n = len(data)
     cuts = sorted(set([1, 2, 11, 12, 13, 14, 15, n // 7, n // 3, n // 2, n - 3, n - 2, n - 1]))
     statuses = set()
@@ -184,7 +190,7 @@ def test_tuples_loop_on_cut_and_corrupted_bytes(stream, tmp_path):
         statuses.add(rc)
     assert statuses == {4}, statuses
     for i, at in enumerate(range(20, n, max(1, n // 30))):
-        for value in (0x85, 0x86, 0x87, 0x28, 0x94, 0x29):
+        for value in (0x85, 0x86, 0x87, 0x28, 0x94, 0x29, 0x68, 0x7D, 0x5D):
             path = tmp_path / ("flip%d-%x.pkl" % (i, value))
             path.write_bytes(data[:at] + bytes([value]) + data[at + 1:])
             rc, _, _ = same_both_ways(path, stream)
