@@ -150,11 +150,17 @@ static inline int small_tuple(emu *e, uint32_t k)
     uint32_t from = e->nstack - k;
     const item *t = &e->stack[from];
     item *it;
-    if (label_items(e, OP_TUPLE, from, NULL) < 0)
-        return -1;
+    /* label_items(OP_TUPLE, from, NULL) inline: positions from 0, for
+     * the items with a node (an atom has none) */
+    for (uint32_t i = 0; i < k; i++)
+        if (e->stack[from + i].node != NO_NODE)
+            emu_label(e, &e->stack[from + i], SERTRACE_LABEL_POS, i);
     {
         tuple_args a = emu_take_args(e, from, k);
-        if (!(it = emu_replace(e, from, t->start, t->first_node, IK_NODE, SERTRACE_TAG_TUPLE)))
+        uint64_t start = t->start;
+        uint32_t first = t->first_node;
+        e->nstack = from; /* emu_replace inline: the items replaced */
+        if (!(it = push(e, start, first, IK_NODE, SERTRACE_TAG_TUPLE)))
             return -1;
         emu_give_args(it, &a);
     }
@@ -1317,7 +1323,9 @@ static int run_pickle(emu *e)
         uint64_t start;
         if (run_atoms_starts[e->in[at < e->n ? at : 0]] && !e->obs && !e->discarded &&
             !e->discard_call && e->max_op_proto >= 2 && !e->no_fast &&
-            (!e->frame_pending || at < e->frame_end)) {
+            (!e->frame_pending || at < e->frame_end) &&
+            (e->in[at] != OP_BINGET || /* (a GET of a node's entry: the general loop) */
+             atom_get_at(e, at, e->frame_pending ? e->frame_end : e->n, e->dense_init))) {
             /* (in a streamed dump too: its predicted consumers are watched
              * where the stack goes down, emu_stream_watch below; of
              * run_atoms' opcodes only the last, APPENDS / SETITEMS /
