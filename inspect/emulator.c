@@ -1324,7 +1324,7 @@ static int run_pickle(emu *e)
         if (run_atoms_starts[e->in[at < e->n ? at : 0]] && !e->obs && !e->discarded &&
             !e->discard_call && e->max_op_proto >= 2 && !e->no_fast &&
             (!e->frame_pending || at < e->frame_end) &&
-            (e->in[at] != OP_BINGET || /* (a GET of a node's entry: the general loop) */
+            (at >= e->n || e->in[at] != OP_BINGET || /* (a node's entry: the general loop) */
              atom_get_at(e, at, e->frame_pending ? e->frame_end : e->n, e->dense_init))) {
             /* (in a streamed dump too: its predicted consumers are watched
              * where the stack goes down, emu_stream_watch below; of
