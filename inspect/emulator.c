@@ -128,12 +128,53 @@ static inline uint8_t container_tag(uint8_t code)
     return tags[code];
 }
 
+/* EMPTY_LIST / EMPTY_DICT / EMPTY_SET / EMPTY_TUPLE at `start`: its item
+ * and node (ending at e->pos).  One body for step and run_atoms. */
+static inline int empty_container(emu *e, uint8_t code, uint64_t start, uint32_t first)
+{
+    uint8_t tag = container_tag(code);
+    item *it = push(e, start, first, IK_NODE, tag);
+    if (!it)
+        return -1;
+    if (!(it->type = emu_intern_type(e, container_name(tag))))
+        return -1;
+    it->node = new_node(e, tag, it->type, start, 1);
+    return it->node == NO_NODE ? -1 : 0;
+}
+
+/* TUPLE1 / TUPLE2 / TUPLE3 (k items, there: the caller checked): the top
+ * k items replaced by the tuple, its node ending at e->pos.  One body for
+ * step and the atoms' loop (run_atoms), so both do the same. */
+static inline int small_tuple(emu *e, uint32_t k)
+{
+    uint32_t from = e->nstack - k;
+    const item *t = &e->stack[from];
+    item *it;
+    /* label_items(OP_TUPLE, from, NULL) inline: positions from 0, for
+     * the items with a node (an atom has none) */
+    for (uint32_t i = 0; i < k; i++)
+        if (e->stack[from + i].node != NO_NODE)
+            emu_label(e, &e->stack[from + i], SERTRACE_LABEL_POS, i);
+    {
+        tuple_args a = emu_take_args(e, from, k);
+        uint64_t start = t->start;
+        uint32_t first = t->first_node;
+        e->nstack = from; /* emu_replace inline: the items replaced */
+        if (!(it = push(e, start, first, IK_NODE, SERTRACE_TAG_TUPLE)))
+            return -1;
+        emu_give_args(it, &a);
+    }
+    if (!(it->type = emu_intern_type(e, "tuple")))
+        return -1;
+    it->node = new_node(e, SERTRACE_TAG_TUPLE, it->type, it->start, k + 1);
+    return it->node == NO_NODE ? -1 : 0;
+}
+
 static int step(emu *e, const op *o, uint64_t start, bool *stop)
 {
     uint32_t first = e->nnodes;
     item *it, *t;
     mark m;
-    uint32_t from;
     bool after_discard = e->discarded;
     uint8_t last_op = e->last_op;
 
@@ -315,15 +356,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
     case OP_EMPTY_LIST:
     case OP_EMPTY_DICT:
     case OP_EMPTY_SET:
-    case OP_EMPTY_TUPLE: {
-        uint8_t tag = container_tag(o->code);
-        if (!(it = push(e, start, first, IK_NODE, tag)))
-            return -1;
-        if (!(it->type = emu_intern_type(e, container_name(tag))))
-            return -1;
-        it->node = new_node(e, tag, it->type, start, 1);
-        return it->node == NO_NODE ? -1 : 0;
-    }
+    case OP_EMPTY_TUPLE:
+        return empty_container(e, o->code, start, first);
     case OP_LIST:
     case OP_DICT:
     case OP_TUPLE:
@@ -357,20 +391,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         uint32_t k = o->code - OP_TUPLE1 + 1;
         if (emu_need_items(e, o, k) < 0)
             return -1;
-        from = e->nstack - k;
-        t = &e->stack[from];
-        if (label_items(e, OP_TUPLE, from, NULL) < 0)
-            return -1;
-        {
-            tuple_args a = emu_take_args(e, from, k);
-            if (!(it = emu_replace(e, from, t->start, t->first_node, IK_NODE, SERTRACE_TAG_TUPLE)))
-                return -1;
-            emu_give_args(it, &a);
-        }
-        if (!(it->type = emu_intern_type(e, "tuple")))
-            return -1;
-        it->node = new_node(e, SERTRACE_TAG_TUPLE, it->type, it->start, k + 1);
-        return it->node == NO_NODE ? -1 : 0;
+        return small_tuple(e, k);
     }
     case OP_APPEND:
         if (emu_need_items(e, o, 2) < 0)
@@ -861,6 +882,12 @@ static inline uint64_t le32(const uint8_t *p)
     return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
 }
 
+/* The memo key of the BINGET at `at` (its argument is there). */
+static inline uint64_t in_key(const emu *e, size_t at)
+{
+    return e->in[at + 1];
+}
+
 /* What an atom's item holds beside its start (push_text's arguments). */
 typedef struct atom {
     uint64_t toff, tlen;
@@ -958,6 +985,37 @@ static inline item *put_atom(emu *e, uint64_t start, const atom *a)
     return it;
 }
 
+/* The memo entry a BINGET at `at` reads when run_atoms may push it: found
+ * (as emu_memo_find finds it: the dense array first) and an atom or a str
+ * (no node: emu_memo_get pushes nothing else then); NULL otherwise (the
+ * general loop reads it, or says what is wrong). */
+static inline const memo_entry *atom_get_at(const emu *e, size_t at, size_t limit,
+                                            uint64_t dense_init)
+{
+    const memo_entry *m;
+    if (limit - at < 2 || in_key(e, at) >= dense_init)
+        return NULL;
+    m = &e->dense[in_key(e, at)];
+    return m->used && !m->global && (m->kind == IK_ATOM || m->kind == IK_STR) ? m : NULL;
+}
+
+/* What emu_memo_get pushes for an atom's or a str's entry `m` (key `key`). */
+static inline void put_memo_atom(emu *e, uint64_t start, const memo_entry *m, uint64_t key)
+{
+    item *it = &e->stack[e->nstack++];
+    *it = item_blank;
+    it->start = start;
+    it->first_node = e->nnodes;
+    it->kind = m->kind;
+    it->tag = m->tag;
+    it->from_memo = true;
+    it->memo_key = key;
+    it->type = m->type;
+    it->text_off = m->text_off;
+    it->text_len = m->text_len;
+    it->enc = m->enc;
+}
+
 /* A batch run_atoms read without pushing its items (`n` atoms from input
  * offset `from`, at position `pos`, up to `to`; the memo keys given there
  * from `key`): its items pushed now, as step() would have, with the keys
@@ -977,6 +1035,9 @@ static int push_batch(emu *e, size_t from, size_t to, uint64_t pos, uint32_t n, 
         } else if (e->in[at] == OP_MEMOIZE) {
             e->stack[e->nstack - 1].memo_key = key++;
             len = 1;
+        } else if (e->in[at] == OP_BINGET) {
+            put_memo_atom(e, pos + (at - from), &e->dense[in_key(e, at)], in_key(e, at));
+            len = 2;
         } else if (e->in[at] == OP_FRAME) {
             len = 1 + 8; /* its header counts now: positions go on with offsets */
         } else {         /* BINPUT */
@@ -1097,8 +1158,9 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
             memo_entry *m;
             /* a new key at the dense memo's edge, an item to store */
             if (key != dense_init || key >= dense_end ||
-                (in_batch ? !nbatch
-                          : e->nstack <= (e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0)))
+                (in_batch ? !nbatch || in[top_at] == OP_BINGET
+                          : e->nstack <= (e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0) ||
+                                e->stack[e->nstack - 1].fed)) /* (a streamed item: touch()) */
                 goto out;
             len = c == OP_MEMOIZE ? 1 : 2;
             pos += len;
@@ -1134,6 +1196,65 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
             dense_used++;
             last = c;
             at += len;
+            continue;
+        }
+        case OP_BINGET: {
+            /* an atom's or a str's entry (emu_memo_get: an item, no node) */
+            const memo_entry *g = atom_get_at(e, at, limit, dense_init);
+            if (!g)
+                goto out;
+            if (in_batch) {
+                nbatch++;
+                top_at = at;
+            } else {
+                if (e->nstack == e->cap_stack)
+                    goto out;
+                put_memo_atom(e, pos, g, in_key(e, at));
+            }
+            pos += 2;
+            last = c;
+            at += 2;
+            continue;
+        }
+        case OP_EMPTY_LIST:
+        case OP_EMPTY_DICT:
+        case OP_EMPTY_SET:
+        case OP_EMPTY_TUPLE:
+            if (in_batch) {
+                if (push_batch(e, batch_at, at, batch_pos, nbatch, batch_key) < 0)
+                    return -1;
+                in_batch = false;
+            }
+            e->pos = pos + 1;
+            if (empty_container(e, c, pos, e->nnodes) < 0)
+                return -1;
+            pos += 1;
+            last = c;
+            at += 1;
+            continue;
+        case OP_TUPLE1:
+        case OP_TUPLE2:
+        case OP_TUPLE3: {
+            /* as step: its items pushed first if they are a batch's; not
+             * where the general loop would fail (too few items) or a
+             * streamed dump's watch would look (the stack down to a
+             * predicted consumer's level) */
+            uint32_t k = c - OP_TUPLE1 + 1;
+            uint32_t floor = e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0;
+            if ((in_batch ? nbatch : 0) + e->nstack < floor + k ||
+                (e->streamed && (in_batch ? nbatch : 0) + e->nstack - k + 1 <= e->spec_watch))
+                goto out;
+            if (in_batch) {
+                if (push_batch(e, batch_at, at, batch_pos, nbatch, batch_key) < 0)
+                    return -1;
+                in_batch = false;
+            }
+            pos += 1;
+            e->pos = pos;
+            if (small_tuple(e, k) < 0)
+                return -1;
+            last = c;
+            at += 1;
             continue;
         }
         case OP_APPENDS:
@@ -1177,14 +1298,18 @@ out:
 /* The opcodes run_atoms starts with (so that the others, a node's, do not
  * pay for a call that runs nothing). */
 static const bool run_atoms_starts[256] = {
-    [OP_BININT1] = true,    [OP_BININT2] = true,
-    [OP_BININT] = true,     [OP_BINFLOAT] = true,
-    [OP_NONE] = true,       [OP_NEWTRUE] = true,
-    [OP_NEWFALSE] = true,   [OP_SHORT_BINBYTES] = true,
-    [OP_LONG1] = true,      [OP_SHORT_BINUNICODE] = true,
-    [OP_BINUNICODE] = true, [OP_BINBYTES] = true,
-    [OP_MARK] = true,       [OP_MEMOIZE] = true,
-    [OP_BINPUT] = true,
+    [OP_BININT1] = true,     [OP_BININT2] = true,
+    [OP_BININT] = true,      [OP_BINFLOAT] = true,
+    [OP_NONE] = true,        [OP_NEWTRUE] = true,
+    [OP_NEWFALSE] = true,    [OP_SHORT_BINBYTES] = true,
+    [OP_LONG1] = true,       [OP_SHORT_BINUNICODE] = true,
+    [OP_BINUNICODE] = true,  [OP_BINBYTES] = true,
+    [OP_MARK] = true,        [OP_MEMOIZE] = true,
+    [OP_BINPUT] = true,      [OP_TUPLE1] = true,
+    [OP_TUPLE2] = true,      [OP_TUPLE3] = true,
+    [OP_BINGET] = true,      [OP_EMPTY_LIST] = true,
+    [OP_EMPTY_DICT] = true,  [OP_EMPTY_SET] = true,
+    [OP_EMPTY_TUPLE] = true,
 };
 
 /* One pickle from e->base: emulate up to STOP, then feed its dump. */
@@ -1197,14 +1322,21 @@ static int run_pickle(emu *e)
     while (!stop) {
         uint64_t start;
         if (run_atoms_starts[e->in[at < e->n ? at : 0]] && !e->obs && !e->discarded &&
-            !e->discard_call && e->max_op_proto >= 2 && !e->no_fast && !e->streamed &&
-            (!e->frame_pending || at < e->frame_end)) {
-            /* (not in a streamed dump: its predicted consumers are checked
-             * opcode by opcode, emu_stream_watch below) */
+            !e->discard_call && e->max_op_proto >= 2 && !e->no_fast &&
+            (!e->frame_pending || at < e->frame_end) &&
+            (at >= e->n || e->in[at] != OP_BINGET || /* (a node's entry: the general loop) */
+             atom_get_at(e, at, e->frame_pending ? e->frame_end : e->n, e->dense_init))) {
+            /* (in a streamed dump too: its predicted consumers are watched
+             * where the stack goes down, emu_stream_watch below; of
+             * run_atoms' opcodes only the last, APPENDS / SETITEMS /
+             * ADDITEMS, takes items off it, and a TUPLE goes back to the
+             * general loop where the watch would look) */
             bool batch = false;
             if (run_atoms(e, &at, e->frame_pending ? e->frame_end : e->n, &batch) < 0)
                 return -1;
             if (batch) { /* as after step's APPENDS / SETITEMS / ADDITEMS */
+                if (e->streamed && e->nstack <= e->spec_watch)
+                    emu_stream_watch(e, e->last_op);
                 if (e->stream_ok && e->nnodes - e->nkept >= e->stream_nodes &&
                     !(at < e->n && e->in[at] == OP_STOP) && emu_stream_batch(e, at) < 0)
                     return -1;

@@ -115,7 +115,7 @@ static bool same(const sertrace_pathstats *p, uint32_t id, uint64_t h, uint32_t 
 {
     const entry *e = &p->e[id];
     return e->hash == h && e->parent == parent && e->len == n &&
-           memcmp(p->text.data + e->off, s, n) == 0;
+           (n == 0 || memcmp(p->text.data + e->off, s, n) == 0);
 }
 
 /* The id of pattern (parent, segment s), created empty when new; -1: out
@@ -210,7 +210,7 @@ int sertrace_pathstats_merge(sertrace_pathstats *dst, const sertrace_pathstats *
     for (size_t i = 0; i < src->n; i++) {
         const entry *s = &src->e[i];
         uint32_t parent = s->parent == NO_PARENT ? NO_PARENT : map[s->parent];
-        int64_t id = intern(dst, parent, src->text.data + s->off, s->len);
+        int64_t id = intern(dst, parent, s->len ? src->text.data + s->off : "", s->len);
         if (id < 0) {
             free(map);
             return -1;
@@ -238,7 +238,8 @@ static int pattern_text(const sertrace_pathstats *p, uint32_t id, sertrace_buf *
     char *end = b->data + b->len + total;
     for (uint32_t i = id; i != NO_PARENT; i = p->e[i].parent) {
         end -= p->e[i].len;
-        memcpy(end, p->text.data + p->e[i].off, p->e[i].len);
+        if (p->e[i].len) /* (an empty segment: the text may have no buffer yet) */
+            memcpy(end, p->text.data + p->e[i].off, p->e[i].len);
     }
     put_end(b, b->data + b->len + total);
     return 0;

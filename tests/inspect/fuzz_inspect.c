@@ -8,7 +8,10 @@
  * a finding.  The memory limit is small (64 MiB) so that a hostile input
  * reaches it rather than the fuzzer's RSS limit; the result status itself
  * is not checked (malformed input is expected), only that it is one of the
- * documented ones and that a reason is given when it is not OK.
+ * documented ones and that a reason is given when it is not OK.  A third
+ * of the inputs are also inspected twice more, with and without the atoms'
+ * loop (`differential`): their JSON summaries, statuses and reasons must be
+ * the same byte for byte.
  *
  * Built and run by tests/inspect/fuzz.sh (clang -fsanitize=fuzzer,address,
  * undefined), which meson runs as the test `inspect-fuzz` (suite 'fuzz')
@@ -115,6 +118,80 @@ static void run(const uint8_t *data, size_t size, int sink)
         sertrace_export_destroy(xp);
 }
 
+/* The differential check of the atoms' loop (inspect/emulator.c run_atoms):
+ * the JSON summary, the status and the reason, once as run and once with
+ * SERTRACE_INSPECT_NO_FAST=1 (the general loop alone), streamed from the
+ * first node on for half the inputs (SERTRACE_INSPECT_STREAM_NODES=1,
+ * read with the limits' stream_nodes at 0): any difference is a finding. */
+typedef struct text {
+    char *p;
+    size_t n, cap;
+} text;
+
+static int keep(void *ctx, const char *s, size_t n)
+{
+    text *t = ctx;
+    if (t->n + n > t->cap) {
+        size_t cap = (t->n + n) * 2;
+        char *p = realloc(t->p, cap);
+        if (!p)
+            abort();
+        t->p = p;
+        t->cap = cap;
+    }
+    memcpy(t->p + t->n, s, n);
+    t->n += n;
+    return 0;
+}
+
+static void summary_of(const uint8_t *data, size_t size, text *out)
+{
+    sertrace_core_visitor v;
+    sertrace_summary_opts o = SERTRACE_SUMMARY_OPTS_DEFAULT;
+    sertrace_inspect_limits lim = {64u << 20, 100000, false, 0};
+    sertrace_inspect_result res;
+    sertrace_summary *sum;
+    sertrace_core *core;
+    int rc;
+    o.json = true;
+    o.paths = true;
+    o.oversize_percent = 10.0;
+    sum = sertrace_summary_create(&o, keep, out);
+    if (!sum)
+        abort();
+    sertrace_summary_visitor(sum, &v);
+    core = sertrace_core_create(&v);
+    if (!core)
+        abort();
+    rc = sertrace_inspect_run(data, size, &lim, core, &res);
+    (void)sertrace_core_finish(core);
+    (void)sertrace_summary_finish(sum, sertrace_core_get_stats(core));
+    sertrace_core_destroy(core);
+    sertrace_summary_destroy(sum);
+    keep(out, (const char *)&rc, sizeof rc);
+    if (rc != SERTRACE_INSPECT_OK)
+        keep(out, res.reason, strlen(res.reason));
+}
+
+static void differential(const uint8_t *data, size_t size)
+{
+    text fast = {0}, slow = {0};
+    if (size & 16)
+        setenv("SERTRACE_INSPECT_STREAM_NODES", "1", 1);
+    else
+        unsetenv("SERTRACE_INSPECT_STREAM_NODES");
+    unsetenv("SERTRACE_INSPECT_NO_FAST");
+    summary_of(data, size, &fast);
+    setenv("SERTRACE_INSPECT_NO_FAST", "1", 1);
+    summary_of(data, size, &slow);
+    unsetenv("SERTRACE_INSPECT_NO_FAST");
+    unsetenv("SERTRACE_INSPECT_STREAM_NODES");
+    if (fast.n != slow.n || (fast.n && memcmp(fast.p, slow.p, fast.n) != 0))
+        abort(); /* run_atoms and the general loop disagree */
+    free(fast.p);
+    free(slow.p);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* The emulator reads only [data, data + size): copy into an exact-size
@@ -124,6 +201,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(copy, data, size);
     run(copy, size, (int)(size % 3));
+    if (size % 3 == 1)
+        differential(copy, size);
     free(copy);
     return 0;
 }
