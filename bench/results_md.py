@@ -484,8 +484,8 @@ def section_sinks(sk):
     rec = big.get("nodes") or 0  # per node: a container's record pair, or one atom record
     L.append("Trace: %d dumps of `builtins` at every-object granularity, recorded with `sertrace "
              "record --cmd-only --buffer-size 64M`: %s on disk, %s CTF events (4 KiB record "
-             "batches), %s nodes (schema v7: containers as a record pair each, atoms as one "
-             "short SATOM record each where their fields fit; %s). Each command's output goes to "
+             "batches), %s nodes (schema v8: containers as a record pair each, atoms as one "
+             "tiny TATOM record each where their fields fit; %s). Each command's output goes to "
              "/dev/null; %d interleaved rounds; wall time, and CPU time and peak RSS from `wait4`. "
              "Goal: each sink's wall time ≤ %.2fx `sink.utils.dummy`'s (the verdict: the default "
              "configurations; with 2+ CPUs the sinks run the tree core on a worker thread beside "

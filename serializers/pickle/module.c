@@ -621,7 +621,9 @@ static Py_ssize_t dumps_size_hint;
  * 128 -> 512 -> 2048 slots, 456 entries moved and 43 KiB cleared per dump;
  * 404.6 k -> 353.0 k instructions per dump).  The table sizes, hence the
  * malloc sizes, stay the ones growth reaches; larger tables are never
- * kept, so none above glibc's default mmap threshold (128 KiB) stays. */
+ * kept, so the parked pickler holds at most MEMO_KEEP_MAX slots (2 MiB)
+ * between calls, and the next dump that uses less than a sixth of such a
+ * table drops it. */
 static int memo_worth_keeping(const memo_table *m)
 {
     size_t size = m->mask + 1;
