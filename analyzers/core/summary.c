@@ -1108,6 +1108,19 @@ int sertrace_summary_finish(sertrace_summary *s, const sertrace_core_stats *stat
     return rc < 0 || s->failed ? -1 : 0;
 }
 
+/* Frees every type row, leaving the buckets' heads as they were. */
+static void free_type_totals(sertrace_summary *s)
+{
+    for (size_t i = 0; i < s->types_buckets; i++) {
+        type_total *t = s->types[i];
+        while (t) {
+            type_total *next = t->next;
+            free(t);
+            t = next;
+        }
+    }
+}
+
 void sertrace_summary_destroy(sertrace_summary *s)
 {
     if (!s)
@@ -1122,14 +1135,7 @@ void sertrace_summary_destroy(sertrace_summary *s)
         free_dump_sum(s->free_list);
         s->free_list = next;
     }
-    for (size_t i = 0; i < s->types_buckets; i++) {
-        type_total *t = s->types[i];
-        while (t) {
-            type_total *next = t->next;
-            free(t);
-            t = next;
-        }
-    }
+    free_type_totals(s);
     free(s->types);
     free(s->rows);
     free(s->esc_off);
@@ -1152,14 +1158,7 @@ void sertrace_summary_reset(sertrace_summary *s)
         free_rendered(&s->top[i]);
     s->ntop = 0;
     if (s->ntypes) {
-        for (size_t i = 0; i < s->types_buckets; i++) {
-            type_total *t = s->types[i];
-            while (t) {
-                type_total *next = t->next;
-                free(t);
-                t = next;
-            }
-        }
+        free_type_totals(s);
         memset(s->types, 0, s->types_buckets * sizeof *s->types);
         s->ntypes = 0;
     }
