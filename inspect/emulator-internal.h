@@ -123,6 +123,19 @@ typedef struct memo_entry {
     uint32_t object; /* identity of the object stored (emu_object_of), 0 for an atom */
 } memo_entry;
 
+/* An item pushed by a memo GET (the general step's and the atoms' loop's):
+ * what the PUT recorded of the object. */
+static inline void emu_from_memo(item *it, const memo_entry *m, uint64_t key)
+{
+    it->global = m->global;
+    it->from_memo = true;
+    it->memo_key = key;
+    it->type = m->type;
+    it->text_off = m->text_off;
+    it->text_len = m->text_len;
+    it->enc = m->enc;
+}
+
 /* Streaming (README "Streaming"): a level of the chain of open
  * containers fed before STOP -- the container at stack index `index`, whose
  * group (the items above it, up to the next level's container) is

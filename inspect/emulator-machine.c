@@ -96,18 +96,6 @@ int emu_memo_put(emu *e, const op *o, uint64_t key)
     return 0;
 }
 
-/* An item pushed by a memo GET: what the PUT recorded of the object. */
-static inline void from_memo(item *it, const memo_entry *m, uint64_t key)
-{
-    it->global = m->global;
-    it->from_memo = true;
-    it->memo_key = key;
-    it->type = m->type;
-    it->text_off = m->text_off;
-    it->text_len = m->text_len;
-    it->enc = m->enc;
-}
-
 int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t first,
                  bool after_discard)
 {
@@ -125,7 +113,7 @@ int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t fir
         uint8_t kind = m->kind == IK_GLOBAL ? IK_NODE : m->kind;
         if (!(it = push(e, e->discard_start, e->discard_first, kind, m->tag)))
             return -1;
-        from_memo(it, m, key);
+        emu_from_memo(it, m, key);
         if (e->discard_node != NO_NODE) {
             it->node = e->discard_node;
             it->tag = e->nodes[it->node].tag;
@@ -141,7 +129,7 @@ int emu_memo_get(emu *e, const op *o, uint64_t key, uint64_t start, uint32_t fir
     }
     if (!(it = push(e, start, first, m->kind == IK_GLOBAL ? IK_NODE : m->kind, m->tag)))
         return -1;
-    from_memo(it, m, key);
+    emu_from_memo(it, m, key);
     if (m->kind == IK_NODE || m->kind == IK_GLOBAL) {
         it->kind = IK_NODE;
         it->tag = SERTRACE_TAG_MEMO;

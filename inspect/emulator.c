@@ -1008,12 +1008,7 @@ static inline void put_memo_atom(emu *e, uint64_t start, const memo_entry *m, ui
     it->first_node = e->nnodes;
     it->kind = m->kind;
     it->tag = m->tag;
-    it->from_memo = true;
-    it->memo_key = key;
-    it->type = m->type;
-    it->text_off = m->text_off;
-    it->text_len = m->text_len;
-    it->enc = m->enc;
+    emu_from_memo(it, m, key);
 }
 
 /* A batch run_atoms read without pushing its items (`n` atoms from input
