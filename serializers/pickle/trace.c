@@ -56,8 +56,9 @@
  * reduce-based objects) is "module.qualname" (objdesc's OD_NAME_TRACE),
  * built once per type and dump by od_type_intern(): ~1,100 instructions
  * (the str built by PyUnicode_FromFormat, its UTF-8, a copy), ~35 types a
- * dump of state-16.  Its text is kept here across dumps, in a small
- * direct-mapped table of the process, by type address, with what the name
+ * dump of state-16.  Its text is kept here across dumps, in a direct-mapped
+ * table of the process (512 entries: with 64, the ~45 types and globals of
+ * state-16 collided, ~10 refills a dump), by address, with what the name
  * is made of: for a heap type its ht_qualname and the `__module__` str of
  * its dict (strong references, so an identical pair is an identical
  * text: a type that died and a new one at its address, or a class whose
@@ -65,7 +66,8 @@
  * static type its tp_name pointer.  Only exact str parts are cached (the
  * references dropped on replacement then run no user code); anything else,
  * an exception pending, and the other namings go to od_type_intern(). */
-#define TYPE_NAME_CACHE 64
+#define TYPE_NAME_BITS 9
+#define TYPE_NAME_CACHE (1 << TYPE_NAME_BITS)
 
 static struct type_name_entry {
     PyObject *subject; /* the type named, or the class / function naming itself */
@@ -167,8 +169,8 @@ uint32_t trace_type_intern(pickler *p, PyObject *obj, int naming, const void *ke
         return od_type_intern(p->trace, obj, naming, key);
     int ref = naming == OD_REF_SELF;
     struct type_name_entry *e =
-        &type_names[(((uintptr_t)subject + (uintptr_t)ref) * UINT64_C(0x9E3779B97F4A7C15)) >> 58 &
-                    (TYPE_NAME_CACHE - 1)];
+        &type_names[(((uintptr_t)subject + (uintptr_t)ref) * UINT64_C(0x9E3779B97F4A7C15)) >>
+                    (64 - TYPE_NAME_BITS)];
     const char *tp_name = PyType_Check(subject) ? ((PyTypeObject *)subject)->tp_name : NULL;
     const char *text = e->text;
     if (text == NULL || e->subject != subject || e->ref != ref || e->tp_name != tp_name ||
