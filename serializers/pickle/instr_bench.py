@@ -5,7 +5,11 @@ recording into LTTng at the default granularity, and recording every object
 machine where times are not (bench/README.md's figures are times).
 
     /usr/bin/python3 serializers/pickle/instr_bench.py --build build \\
-        [--configs pickle,dormant,default,all] [--dumps 3] [WORKLOAD ...]
+        [--configs pickle,dormant,default,all] [--dumps 3] [--sim] [WORKLOAD ...]
+
+--sim adds callgrind's cache and branch simulation and prints, per dump,
+Ir, I1 misses, indirect and conditional branch mispredicts and last-level
+write misses (README.md, "Code footprint"); ~20x slower.
 
 Each (workload, configuration) is one `valgrind --tool=callgrind
 --collect-atstart=no` child: it builds the workload, makes two untimed
