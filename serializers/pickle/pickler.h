@@ -741,23 +741,10 @@ void trace_reset_error(pickler *p);
 trace_lbl trace_label_key(pickler *p, const edge *e);
 static inline trace_lbl trace_label(pickler *p, const edge *e)
 {
-    /* Items and dict values by tests, the roles by a table: as a switch
-     * this was a jump table, an indirect branch at each of its inlined
-     * copies per node (valgrind's branch simulation: ~15 k indirect
-     * mispredicts a builtins dump at every object, README "Code
-     * footprint"). */
-    static const uint8_t roles[EDGE_NEW_ARGS + 1] = {
-        [EDGE_ELEMENT] = SERTRACE_ROLE_ELEMENT,
-        [EDGE_STATE] = SERTRACE_ROLE_STATE,
-        [EDGE_STATE_SETTER] = SERTRACE_ROLE_CALLABLE,
-        [EDGE_RECONSTRUCTOR] = SERTRACE_ROLE_CALLABLE,
-        [EDGE_CLASS] = SERTRACE_ROLE_CALLABLE,
-        [EDGE_RECONSTRUCTOR_ARGS] = SERTRACE_ROLE_ARGS,
-        [EDGE_NEW_ARGS] = SERTRACE_ROLE_ARGS,
-    }; /* 0: the root, dict keys, STACK_GLOBAL's names, persistent ids */
-    if (e->kind == EDGE_ITEM)
+    switch (e->kind) {
+    case EDGE_ITEM:
         return (trace_lbl){SERTRACE_LABEL_POS, (uint64_t)e->index};
-    if (e->kind == EDGE_VALUE) {
+    case EDGE_VALUE: {
         const struct label_cache_entry *c = &p->label_cache[label_cache_slot(e->key)][0];
         if (c[0].key == e->key)
             return (trace_lbl){SERTRACE_LABEL_KEY, c[0].index};
@@ -765,8 +752,20 @@ static inline trace_lbl trace_label(pickler *p, const edge *e)
             return (trace_lbl){SERTRACE_LABEL_KEY, c[1].index};
         return trace_label_key(p, e);
     }
-    uint8_t role = roles[e->kind];
-    return (trace_lbl){role != 0 ? SERTRACE_LABEL_ROLE : SERTRACE_LABEL_NONE, role};
+    case EDGE_ELEMENT:
+        return (trace_lbl){SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT};
+    case EDGE_STATE:
+        return (trace_lbl){SERTRACE_LABEL_ROLE, SERTRACE_ROLE_STATE};
+    case EDGE_STATE_SETTER:
+    case EDGE_RECONSTRUCTOR:
+    case EDGE_CLASS:
+        return (trace_lbl){SERTRACE_LABEL_ROLE, SERTRACE_ROLE_CALLABLE};
+    case EDGE_RECONSTRUCTOR_ARGS:
+    case EDGE_NEW_ARGS:
+        return (trace_lbl){SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ARGS};
+    default: /* the root, dict keys, STACK_GLOBAL's names, persistent ids */
+        return TRACE_NO_LABEL;
+    }
 }
 /* Forget the dump's labels (interned keys, hidden key numbers). */
 void trace_labels_end(pickler *p);

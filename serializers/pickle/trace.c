@@ -130,10 +130,9 @@ static int name_parts(PyObject *obj, int naming, PyObject **subject, PyObject **
 
 /* The cold half of trace_type_intern(): the entry's text built (once per
  * type or global and parts), out of line so the hit path stays small. */
-static __attribute__((noinline, cold)) const char *type_name_fill(struct type_name_entry *e,
-                                                                  PyObject *subject, int ref,
-                                                                  PyObject *qualname,
-                                                                  PyObject *module)
+static __attribute__((noinline)) const char *type_name_fill(struct type_name_entry *e,
+                                                            PyObject *subject, int ref,
+                                                            PyObject *qualname, PyObject *module)
 {
     PyObject *full = od_global_name(subject, OD_NAME_TRACE);
     const char *utf8 = full != NULL ? PyUnicode_AsUTF8(full) : NULL;
