@@ -5,7 +5,11 @@ recording into LTTng at the default granularity, and recording every object
 machine where times are not (bench/README.md's figures are times).
 
     /usr/bin/python3 serializers/pickle/instr_bench.py --build build \\
-        [--configs pickle,dormant,default,all] [--dumps 3] [WORKLOAD ...]
+        [--configs pickle,dormant,default,all] [--dumps 3] [--sim] [WORKLOAD ...]
+
+--sim adds callgrind's cache and branch simulation and prints, per dump,
+Ir, I1 misses, indirect and conditional branch mispredicts and last-level
+write misses (README.md, "Code footprint"); ~20x slower.
 
 Each (workload, configuration) is one `valgrind --tool=callgrind
 --collect-atstart=no` child: it builds the workload, makes two untimed
@@ -74,7 +78,8 @@ def measure(args, config, workload, toggle_so, tmp):
         env.pop(k, None)
     if config == "all":
         env["SERTRACE_GRANULARITY"] = "all"
-    cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--callgrind-out-file=" + out,
+    sim = ["--cache-sim=yes", "--branch-sim=yes"] if args.sim else []
+    cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--callgrind-out-file=" + out] + sim + [
            PYTHON, os.path.abspath(__file__), "--child", config, workload, str(args.dumps), toggle_so]
     session = None
     if config in ("default", "all"):
@@ -91,11 +96,16 @@ def measure(args, config, workload, toggle_so, tmp):
         os.makedirs(args.keep, exist_ok=True)
         shutil.copy(out, args.keep)
     total = None
+    events = ["Ir"]
     with open(out) as f:
         for line in f:
+            if line.startswith("events:"):
+                events = line.split()[1:]
             if line.startswith(("summary:", "totals:")):
-                total = int(line.split()[1])
-    return total / args.dumps
+                total = dict(zip(events, (int(v) for v in line.split()[1:])))
+    if args.sim:
+        return {k: v / args.dumps for k, v in total.items()}
+    return total["Ir"] / args.dumps
 
 
 def main(argv):
@@ -107,6 +117,9 @@ def main(argv):
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--dumps", type=int, default=3)
     ap.add_argument("--shared-sessiond", action="store_true")
+    ap.add_argument("--sim", action="store_true",
+                    help="callgrind's cache and branch simulation: print I1 misses, indirect and "
+                    "conditional branch mispredicts and LL write misses per dump (k) besides Ir")
     ap.add_argument("--keep", help="copy each callgrind output file into this directory "
                     "(callgrind_annotate FILE)")
     ap.add_argument("workloads", nargs="*", default=["builtins", "state-16", "instances"])
@@ -140,6 +153,14 @@ def main(argv):
                                 + "   (instructions per dump, M; ratio to pickle)"))
             for w in args.workloads:
                 counts = {c: measure(args, c, w, toggle_so, tmp) for c in configs}
+                if args.sim:
+                    for c in configs:
+                        d = counts[c]
+                        print("%-16s %-8s Ir %.3f M  I1mr %.1f k  Bim %.2f k  Bcm %.1f k  "
+                              "DLmw %.2f k" % (w, c, d.get("Ir", 0) / 1e6, d.get("I1mr", 0) / 1e3,
+                                               d.get("Bim", 0) / 1e3, d.get("Bcm", 0) / 1e3,
+                                               d.get("DLmw", 0) / 1e3), flush=True)
+                    continue
                 cells = []
                 for c in configs:
                     cell = "%.2f" % (counts[c] / 1e6)

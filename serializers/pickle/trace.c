@@ -56,8 +56,9 @@
  * reduce-based objects) is "module.qualname" (objdesc's OD_NAME_TRACE),
  * built once per type and dump by od_type_intern(): ~1,100 instructions
  * (the str built by PyUnicode_FromFormat, its UTF-8, a copy), ~35 types a
- * dump of state-16.  Its text is kept here across dumps, in a small
- * direct-mapped table of the process, by type address, with what the name
+ * dump of state-16.  Its text is kept here across dumps, in a direct-mapped
+ * table of the process (512 entries: with 64, the ~45 types and globals of
+ * state-16 collided, ~10 refills a dump), by address, with what the name
  * is made of: for a heap type its ht_qualname and the `__module__` str of
  * its dict (strong references, so an identical pair is an identical
  * text: a type that died and a new one at its address, or a class whose
@@ -65,12 +66,14 @@
  * static type its tp_name pointer.  Only exact str parts are cached (the
  * references dropped on replacement then run no user code); anything else,
  * an exception pending, and the other namings go to od_type_intern(). */
-#define TYPE_NAME_CACHE 64
+#define TYPE_NAME_BITS 9
+#define TYPE_NAME_CACHE (1 << TYPE_NAME_BITS)
 
 static struct type_name_entry {
-    PyTypeObject *type;
+    PyObject *subject; /* the type named, or the class / function naming itself */
     const char *tp_name;
     PyObject *qualname, *module; /* strong; NULL for a static type */
+    int ref;                     /* OD_REF_SELF's "class "/"function " prefix */
     char *text;
 } type_names[TYPE_NAME_CACHE];
 
@@ -97,39 +100,85 @@ static int type_name_parts(PyTypeObject *t, PyObject **qualname, PyObject **modu
     return 1;
 }
 
+/* The parts of what names `obj` (naming): its type (OD_BY_TYPE), or the
+ * class or Python function itself (OD_BY_SELF, OD_REF_SELF: a class or
+ * function as a global, ~11 a dump of state-16, each ~2,000 instructions
+ * through od_type_intern's PyUnicode_FromFormat and snprintf).  A function's
+ * parts are its __qualname__ and __module__ fields (exact str or a NULL
+ * module), held like a heap type's, so a function that died and a new one
+ * at its address with the same parts has the same text.  Builtin functions
+ * and anything else: 0 (objdesc). */
+static int name_parts(PyObject *obj, int naming, PyObject **subject, PyObject **qualname,
+                      PyObject **module)
+{
+    if (naming == OD_BY_TYPE || PyType_Check(obj)) {
+        PyTypeObject *t = naming == OD_BY_TYPE ? Py_TYPE(obj) : (PyTypeObject *)obj;
+        *subject = (PyObject *)t;
+        return type_name_parts(t, qualname, module);
+    }
+    if (!PyFunction_Check(obj))
+        return 0;
+    PyFunctionObject *f = (PyFunctionObject *)obj;
+    if (f->func_qualname == NULL || !PyUnicode_CheckExact(f->func_qualname) ||
+        (f->func_module != NULL && !PyUnicode_CheckExact(f->func_module)))
+        return 0;
+    *subject = obj;
+    *qualname = f->func_qualname;
+    *module = f->func_module;
+    return 1;
+}
+
+/* The cold half of trace_type_intern(): the entry's text built (once per
+ * type or global and parts), out of line so the hit path stays small. */
+static __attribute__((noinline)) const char *type_name_fill(struct type_name_entry *e,
+                                                            PyObject *subject, int ref,
+                                                            PyObject *qualname, PyObject *module)
+{
+    PyObject *full = od_global_name(subject, OD_NAME_TRACE);
+    const char *utf8 = full != NULL ? PyUnicode_AsUTF8(full) : NULL;
+    const char *prefix = !ref ? "" : PyType_Check(subject) ? "class " : "function ";
+    /* od_type_intern's text: at most 511 bytes (its snprintf buffer). */
+    size_t plen = strlen(prefix), len = utf8 != NULL ? strnlen(utf8, 511 - plen) : 0;
+    char *text = utf8 != NULL ? PyMem_RawMalloc(plen + len + 1) : NULL;
+    PyErr_Clear();
+    if (text == NULL) {
+        Py_XDECREF(full);
+        return NULL;
+    }
+    memcpy(text, prefix, plen);
+    memcpy(text + plen, utf8, len);
+    text[plen + len] = '\0';
+    Py_DECREF(full);
+    PyMem_RawFree(e->text);
+    e->text = text;
+    e->subject = subject;
+    e->tp_name = PyType_Check(subject) ? ((PyTypeObject *)subject)->tp_name : NULL;
+    e->ref = ref;
+    Py_XINCREF(qualname);
+    Py_XINCREF(module);
+    Py_XSETREF(e->qualname, qualname);
+    Py_XSETREF(e->module, module);
+    return text;
+}
+
 uint32_t trace_type_intern(pickler *p, PyObject *obj, int naming, const void *key)
 {
-    PyTypeObject *t = Py_TYPE(obj);
-    PyObject *qualname, *module;
-    if (naming != OD_BY_TYPE || PyErr_Occurred() || !type_name_parts(t, &qualname, &module))
+    PyObject *subject, *qualname, *module;
+    if (PyErr_Occurred() || !name_parts(obj, naming, &subject, &qualname, &module))
         return od_type_intern(p->trace, obj, naming, key);
+    int ref = naming == OD_REF_SELF;
     struct type_name_entry *e =
-        &type_names[((uintptr_t)t * UINT64_C(0x9E3779B97F4A7C15)) >> 58 & (TYPE_NAME_CACHE - 1)];
-    if (e->text == NULL || e->type != t || e->tp_name != t->tp_name || e->qualname != qualname ||
-        e->module != module) {
-        PyObject *full = od_global_name((PyObject *)t, OD_NAME_TRACE);
-        const char *utf8 = full != NULL ? PyUnicode_AsUTF8(full) : NULL;
-        /* od_type_intern's text: at most 511 bytes (its snprintf buffer). */
-        size_t len = utf8 != NULL ? strnlen(utf8, 511) : 0;
-        char *text = utf8 != NULL ? PyMem_RawMalloc(len + 1) : NULL;
-        PyErr_Clear();
-        if (text == NULL) {
-            Py_XDECREF(full);
+        &type_names[(((uintptr_t)subject + (uintptr_t)ref) * UINT64_C(0x9E3779B97F4A7C15)) >>
+                    (64 - TYPE_NAME_BITS)];
+    const char *tp_name = PyType_Check(subject) ? ((PyTypeObject *)subject)->tp_name : NULL;
+    const char *text = e->text;
+    if (text == NULL || e->subject != subject || e->ref != ref || e->tp_name != tp_name ||
+        e->qualname != qualname || e->module != module) {
+        text = type_name_fill(e, subject, ref, qualname, module);
+        if (text == NULL)
             return od_type_intern(p->trace, obj, naming, key);
-        }
-        memcpy(text, utf8, len);
-        text[len] = '\0';
-        Py_DECREF(full);
-        PyMem_RawFree(e->text);
-        e->text = text;
-        e->type = t;
-        e->tp_name = t->tp_name;
-        Py_XINCREF(qualname);
-        Py_XINCREF(module);
-        Py_XSETREF(e->qualname, qualname);
-        Py_XSETREF(e->module, module);
     }
-    return sertrace_type(p->trace, key, e->text);
+    return sertrace_type(p->trace, key, text);
 }
 
 /* A node without children, written from `pos` to the current position:

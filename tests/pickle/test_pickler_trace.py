@@ -563,3 +563,55 @@ def test_type_names_cached_across_dumps_follow_the_type(tmp_path):
     expected = ["__main__.Thing", "__main__.Renamed", "elsewhere.Renamed"]
     expected += ["mod%d.Fresh%d" % (i, i) for i in range(40)]
     assert names == expected, names
+
+
+GLOBAL_NAMES_CHILD = r'''
+    import gc, sys, types, sertrace
+
+    def fn():
+        pass
+
+    class K:
+        pass
+
+    elsewhere = sys.modules["elsewhere"] = types.ModuleType("elsewhere")
+    sertrace.dumps([fn, K, fn, K], 4)
+    fn.__qualname__ = K.__qualname__ = "Renamed"
+    Renamed = fn
+    sertrace.dumps([fn, fn], 4)
+    Renamed = K
+    sertrace.dumps([K, K], 4)
+    fn.__module__ = K.__module__ = "elsewhere"
+    elsewhere.Renamed = fn
+    sertrace.dumps([fn, fn], 4)
+    elsewhere.Renamed = K
+    sertrace.dumps([K, K], 4)
+    for i in range(40):           # functions die, new ones may take their addresses
+        f = types.FunctionType(fn.__code__, {})
+        f.__module__, f.__qualname__ = "elsewhere", "f%d" % i
+        setattr(elsewhere, "f%d" % i, f)
+        sertrace.dumps([f, f], 4)
+        delattr(elsewhere, "f%d" % i)
+        del f
+        gc.collect()
+    print("[]")
+'''
+
+
+def test_global_names_cached_across_dumps_follow_the_object(tmp_path):
+    """The names of classes and functions saved as globals (named by
+    themselves, and their memo references) are kept across dumps too
+    (trace.c, trace_type_intern): a reassigned __qualname__ or __module__,
+    and new functions made where dead ones were, are named by what they are
+    now."""
+    _, text = run_script(tmp_path, GLOBAL_NAMES_CHILD, granularity="all")
+    names = re.findall(r"(?:F\d|T\d|Mo): <((?:ref )?(?:function|class) '?[\w.]+)", text)
+    expected = ["function __main__.fn", "class '__main__.K", "ref function __main__.fn",
+                "ref class '__main__.K"]
+    expected += ["function __main__.Renamed", "ref function __main__.Renamed"]
+    expected += ["class '__main__.Renamed", "ref class '__main__.Renamed"]
+    expected += ["function elsewhere.Renamed", "ref function elsewhere.Renamed"]
+    expected += ["class 'elsewhere.Renamed", "ref class 'elsewhere.Renamed"]
+    for i in range(40):
+        expected += ["function elsewhere.f%d" % i, "ref function elsewhere.f%d" % i]
+    assert names == expected, names
