@@ -478,7 +478,7 @@ Test(atom, varints_of_every_length_round_trip)
                           vals[i] >> 1, (vals[i] >> 1) + (vals[(i + 2) % n] >> 1));
     sertrace_dump_end(d, 0, SERTRACE_STATUS_OK);
     cr_assert_gt(cap.nbatch, 1);
-    size_t seen = 0, tatoms = 0, far = 0; /* far: from base.far or whole */
+    size_t seen = 0, tatoms = 0;
     for (size_t k = 0; k < cap.nbatch; k++) {
         const uint8_t *p = cap.bytes + cap.batch[k].off, *e = p + cap.batch[k].len;
         uint64_t base_addr = 0, base_pos = 0, base_far = 0; /* v6/v8 deltas: per batch */
@@ -501,7 +501,6 @@ Test(atom, varints_of_every_length_round_trip)
                 if (op & SERTRACE_REC_TATOM_WIDE)
                     daddr = (int32_t)(u | (uint32_t)p[7] << 16 | (uint32_t)p[8] << 24);
                 uint64_t *base = (op & SERTRACE_REC_TATOM_FAR) ? &base_far : &base_addr;
-                far += (op & SERTRACE_REC_TATOM_FAR) != 0;
                 uint64_t addr = *base + (uint64_t)daddr;
                 cr_expect_eq(addr, vals[i], "addr of record %zu", seen);
                 p += (op & SERTRACE_REC_TATOM_WIDE) ? 9 : 7;
