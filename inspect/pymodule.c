@@ -630,21 +630,45 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* The module's caches (the spare capture, str_cache) are the process's;
+ * they go when the last module object dies (module_free()), and are made
+ * again on use.  Single-phase init with m_size 0, so that the import
+ * system runs PyInit__inspect for each new module object (a re-import
+ * after `del sys.modules[...]`, a Python initialized again after
+ * Py_Finalize) and calls m_free for each one that dies, at the latest
+ * during finalization: observed on 3.11, 3.12.1 and 3.13.0 (with m_size
+ * -1, a re-import copies the first module's dict without PyInit, and 3.11
+ * and 3.12 never call m_free).  serializers/pickle/module.c does the same;
+ * tests/pickle/test_module_reinit.py checks both. */
+static Py_ssize_t live_modules;
+
+static void module_free(void *module)
+{
+    (void)module;
+    if (--live_modules > 0)
+        return;
+    for (size_t i = 0; i < KEY_SLOTS; i++)
+        Py_CLEAR(str_cache[i]);
+    if (spare_capture) {
+        drop_capture(spare_capture);
+        spare_capture = NULL;
+    }
+}
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    "sertrace._inspect",
-    "The pickle emulator of `sertrace inspect` (see sertrace.inspect).",
-    -1,
-    methods,
-    NULL,
-    NULL,
-    NULL,
-    NULL,
+    .m_name = "sertrace._inspect",
+    .m_doc = "The pickle emulator of `sertrace inspect` (see sertrace.inspect).",
+    .m_size = 0,
+    .m_methods = methods,
+    .m_free = module_free,
 };
 
 PyMODINIT_FUNC PyInit__inspect(void)
 {
     PyObject *m = PyModule_Create(&module);
+    if (m)
+        live_modules++; /* module_free() runs when m dies, on the error path below too */
     if (m && (PyModule_AddIntConstant(m, "OK", SERTRACE_INSPECT_OK) < 0 ||
               PyModule_AddIntConstant(m, "MALFORMED", SERTRACE_INSPECT_MALFORMED) < 0 ||
               PyModule_AddIntConstant(m, "LIMIT", SERTRACE_INSPECT_LIMIT) < 0)) {

@@ -13,6 +13,20 @@
 
 pickle_globals G;
 
+/* The Pickler type, made by the module's init (NULL before it and after
+ * the state is released at interpreter finalization: module_free()). */
+static PyTypeObject *pickler_type;
+
+/* 0, or -1 with RuntimeError when the module's state was released (a
+ * Pickler kept past the interpreter's finalization of the module). */
+static int state_ready(void)
+{
+    if (pickler_type != NULL)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, "sertrace._native was finalized");
+    return -1;
+}
+
 /* ---- object lifetime ------------------------------------------------- */
 
 static pickler *pickler_alloc(PyTypeObject *type)
@@ -38,6 +52,8 @@ static PyObject *pickler_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
 {
     (void)args;
     (void)kwds;
+    if (state_ready() < 0)
+        return NULL;
     return (PyObject *)pickler_alloc(type);
 }
 
@@ -151,7 +167,8 @@ static int pickler_tp_init(pickler *p, PyObject *args, PyObject *kwds)
     PyObject *file, *protocol = Py_None, *buffer_callback = Py_None;
     int fix_imports = 1;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OpO:Pickler", kwlist, &file, &protocol,
+    if (state_ready() < 0 ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "O|OpO:Pickler", kwlist, &file, &protocol,
                                      &fix_imports, &buffer_callback))
         return -1;
     if (p->dumping) {
@@ -178,6 +195,8 @@ static int pickler_tp_init(pickler *p, PyObject *args, PyObject *kwds)
 
 static PyObject *pickler_dump_method(pickler *p, PyObject *obj)
 {
+    if (state_ready() < 0)
+        return NULL;
     if (p->write == NULL) {
         PyErr_Format(G.PicklingError, "Pickler.__init__() was not called by %s.__init__()",
                      Py_TYPE(p)->tp_name);
@@ -279,8 +298,7 @@ typedef struct {
 /* Both types are heap types (PyType_FromSpec, immutable), as _pickle's are
  * since 3.10: test_pickle's HeapTypesTests (3.12+) checks that the GC
  * tracks them and that they cannot be changed.  Created by the module's
- * init; the module is single-phase, so the types live as long as the
- * process. */
+ * init and kept until the interpreter finalizes the module (module_free()). */
 static PyTypeObject *memo_proxy_type;
 
 static void memo_proxy_dealloc(memo_proxy *m)
@@ -348,6 +366,8 @@ static PyType_Spec memo_proxy_spec = {
 static PyObject *pickler_get_memo(pickler *p, void *closure)
 {
     (void)closure;
+    if (state_ready() < 0)
+        return NULL;
     /* GC types are tracked by the generic allocator. */
     memo_proxy *m = (memo_proxy *)PyType_GenericAlloc(memo_proxy_type, 0);
     if (m != NULL)
@@ -485,8 +505,6 @@ static PyType_Spec pickler_spec = {
         Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
     .slots = pickler_slots,
 };
-
-static PyTypeObject *pickler_type;
 
 /* ---- module functions ------------------------------------------------ */
 
@@ -756,12 +774,69 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* ---- the module's lifetime ---------------------------------------------- */
+
+/* The module is single-phase init and its state is the process's (G, the
+ * two types, the spare pickler, trace.c's type names), with m_size 0: the
+ * import system then runs PyInit__native for each new module object and
+ * calls module_free() when one dies.  Observed on 3.11, 3.12.1 and 3.13.0
+ * (tests/pickle/test_module_reinit.py): with m_size -1, a re-import after
+ * `del sys.modules[...]` copies the first module's dict without running
+ * PyInit, and m_free is never called on 3.11 and 3.12, not even at exit;
+ * with 0, PyInit runs again at the re-import and after Py_Finalize +
+ * Py_Initialize, and m_free runs for every module object, at the latest
+ * during finalization.  live_modules counts the module objects.  When the
+ * last one dies the caches go (the spare pickler and the size hint,
+ * trace.c's type names: made again on use); when that happens during the
+ * interpreter's finalization, the rest goes too (G's strings and imports,
+ * the types), so that an embedder who finalizes and initializes Python
+ * again gets a fresh state, not the dead interpreter's objects.  Outside
+ * finalization G and the types stay: a Pickler or a function of a module
+ * object that was dropped from sys.modules keeps working, and a re-import
+ * reuses them.  A Pickler used after the finalization released them
+ * raises RuntimeError (state_ready()).  Subinterpreters share the
+ * process's state, as before (single-phase modules are refused by
+ * isolated subinterpreters from 3.12). */
+static Py_ssize_t live_modules;
+
+static int interpreter_finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
+static void release_caches(void)
+{
+    pickler *spare = spare_pickler;
+    spare_pickler = NULL;
+    dumps_size_hint = 0;
+    Py_XDECREF(spare);
+    trace_names_release();
+}
+
+static void release_state(void);
+
+static void module_free(void *module)
+{
+    (void)module;
+    if (--live_modules > 0)
+        return;
+    if (interpreter_finalizing())
+        release_state();
+    else
+        release_caches();
+}
+
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "sertrace._native",
     .m_doc = "sertrace's C pickler: byte-identical to pickle, traced through libsertrace.",
-    .m_size = -1,
+    .m_size = 0,
     .m_methods = module_methods,
+    .m_free = module_free,
 };
 
 static PyObject *import_attr(const char *module_name, const char *attr)
@@ -775,55 +850,69 @@ static PyObject *import_attr(const char *module_name, const char *attr)
     return res;
 }
 
+/* G's interned attribute names and imported objects. */
+static const struct {
+    PyObject **slot;
+    const char *text;
+} global_names[] = {
+    {&G.s_write, "write"},
+    {&G.s_persistent_id, "persistent_id"},
+    {&G.s_dispatch_table, "dispatch_table"},
+    {&G.s_reducer_override, "reducer_override"},
+    {&G.s_reduce_ex, "__reduce_ex__"},
+    {&G.s_reduce, "__reduce__"},
+    {&G.s_qualname, "__qualname__"},
+    {&G.s_name, "__name__"},
+    {&G.s_module, "__module__"},
+    {&G.s_class, "__class__"},
+    {&G.s_new, "__new__"},
+    {&G.s_newobj, "__newobj__"},
+    {&G.s_newobj_ex, "__newobj_ex__"},
+    {&G.s_items, "items"},
+    {&G.s_latin1, "latin1"},
+    {&G.s_main, "__main__"},
+    {&G.s_modules, "modules"},
+    {&G.s_locals, "<locals>"},
+    {&G.s_dot, "."},
+    {&G.s_add_note, "add_note"},
+    {&G.s_bit_length, "bit_length"},
+    {&G.s_to_bytes, "to_bytes"},
+    {&G.s_little, "little"},
+};
+
+static const struct {
+    PyObject **slot;
+    const char *module, *attr;
+} global_imports[] = {
+    {&G.PickleError, "pickle", "PickleError"},
+    {&G.PicklingError, "pickle", "PicklingError"},
+    {&G.dispatch_table, "copyreg", "dispatch_table"},
+    {&G.extension_registry, "copyreg", "_extension_registry"},
+    {&G.name_mapping_3to2, "_compat_pickle", "REVERSE_NAME_MAPPING"},
+    {&G.import_mapping_3to2, "_compat_pickle", "REVERSE_IMPORT_MAPPING"},
+    {&G.codecs_encode, "codecs", "encode"},
+    {&G.getattr, "builtins", "getattr"},
+    {&G.partial, "functools", "partial"},
+};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
 static int init_globals(void)
 {
-    struct {
-        PyObject **slot;
-        const char *text;
-    } names[] = {
-        {&G.s_write, "write"},
-        {&G.s_persistent_id, "persistent_id"},
-        {&G.s_dispatch_table, "dispatch_table"},
-        {&G.s_reducer_override, "reducer_override"},
-        {&G.s_reduce_ex, "__reduce_ex__"},
-        {&G.s_reduce, "__reduce__"},
-        {&G.s_qualname, "__qualname__"},
-        {&G.s_name, "__name__"},
-        {&G.s_module, "__module__"},
-        {&G.s_class, "__class__"},
-        {&G.s_new, "__new__"},
-        {&G.s_newobj, "__newobj__"},
-        {&G.s_newobj_ex, "__newobj_ex__"},
-        {&G.s_items, "items"},
-        {&G.s_latin1, "latin1"},
-        {&G.s_main, "__main__"},
-        {&G.s_modules, "modules"},
-        {&G.s_locals, "<locals>"},
-        {&G.s_dot, "."},
-        {&G.s_add_note, "add_note"},
-        {&G.s_bit_length, "bit_length"},
-        {&G.s_to_bytes, "to_bytes"},
-        {&G.s_little, "little"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        *names[i].slot = PyUnicode_InternFromString(names[i].text);
-        if (*names[i].slot == NULL)
+    for (size_t i = 0; i < COUNT(global_names); i++) {
+        *global_names[i].slot = PyUnicode_InternFromString(global_names[i].text);
+        if (*global_names[i].slot == NULL)
             return -1;
     }
     /* Borrowed: object's type dict holds it for the interpreter's life.
      * Through the type lookup, not tp_dict: from 3.12 a static builtin
      * type's tp_dict is NULL (its dict lives in the interpreter state). */
     G.class_descr = _PyType_Lookup(&PyBaseObject_Type, G.s_class);
-    if ((G.PickleError = import_attr("pickle", "PickleError")) == NULL ||
-        (G.PicklingError = import_attr("pickle", "PicklingError")) == NULL ||
-        (G.dispatch_table = import_attr("copyreg", "dispatch_table")) == NULL ||
-        (G.extension_registry = import_attr("copyreg", "_extension_registry")) == NULL ||
-        (G.name_mapping_3to2 = import_attr("_compat_pickle", "REVERSE_NAME_MAPPING")) == NULL ||
-        (G.import_mapping_3to2 = import_attr("_compat_pickle", "REVERSE_IMPORT_MAPPING")) == NULL ||
-        (G.codecs_encode = import_attr("codecs", "encode")) == NULL ||
-        (G.getattr = import_attr("builtins", "getattr")) == NULL ||
-        (G.partial = import_attr("functools", "partial")) == NULL)
-        return -1;
+    for (size_t i = 0; i < COUNT(global_imports); i++) {
+        *global_imports[i].slot = import_attr(global_imports[i].module, global_imports[i].attr);
+        if (*global_imports[i].slot == NULL)
+            return -1;
+    }
     if (!PyDict_CheckExact(G.dispatch_table) || !PyDict_CheckExact(G.extension_registry) ||
         !PyDict_CheckExact(G.name_mapping_3to2) || !PyDict_CheckExact(G.import_mapping_3to2)) {
         PyErr_SetString(PyExc_RuntimeError, "copyreg / _compat_pickle tables must be dicts");
@@ -832,20 +921,41 @@ static int init_globals(void)
     return 0;
 }
 
+/* Everything init_state() made (module_free() at finalization, or a
+ * failed init). */
+static void release_state(void)
+{
+    release_caches();
+    Py_CLEAR(pickler_type);
+    Py_CLEAR(memo_proxy_type);
+    for (size_t i = 0; i < COUNT(global_names); i++)
+        Py_CLEAR(*global_names[i].slot);
+    for (size_t i = 0; i < COUNT(global_imports); i++)
+        Py_CLEAR(*global_imports[i].slot);
+    G.class_descr = NULL;
+}
+
+/* G and the types; pickler_type, made last, says it is done. */
+static int init_state(void)
+{
+    if (init_globals() < 0 ||
+        (memo_proxy_type = (PyTypeObject *)PyType_FromSpec(&memo_proxy_spec)) == NULL ||
+        (pickler_type = (PyTypeObject *)PyType_FromSpec(&pickler_spec)) == NULL) {
+        release_state();
+        return -1;
+    }
+    return 0;
+}
+
 PyMODINIT_FUNC PyInit__native(void)
 {
     PyObject *m;
-    if (init_globals() < 0)
-        return NULL;
-    if (pickler_type == NULL &&
-        (pickler_type = (PyTypeObject *)PyType_FromSpec(&pickler_spec)) == NULL)
-        return NULL;
-    if (memo_proxy_type == NULL &&
-        (memo_proxy_type = (PyTypeObject *)PyType_FromSpec(&memo_proxy_spec)) == NULL)
+    if (pickler_type == NULL && init_state() < 0)
         return NULL;
     m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;
+    live_modules++; /* module_free() runs when m dies, on the error path below too */
     if (PyModule_AddObjectRef(m, "Pickler", (PyObject *)pickler_type) < 0 ||
         PyModule_AddObjectRef(m, "PickleError", G.PickleError) < 0 ||
         PyModule_AddObjectRef(m, "PicklingError", G.PicklingError) < 0 ||

@@ -718,6 +718,8 @@ static inline void trace_index_remember(pickler *p, const void *key, uint32_t in
 /* od_type_intern() with the names of types named by their type cached
  * across dumps (trace.c). */
 uint32_t trace_type_intern(pickler *p, PyObject *obj, int naming, const void *key);
+/* Empty that cache (the module's release, module.c: module_free()). */
+void trace_names_release(void);
 /* A node that has no children, written from `pos` to the current output
  * position (ATOM record); `failed`: left open as a failed node instead. */
 void trace_leaf(pickler *p, uint8_t tag, PyObject *obj, int key_kind, uint64_t pos, int failed,

@@ -181,6 +181,17 @@ uint32_t trace_type_intern(pickler *p, PyObject *obj, int naming, const void *ke
     return sertrace_type(p->trace, key, text);
 }
 
+void trace_names_release(void)
+{
+    for (size_t i = 0; i < TYPE_NAME_CACHE; i++) {
+        struct type_name_entry *e = &type_names[i];
+        PyMem_RawFree(e->text);
+        Py_CLEAR(e->qualname);
+        Py_CLEAR(e->module);
+        memset(e, 0, sizeof *e);
+    }
+}
+
 /* A node without children, written from `pos` to the current position:
  * one ATOM record.  `failed`: writing it failed, so it is an ENTER left
  * open like any failed node (same tree as before the ATOM record). */
