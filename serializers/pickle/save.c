@@ -436,8 +436,11 @@ static inline __attribute__((always_inline)) nested_saver nested_saver_of(PyType
 
 /* Everything but the atoms: a memo hit is a GET; str and bytes contain
  * nothing and take no recursion level; the rest go to their nested saver. */
-/* save_memoizable() once obj's memo lookup found `slot` empty. */
-static inline int save_unmemoized(pickler *p, PyObject *obj, memo_entry *slot)
+/* save_memoizable() once obj's memo lookup found `slot` empty.  One copy,
+ * out of line: save_memoizable() and the traced step both jump here
+ * (issue 11 item 5, code footprint: inline it was a second copy of the
+ * dispatch in the traced step). */
+static __attribute__((noinline)) int save_unmemoized(pickler *p, PyObject *obj, memo_entry *slot)
 {
     PyTypeObject *type = Py_TYPE(obj);
     if (type == &PyUnicode_Type)
@@ -531,6 +534,29 @@ static inline __attribute__((always_inline)) void atom_leaf(pickler *p, uint8_t 
                        lbl.value);
 }
 
+/* save_object() for the steps other than the dormant inline one (the
+ * traced step, persistent ids): one copy, out of line (issue 11 item 5,
+ * code footprint: inline, the atoms' savers were copied into each). */
+static __attribute__((noinline)) int save_object_out(pickler *p, PyObject *obj)
+{
+    return save_object(p, obj);
+}
+
+/* An atom just written (status: its saver's): its ATOM record, or its
+ * failure remembered.  One copy, out of line, for every atom step (issue 11
+ * item 5, code footprint: inline, the label switch and the record encoder
+ * were copied into each of the five atom branches of save_child_atoms()
+ * and into save_child_slow()). */
+static inline __attribute__((always_inline)) int atom_done(pickler *p, uint8_t tag, PyObject *obj,
+                                                           int slot, uint64_t length, uint64_t pos,
+                                                           int status, const edge *e)
+{
+    atom_leaf(p, tag, obj, slot, length, pos, status < 0, e);
+    if (__builtin_expect(status < 0, 0))
+        trace_failed(p, obj, tag);
+    return status;
+}
+
 static inline __attribute__((always_inline)) int traced_atom(pickler *p, PyObject *obj,
                                                              const edge *e, int *status)
 {
@@ -550,7 +576,7 @@ static inline __attribute__((always_inline)) int traced_atom(pickler *p, PyObjec
             tag = SERTRACE_TAG_ATOM;
             slot = obj == Py_None ? 4 : 5;
         }
-        *status = save_object(p, obj);
+        *status = save_object_out(p, obj);
     } else if (type == &PyUnicode_Type || (type == &PyBytes_Type && p->proto >= 3)) {
         memo_entry *mslot = memo_slot_(&p->memo, obj);
         if (type == &PyUnicode_Type) {
@@ -573,9 +599,7 @@ static inline __attribute__((always_inline)) int traced_atom(pickler *p, PyObjec
     } else {
         return 1;
     }
-    atom_leaf(p, tag, obj, slot, length, pos, *status < 0, e);
-    if (*status < 0)
-        trace_failed(p, obj, tag);
+    *status = atom_done(p, tag, obj, slot, length, pos, *status, e);
     return 0;
 }
 
@@ -596,46 +620,52 @@ static int traced_object(pickler *p, PyObject *obj, const edge *e)
  * here, in a function small enough to cost few saved registers (the
  * every-object hot path: most nodes are atoms); anything else takes the
  * general traced step. */
-static inline __attribute__((always_inline)) int atom_done(pickler *p, uint8_t tag, PyObject *obj,
-                                                           int slot, uint64_t length, uint64_t pos,
-                                                           int status, const edge *e)
-{
-    atom_leaf(p, tag, obj, slot, length, pos, status < 0, e);
-    if (__builtin_expect(status < 0, 0))
-        trace_failed(p, obj, tag);
-    return status;
-}
-
 int save_child_atoms(pickler *p, PyObject *obj, const edge *e)
 {
     if (output_opcode_boundary(p) < 0)
         return -1;
     /* traced_atom()'s cases one by one, each a straight path (as one
-     * chain of tests they cost more per atom). */
+     * chain of tests they cost more per atom), joining for the record:
+     * one copy of the label step and the record encoder (issue 11 item
+     * 5, code footprint: a copy in each branch was ~4 KiB of code). */
     PyTypeObject *type = Py_TYPE(obj);
     uint64_t pos = output_pos(p);
-    if (type == &PyLong_Type)
-        return atom_done(p, SERTRACE_TAG_INT, obj, 0, 0, pos, save_int(p, obj), e);
-    if (type == &PyUnicode_Type) {
+    uint64_t length = 0;
+    uint8_t tag;
+    int slot, status;
+    if (type == &PyLong_Type) {
+        tag = SERTRACE_TAG_INT;
+        slot = 0;
+        status = save_int(p, obj);
+    } else if (type == &PyUnicode_Type) {
         memo_entry *mslot = memo_slot_(&p->memo, obj);
-        uint64_t length = (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
-        if (mslot->key != NULL)
-            return atom_done(p, SERTRACE_TAG_MEMO, obj, 2, length, pos,
-                             emit_memo_get(p, mslot->value), e);
-        return atom_done(p, SERTRACE_TAG_STR, obj, 2, length, pos, save_str(p, obj, mslot), e);
+        length = (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
+        slot = 2;
+        if (mslot->key != NULL) {
+            tag = SERTRACE_TAG_MEMO;
+            status = emit_memo_get(p, mslot->value);
+        } else {
+            tag = SERTRACE_TAG_STR;
+            status = save_str(p, obj, mslot);
+        }
+    } else if (type == &PyFloat_Type) {
+        tag = SERTRACE_TAG_FLOAT;
+        slot = 1;
+        status = save_float(p, obj);
+    } else if (obj == Py_None || type == &PyBool_Type) {
+        tag = SERTRACE_TAG_ATOM;
+        slot = obj == Py_None ? 4 : 5;
+        status = save_object_out(p, obj);
+    } else {
+        /* bytes, and every other object: the general step (its boundary
+         * check finds the boundary done).  The node's step is inline there:
+         * as a function of its own, called from there and from here, it cost
+         * the default granularity a call per node (builtins 18.49 -> 18.81 M
+         * instructions per dump); this way containers pay that call at
+         * every-object granularity instead (27.53 -> 27.89 M). */
+        return save_child_slow(p, obj, e);
     }
-    if (type == &PyFloat_Type)
-        return atom_done(p, SERTRACE_TAG_FLOAT, obj, 1, 0, pos, save_float(p, obj), e);
-    if (obj == Py_None || type == &PyBool_Type)
-        return atom_done(p, SERTRACE_TAG_ATOM, obj, obj == Py_None ? 4 : 5, 0, pos,
-                         save_object(p, obj), e);
-    /* bytes, and every other object: the general step (its boundary
-     * check finds the boundary done).  The node's step is inline there:
-     * as a function of its own, called from there and from here, it cost
-     * the default granularity a call per node (builtins 18.49 -> 18.81 M
-     * instructions per dump); this way containers pay that call at
-     * every-object granularity instead (27.53 -> 27.89 M). */
-    return save_child_slow(p, obj, e);
+    return atom_done(p, tag, obj, slot, length, pos, status, e);
 }
 
 /* traced_object() for an object that is no atom node. */
@@ -661,7 +691,7 @@ static inline __attribute__((always_inline)) int traced_node(pickler *p, PyObjec
     if (is_leaf(p, tag)) {
         uint64_t pos = output_pos(p);
         trace_lbl lbl = trace_label(p, e);
-        int status = save_object(p, obj);
+        int status = save_object_out(p, obj);
         trace_leaf(p, tag, obj, key_kind, pos, status < 0, lbl);
         if (status < 0)
             trace_failed(p, obj, tag);
@@ -671,7 +701,7 @@ static inline __attribute__((always_inline)) int traced_node(pickler *p, PyObjec
         trace_open(p, tag, obj, key_kind, trace_label(p, e));
     } else if (!plain)
         p->trace = NULL;
-    int status = slot != NULL ? save_unmemoized(p, obj, slot) : save_object(p, obj);
+    int status = slot != NULL ? save_unmemoized(p, obj, slot) : save_object_out(p, obj);
     p->trace = trace;
     if (status < 0)
         trace_failed(p, obj, tag);
@@ -710,7 +740,7 @@ int save_child_slow(pickler *p, PyObject *obj, const edge *e)
         Py_DECREF(pid);
     }
     if (p->trace == NULL)
-        return save_object(p, obj);
+        return save_object_out(p, obj);
     return traced_object(p, obj, e);
 }
 
