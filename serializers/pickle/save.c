@@ -504,22 +504,12 @@ static inline int is_leaf(const pickler *p, uint8_t tag)
     }
 }
 
-/* A traced dump: obj's node around its savers.  A failure leaves the node
- * open (sertrace_dump_end closes it as failed) and is remembered.  An
- * object that is no node (an atom at this granularity) is one unit of its
- * parent, even when it pickles through a reduce (bytes below protocol 3):
- * tracing is suspended while it is written, so its reduce's parts get no
- * nodes either (plain atoms save no children: nothing to suspend). */
-/* The atoms when they are nodes (every-object granularity, or the dumped
- * object itself): one ATOM record each, with the memo looked up once for
- * str and bytes (it tells a memo hit from a new object).  Returns 1 when
- * obj is no such atom. */
-/* trace_leaf() for the atoms of traced_atom(), inline: the branch taken
- * there already knows the type's slot in leaf_type (trace_leaf()'s
- * numbering: int 0, float 1, str 2, bytes 3, None 4, bool 5) and the
- * length, so the ATOM is the cached index and sertrace_atom_fast().  The
- * first atom of a type in a dump, and a failed one, take trace_leaf()
- * (which interns the type and fills the slot): the same records. */
+/* The ATOM record of an atom just written: the branch that wrote it
+ * already knows the type's slot in leaf_type (trace_leaf()'s numbering:
+ * int 0, float 1, str 2, bytes 3, None 4, bool 5) and the length, so the
+ * ATOM is the cached index and sertrace_atom_fast().  The first atom of a
+ * type in a dump, and a failed one, take trace_leaf() (which interns the
+ * type and fills the slot): the same records. */
 static inline __attribute__((always_inline)) void atom_leaf(pickler *p, uint8_t tag, PyObject *obj,
                                                             int slot, uint64_t length, uint64_t pos,
                                                             int failed, const edge *e)
@@ -543,10 +533,10 @@ static __attribute__((noinline)) int save_object_out(pickler *p, PyObject *obj)
 }
 
 /* An atom just written (status: its saver's): its ATOM record, or its
- * failure remembered.  One copy, out of line, for every atom step (issue 11
- * item 5, code footprint: inline, the label switch and the record encoder
- * were copied into each of the five atom branches of save_child_atoms()
- * and into save_child_slow()). */
+ * failure remembered.  Inline at one place only, the join of
+ * save_child_atoms()'s branches (issue 11 item 5, code footprint: the
+ * label switch and the record encoder were copied into each of its five
+ * branches and into save_child_slow() before). */
 static inline __attribute__((always_inline)) int atom_done(pickler *p, uint8_t tag, PyObject *obj,
                                                            int slot, uint64_t length, uint64_t pos,
                                                            int status, const edge *e)
@@ -557,75 +547,20 @@ static inline __attribute__((always_inline)) int atom_done(pickler *p, uint8_t t
     return status;
 }
 
-static inline __attribute__((always_inline)) int traced_atom(pickler *p, PyObject *obj,
-                                                             const edge *e, int *status)
-{
-    PyTypeObject *type = Py_TYPE(obj);
-    uint8_t tag;
-    int slot;
-    uint64_t length = 0;
-    uint64_t pos = output_pos(p);
-    if (type == &PyLong_Type || type == &PyFloat_Type || obj == Py_None || type == &PyBool_Type) {
-        if (type == &PyLong_Type) {
-            tag = SERTRACE_TAG_INT;
-            slot = 0;
-        } else if (type == &PyFloat_Type) {
-            tag = SERTRACE_TAG_FLOAT;
-            slot = 1;
-        } else {
-            tag = SERTRACE_TAG_ATOM;
-            slot = obj == Py_None ? 4 : 5;
-        }
-        *status = save_object_out(p, obj);
-    } else if (type == &PyUnicode_Type || (type == &PyBytes_Type && p->proto >= 3)) {
-        memo_entry *mslot = memo_slot_(&p->memo, obj);
-        if (type == &PyUnicode_Type) {
-            slot = 2;
-            length = (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
-        } else {
-            slot = 3;
-            length = (uint64_t)PyBytes_GET_SIZE(obj) + 1;
-        }
-        if (mslot->key != NULL) {
-            tag = SERTRACE_TAG_MEMO;
-            *status = emit_memo_get(p, mslot->value);
-        } else if (slot == 2) {
-            tag = SERTRACE_TAG_STR;
-            *status = save_str(p, obj, mslot);
-        } else {
-            tag = SERTRACE_TAG_BYTES;
-            *status = save_bytes(p, obj);
-        }
-    } else {
-        return 1;
-    }
-    *status = atom_done(p, tag, obj, slot, length, pos, *status, e);
-    return 0;
-}
-
-static inline __attribute__((always_inline)) int traced_node(pickler *p, PyObject *obj,
-                                                             const edge *e);
-
-static int traced_object(pickler *p, PyObject *obj, const edge *e)
-{
-    int leaf_status;
-    if ((e->kind == EDGE_ROOT || (p->trace_flags & SERTRACE_DUMP_ATOMS)) &&
-        traced_atom(p, obj, e, &leaf_status) == 0)
-        return leaf_status;
-    return traced_node(p, obj, e);
-}
-
 /* save_child_slow() for a child of a dump that traces every object, no
  * persistent_id (save_child() decides): an atom is written and recorded
  * here, in a function small enough to cost few saved registers (the
  * every-object hot path: most nodes are atoms); anything else takes the
- * general traced step. */
+ * general traced step.  The only copy of the atoms' traced step: atoms
+ * that reach save_child_slow() (the dumped object, dumps with
+ * persistent_id) are leaves of traced_node() (trace_leaf(): the same
+ * records). */
 int save_child_atoms(pickler *p, PyObject *obj, const edge *e)
 {
     if (output_opcode_boundary(p) < 0)
         return -1;
-    /* traced_atom()'s cases one by one, each a straight path (as one
-     * chain of tests they cost more per atom), joining for the record:
+    /* The atoms' cases one by one, each a straight path (as one chain
+     * of tests they cost more per atom), joining for the record:
      * one copy of the label step and the record encoder (issue 11 item
      * 5, code footprint: a copy in each branch was ~4 KiB of code). */
     PyTypeObject *type = Py_TYPE(obj);
@@ -652,12 +587,23 @@ int save_child_atoms(pickler *p, PyObject *obj, const edge *e)
         tag = SERTRACE_TAG_FLOAT;
         slot = 1;
         status = save_float(p, obj);
+    } else if (type == &PyBytes_Type && p->proto >= 3) {
+        memo_entry *mslot = memo_slot_(&p->memo, obj);
+        length = (uint64_t)PyBytes_GET_SIZE(obj) + 1;
+        slot = 3;
+        if (mslot->key != NULL) {
+            tag = SERTRACE_TAG_MEMO;
+            status = emit_memo_get(p, mslot->value);
+        } else {
+            tag = SERTRACE_TAG_BYTES;
+            status = save_bytes(p, obj);
+        }
     } else if (obj == Py_None || type == &PyBool_Type) {
         tag = SERTRACE_TAG_ATOM;
         slot = obj == Py_None ? 4 : 5;
         status = save_object_out(p, obj);
     } else {
-        /* bytes, and every other object: the general step (its boundary
+        /* every other object: the general step (its boundary
          * check finds the boundary done).  The node's step is inline there:
          * as a function of its own, called from there and from here, it cost
          * the default granularity a call per node (builtins 18.49 -> 18.81 M
@@ -668,7 +614,13 @@ int save_child_atoms(pickler *p, PyObject *obj, const edge *e)
     return atom_done(p, tag, obj, slot, length, pos, status, e);
 }
 
-/* traced_object() for an object that is no atom node. */
+/* A traced dump: obj's node around its savers.  A failure leaves the node
+ * open (sertrace_dump_end closes it as failed) and is remembered.  An
+ * object that is no node (an atom at this granularity) is one unit of its
+ * parent, even when it pickles through a reduce (bytes below protocol 3):
+ * tracing is suspended while it is written, so its reduce's parts get no
+ * nodes either (plain atoms save no children: nothing to suspend).  A leaf
+ * (an atom that is a node, a memo hit) is one ATOM record (trace_leaf()). */
 static inline __attribute__((always_inline)) int traced_node(pickler *p, PyObject *obj,
                                                              const edge *e)
 {
@@ -741,7 +693,12 @@ int save_child_slow(pickler *p, PyObject *obj, const edge *e)
     }
     if (p->trace == NULL)
         return save_object_out(p, obj);
-    return traced_object(p, obj, e);
+    return traced_node(p, obj, e);
+}
+
+__attribute__((noinline)) int save_child_of(pickler *p, PyObject *obj, int kind, PyObject *parent)
+{
+    return save_child(p, obj, EDGE(kind, parent));
 }
 
 __attribute__((noinline, cold)) int save_child_failed(pickler *p, PyObject *obj, int status,
