@@ -560,57 +560,69 @@ int save_child_atoms(pickler *p, PyObject *obj, const edge *e)
     if (output_opcode_boundary(p) < 0)
         return -1;
     /* The atoms' cases one by one, each a straight path (as one chain
-     * of tests they cost more per atom), joining for the record:
-     * one copy of the label step and the record encoder (issue 11 item
-     * 5, code footprint: a copy in each branch was ~4 KiB of code). */
+     * of tests they cost more per atom), joining for the record: two
+     * copies of the label step and the record encoder, one for the atoms
+     * without a length (int, float, None/bool) and one for str and bytes
+     * (issue 11 item 5, code footprint: a copy in each branch was ~4 KiB
+     * of code; one copy for all cost ~15 instructions an atom more than
+     * two: the length no longer a constant). */
     PyTypeObject *type = Py_TYPE(obj);
     uint64_t pos = output_pos(p);
-    uint64_t length = 0;
+    uint64_t length;
     uint8_t tag;
     int slot, status;
+    memo_entry *mslot;
     if (type == &PyLong_Type) {
         tag = SERTRACE_TAG_INT;
         slot = 0;
         status = save_int(p, obj);
-    } else if (type == &PyUnicode_Type) {
-        memo_entry *mslot = memo_slot_(&p->memo, obj);
+        goto no_length;
+    }
+    if (type == &PyUnicode_Type) {
+        mslot = memo_slot_(&p->memo, obj);
         length = (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
         slot = 2;
-        if (mslot->key != NULL) {
-            tag = SERTRACE_TAG_MEMO;
-            status = emit_memo_get(p, mslot->value);
-        } else {
-            tag = SERTRACE_TAG_STR;
-            status = save_str(p, obj, mslot);
-        }
-    } else if (type == &PyFloat_Type) {
+        if (mslot->key != NULL)
+            goto memo_hit;
+        tag = SERTRACE_TAG_STR;
+        status = save_str(p, obj, mslot);
+        goto sized;
+    }
+    if (type == &PyFloat_Type) {
         tag = SERTRACE_TAG_FLOAT;
         slot = 1;
         status = save_float(p, obj);
-    } else if (type == &PyBytes_Type && p->proto >= 3) {
-        memo_entry *mslot = memo_slot_(&p->memo, obj);
+        goto no_length;
+    }
+    if (type == &PyBytes_Type && p->proto >= 3) {
+        mslot = memo_slot_(&p->memo, obj);
         length = (uint64_t)PyBytes_GET_SIZE(obj) + 1;
         slot = 3;
-        if (mslot->key != NULL) {
-            tag = SERTRACE_TAG_MEMO;
-            status = emit_memo_get(p, mslot->value);
-        } else {
-            tag = SERTRACE_TAG_BYTES;
-            status = save_bytes(p, obj);
-        }
-    } else if (obj == Py_None || type == &PyBool_Type) {
+        if (mslot->key != NULL)
+            goto memo_hit;
+        tag = SERTRACE_TAG_BYTES;
+        status = save_bytes(p, obj);
+        goto sized;
+    }
+    if (obj == Py_None || type == &PyBool_Type) {
         tag = SERTRACE_TAG_ATOM;
         slot = obj == Py_None ? 4 : 5;
         status = save_object_out(p, obj);
-    } else {
-        /* every other object: the general step (its boundary
-         * check finds the boundary done).  The node's step is inline there:
-         * as a function of its own, called from there and from here, it cost
-         * the default granularity a call per node (builtins 18.49 -> 18.81 M
-         * instructions per dump); this way containers pay that call at
-         * every-object granularity instead (27.53 -> 27.89 M). */
-        return save_child_slow(p, obj, e);
+        goto no_length;
     }
+    /* every other object: the general step (its boundary check finds the
+     * boundary done).  The node's step is inline there: as a function of
+     * its own, called from there and from here, it cost the default
+     * granularity a call per node (builtins 18.49 -> 18.81 M instructions
+     * per dump); this way containers pay that call at every-object
+     * granularity instead (27.53 -> 27.89 M). */
+    return save_child_slow(p, obj, e);
+no_length:
+    return atom_done(p, tag, obj, slot, 0, pos, status, e);
+memo_hit:
+    tag = SERTRACE_TAG_MEMO;
+    status = emit_memo_get(p, mslot->value);
+sized:
     return atom_done(p, tag, obj, slot, length, pos, status, e);
 }
 
