@@ -312,14 +312,14 @@ static int write_getattr_chain(pickler *p, const global_ref *g)
     /* Protocols 0-1 have no TUPLE2: MARK ... TUPLE. */
     const char close[2] = {p->proto >= 2 ? (char)OP_TUPLE2 : (char)OP_TUPLE, (char)OP_REDUCE};
     for (Py_ssize_t i = 1; i < parts; i++) {
-        if (save_child(p, G.getattr, EDGE(EDGE_PLAIN, NULL)) < 0 ||
+        if (save_child_of(p, G.getattr, EDGE_PLAIN, NULL) < 0 ||
             (p->proto < 2 && output_write_byte(p, OP_MARK) < 0))
             return -1;
     }
     if (write_global_lines(p, g->module_name, PyList_GET_ITEM(g->parts, 0)) < 0)
         return -1;
     for (Py_ssize_t i = 1; i < parts; i++) {
-        if (save_child(p, PyList_GET_ITEM(g->parts, i), EDGE(EDGE_PLAIN, NULL)) < 0 ||
+        if (save_child_of(p, PyList_GET_ITEM(g->parts, i), EDGE_PLAIN, NULL) < 0 ||
             output_write(p, close, 2) < 0)
             return -1;
     }
@@ -334,8 +334,8 @@ static int write_global(pickler *p, const global_ref *g)
     PyObject *name = top_level ? last_part(g) : g->name;
 
     if (p->proto >= 4) {
-        if (save_child(p, g->module_name, EDGE(EDGE_PLAIN, NULL)) < 0 ||
-            save_child(p, name, EDGE(EDGE_PLAIN, NULL)) < 0)
+        if (save_child_of(p, g->module_name, EDGE_PLAIN, NULL) < 0 ||
+            save_child_of(p, name, EDGE_PLAIN, NULL) < 0)
             return -1;
         return output_write_byte(p, (char)OP_STACK_GLOBAL);
     }

@@ -604,6 +604,13 @@ static inline __attribute__((always_inline)) int save_child(pickler *p, PyObject
     return 0;
 }
 
+/* save_child(p, obj, EDGE(kind, parent)) out of line: one copy (save.c)
+ * for the children that are seldom atoms (a reduce's parts, the names of
+ * STACK_GLOBAL and getattr chains), where the inline step at each call
+ * site was code the item loops' atoms need and these do not (issue 11
+ * item 5, code footprint). */
+int save_child_of(pickler *p, PyObject *obj, int kind, PyObject *parent);
+
 /* A part of an object that is no object of its own but a node in the
  * trace (a reduce's listitems / dictitems, an extension code): `write`
  * writes it; traced dumps wrap it in a node of kind `part` for `obj`. */

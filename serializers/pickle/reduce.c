@@ -159,12 +159,12 @@ static int write_newobj(pickler *p, PyObject *obj, PyObject *args)
             return -1;
         }
     }
-    if (save_child(p, cls, EDGE(EDGE_CLASS, obj)) < 0)
+    if (save_child_of(p, cls, EDGE_CLASS, obj) < 0)
         return -1;
     PyObject *rest = PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args));
     if (rest == NULL)
         return -1;
-    int status = save_child(p, rest, EDGE(EDGE_NEW_ARGS, obj));
+    int status = save_child_of(p, rest, EDGE_NEW_ARGS, obj);
     Py_DECREF(rest);
     return status < 0 ? -1 : output_write_byte(p, (char)OP_NEWOBJ);
 }
@@ -189,8 +189,8 @@ static int write_partial_new(pickler *p, PyObject *obj, PyObject *cls, PyObject 
     constructor = PyObject_Call(G.partial, partial_args, kwargs);
     if (constructor == NULL || (no_args = PyTuple_New(0)) == NULL)
         goto done;
-    if (save_child(p, constructor, EDGE(EDGE_RECONSTRUCTOR, obj)) == 0 &&
-        save_child(p, no_args, EDGE(EDGE_RECONSTRUCTOR_ARGS, obj)) == 0)
+    if (save_child_of(p, constructor, EDGE_RECONSTRUCTOR, obj) == 0 &&
+        save_child_of(p, no_args, EDGE_RECONSTRUCTOR_ARGS, obj) == 0)
         status = output_write_byte(p, OP_REDUCE);
 done:
     Py_DECREF(partial_args);
@@ -226,9 +226,9 @@ static int write_newobj_ex(pickler *p, PyObject *obj, PyObject *triple)
     }
     if (p->proto < 4)
         return write_partial_new(p, obj, cls, args, kwargs);
-    if (save_child(p, cls, EDGE(EDGE_CLASS, obj)) < 0 ||
-        save_child(p, args, EDGE(EDGE_NEW_ARGS, obj)) < 0 ||
-        save_child(p, kwargs, EDGE(EDGE_NEW_ARGS, obj)) < 0)
+    if (save_child_of(p, cls, EDGE_CLASS, obj) < 0 ||
+        save_child_of(p, args, EDGE_NEW_ARGS, obj) < 0 ||
+        save_child_of(p, kwargs, EDGE_NEW_ARGS, obj) < 0)
         return -1;
     return output_write_byte(p, (char)OP_NEWOBJ_EX);
 }
@@ -249,14 +249,14 @@ static int write_items(pickler *p, void *arg)
 static int write_state(pickler *p, PyObject *obj, const reduce_parts *r)
 {
     if (r->state_setter == NULL) {
-        if (save_child(p, r->state, EDGE(EDGE_STATE, obj)) < 0)
+        if (save_child_of(p, r->state, EDGE_STATE, obj) < 0)
             return -1;
         return output_write_byte(p, OP_BUILD);
     }
     /* state_setter(obj, state) applied and dropped: stack-neutral. */
-    if (save_child(p, r->state_setter, EDGE(EDGE_STATE_SETTER, obj)) < 0 ||
-        save_child(p, obj, EDGE(EDGE_PLAIN, obj)) < 0 ||
-        save_child(p, r->state, EDGE(EDGE_STATE, obj)) < 0)
+    if (save_child_of(p, r->state_setter, EDGE_STATE_SETTER, obj) < 0 ||
+        save_child_of(p, obj, EDGE_PLAIN, obj) < 0 ||
+        save_child_of(p, r->state, EDGE_STATE, obj) < 0)
         return -1;
     static const char apply_and_drop[3] = {(char)OP_TUPLE2, OP_REDUCE, OP_POP};
     return output_write(p, apply_and_drop, 3);
@@ -273,8 +273,8 @@ int save_reduce_value(pickler *p, PyObject *value, PyObject *obj)
         status = write_newobj_ex(p, obj, r.args);
     else if (how == BY_NEWOBJ)
         status = write_newobj(p, obj, r.args);
-    else if (save_child(p, r.callable, EDGE(EDGE_RECONSTRUCTOR, obj)) < 0 ||
-             save_child(p, r.args, EDGE(EDGE_RECONSTRUCTOR_ARGS, obj)) < 0)
+    else if (save_child_of(p, r.callable, EDGE_RECONSTRUCTOR, obj) < 0 ||
+             save_child_of(p, r.args, EDGE_RECONSTRUCTOR_ARGS, obj) < 0)
         status = -1;
     else
         status = output_write_byte(p, OP_REDUCE);

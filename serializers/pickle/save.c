@@ -436,8 +436,11 @@ static inline __attribute__((always_inline)) nested_saver nested_saver_of(PyType
 
 /* Everything but the atoms: a memo hit is a GET; str and bytes contain
  * nothing and take no recursion level; the rest go to their nested saver. */
-/* save_memoizable() once obj's memo lookup found `slot` empty. */
-static inline int save_unmemoized(pickler *p, PyObject *obj, memo_entry *slot)
+/* save_memoizable() once obj's memo lookup found `slot` empty.  One copy,
+ * out of line: save_memoizable() and the traced step both jump here
+ * (issue 11 item 5, code footprint: inline it was a second copy of the
+ * dispatch in the traced step). */
+static __attribute__((noinline)) int save_unmemoized(pickler *p, PyObject *obj, memo_entry *slot)
 {
     PyTypeObject *type = Py_TYPE(obj);
     if (type == &PyUnicode_Type)
@@ -501,22 +504,12 @@ static inline int is_leaf(const pickler *p, uint8_t tag)
     }
 }
 
-/* A traced dump: obj's node around its savers.  A failure leaves the node
- * open (sertrace_dump_end closes it as failed) and is remembered.  An
- * object that is no node (an atom at this granularity) is one unit of its
- * parent, even when it pickles through a reduce (bytes below protocol 3):
- * tracing is suspended while it is written, so its reduce's parts get no
- * nodes either (plain atoms save no children: nothing to suspend). */
-/* The atoms when they are nodes (every-object granularity, or the dumped
- * object itself): one ATOM record each, with the memo looked up once for
- * str and bytes (it tells a memo hit from a new object).  Returns 1 when
- * obj is no such atom. */
-/* trace_leaf() for the atoms of traced_atom(), inline: the branch taken
- * there already knows the type's slot in leaf_type (trace_leaf()'s
- * numbering: int 0, float 1, str 2, bytes 3, None 4, bool 5) and the
- * length, so the ATOM is the cached index and sertrace_atom_fast().  The
- * first atom of a type in a dump, and a failed one, take trace_leaf()
- * (which interns the type and fills the slot): the same records. */
+/* The ATOM record of an atom just written: the branch that wrote it
+ * already knows the type's slot in leaf_type (trace_leaf()'s numbering:
+ * int 0, float 1, str 2, bytes 3, None 4, bool 5) and the length, so the
+ * ATOM is the cached index and sertrace_atom_fast().  The first atom of a
+ * type in a dump, and a failed one, take trace_leaf() (which interns the
+ * type and fills the slot): the same records. */
 static inline __attribute__((always_inline)) void atom_leaf(pickler *p, uint8_t tag, PyObject *obj,
                                                             int slot, uint64_t length, uint64_t pos,
                                                             int failed, const edge *e)
@@ -531,71 +524,19 @@ static inline __attribute__((always_inline)) void atom_leaf(pickler *p, uint8_t 
                        lbl.value);
 }
 
-static inline __attribute__((always_inline)) int traced_atom(pickler *p, PyObject *obj,
-                                                             const edge *e, int *status)
+/* save_object() for the steps other than the dormant inline one (the
+ * traced step, persistent ids): one copy, out of line (issue 11 item 5,
+ * code footprint: inline, the atoms' savers were copied into each). */
+static __attribute__((noinline)) int save_object_out(pickler *p, PyObject *obj)
 {
-    PyTypeObject *type = Py_TYPE(obj);
-    uint8_t tag;
-    int slot;
-    uint64_t length = 0;
-    uint64_t pos = output_pos(p);
-    if (type == &PyLong_Type || type == &PyFloat_Type || obj == Py_None || type == &PyBool_Type) {
-        if (type == &PyLong_Type) {
-            tag = SERTRACE_TAG_INT;
-            slot = 0;
-        } else if (type == &PyFloat_Type) {
-            tag = SERTRACE_TAG_FLOAT;
-            slot = 1;
-        } else {
-            tag = SERTRACE_TAG_ATOM;
-            slot = obj == Py_None ? 4 : 5;
-        }
-        *status = save_object(p, obj);
-    } else if (type == &PyUnicode_Type || (type == &PyBytes_Type && p->proto >= 3)) {
-        memo_entry *mslot = memo_slot_(&p->memo, obj);
-        if (type == &PyUnicode_Type) {
-            slot = 2;
-            length = (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
-        } else {
-            slot = 3;
-            length = (uint64_t)PyBytes_GET_SIZE(obj) + 1;
-        }
-        if (mslot->key != NULL) {
-            tag = SERTRACE_TAG_MEMO;
-            *status = emit_memo_get(p, mslot->value);
-        } else if (slot == 2) {
-            tag = SERTRACE_TAG_STR;
-            *status = save_str(p, obj, mslot);
-        } else {
-            tag = SERTRACE_TAG_BYTES;
-            *status = save_bytes(p, obj);
-        }
-    } else {
-        return 1;
-    }
-    atom_leaf(p, tag, obj, slot, length, pos, *status < 0, e);
-    if (*status < 0)
-        trace_failed(p, obj, tag);
-    return 0;
+    return save_object(p, obj);
 }
 
-static inline __attribute__((always_inline)) int traced_node(pickler *p, PyObject *obj,
-                                                             const edge *e);
-
-static int traced_object(pickler *p, PyObject *obj, const edge *e)
-{
-    int leaf_status;
-    if ((e->kind == EDGE_ROOT || (p->trace_flags & SERTRACE_DUMP_ATOMS)) &&
-        traced_atom(p, obj, e, &leaf_status) == 0)
-        return leaf_status;
-    return traced_node(p, obj, e);
-}
-
-/* save_child_slow() for a child of a dump that traces every object, no
- * persistent_id (save_child() decides): an atom is written and recorded
- * here, in a function small enough to cost few saved registers (the
- * every-object hot path: most nodes are atoms); anything else takes the
- * general traced step. */
+/* An atom just written (status: its saver's): its ATOM record, or its
+ * failure remembered.  Inline at one place only, the join of
+ * save_child_atoms()'s branches (issue 11 item 5, code footprint: the
+ * label switch and the record encoder were copied into each of its five
+ * branches and into save_child_slow() before). */
 static inline __attribute__((always_inline)) int atom_done(pickler *p, uint8_t tag, PyObject *obj,
                                                            int slot, uint64_t length, uint64_t pos,
                                                            int status, const edge *e)
@@ -606,39 +547,92 @@ static inline __attribute__((always_inline)) int atom_done(pickler *p, uint8_t t
     return status;
 }
 
+/* save_child_slow() for a child of a dump that traces every object, no
+ * persistent_id (save_child() decides): an atom is written and recorded
+ * here, in a function small enough to cost few saved registers (the
+ * every-object hot path: most nodes are atoms); anything else takes the
+ * general traced step.  The only copy of the atoms' traced step: atoms
+ * that reach save_child_slow() (the dumped object, dumps with
+ * persistent_id) are leaves of traced_node() (trace_leaf(): the same
+ * records). */
 int save_child_atoms(pickler *p, PyObject *obj, const edge *e)
 {
     if (output_opcode_boundary(p) < 0)
         return -1;
-    /* traced_atom()'s cases one by one, each a straight path (as one
-     * chain of tests they cost more per atom). */
+    /* The atoms' cases one by one, each a straight path (as one chain
+     * of tests they cost more per atom), joining for the record: two
+     * copies of the label step and the record encoder, one for the atoms
+     * without a length (int, float, None/bool) and one for str and bytes
+     * (issue 11 item 5, code footprint: a copy in each branch was ~4 KiB
+     * of code; one copy for all cost ~15 instructions an atom more than
+     * two: the length no longer a constant). */
     PyTypeObject *type = Py_TYPE(obj);
     uint64_t pos = output_pos(p);
-    if (type == &PyLong_Type)
-        return atom_done(p, SERTRACE_TAG_INT, obj, 0, 0, pos, save_int(p, obj), e);
-    if (type == &PyUnicode_Type) {
-        memo_entry *mslot = memo_slot_(&p->memo, obj);
-        uint64_t length = (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
-        if (mslot->key != NULL)
-            return atom_done(p, SERTRACE_TAG_MEMO, obj, 2, length, pos,
-                             emit_memo_get(p, mslot->value), e);
-        return atom_done(p, SERTRACE_TAG_STR, obj, 2, length, pos, save_str(p, obj, mslot), e);
+    uint64_t length;
+    uint8_t tag;
+    int slot, status;
+    memo_entry *mslot;
+    if (type == &PyLong_Type) {
+        tag = SERTRACE_TAG_INT;
+        slot = 0;
+        status = save_int(p, obj);
+        goto no_length;
     }
-    if (type == &PyFloat_Type)
-        return atom_done(p, SERTRACE_TAG_FLOAT, obj, 1, 0, pos, save_float(p, obj), e);
-    if (obj == Py_None || type == &PyBool_Type)
-        return atom_done(p, SERTRACE_TAG_ATOM, obj, obj == Py_None ? 4 : 5, 0, pos,
-                         save_object(p, obj), e);
-    /* bytes, and every other object: the general step (its boundary
-     * check finds the boundary done).  The node's step is inline there:
-     * as a function of its own, called from there and from here, it cost
-     * the default granularity a call per node (builtins 18.49 -> 18.81 M
-     * instructions per dump); this way containers pay that call at
-     * every-object granularity instead (27.53 -> 27.89 M). */
+    if (type == &PyUnicode_Type) {
+        mslot = memo_slot_(&p->memo, obj);
+        length = (uint64_t)PyUnicode_GET_LENGTH(obj) + 1;
+        slot = 2;
+        if (mslot->key != NULL)
+            goto memo_hit;
+        tag = SERTRACE_TAG_STR;
+        status = save_str(p, obj, mslot);
+        goto sized;
+    }
+    if (type == &PyFloat_Type) {
+        tag = SERTRACE_TAG_FLOAT;
+        slot = 1;
+        status = save_float(p, obj);
+        goto no_length;
+    }
+    if (type == &PyBytes_Type && p->proto >= 3) {
+        mslot = memo_slot_(&p->memo, obj);
+        length = (uint64_t)PyBytes_GET_SIZE(obj) + 1;
+        slot = 3;
+        if (mslot->key != NULL)
+            goto memo_hit;
+        tag = SERTRACE_TAG_BYTES;
+        status = save_bytes(p, obj);
+        goto sized;
+    }
+    if (obj == Py_None || type == &PyBool_Type) {
+        tag = SERTRACE_TAG_ATOM;
+        slot = obj == Py_None ? 4 : 5;
+        status = save_object_out(p, obj);
+        goto no_length;
+    }
+    /* every other object: the general step (its boundary check finds the
+     * boundary done).  The node's step is inline there: as a function of
+     * its own, called from there and from here, it cost the default
+     * granularity a call per node (builtins 18.49 -> 18.81 M instructions
+     * per dump); this way containers pay that call at every-object
+     * granularity instead (27.53 -> 27.89 M). */
     return save_child_slow(p, obj, e);
+no_length:
+    return atom_done(p, tag, obj, slot, 0, pos, status, e);
+memo_hit:
+    tag = SERTRACE_TAG_MEMO;
+    status = emit_memo_get(p, mslot->value);
+sized:
+    return atom_done(p, tag, obj, slot, length, pos, status, e);
 }
 
-/* traced_object() for an object that is no atom node. */
+/* A traced dump: obj's node around its savers.  A failure leaves the node
+ * open (sertrace_dump_end closes it as failed) and is remembered.  An
+ * object that is no node (an atom at this granularity) is one unit of its
+ * parent, even when it pickles through a reduce (bytes below protocol 3):
+ * tracing is suspended while it is written, so its reduce's parts get no
+ * nodes either (plain atoms save no children: nothing to suspend).  A leaf
+ * (an atom that is a node, a memo hit) is one ATOM record (trace_leaf()). */
 static inline __attribute__((always_inline)) int traced_node(pickler *p, PyObject *obj,
                                                              const edge *e)
 {
@@ -661,7 +655,7 @@ static inline __attribute__((always_inline)) int traced_node(pickler *p, PyObjec
     if (is_leaf(p, tag)) {
         uint64_t pos = output_pos(p);
         trace_lbl lbl = trace_label(p, e);
-        int status = save_object(p, obj);
+        int status = save_object_out(p, obj);
         trace_leaf(p, tag, obj, key_kind, pos, status < 0, lbl);
         if (status < 0)
             trace_failed(p, obj, tag);
@@ -671,7 +665,7 @@ static inline __attribute__((always_inline)) int traced_node(pickler *p, PyObjec
         trace_open(p, tag, obj, key_kind, trace_label(p, e));
     } else if (!plain)
         p->trace = NULL;
-    int status = slot != NULL ? save_unmemoized(p, obj, slot) : save_object(p, obj);
+    int status = slot != NULL ? save_unmemoized(p, obj, slot) : save_object_out(p, obj);
     p->trace = trace;
     if (status < 0)
         trace_failed(p, obj, tag);
@@ -710,8 +704,13 @@ int save_child_slow(pickler *p, PyObject *obj, const edge *e)
         Py_DECREF(pid);
     }
     if (p->trace == NULL)
-        return save_object(p, obj);
-    return traced_object(p, obj, e);
+        return save_object_out(p, obj);
+    return traced_node(p, obj, e);
+}
+
+__attribute__((noinline)) int save_child_of(pickler *p, PyObject *obj, int kind, PyObject *parent)
+{
+    return save_child(p, obj, EDGE(kind, parent));
 }
 
 __attribute__((noinline, cold)) int save_child_failed(pickler *p, PyObject *obj, int status,
