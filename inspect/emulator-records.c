@@ -57,7 +57,7 @@ static inline sertrace_core_node_in *batch_slot(emu *e, feed_batch *b)
     return &b->in[b->n++];
 }
 
-static int feed_type(emu *e, uint32_t type)
+static __attribute__((noinline)) int feed_type(emu *e, uint32_t type)
 {
     uint32_t len = e->type_len[type];
     if (len > SERTRACE_STRING_MAX)
@@ -69,7 +69,7 @@ static int feed_type(emu *e, uint32_t type)
 
 /* A label name: interned in the type table as "\x01." + text (see
  * emu_label_value), defined (a NAME) without that prefix. */
-static int feed_name(emu *e, uint32_t index)
+static __attribute__((noinline)) int feed_name(emu *e, uint32_t index)
 {
     uint32_t len = e->type_len[index], skip = len >= 2 ? 2 : len;
     len -= skip;
@@ -92,7 +92,8 @@ static int feed_exit(emu *e, feed_batch *b, uint64_t end, uint32_t depth)
     return 0;
 }
 
-static int feed_note(emu *e, uint32_t depth, const char *key, const char *value)
+static __attribute__((noinline)) int feed_note(emu *e, uint32_t depth, const char *key,
+                                               const char *value)
 {
     if (sertrace_core_note_at(e->core, e->dump, depth, key, strlen(key), value, strlen(value)) < 0)
         return core_failed(e);
@@ -153,8 +154,16 @@ static void sort_nodes(emu *e, uint32_t *order, uint32_t n, uint32_t from, uint6
     node *base = e->nodes;
     uint32_t nnodes = e->nnodes;
     uint64_t budget = 2 * (uint64_t)n + 1024;
+    uint64_t last_start = n ? base[order[0]].start : 0; /* of order[k - 1] */
     for (uint32_t k = 1; k < n; k++) {
         uint32_t x = order[k], j = k;
+        /* the common case, a node that starts after the one before it:
+         * in place (cmp_nodes' first test) */
+        uint64_t start = base[x].start;
+        if (start > last_start) {
+            last_start = start;
+            continue;
+        }
         while (j > 0 && cmp_nodes(&order[j - 1], &x, base) > 0) {
             order[j] = order[j - 1];
             j--;
@@ -164,6 +173,7 @@ static void sort_nodes(emu *e, uint32_t *order, uint32_t n, uint32_t from, uint6
             }
         }
         order[j] = x;
+        last_start = base[order[k]].start;
     }
     return;
 radix:;
@@ -252,8 +262,9 @@ static int begin_dump(emu *e)
 /* Its TYPE (and NAME) once per dump, then its ENTER with its label (an
  * ATOM, its EXIT too, when `atom`: nothing nests in it), then its NOTE.
  * e->typed holds ntypes + 1 entries (reserve_order). */
-static int feed_enter(emu *e, feed_batch *b, uint32_t i, uint32_t depth, uint64_t parent_addr,
-                      bool atom, uint64_t *addr)
+static inline __attribute__((always_inline)) int feed_enter(emu *e, feed_batch *b, uint32_t i,
+                                                            uint32_t depth, uint64_t parent_addr,
+                                                            bool atom, uint64_t *addr)
 {
     node *n = &e->nodes[i];
     if (depth > e->lim->max_depth) {
@@ -391,7 +402,7 @@ static int feed_nodes(emu *e, uint32_t from, uint32_t base)
         /* nothing nests in it (the next node starts at or after its end):
          * its ENTER and EXIT in one */
         bool atom = k + 1 == live || e->nodes[order[k + 1]].start >= n->end;
-        uint64_t addr;
+        uint64_t addr = 0;
         if (feed_enter(e, &b, order[k], nopen + 1, nopen ? addrs[nopen - base] : 0, atom, &addr) <
             0)
             goto end;
@@ -617,7 +628,7 @@ static int feed_stream(emu *e, const uint32_t *cn, uint32_t nchain, uint32_t com
             continue;
         }
         bool atom = k + 1 == live || e->nodes[order[k + 1]].start >= n->end;
-        uint64_t addr;
+        uint64_t addr = 0;
         if (feed_enter(e, &b, order[k], nopen + 1, nopen ? addrs[nopen - 1] : 0, atom, &addr) < 0)
             goto end;
         if (atom && n->note != NOTE_GETATTR && n->end >= n->start)

@@ -485,8 +485,8 @@ node_stat *summary_type_stat_grow(dump_sum *ds, uint32_t type)
 }
 
 /* Owned bytes (node_stat.owned) of a closing node. */
-static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_node *n, uint32_t row,
-                        uint64_t *to_row)
+HOT_INLINE int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_node *n,
+                            uint32_t row, uint64_t *to_row)
 {
     *to_row = 0;
     if (ds->args_depth != 0 && n->depth > ds->args_depth)
@@ -686,7 +686,7 @@ static int v_node_leaf(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     }
     if (ds->chain_depth >= n->depth)
         ds->chain_depth = n->depth - 1;
-    if (shared_object_enter(ds, n) < 0)
+    if (n->addr != 0 && shared_object_enter(ds, n) < 0)
         return -1;
     return node_closed(s, d, ds, n);
 }
