@@ -27,27 +27,21 @@ instances.
 """
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-PYTHON = "/usr/bin/python3"
+import callgrind_harness as H  # noqa: E402  bench/callgrind_harness.py
+
+PYTHON = H.PYTHON
 ISOLATED_ENV = "SERTRACE_INSTR_ISOLATED"
 CONFIGS = ("pickle", "dormant", "default", "all")
 
-TOGGLE_C = r"""
-#include <valgrind/callgrind.h>
-void toggle(void) { CALLGRIND_TOGGLE_COLLECT; }
-"""
-
 
 def child(config, workload, dumps, toggle_so):
-    import ctypes
     import pickle
 
     sys.path.insert(0, os.path.join(ROOT, "workloads"))
@@ -60,13 +54,7 @@ def child(config, workload, dumps, toggle_so):
         import sertrace
 
         fn = sertrace.dumps
-    toggle = ctypes.CDLL(toggle_so).toggle
-    fn(obj, 4)
-    fn(obj, 4)
-    toggle()
-    for _ in range(dumps):
-        fn(obj, 4)
-    toggle()
+    H.collect(fn, (obj, 4), dumps, toggle_so)
 
 
 def measure(args, config, workload, toggle_so, tmp):
@@ -78,56 +66,36 @@ def measure(args, config, workload, toggle_so, tmp):
         env.pop(k, None)
     if config == "all":
         env["SERTRACE_GRANULARITY"] = "all"
-    sim = ["--cache-sim=yes", "--branch-sim=yes"] if args.sim else []
-    cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--callgrind-out-file=" + out] + sim + [
-           PYTHON, os.path.abspath(__file__), "--child", config, workload, str(args.dumps), toggle_so]
     session = None
     if config in ("default", "all"):
         session = common.Session("instr", os.path.join(tmp, "trace-%s-%s" % (config, workload)))
         session.__enter__()
     try:
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        total = H.run_child(__file__, [config, workload, args.dumps, toggle_so], env, out,
+                            keep=args.keep, sim=args.sim, what="%s %s" % (config, workload))
     finally:
         if session is not None:
             session.__exit__(None, None, None)
-    if r.returncode != 0:
-        raise RuntimeError("%s %s: %s" % (config, workload, r.stderr[-2000:]))
-    if args.keep:
-        os.makedirs(args.keep, exist_ok=True)
-        shutil.copy(out, args.keep)
-    total = None
-    events = ["Ir"]
-    with open(out) as f:
-        for line in f:
-            if line.startswith("events:"):
-                events = line.split()[1:]
-            if line.startswith(("summary:", "totals:")):
-                total = dict(zip(events, (int(v) for v in line.split()[1:])))
     if args.sim:
         return {k: v / args.dumps for k, v in total.items()}
     return total["Ir"] / args.dumps
 
 
 def main(argv):
-    if len(argv) > 1 and argv[1] == "--child":
+    if H.is_child(argv):
         child(argv[2], argv[3], int(argv[4]), argv[5])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", help="meson build directory (else the installed sertrace)")
+    H.add_build(ap)
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--dumps", type=int, default=3)
     ap.add_argument("--shared-sessiond", action="store_true")
     ap.add_argument("--sim", action="store_true",
                     help="callgrind's cache and branch simulation: print I1 misses, indirect and "
                     "conditional branch mispredicts and LL write misses per dump (k) besides Ir")
-    ap.add_argument("--keep", help="copy each callgrind output file into this directory "
-                    "(callgrind_annotate FILE)")
+    H.add_keep(ap, " (callgrind_annotate FILE)")
     ap.add_argument("workloads", nargs="*", default=["builtins", "state-16", "instances"])
-    args = ap.parse_args(argv[1:])
-    if args.build:
-        args.build = os.path.abspath(args.build)
-    if args.keep:
-        args.keep = os.path.abspath(args.keep)
+    args = H.absolute_paths(ap.parse_args(argv[1:]))
     configs = args.configs.split(",")
     records = any(c in ("default", "all") for c in configs)
 
@@ -143,12 +111,7 @@ def main(argv):
     if os.environ.get(ISOLATED_ENV) and not args.shared_sessiond:
         sessiond = run.start_private_sessiond()
     try:
-        with tempfile.TemporaryDirectory(prefix="sertrace-instr-") as tmp:
-            toggle_so = os.path.join(tmp, "toggle.so")
-            src = os.path.join(tmp, "toggle.c")
-            with open(src, "w") as f:
-                f.write(TOGGLE_C)
-            subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", toggle_so, src], check=True)
+        with H.toggle_library() as (tmp, toggle_so):
             print("%-16s %s" % ("workload", " ".join("%12s" % c for c in configs)
                                 + "   (instructions per dump, M; ratio to pickle)"))
             for w in args.workloads:

@@ -6,14 +6,16 @@
  * keyed by the object's address (no Python dict, no hashing of user
  * objects, so no user __hash__/__eq__ ever runs).  The lookup is inline in
  * pickler.h (it runs once per non-atomic object).  It keeps a strong
- * reference to each key, as _pickle.c does, so an address cannot be reused
- * by another object while the memo remembers it.  Load factor < 2/3;
- * address-order hashing (address >> 5, MEMO_HASH_SHIFT in pickler.h) with
- * perturbed probing (see memo_slot_: a scattering hash measured 7x slower
- * on 50,000 strings, all cache misses).  Indices are assigned by the caller (memo size at
- * insertion), so the table layout never affects the output.  Growth threshold and allocation
- * pattern are _pickle.c's exactly (see memo_set and memo_resize): both pickles then make the same
- * malloc calls, which decides where glibc puts the output buffer (README.md, "Speed").
+ * reference to each key, so an address cannot be reused by another object
+ * while the memo remembers it (Pickler.memo shows the objects, as pickle's
+ * does).  Load factor < 2/3; address-order hashing (address >> 5,
+ * MEMO_HASH_SHIFT in pickler.h) with perturbed probing (see memo_slot_: a
+ * scattering hash measured 7x slower on 50,000 strings, all cache misses).
+ * Indices are assigned by the caller (memo size at insertion), so the
+ * table layout never affects the output.  The growth threshold and the
+ * table sizes (memo_set_at, memo_resize) are chosen for the malloc calls
+ * they make: a table size that glibc serves from mmap, freed, moves the
+ * output buffer into the brk heap (measured, README.md "Speed").
  *
  * Invariant (asserted in debug builds, memo_load_ok()): the size is a power
  * of two of at least MEMO_MIN_SIZE and the load factor stays below 2/3, so
@@ -114,8 +116,9 @@ void memo_empty_detached(memo_table *m)
     m->mask = size - 1;
 }
 
-/* Resize to the power of two above `min_size` (as _pickle.c: x4 the used
- * count, x2 beyond 50,000 entries, so a big pickle resizes few times). */
+/* Resize to the power of two above `min_size` (the caller asks for x4 the
+ * used count, x2 beyond 50,000 entries: a big pickle resizes few times and
+ * a huge one does not reserve 4x its entries). */
 static int memo_resize(memo_table *m, size_t min_size)
 {
     size_t old_size = m->mask + 1;
@@ -129,7 +132,7 @@ static int memo_resize(memo_table *m, size_t min_size)
      * clearing, so the first lookup of a slot READ-faults the page onto
      * the shared zero page and the following insert write-faults it again
      * (measured: 80 extra page faults per build_state(64) dump, +8% time).
-     * Writing the zeros first costs one fault per page, as in _pickle.c. */
+     * Writing the zeros first costs one fault per page. */
     if (new_size > (size_t)PY_SSIZE_T_MAX / sizeof(memo_entry)) {
         PyErr_NoMemory();
         return -1;
@@ -169,13 +172,13 @@ int memo_set_at(memo_table *m, memo_entry *e, PyObject *key, Py_ssize_t value)
     e->key = key;
     e->value = value;
     m->used++;
-    /* Same threshold as _pickle.c (used * 3 >= allocated * 2, allocated =
-     * mask + 1), so both memos have the same size and make the same
-     * malloc calls: with `mask * 2` a dump memoizing exactly 21,845
-     * objects got a 2 MiB table instead of 512 KiB, whose free raised
-     * glibc's mmap threshold and moved the output buffer into the brk
-     * heap, trimmed and page-faulted again on every dump (1.38x slower
-     * than pickle on build_state(256), 1,000 extra page faults per dump). */
+    /* Grow at used * 3 >= allocated * 2 (allocated = mask + 1), not at
+     * used * 3 >= mask * 2: measured, with `mask * 2` a dump memoizing
+     * exactly 21,845 objects got a 2 MiB table instead of 512 KiB, whose
+     * free raised glibc's mmap threshold and moved the output buffer into
+     * the brk heap, trimmed and page-faulted again on every dump (1.38x
+     * slower than pickle on build_state(256), 1,000 extra page faults per
+     * dump). */
     if (m->used * 3 >= (m->mask + 1) * 2)
         return memo_resize(m, (m->used > 50000 ? 2 : 4) * m->used);
     return 0;

@@ -94,11 +94,21 @@ def decode(buf, state=None):
         if op == REC_DEPTH:
             state["open"], i = varint(buf, i)
             continue
-        if op & 0xC0 == REC_TATOM:
-            tag, typ, dpos, size = buf[i], buf[i + 1], buf[i + 2], buf[i + 3]
-            n = 4 if op & 0x20 else 2
-            daddr = int.from_bytes(bytes(buf[i + 4:i + 4 + n]), "little", signed=True)
-            i += 4 + n
+        if op & 0xC0 == REC_TATOM or op & 0xF0 == REC_SATOM:
+            tag, typ = buf[i], buf[i + 1]
+            far = False
+            if op & 0xC0 == REC_TATOM:  # v8: dpos, size, a 2- or 4-byte address difference
+                dpos, size = buf[i + 2], buf[i + 3]
+                n = 4 if op & 0x20 else 2
+                daddr = int.from_bytes(bytes(buf[i + 4:i + 4 + n]), "little", signed=True)
+                depth = state.get("open", 0) + 1
+                far = bool(op & 0x10)  # from the static-data base
+                i += 4 + n
+            else:  # v7: depth8, a 4-byte address difference, dpos, size
+                depth = satom_depth(state.get("open", 0), buf[i + 2])
+                daddr = int.from_bytes(bytes(buf[i + 3:i + 7]), "little", signed=True)
+                dpos, size = buf[i + 7], buf[i + 8]
+                i += 9
             length = 0
             if op & 1:
                 length, i = varint(buf, i)
@@ -106,34 +116,13 @@ def decode(buf, state=None):
             if kind:
                 value, i = varint(buf, i)
                 out.append(dict(op="label", kind=kind, value=value))
-            depth = state.get("open", 0) + 1
-            if op & 0x10:
+            if far:
                 addr = base_far = (base_far + daddr) & (2**64 - 1)
             else:
                 addr = base_addr = (base_addr + daddr) & (2**64 - 1)
             pos = base_pos + dpos
             base_pos = pos + size
             out.append(dict(op="enter", tag=tag, depth=depth, type=typ, addr=addr,
-                            length=length, pos=pos))
-            out.append(dict(op="exit", depth=depth, pos=pos + size))
-            continue
-        if op & 0xF0 == REC_SATOM:
-            tag, typ, depth8 = buf[i], buf[i + 1], buf[i + 2]
-            daddr = int.from_bytes(bytes(buf[i + 3:i + 7]), "little", signed=True)
-            dpos, size = buf[i + 7], buf[i + 8]
-            i += 9
-            length = 0
-            if op & 1:
-                length, i = varint(buf, i)
-            kind = (op >> 1) & 7
-            if kind:
-                value, i = varint(buf, i)
-                out.append(dict(op="label", kind=kind, value=value))
-            depth = satom_depth(state.get("open", 0), depth8)
-            base_addr = (base_addr + daddr) & (2**64 - 1)
-            pos = base_pos + dpos
-            base_pos = pos + size
-            out.append(dict(op="enter", tag=tag, depth=depth, type=typ, addr=base_addr,
                             length=length, pos=pos))
             out.append(dict(op="exit", depth=depth, pos=pos + size))
             continue

@@ -180,11 +180,13 @@ static bool decode_node(const uint8_t *b, size_t len, size_t *i, struct rec *r, 
     bool short_atom = r->op >= 0x20 && !tiny_atom;
     bool atom = tiny_atom || short_atom || (r->op & 1);
     uint64_t *addr_base = base_addr; /* the base this record's address updates */
-    if (tiny_atom) {
+    if (tiny_atom || short_atom) {
         /* v8 TATOM: tag, type, dpos, bytes, then a 2- or 4-byte address
-         * difference from base.addr or (op bit 4) base.far */
+         * difference from base.addr or (op bit 4) base.far; v7 SATOM: tag,
+         * type, depth8, a 4-byte address difference from base.addr, dpos,
+         * bytes.  Then both: the length varint when op bit 0 is set. */
         bool wide = (r->op & 0x20) != 0;
-        size_t fixed = wide ? 8 : 6;
+        size_t fixed = short_atom ? 9 : wide ? 8 : 6;
         if (len - *i < fixed)
             return false;
         const uint8_t *f = b + *i;
@@ -194,35 +196,27 @@ static bool decode_node(const uint8_t *b, size_t len, size_t *i, struct rec *r, 
         r->tag = f[0];
         r->type = f[1];
         r->depth = out->open + 1;
-        uint32_t u = (uint32_t)f[4] | (uint32_t)f[5] << 8;
-        int64_t daddr = (int16_t)(uint16_t)u;
-        if (wide)
-            daddr = (int32_t)(u | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 24);
-        if (r->op & 0x10)
-            addr_base = base_far;
+        const uint8_t *pos_bytes = f + (short_atom ? 7 : 2); /* dpos, bytes */
+        int64_t daddr;
+        if (short_atom) {
+            /* depth8: of the depths with these low bits, the closest to open + 1 */
+            while ((r->depth & 0xff) != f[2])
+                r->depth++;
+            if (r->depth - (out->open + 1) >= 128 && r->depth > 256)
+                r->depth -= 256;
+            daddr = (int32_t)((uint32_t)f[3] | (uint32_t)f[4] << 8 | (uint32_t)f[5] << 16 |
+                              (uint32_t)f[6] << 24);
+        } else {
+            uint32_t u = (uint32_t)f[4] | (uint32_t)f[5] << 8;
+            daddr = (int16_t)(uint16_t)u;
+            if (wide)
+                daddr = (int32_t)(u | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 24);
+            if (r->op & 0x10)
+                addr_base = base_far;
+        }
         r->addr = *addr_base + (uint64_t)daddr;
-        r->pos = *base_pos + f[2];
-        r->bytes = f[3];
-    } else if (short_atom) {
-        if (len - *i < 9)
-            return false;
-        const uint8_t *f = b + *i;
-        *i += 9;
-        if ((r->op & 1) && !get_varint(b, len, i, &r->length))
-            return false;
-        r->tag = f[0];
-        r->type = f[1];
-        /* depth8: of the depths with these low bits, the closest to open + 1 */
-        r->depth = out->open + 1;
-        while ((r->depth & 0xff) != f[2])
-            r->depth++;
-        if (r->depth - (out->open + 1) >= 128 && r->depth > 256)
-            r->depth -= 256;
-        int32_t daddr = (int32_t)((uint32_t)f[3] | (uint32_t)f[4] << 8 | (uint32_t)f[5] << 16 |
-                                  (uint32_t)f[6] << 24);
-        r->addr = *base_addr + (uint64_t)(int64_t)daddr;
-        r->pos = *base_pos + f[7];
-        r->bytes = f[8];
+        r->pos = *base_pos + pos_bytes[0];
+        r->bytes = pos_bytes[1];
     } else {
         uint64_t z_addr = 0, z_pos = 0;
         if (*i >= len)

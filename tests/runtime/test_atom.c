@@ -29,7 +29,7 @@
 #define CAP_BYTES (1u << 20)
 #define CAP_BATCHES 1024
 
-static struct {
+static struct capture {
     uint8_t bytes[CAP_BYTES];
     size_t len;
     struct {
@@ -154,6 +154,21 @@ static int v_close(void *ctx, sertrace_dump_state *d)
     return 0;
 }
 
+/* Feed a capture's dump to core `c` as the events would: dump_begin, one
+ * records call per batch, dump_end_batches with the batch count. */
+static void feed_capture(sertrace_core *c, const struct capture *k)
+{
+    uint64_t id = k->nbatch ? k->batch[0].dump_id : 1;
+    cr_assert_eq(sertrace_core_dump_begin(c, 1, 1, 0, id, "pickle", 6, 4), 0);
+    for (size_t i = 0; i < k->nbatch; i++)
+        cr_assert_eq(sertrace_core_records(c, 1, 1, 1, k->batch[i].dump_id, k->batch[i].seq,
+                                           k->bytes + k->batch[i].off, k->batch[i].len),
+                     0);
+    cr_assert_eq(sertrace_core_dump_end_batches(c, 1, 1, 2, id, k->end_bytes, k->end_status,
+                                                (int64_t)k->nbatch),
+                 0);
+}
+
 /* Feed what was captured to a fresh core. */
 static seen through_core(void)
 {
@@ -161,15 +176,7 @@ static seen through_core(void)
     sertrace_core_visitor v = {.ctx = &s, .node_exit = v_exit, .dump_close = v_close};
     sertrace_core *c = sertrace_core_create(&v);
     cr_assert_not_null(c);
-    uint64_t id = cap.nbatch ? cap.batch[0].dump_id : 1;
-    cr_assert_eq(sertrace_core_dump_begin(c, 1, 1, 0, id, "pickle", 6, 4), 0);
-    for (size_t i = 0; i < cap.nbatch; i++)
-        cr_assert_eq(sertrace_core_records(c, 1, 1, 1, cap.batch[i].dump_id, cap.batch[i].seq,
-                                           cap.bytes + cap.batch[i].off, cap.batch[i].len),
-                     0);
-    cr_assert_eq(sertrace_core_dump_end_batches(c, 1, 1, 2, id, cap.end_bytes, cap.end_status,
-                                                (int64_t)cap.nbatch),
-                 0);
+    feed_capture(c, &cap);
     sertrace_core_destroy(c);
     return s;
 }
@@ -681,15 +688,7 @@ Test(atom, depth_record_is_the_open_node_count)
     sertrace_core_visitor v = {.ctx = counts, .node_exit = count_exit};
     sertrace_core *c = sertrace_core_create(&v);
     cr_assert_not_null(c);
-    uint64_t id = cap.batch[0].dump_id;
-    cr_assert_eq(sertrace_core_dump_begin(c, 1, 1, 0, id, "pickle", 6, 4), 0);
-    for (size_t i = 0; i < cap.nbatch; i++)
-        cr_assert_eq(sertrace_core_records(c, 1, 1, 1, cap.batch[i].dump_id, cap.batch[i].seq,
-                                           cap.bytes + cap.batch[i].off, cap.batch[i].len),
-                     0);
-    cr_assert_eq(sertrace_core_dump_end_batches(c, 1, 1, 2, id, cap.end_bytes, cap.end_status,
-                                                (int64_t)cap.nbatch),
-                 0);
+    feed_capture(c, &cap);
     sertrace_core_destroy(c);
     cr_expect_eq(counts[0], nodes, "every node, none more");
     cr_expect_eq(counts[1], 0, "no invented ancestor");
