@@ -143,8 +143,9 @@ static bool radix_pass(const uint32_t *src, uint32_t *dst, uint32_t n, const nod
  * nodes are created nearly in that order: only a node made after its parts
  * (a tuple at TUPLE, an object at REDUCE or NEWOBJ) moves back, over the
  * nodes inside it.  So insertion sort first, with a budget of moves linear
- * in n.  Past it (objects nested in objects: the moves grow with n times
- * the depth), a stable LSD radix sort, linear: from index order reversed
+ * in n (2n + 1024: 8n made dataclass-graph's feed 26.4M -> 33.2M
+ * instructions a call, its moves past even that).  Past it (objects nested in objects: the moves
+ * grow with n times the depth), a stable LSD radix sort, linear: from index order reversed
  * (later-created first), by end descending, then by start ascending, 16
  * bits a pass, passes where all keys agree skipped.  Positions past 4 GiB,
  * or no memory for it (its n + 64 Ki words over the limit): qsort.  The order is total, so all

@@ -447,10 +447,10 @@ static int v_dump_open(void *ctx, sertrace_dump_state *d)
     return 0;
 }
 
-static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+/* A node opens (before its paths' count): the reduce's arguments it
+ * may start, its path level's cut, its object. */
+HOT_INLINE int node_opened(sertrace_dump_state *d, dump_sum *ds, sertrace_node *n)
 {
-    sertrace_summary *s = ctx;
-    dump_sum *ds = d->user;
     /* the outermost reduce-arguments node open (and the state of an
      * object rebuilt by a reduce function, tag R: numpy keeps its data
      * there below protocol 5), owned by its parent's type; an instance's
@@ -461,7 +461,14 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
         ds->args_depth = n->depth;
     if (ds->chain_depth >= n->depth) /* a new node at this depth: its path is not rendered */
         ds->chain_depth = n->depth - 1;
-    if (shared_object_enter(ds, n) < 0)
+    return shared_object_enter(ds, n);
+}
+
+static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    sertrace_summary *s = ctx;
+    dump_sum *ds = d->user;
+    if (node_opened(d, ds, n) < 0)
         return -1;
     return s->o.paths ? sertrace_pathstats_enter(ds->paths, d, n) : 0;
 }
@@ -672,21 +679,17 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
 }
 
 /* A node with nothing nested in it (core.h node_leaf): v_node_enter then
- * v_node_exit, in one call.  The enter's work a leaf needs is its path
- * level's cut and its object; a leaf that opens a reduce's arguments
- * (args_depth), and every leaf when paths are counted, take both calls. */
+ * v_node_exit, in one call (both calls when paths are counted). */
 static int v_node_leaf(void *ctx, sertrace_dump_state *d, sertrace_node *n)
 {
     sertrace_summary *s = ctx;
     dump_sum *ds = d->user;
-    if (s->o.paths || (ds->args_depth == 0 && n->label_kind == SERTRACE_LABEL_ROLE)) {
+    if (s->o.paths) {
         if (v_node_enter(ctx, d, n) < 0)
             return -1;
         return v_node_exit(ctx, d, n);
     }
-    if (ds->chain_depth >= n->depth)
-        ds->chain_depth = n->depth - 1;
-    if (n->addr != 0 && shared_object_enter(ds, n) < 0)
+    if (node_opened(d, ds, n) < 0)
         return -1;
     return node_closed(s, d, ds, n);
 }
