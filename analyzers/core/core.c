@@ -407,6 +407,70 @@ static __attribute__((noinline)) int pop_node(sertrace_core *c, sertrace_dump_st
     return pop_node_inline(c, d, pos, how);
 }
 
+static __attribute__((noinline)) int grow_stack(sertrace_dump_state *d)
+{
+    uint32_t cap = d->stack_cap ? d->stack_cap * 2 : 64;
+    if (cap > CORE_MAX_DEPTH + 1)
+        cap = CORE_MAX_DEPTH + 1;
+    sertrace_node *s = realloc(d->stack, (size_t)cap * sizeof *s);
+    if (!s)
+        return -1;
+    d->stack = s;
+    d->stack_cap = cap;
+    return 0;
+}
+
+/* A node with nothing nested in it (an ATOM at one below the open chain),
+ * for a visitor with node_leaf: what push_node_inline then
+ * pop_node_inline at pos + bytes give, in one visitor call.  None of
+ * the exit's checks can fail for a node opened and closed at once: no
+ * loss while it was open (its gap_epoch is the dump's), its end not
+ * before its start (place_atom checked), no child: flags 0, exact. */
+HOT_INLINE int place_leaf(sertrace_core *c, sertrace_dump_state *d, uint8_t tag, uint32_t type,
+                          uint64_t addr, uint64_t length, uint64_t pos, uint64_t bytes)
+{
+    if (d->depth == d->stack_cap && grow_stack(d) < 0)
+        return -1;
+    assert(d->depth < d->stack_cap && d->depth <= CORE_MAX_DEPTH);
+    sertrace_node *n = &d->stack[d->depth++];
+    n->addr = addr;
+    n->length = length;
+    n->enter_pos = pos;
+    n->inner_max = pos + bytes;
+    n->lost_at = pos;
+    n->child_bytes = 0;
+    n->bytes = bytes;
+    n->self = bytes;
+    n->user = 0;
+    n->label = d->label;
+    n->oob = 0;
+    n->type = type;
+    n->depth = d->depth;
+    n->gap_epoch = d->gap_epoch;
+    n->flags = 0;
+    n->tag = tag;
+    n->label_kind = d->label_kind;
+    d->label_kind = SERTRACE_LABEL_NONE;
+    if (d->depth > d->max_depth)
+        d->max_depth = d->depth;
+    if (d->depth == 1)
+        d->roots++;
+    /* rec_gap_at <= gap_epoch always: no loss since it opened (not
+     * PARTIAL, not EXIT_UNSURE), so its size is exact */
+    assert(d->rec_gap_at <= n->gap_epoch);
+    d->nodes++;
+    if (c->v.node_leaf(c->v.ctx, d, n) < 0)
+        return -1;
+    d->depth--;
+    if (d->depth > 0) {
+        sertrace_node *p = &d->stack[d->depth - 1];
+        p->child_bytes += bytes;
+        if (n->inner_max > p->inner_max)
+            p->inner_max = n->inner_max;
+    }
+    return 0;
+}
+
 static int close_dump(sertrace_core *c, sertrace_dump_state *d, uint16_t how)
 {
     while (d->depth > 0)
@@ -558,6 +622,23 @@ static void take_label(sertrace_dump_state *d, uint8_t kind, uint64_t value)
     d->labels++;
 }
 
+/* Bring the open chain to `open` nodes: deeper ones lost their EXIT
+ * (closed, bytes a lower bound), missing ancestors lost their ENTER
+ * (placeholders opened at `pos`).  The depth rules of an ENTER or ATOM
+ * (to its depth - 1) and of a DEPTH record (to its depth).  Out of line:
+ * a regular stream never needs it. */
+static __attribute__((noinline)) int align_depth(sertrace_core *c, sertrace_dump_state *d,
+                                                 uint32_t open, uint64_t pos)
+{
+    while (d->depth > open)
+        if (pop_node(c, d, 0, SERTRACE_NODE_NO_EXIT) < 0)
+            return -1;
+    while (d->depth < open)
+        if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, pos, SERTRACE_NODE_NO_ENTER) < 0)
+            return -1;
+    return 0;
+}
+
 /* Result of one record: 0 ok, 1 malformed (stop the batch), 2 malformed
  * but well delimited (skip that record, go on), -1 fatal. */
 static int place_enter(sertrace_core *c, sertrace_dump_state *d, uint8_t tag, uint64_t depth,
@@ -570,12 +651,8 @@ static int place_enter(sertrace_core *c, sertrace_dump_state *d, uint8_t tag, ui
         return 2; /* too many missing ancestors: skip this record only */
     }
     see_pos(d, pos);
-    while (d->depth >= depth) /* its earlier siblings lost their EXIT */
-        if (pop_node(c, d, 0, SERTRACE_NODE_NO_EXIT) < 0)
-            return -1;
-    while (d->depth + 1 < depth) /* its ancestors lost their ENTER */
-        if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, pos, SERTRACE_NODE_NO_ENTER) < 0)
-            return -1;
+    if (d->depth + 1 != depth && align_depth(c, d, (uint32_t)depth - 1, pos) < 0)
+        return -1;
     return push_node_inline(c, d, tag, (uint32_t)type, addr, length, pos, 0) < 0 ? -1 : 0;
 }
 
@@ -639,12 +716,12 @@ HOT_INLINE int place_atom(sertrace_core *c, sertrace_dump_state *d, uint8_t tag,
         return 2;
     }
     see_pos(d, pos);
-    while (d->depth >= depth)
-        if (pop_node(c, d, 0, SERTRACE_NODE_NO_EXIT) < 0)
-            return -1;
-    while (d->depth + 1 < depth)
-        if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, pos, SERTRACE_NODE_NO_ENTER) < 0)
-            return -1;
+    if (d->depth + 1 != depth && align_depth(c, d, (uint32_t)depth - 1, pos) < 0)
+        return -1;
+    if (c->v.node_leaf) {
+        see_pos(d, pos + bytes);
+        return place_leaf(c, d, tag, (uint32_t)type, addr, length, pos, bytes);
+    }
     if (push_node_inline(c, d, tag, (uint32_t)type, addr, length, pos, 0) < 0)
         return -1;
     see_pos(d, pos + bytes);
@@ -707,11 +784,8 @@ static int rec_satom(sertrace_core *c, sertrace_dump_state *d, reader *r, uint8_
     uint64_t bytes = f[8];
     r->base_addr = addr;
     r->base_pos = pos + bytes;
-    if (kind != SERTRACE_LABEL_NONE) {
-        d->label_kind = (uint8_t)kind;
-        d->label = label;
-        d->labels++;
-    }
+    if (kind != SERTRACE_LABEL_NONE)
+        take_label(d, (uint8_t)kind, label);
     return place_atom(c, d, f[0], sertrace_satom_depth(d->depth, f[2]), f[1], addr, length, pos,
                       bytes);
 }
@@ -741,11 +815,8 @@ static int rec_tatom(sertrace_core *c, sertrace_dump_state *d, reader *r, uint8_
     uint64_t pos = r->base_pos + f[2];
     uint64_t bytes = f[3];
     r->base_pos = pos + bytes;
-    if (kind != SERTRACE_LABEL_NONE) {
-        d->label_kind = (uint8_t)kind;
-        d->label = label;
-        d->labels++;
-    }
+    if (kind != SERTRACE_LABEL_NONE)
+        take_label(d, (uint8_t)kind, label);
     return place_atom(c, d, f[0], (uint64_t)d->depth + 1, f[1], addr, length, pos, bytes);
 }
 
@@ -763,13 +834,7 @@ static int rec_depth(sertrace_core *c, sertrace_dump_state *d, reader *r)
         d->skipped_deep++;
         return 2;
     }
-    while (d->depth > depth)
-        if (pop_node(c, d, 0, SERTRACE_NODE_NO_EXIT) < 0)
-            return -1;
-    while (d->depth < depth)
-        if (push_node(c, d, SERTRACE_TAG_UNKNOWN, 0, 0, 0, d->max_pos, SERTRACE_NODE_NO_ENTER) < 0)
-            return -1;
-    return 0;
+    return align_depth(c, d, (uint32_t)depth, d->max_pos);
 }
 
 static sertrace_node *node_at(sertrace_dump_state *d, uint64_t depth);
@@ -1123,7 +1188,7 @@ static int direct_result(sertrace_core *c, sertrace_dump_state *d, int rc)
     return 0;
 }
 
-int sertrace_core_node(sertrace_core *c, sertrace_dump_state *d, const sertrace_core_node_in *in)
+HOT_INLINE int place_in(sertrace_core *c, sertrace_dump_state *d, const sertrace_core_node_in *in)
 {
     int rc;
     switch (in->op) {
@@ -1146,6 +1211,20 @@ int sertrace_core_node(sertrace_core *c, sertrace_dump_state *d, const sertrace_
     return direct_result(c, d, rc);
 }
 
+int sertrace_core_node(sertrace_core *c, sertrace_dump_state *d, const sertrace_core_node_in *in)
+{
+    return place_in(c, d, in);
+}
+
+int sertrace_core_nodes(sertrace_core *c, sertrace_dump_state *d, const sertrace_core_node_in *in,
+                        size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (place_in(c, d, &in[i]) < 0)
+            return -1;
+    return 0;
+}
+
 int sertrace_core_define(sertrace_core *c, sertrace_dump_state *d, uint32_t index, const char *text,
                          size_t len, bool label)
 {
@@ -1160,8 +1239,9 @@ int sertrace_core_note_at(sertrace_core *c, sertrace_dump_state *d, uint32_t dep
 
 bool sertrace_core_can_abort(const sertrace_core *c)
 {
-    return c->v.dump_abort != NULL || (!c->v.dump_open && !c->v.node_enter && !c->v.node_exit &&
-                                       !c->v.note && !c->v.error && !c->v.dump_close);
+    return c->v.dump_abort != NULL ||
+           (!c->v.dump_open && !c->v.node_enter && !c->v.node_exit && !c->v.node_leaf &&
+            !c->v.note && !c->v.error && !c->v.dump_close);
 }
 
 int sertrace_core_dump_abort(sertrace_core *c, int64_t pid, uint64_t dump_id)

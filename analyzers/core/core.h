@@ -248,6 +248,12 @@ typedef struct sertrace_core_visitor {
      * released.  Its stack may hold open nodes (no node_exit for them).
      * A visitor without it cannot have dumps aborted. */
     int (*dump_abort)(void *ctx, sertrace_dump_state *d);
+    /* Optional: a node with nothing nested in it (an ATOM record, or a
+     * fed ATOM, one level below the open chain), node_enter and
+     * node_exit in one call: `n` is closed (bytes, self set) and is
+     * d->stack[d->depth - 1], as at node_exit.  NULL: node_enter then
+     * node_exit are called. */
+    int (*node_leaf)(void *ctx, sertrace_dump_state *d, sertrace_node *n);
 } sertrace_core_visitor;
 
 typedef struct sertrace_core sertrace_core;
@@ -346,6 +352,10 @@ typedef struct sertrace_core_node_in {
 /* The live dump (pid, dump_id), or NULL. */
 sertrace_dump_state *sertrace_core_live_dump(sertrace_core *c, int64_t pid, uint64_t dump_id);
 int sertrace_core_node(sertrace_core *c, sertrace_dump_state *d, const sertrace_core_node_in *in);
+/* in[0 .. n) in order, each as sertrace_core_node would place it, in one
+ * call (a producer feeds a batch of nodes; nothing is encoded). */
+int sertrace_core_nodes(sertrace_core *c, sertrace_dump_state *d, const sertrace_core_node_in *in,
+                        size_t n);
 /* A TYPE record (label false) or a NAME record (label true). */
 int sertrace_core_define(sertrace_core *c, sertrace_dump_state *d, uint32_t index, const char *text,
                          size_t len, bool label);

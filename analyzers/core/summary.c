@@ -31,6 +31,8 @@
     (256u << 10) /* a recycled dump keeps its notes buffer                                         \
                   * up to this size */
 
+#define HOT_INLINE static inline __attribute__((always_inline))
+
 /* ---- small helpers ---------------------------------------------------- */
 
 int summary_flush(sertrace_summary *s, bool force)
@@ -445,10 +447,10 @@ static int v_dump_open(void *ctx, sertrace_dump_state *d)
     return 0;
 }
 
-static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+/* A node opens (before its paths' count): the reduce's arguments it
+ * may start, its path level's cut, its object. */
+HOT_INLINE int node_opened(sertrace_dump_state *d, dump_sum *ds, sertrace_node *n)
 {
-    sertrace_summary *s = ctx;
-    dump_sum *ds = d->user;
     /* the outermost reduce-arguments node open (and the state of an
      * object rebuilt by a reduce function, tag R: numpy keeps its data
      * there below protocol 5), owned by its parent's type; an instance's
@@ -459,7 +461,14 @@ static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
         ds->args_depth = n->depth;
     if (ds->chain_depth >= n->depth) /* a new node at this depth: its path is not rendered */
         ds->chain_depth = n->depth - 1;
-    if (shared_object_enter(ds, n) < 0)
+    return shared_object_enter(ds, n);
+}
+
+static int v_node_enter(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    sertrace_summary *s = ctx;
+    dump_sum *ds = d->user;
+    if (node_opened(d, ds, n) < 0)
         return -1;
     return s->o.paths ? sertrace_pathstats_enter(ds->paths, d, n) : 0;
 }
@@ -483,8 +492,8 @@ node_stat *summary_type_stat_grow(dump_sum *ds, uint32_t type)
 }
 
 /* Owned bytes (node_stat.owned) of a closing node. */
-static int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_node *n, uint32_t row,
-                        uint64_t *to_row)
+HOT_INLINE int charge_owned(sertrace_dump_state *d, dump_sum *ds, const sertrace_node *n,
+                            uint32_t row, uint64_t *to_row)
 {
     *to_row = 0;
     if (ds->args_depth != 0 && n->depth > ds->args_depth)
@@ -604,12 +613,11 @@ static __attribute__((noinline)) int died_at(sertrace_summary *s, sertrace_dump_
     return 0;
 }
 
-static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+/* A node closes (after its paths' count): its rows, its object, the
+ * top-N and the flags. */
+HOT_INLINE int node_closed(sertrace_summary *s, sertrace_dump_state *d, dump_sum *ds,
+                           sertrace_node *n)
 {
-    sertrace_summary *s = ctx;
-    dump_sum *ds = d->user;
-    if (s->o.paths && sertrace_pathstats_exit(ds->paths, n) < 0)
-        return -1;
     node_stat *k = &ds->kinds[n->tag];
     if (!k->count)
         ds->touched[ds->ntouched++] = n->tag;
@@ -659,6 +667,31 @@ static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
     if ((n->flags & SERTRACE_NODE_UNFINISHED) && !ds->died_text)
         return died_at(s, d, ds, n);
     return 0;
+}
+
+static int v_node_exit(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    sertrace_summary *s = ctx;
+    dump_sum *ds = d->user;
+    if (s->o.paths && sertrace_pathstats_exit(ds->paths, n) < 0)
+        return -1;
+    return node_closed(s, d, ds, n);
+}
+
+/* A node with nothing nested in it (core.h node_leaf): v_node_enter then
+ * v_node_exit, in one call (both calls when paths are counted). */
+static int v_node_leaf(void *ctx, sertrace_dump_state *d, sertrace_node *n)
+{
+    sertrace_summary *s = ctx;
+    dump_sum *ds = d->user;
+    if (s->o.paths) {
+        if (v_node_enter(ctx, d, n) < 0)
+            return -1;
+        return v_node_exit(ctx, d, n);
+    }
+    if (node_opened(d, ds, n) < 0)
+        return -1;
+    return node_closed(s, d, ds, n);
 }
 
 static int v_error(void *ctx, sertrace_dump_state *d, sertrace_node *n, uint8_t tag, uint32_t type,
@@ -1065,6 +1098,7 @@ void sertrace_summary_visitor(sertrace_summary *s, sertrace_core_visitor *v)
     v->dump_open = v_dump_open;
     v->node_exit = v_node_exit;
     v->node_enter = v_node_enter;
+    v->node_leaf = v_node_leaf;
     v->note = v_note;
     v->error = v_error;
     v->dump_close = v_dump_close;

@@ -126,7 +126,7 @@ static void setup(void)
 {
     R = calloc(1, sizeof *R);
     R->keep_nodes = true;
-    sertrace_core_visitor v = {R, r_open, r_enter, r_exit, r_note, r_error, r_close, NULL};
+    sertrace_core_visitor v = {R, r_open, r_enter, r_exit, r_note, r_error, r_close, NULL, NULL};
     C = sertrace_core_create(&v);
     cr_assert_not_null(C);
     enc_reset(&E);
