@@ -388,6 +388,13 @@ static inline uint32_t emu_node_of_id(const emu *e, uint32_t id)
     return (uint32_t)i;
 }
 
+/* A streamed dump whose deepest pending level is a tuple or a call (its
+ * TUPLE / REDUCE / NEWOBJ completes a placeholder: emu_stream_pending). */
+static inline bool emu_pending_top(const emu *e)
+{
+    return e->streamed && e->nspec && e->spec[e->nspec - 1].code;
+}
+
 static inline item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t kind, uint8_t tag)
 {
     item *it;

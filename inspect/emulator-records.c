@@ -608,6 +608,56 @@ static bool op_effect(uint8_t code, uint32_t h, uint32_t top_mark, uint32_t *to,
     return true;
 }
 
+/* The walk's tight loop: fixed-length opcodes (QUICK_PREFIX1: a 1-byte
+ * length prefix) that push or pop plain items (no mark). */
+#define QUICK_PREFIX1 255
+static const uint8_t quick_len[256] = {
+    [OP_BININT1] = 2,
+    [OP_BININT2] = 3,
+    [OP_BININT] = 5,
+    [OP_BINFLOAT] = 9,
+    [OP_NONE] = 1,
+    [OP_NEWTRUE] = 1,
+    [OP_NEWFALSE] = 1,
+    [OP_EMPTY_LIST] = 1,
+    [OP_EMPTY_DICT] = 1,
+    [OP_EMPTY_SET] = 1,
+    [OP_EMPTY_TUPLE] = 1,
+    [OP_MEMOIZE] = 1,
+    [OP_BINPUT] = 2,
+    [OP_LONG_BINPUT] = 5,
+    [OP_BINGET] = 2,
+    [OP_LONG_BINGET] = 5,
+    [OP_TUPLE1] = 1,
+    [OP_TUPLE2] = 1,
+    [OP_TUPLE3] = 1,
+    [OP_APPEND] = 1,
+    [OP_SETITEM] = 1,
+    [OP_STACK_GLOBAL] = 1,
+    [OP_FRAME] = 9,
+    [OP_SHORT_BINUNICODE] = QUICK_PREFIX1,
+    [OP_SHORT_BINBYTES] = QUICK_PREFIX1,
+    [OP_SHORT_BINSTRING] = QUICK_PREFIX1,
+    [OP_LONG1] = QUICK_PREFIX1,
+};
+static const uint8_t quick_pop[256] = {
+    [OP_TUPLE1] = 1, [OP_TUPLE2] = 2,  [OP_TUPLE3] = 3,
+    [OP_APPEND] = 1, [OP_SETITEM] = 2, [OP_STACK_GLOBAL] = 2,
+};
+static const uint8_t quick_push[256] = {
+    [OP_BININT1] = 1,        [OP_BININT2] = 1,
+    [OP_BININT] = 1,         [OP_BINFLOAT] = 1,
+    [OP_NONE] = 1,           [OP_NEWTRUE] = 1,
+    [OP_NEWFALSE] = 1,       [OP_EMPTY_LIST] = 1,
+    [OP_EMPTY_DICT] = 1,     [OP_EMPTY_SET] = 1,
+    [OP_EMPTY_TUPLE] = 1,    [OP_BINGET] = 1,
+    [OP_LONG_BINGET] = 1,    [OP_TUPLE1] = 1,
+    [OP_TUPLE2] = 1,         [OP_TUPLE3] = 1,
+    [OP_STACK_GLOBAL] = 1,   [OP_SHORT_BINUNICODE] = 1,
+    [OP_SHORT_BINBYTES] = 1, [OP_SHORT_BINSTRING] = 1,
+    [OP_LONG1] = 1,
+};
+
 /* Walk the bytes from input offset `at` (the next opcode), the stack as
  * it is now, up to the opcode that consumes the item at `slot`, through
  * the tuples that wrap it (TUPLE1-3, TUPLE: their item takes the lowest
@@ -634,6 +684,24 @@ static bool walk_ahead(emu *e, size_t at, uint32_t slot, stream_ahead *r)
     r->first_at = SIZE_MAX;
     size_t from = at;
     while (at < e->n) {
+        /* the opcodes most bytes are, in a tight loop (their length and
+         * pops from tables); the first that is none, or that reaches
+         * `slot`, goes the general way below */
+        uint32_t floor = nm ? ms[nm - 1] : 0;
+        for (;;) {
+            uint8_t c = e->in[at];
+            size_t l = quick_len[c];
+            if (l == QUICK_PREFIX1)
+                l = at + 1 < e->n ? 2 + (size_t)e->in[at + 1] : 0;
+            if (!l || l > e->n - at || quick_pop[c] > h - floor || h - quick_pop[c] <= slot)
+                break;
+            h += quick_push[c] - quick_pop[c];
+            at += l;
+            if (at >= e->n)
+                break;
+        }
+        if (at >= e->n)
+            break;
         uint8_t code = e->in[at];
         size_t len = op_size(e->in, e->n, at);
         uint32_t to, push;
