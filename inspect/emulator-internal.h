@@ -99,7 +99,8 @@ typedef struct node {
     uint8_t note; /* NOTE_* said under the node */
     uint8_t label_kind; /* SERTRACE_LABEL_*: what it is to its parent, 0 none */
     bool shared;        /* a memo reference points to it (emu_node_address) */
-    bool memoized;      /* a memo slot holds it (a streamed node's address) */
+    bool memoized;      /* a memo slot holds it (a streamed node's address; a tuple
+                           level's placeholder is entered with its number too) */
     uint64_t label;     /* its value (KEY: a name index; HIDDEN: numbered at STOP) */
     uint64_t added;     /* items given by APPEND(S)/SETITEM(S) so far: the next position */
 } node;
@@ -147,9 +148,33 @@ typedef struct stream_level {
     uint32_t index; /* stack index of the level's container */
     uint32_t marks; /* marks left once its group is consumed */
     uint64_t added; /* a list without MARK: its `added` once the group is consumed */
-    uint8_t tag;    /* the container's tag: which opcode consumes the group */
-    bool mark;      /* the group opens with a MARK at index + 1 */
+    uint8_t tag;    /* the container's tag: which opcode consumes the group
+                       (SERTRACE_TAG_TUPLE: a tuple level, below) */
+    bool mark;      /* the group opens with a MARK at index + 1 (a tuple level: at index) */
+    uint8_t code;   /* a tuple or call level: its TUPLE / TUPLE1-3 / REDUCE / NEWOBJ(_EX)
+                       (the walk ahead saw it); 0 for a container's */
 } stream_level;
+
+/* A tuple level (README "Streaming"): a tuple being built around a level
+ * of the chain has no item yet -- its elements are on the stack from
+ * `index` (the slot its item will take) up -- and no node until its TUPLE
+ * opcode; the walk ahead (emulator-records.c `ahead`) finds that opcode in
+ * the bytes, a placeholder node is entered in its place and the TUPLE
+ * completes it (emu_stream_tuple).  What the walk found for the item at
+ * a slot: the tuples that will wrap it (innermost first) and the opcode
+ * that consumes the outermost, cached while none of them has run. */
+#define AHEAD_WRAPS 8
+#define AHEAD_CACHE 160
+typedef struct stream_ahead {
+    uint64_t start;  /* the item's start (with slot: the key) */
+    size_t first_at; /* input offset of its first wrap or consumer: valid up to it */
+    uint32_t slot;
+    uint32_t fslot; /* the consumer's stack height once it popped */
+    uint32_t wslot[AHEAD_WRAPS];
+    uint8_t wcode[AHEAD_WRAPS];
+    uint8_t nwrap;
+    uint8_t fcode; /* the consumer's opcode, 0 when the walk failed */
+} stream_ahead;
 
 typedef struct emu {
     const uint8_t *in;
@@ -238,6 +263,11 @@ typedef struct emu {
     uint64_t stream_pos; /* e->pos at the last feed: every later node starts there or after */
     uint64_t kept_addr[STREAM_CHAIN_MAX + 2];
     stream_level spec[STREAM_CHAIN_MAX];
+    /* the walk ahead's cache (tuple levels) and the bytes it walked in
+     * this pickle (at most 4 x its length: time stays linear) */
+    stream_ahead ahead_cache[AHEAD_CACHE];
+    uint32_t nahead;
+    uint64_t ahead_bytes;
 } emu;
 
 typedef struct op {
@@ -283,6 +313,7 @@ int emu_audit_nested(emu *e, const op *o, const item *fn, const item *args);
 int emu_emit_dump(emu *e, uint64_t total);
 int emu_stream_batch(emu *e, size_t next);
 void emu_stream_watch(emu *e, uint8_t code);
+uint32_t emu_stream_pending(emu *e, uint8_t code, uint32_t slot);
 int emu_abort_dump(emu *e);
 int emu_need_items(emu *e, const op *o, uint32_t k);
 int emu_pop_mark(emu *e, const op *o, mark *m);
@@ -355,6 +386,13 @@ static inline uint32_t emu_node_of_id(const emu *e, uint32_t id)
     if (i >= e->nnodes || e->nodes[i].object != id)
         return NO_NODE;
     return (uint32_t)i;
+}
+
+/* A streamed dump whose deepest pending level is a tuple or a call (its
+ * TUPLE / REDUCE / NEWOBJ completes a placeholder: emu_stream_pending). */
+static inline bool emu_pending_top(const emu *e)
+{
+    return e->streamed && e->nspec && e->spec[e->nspec - 1].code;
 }
 
 static inline item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t kind, uint8_t tag)

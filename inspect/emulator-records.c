@@ -456,106 +456,597 @@ static uint32_t chain_node(const emu *e, uint32_t i)
     return !n->dead && chain_tag(n->tag) ? it->node : NO_NODE;
 }
 
-/* Read the stack as a chain of open containers, bottom up: stack[0] the
- * root; above each level's container, its group (after a MARK at once
- * above it, or none), whose last item is the next level's container; the
- * top item the last level (with its It node after it when an object).  A group is: a dict's
- * key/value pairs (one pair without a MARK), a list's items (one without a MARK), a set's items
- * (after a MARK), an object's state (one item, no MARK).  Levels at
- * cn[0..*k] (their nodes), lv[0..*k) (the groups below the top).  False
- * when the stack is not such a chain (a container not below its group, a
- * MARK not right above a container, a tuple or a call being built).
- * *nchain: the levels (*k + 1, or *k + 2 with an It node). */
-static bool read_chain(emu *e, uint32_t *cn, stream_level *lv, uint32_t *k, uint32_t *nchain)
+/* ---- the walk ahead (tuple levels, README "Streaming") ------------------- */
+
+/* The length of the opcode at input offset `at`, read without a side
+ * effect (the emulator's reader says what is wrong when it gets there);
+ * 0 when it is unknown or cut. */
+static size_t op_size(const uint8_t *in, size_t n, size_t at)
 {
-    uint32_t s = 0, mi = 0, depth = 0;
-    if (!e->nstack || (cn[0] = chain_node(e, 0)) == NO_NODE)
+    size_t left = n - at - 1, fixed = 0, prefix = 0, lines = 0;
+    const uint8_t *p = in + at + 1;
+    switch (in[at]) {
+    case OP_BININT1:
+    case OP_BINGET:
+    case OP_BINPUT:
+    case OP_PROTO:
+    case OP_EXT1:
+        fixed = 1;
+        break;
+    case OP_BININT2:
+    case OP_EXT2:
+        fixed = 2;
+        break;
+    case OP_BININT:
+    case OP_LONG_BINGET:
+    case OP_LONG_BINPUT:
+    case OP_EXT4:
+        fixed = 4;
+        break;
+    case OP_BINFLOAT:
+    case OP_FRAME:
+        fixed = 8;
+        break;
+    case OP_SHORT_BINSTRING:
+    case OP_SHORT_BINBYTES:
+    case OP_SHORT_BINUNICODE:
+    case OP_LONG1:
+        prefix = 1;
+        break;
+    case OP_BINSTRING:
+    case OP_BINUNICODE:
+    case OP_BINBYTES:
+    case OP_LONG4:
+        prefix = 4;
+        break;
+    case OP_BINUNICODE8:
+    case OP_BINBYTES8:
+    case OP_BYTEARRAY8:
+        prefix = 8;
+        break;
+    case OP_INT:
+    case OP_LONG:
+    case OP_FLOAT:
+    case OP_STRING:
+    case OP_UNICODE:
+    case OP_PERSID:
+    case OP_GET:
+    case OP_PUT:
+        lines = 1;
+        break;
+    case OP_GLOBAL:
+    case OP_INST:
+        lines = 2;
+        break;
+    case OP_MARK:
+    case OP_STOP:
+    case OP_POP:
+    case OP_POP_MARK:
+    case OP_DUP:
+    case OP_NONE:
+    case OP_BINPERSID:
+    case OP_REDUCE:
+    case OP_APPEND:
+    case OP_BUILD:
+    case OP_DICT:
+    case OP_EMPTY_DICT:
+    case OP_APPENDS:
+    case OP_LIST:
+    case OP_EMPTY_LIST:
+    case OP_OBJ:
+    case OP_SETITEM:
+    case OP_TUPLE:
+    case OP_EMPTY_TUPLE:
+    case OP_SETITEMS:
+    case OP_NEWOBJ:
+    case OP_TUPLE1:
+    case OP_TUPLE2:
+    case OP_TUPLE3:
+    case OP_NEWTRUE:
+    case OP_NEWFALSE:
+    case OP_EMPTY_SET:
+    case OP_ADDITEMS:
+    case OP_FROZENSET:
+    case OP_NEWOBJ_EX:
+    case OP_STACK_GLOBAL:
+    case OP_MEMOIZE:
+    case OP_NEXT_BUFFER:
+    case OP_READONLY_BUFFER:
+        return 1;
+    default:
+        return 0;
+    }
+    if (fixed)
+        return left < fixed ? 0 : 1 + fixed;
+    if (prefix) {
+        uint64_t len = 0;
+        if (left < prefix)
+            return 0;
+        for (size_t i = prefix; i-- > 0;)
+            len = len << 8 | p[i];
+        return len > left - prefix ? 0 : 1 + prefix + (size_t)len;
+    }
+    const uint8_t *q = p, *end = in + n;
+    for (size_t l = 0; l < lines; l++) {
+        const uint8_t *nl = memchr(q, '\n', (size_t)(end - q));
+        if (!nl)
+            return 0;
+        q = nl + 1;
+    }
+    return (size_t)(q - in) - at;
+}
+
+/* What the opcode `code` does to a stack of `h` items whose top mark is
+ * at `top_mark` (UINT32_MAX: none): the height once it popped (*to), the
+ * items it pushes then (*push), and whether it pops that mark (*pops_mark)
+ * or pushes one (*marks).  False when it would underflow. */
+static bool op_effect(uint8_t code, uint32_t h, uint32_t top_mark, uint32_t *to, uint32_t *push,
+                      bool *pops_mark, bool *marks)
+{
+    uint32_t k = 0;
+    *push = 0;
+    *pops_mark = *marks = false;
+    switch (code) {
+    case OP_MARK:
+        *marks = true;
+        break;
+    case OP_POP:
+        if (top_mark == h) {
+            *pops_mark = true;
+            break;
+        }
+        k = 1;
+        break;
+    case OP_POP_MARK:
+    case OP_APPENDS:
+    case OP_SETITEMS:
+    case OP_ADDITEMS:
+    case OP_LIST:
+    case OP_DICT:
+    case OP_TUPLE:
+    case OP_FROZENSET:
+    case OP_OBJ:
+    case OP_INST:
+        if (top_mark == UINT32_MAX)
+            return false;
+        *to = top_mark;
+        *pops_mark = true;
+        *push =
+            code == OP_POP_MARK || code == OP_APPENDS || code == OP_SETITEMS || code == OP_ADDITEMS
+                ? 0
+                : 1;
+        return true;
+    case OP_PUT:
+    case OP_BINPUT:
+    case OP_LONG_BINPUT:
+    case OP_MEMOIZE:
+    case OP_FRAME:
+    case OP_PROTO:
+    case OP_READONLY_BUFFER:
+        break;
+    case OP_BINPERSID:
+        k = 1, *push = 1;
+        break;
+    case OP_STACK_GLOBAL:
+    case OP_REDUCE:
+    case OP_NEWOBJ:
+        k = 2, *push = 1;
+        break;
+    case OP_NEWOBJ_EX:
+        k = 3, *push = 1;
+        break;
+    case OP_BUILD:
+    case OP_APPEND:
+        k = 1;
+        break;
+    case OP_SETITEM:
+        k = 2;
+        break;
+    case OP_TUPLE1:
+    case OP_TUPLE2:
+    case OP_TUPLE3:
+        k = code - OP_TUPLE1 + 1, *push = 1;
+        break;
+    case OP_STOP:
+        k = h;
+        break;
+    default: /* the rest push one item (atoms, GETs, globals, empty containers ...) */
+        *push = 1;
+        break;
+    }
+    if (k > h || (top_mark != UINT32_MAX && h - k < top_mark))
         return false;
-    if (e->nmarks && e->marks[0].stack_len == 0)
+    *to = h - k;
+    return true;
+}
+
+/* The walk's tight loop: fixed-length opcodes (QUICK_PREFIX1: a 1-byte
+ * length prefix) that push or pop plain items (no mark). */
+#define QUICK_PREFIX1 255
+static const uint8_t quick_len[256] = {
+    [OP_BININT1] = 2,
+    [OP_BININT2] = 3,
+    [OP_BININT] = 5,
+    [OP_BINFLOAT] = 9,
+    [OP_NONE] = 1,
+    [OP_NEWTRUE] = 1,
+    [OP_NEWFALSE] = 1,
+    [OP_EMPTY_LIST] = 1,
+    [OP_EMPTY_DICT] = 1,
+    [OP_EMPTY_SET] = 1,
+    [OP_EMPTY_TUPLE] = 1,
+    [OP_MEMOIZE] = 1,
+    [OP_BINPUT] = 2,
+    [OP_LONG_BINPUT] = 5,
+    [OP_BINGET] = 2,
+    [OP_LONG_BINGET] = 5,
+    [OP_TUPLE1] = 1,
+    [OP_TUPLE2] = 1,
+    [OP_TUPLE3] = 1,
+    [OP_APPEND] = 1,
+    [OP_SETITEM] = 1,
+    [OP_STACK_GLOBAL] = 1,
+    [OP_FRAME] = 9,
+    [OP_SHORT_BINUNICODE] = QUICK_PREFIX1,
+    [OP_SHORT_BINBYTES] = QUICK_PREFIX1,
+    [OP_SHORT_BINSTRING] = QUICK_PREFIX1,
+    [OP_LONG1] = QUICK_PREFIX1,
+};
+static const uint8_t quick_pop[256] = {
+    [OP_TUPLE1] = 1, [OP_TUPLE2] = 2,  [OP_TUPLE3] = 3,
+    [OP_APPEND] = 1, [OP_SETITEM] = 2, [OP_STACK_GLOBAL] = 2,
+};
+static const uint8_t quick_push[256] = {
+    [OP_BININT1] = 1,        [OP_BININT2] = 1,
+    [OP_BININT] = 1,         [OP_BINFLOAT] = 1,
+    [OP_NONE] = 1,           [OP_NEWTRUE] = 1,
+    [OP_NEWFALSE] = 1,       [OP_EMPTY_LIST] = 1,
+    [OP_EMPTY_DICT] = 1,     [OP_EMPTY_SET] = 1,
+    [OP_EMPTY_TUPLE] = 1,    [OP_BINGET] = 1,
+    [OP_LONG_BINGET] = 1,    [OP_TUPLE1] = 1,
+    [OP_TUPLE2] = 1,         [OP_TUPLE3] = 1,
+    [OP_STACK_GLOBAL] = 1,   [OP_SHORT_BINUNICODE] = 1,
+    [OP_SHORT_BINBYTES] = 1, [OP_SHORT_BINSTRING] = 1,
+    [OP_LONG1] = 1,
+};
+
+/* Walk the bytes from input offset `at` (the next opcode), the stack as
+ * it is now, up to the opcode that consumes the item at `slot`, through
+ * the tuples that wrap it (TUPLE1-3, TUPLE: their item takes the lowest
+ * slot, and it is followed in turn).  Only lengths and stack heights are
+ * read: nothing is built.  False when the bytes are malformed first, too
+ * many tuples wrap it, the marks are too deep to follow or the pickle's
+ * walk budget is spent. */
+static bool walk_ahead(emu *e, size_t at, uint32_t slot, stream_ahead *r)
+{
+    uint32_t h = e->nstack, nm = e->nmarks, cap = nm + 64;
+    uint64_t budget = 4 * (uint64_t)(e->n - e->base) + (1u << 20);
+    bool ok = false;
+    if (nm > 65536 || e->ahead_bytes >= budget)
         return false;
-    while (s + 1 < e->nstack) {
-        uint32_t end, next;
-        uint8_t tag = e->nodes[cn[depth]].tag;
-        bool mark = mi < e->nmarks && e->marks[mi].stack_len == s + 1;
-        if (depth == STREAM_CHAIN_MAX)
+    uint32_t *ms = malloc((size_t)cap * sizeof *ms);
+    if (!ms)
+        return false;
+    for (uint32_t i = 0; i < nm; i++)
+        ms[i] = e->marks[i].stack_len;
+    r->slot = slot;
+    r->start = e->stack[slot].start;
+    r->nwrap = 0;
+    r->fcode = 0;
+    r->first_at = SIZE_MAX;
+    size_t from = at;
+    while (at < e->n) {
+        /* the opcodes most bytes are, in a tight loop (their length and
+         * pops from tables); the first that is none, or that reaches
+         * `slot`, goes the general way below */
+        uint32_t floor = nm ? ms[nm - 1] : 0;
+        for (;;) {
+            uint8_t c = e->in[at];
+            size_t l = quick_len[c];
+            if (l == QUICK_PREFIX1)
+                l = at + 1 < e->n ? 2 + (size_t)e->in[at + 1] : 0;
+            if (!l || l > e->n - at || quick_pop[c] > h - floor || h - quick_pop[c] <= slot)
+                break;
+            h += quick_push[c] - quick_pop[c];
+            at += l;
+            if (at >= e->n)
+                break;
+        }
+        if (at >= e->n)
+            break;
+        uint8_t code = e->in[at];
+        size_t len = op_size(e->in, e->n, at);
+        uint32_t to, push;
+        bool pops_mark, marks;
+        if (!len ||
+            !op_effect(code, h, nm ? ms[nm - 1] : UINT32_MAX, &to, &push, &pops_mark, &marks))
+            break;
+        if (to <= slot) { /* the item at `slot` is taken */
+            if (r->first_at == SIZE_MAX)
+                r->first_at = at;
+            if (code == OP_TUPLE1 || code == OP_TUPLE2 || code == OP_TUPLE3 || code == OP_TUPLE ||
+                code == OP_REDUCE || code == OP_NEWOBJ || code == OP_NEWOBJ_EX) {
+                if (r->nwrap == AHEAD_WRAPS)
+                    break;
+                r->wslot[r->nwrap] = to;
+                r->wcode[r->nwrap++] = code;
+                slot = to;
+            } else {
+                r->fcode = code;
+                r->fslot = to;
+                ok = true;
+                at += len;
+                break;
+            }
+        }
+        if (pops_mark)
+            nm--;
+        if (marks) {
+            if (nm == cap) {
+                if (cap >= 65536 + 64)
+                    break;
+                uint32_t *m2 = realloc(ms, (size_t)cap * 2 * sizeof *ms);
+                if (!m2)
+                    break;
+                ms = m2;
+                cap *= 2;
+            }
+            ms[nm++] = h;
+        }
+        h = to + push;
+        at += len;
+    }
+    free(ms);
+    e->ahead_bytes += at - from;
+    return ok;
+}
+
+/* The walk ahead for the item at `slot` (cached: an item is walked once
+ * while none of its wraps or its consumer has run). */
+static const stream_ahead *ahead(emu *e, size_t at, uint32_t slot)
+{
+    uint32_t free_at = e->nahead;
+    for (uint32_t i = 0; i < e->nahead; i++) {
+        stream_ahead *c = &e->ahead_cache[i];
+        if (at > c->first_at) { /* it ran: stale */
+            free_at = i;
+            continue;
+        }
+        if (c->slot == slot && c->start == e->stack[slot].start)
+            return c->fcode ? c : NULL;
+    }
+    if (free_at == AHEAD_CACHE)
+        free_at = (uint32_t)(e->ahead_bytes % AHEAD_CACHE); /* full of live ones: any */
+    stream_ahead *c = &e->ahead_cache[free_at];
+    if (free_at == e->nahead)
+        e->nahead++;
+    if (!walk_ahead(e, at, slot, c)) {
+        c->fcode = 0;
+        if (c->first_at == SIZE_MAX)
+            c->first_at = at; /* a failed walk: again at the next opcode, at most */
+        return NULL;
+    }
+    return c;
+}
+
+/* A tuple or call level found by read_chain, its placeholder not made yet. */
+#define NEW_PENDING (UINT32_MAX - 2)
+
+/* A global with its node (or fed already: a call level's callable after
+ * the first feed), as a call's callable. */
+static bool called_global(const item *fn)
+{
+    return fn->kind == IK_GLOBAL && fn->type && (fn->node != NO_NODE || fn->fed);
+}
+
+/* A REDUCE whose callable is `fn` makes a node of its own tag and type
+ * (emulator.c's step: R of the callable's name), not one of the callables
+ * step treats apart (bytes, getattr, set, frozenset, bytearray, the
+ * copyreg reconstructors: another tag or type, or no node). */
+static bool plain_reduce(emu *e, const item *fn)
+{
+    static const char *const apart[] = {"_codecs.encode",
+                                        "bytes",
+                                        "getattr",
+                                        "set",
+                                        "frozenset",
+                                        "bytearray",
+                                        "copyreg._reconstructor",
+                                        "copy_reg._reconstructor",
+                                        "copyreg.__newobj__",
+                                        "copy_reg.__newobj__"};
+    if (!called_global(fn))
+        return false;
+    for (size_t i = 0; i < sizeof apart / sizeof *apart; i++)
+        if (emu_name_is(e, fn->type, apart[i]))
             return false;
-        if (mark)
-            mi++;
-        end = mi < e->nmarks ? e->marks[mi].stack_len : e->nstack; /* the group: [s + 1, end) */
-        if (end <= s + 1)
+    return true;
+}
+
+/* Read the stack as a chain of open containers, from the top down, by
+ * the walk ahead (ahead(): which opcode consumes each level's item, and
+ * which tuples wrap it first): the top item is the last level (a list,
+ * dict or set whose items came, or an object being given items, with its
+ * open It node as one more level); the opcode that consumes it (after
+ * its tuples) says its parent, the item below its group: APPEND(S) a
+ * list, SETITEM(S) a dict, ADDITEMS a set, BUILD an object (the group:
+ * its state), STOP none (the root).  A tuple that wraps a level is a
+ * level too (SERTRACE_TAG_TUPLE, cn[] NEW_TUPLE until its placeholder is
+ * made, or the kept one): its group is its elements, from the slot its
+ * item will take.  Levels at cn[0..*k] (bottom up), lv[0..*k) their
+ * groups.  False when the stack is not such a chain (a level's consumer
+ * is another opcode, a MARK is not a group's, a DUP of a level, deeper
+ * than STREAM_CHAIN_MAX, bytes the walk cannot read).  *nchain: the
+ * levels (*k + 1, or *k + 2 with an It node). */
+static bool read_chain(emu *e, size_t at, uint32_t *cn, stream_level *lv, uint32_t *k,
+                       uint32_t *nchain)
+{
+    uint32_t rc[STREAM_CHAIN_MAX + 2], n = 0, q, cont, cont_slot, it_node = NO_NODE;
+    stream_level rl[STREAM_CHAIN_MAX + 2];
+    if (!e->nstack)
+        return false;
+    q = cont_slot = e->nstack - 1;
+    if ((cont = chain_node(e, q)) == NO_NODE)
+        return false;
+    uint8_t top = e->nodes[cont].tag;
+    if (top != SERTRACE_TAG_LIST && top != SERTRACE_TAG_DICT && top != SERTRACE_TAG_SET) {
+        const item *t = &e->stack[q];
+        if (t->it_node >= e->nnodes || e->nodes[t->it_node].dead || t->it_node <= cont)
             return false;
-        /* an object then a container: the object's state, BUILD next (as
-         * the pickler writes it), not two items of this group */
-        if (end - (s + 1) >= 2 && tag != SERTRACE_TAG_INSTANCE && tag != SERTRACE_TAG_REDUCE &&
-            chain_node(e, end - 2) != NO_NODE &&
-            (e->nodes[e->stack[end - 2].node].tag == SERTRACE_TAG_INSTANCE ||
-             e->nodes[e->stack[end - 2].node].tag == SERTRACE_TAG_REDUCE) &&
-            chain_node(e, end - 1) != NO_NODE)
-            end--;
-        uint32_t len = end - (s + 1);
-        if (tag == SERTRACE_TAG_DICT   ? (len % 2 || (!mark && len != 2))
-            : tag == SERTRACE_TAG_LIST ? !mark && len != 1
-            : tag == SERTRACE_TAG_SET  ? !mark
-                                       : mark || len != 1) /* an object: its state */
+        it_node = t->it_node;
+    }
+    rc[n++] = cont;
+    for (;;) {
+        const stream_ahead *a = ahead(e, at, q);
+        uint32_t to, t, c;
+        uint8_t want, f;
+        bool mark = false;
+        if (!a)
             return false;
-        next = chain_node(e, end - 1);
-        if (next == NO_NODE || next <= cn[depth] ||
-            e->nodes[next].start <= e->nodes[cn[depth]].start)
-            return false;
-        /* a group's items came after its container: a node made before
-         * it is a DUP of a level (or of one of its parts): not read */
-        for (uint32_t i = s + 1; i + 1 < end; i++)
-            if (e->stack[i].node != NO_NODE && e->stack[i].node <= cn[depth])
+        /* the tuples and calls around it, innermost first */
+        for (uint8_t w = 0; w < a->nwrap; w++) {
+            uint8_t wc = a->wcode[w], tag = SERTRACE_TAG_TUPLE;
+            if (n > STREAM_CHAIN_MAX)
                 return false;
-        lv[depth].index = s;
-        lv[depth].marks = mi - (mark ? 1 : 0);
-        lv[depth].tag = tag;
-        lv[depth].mark = mark;
-        lv[depth].added = e->nodes[cn[depth]].added + 1;
-        cn[++depth] = next;
-        s = end - 1;
+            if (wc == OP_REDUCE || wc == OP_NEWOBJ || wc == OP_NEWOBJ_EX) {
+                /* a call: its callable (a global) at the slot its result
+                 * takes, its arguments after it */
+                const item *fn = &e->stack[a->wslot[w]];
+                if (wc == OP_REDUCE ? !plain_reduce(e, fn) : !called_global(fn))
+                    return false;
+                tag = wc == OP_REDUCE ? SERTRACE_TAG_REDUCE : SERTRACE_TAG_INSTANCE;
+            }
+            rc[n] = NEW_PENDING;
+            rl[n] = (stream_level){
+                .index = a->wslot[w], .tag = tag, .mark = wc == OP_TUPLE, .code = wc};
+            n++;
+            q = a->wslot[w];
+        }
+        f = a->fcode;
+        to = a->fslot;
+        switch (f) {
+        case OP_STOP:
+            if (q != 0)
+                return false;
+            goto read;
+        case OP_APPEND:
+        case OP_BUILD:
+            if (to != q || q == 0)
+                return false;
+            t = q - 1;
+            want = f == OP_APPEND ? SERTRACE_TAG_LIST : 0;
+            break;
+        case OP_SETITEM:
+            if (to + 1 != q || q < 2)
+                return false;
+            t = q - 2;
+            want = SERTRACE_TAG_DICT;
+            break;
+        case OP_APPENDS:
+        case OP_SETITEMS:
+        case OP_ADDITEMS:
+            if (to == 0 || to > q || (f == OP_SETITEMS && (q - to + 1) % 2))
+                return false;
+            t = to - 1;
+            mark = true;
+            want = f == OP_APPENDS    ? SERTRACE_TAG_LIST
+                   : f == OP_SETITEMS ? SERTRACE_TAG_DICT
+                                      : SERTRACE_TAG_SET;
+            break;
+        default:
+            return false;
+        }
+        if ((c = chain_node(e, t)) == NO_NODE || n > STREAM_CHAIN_MAX)
+            return false;
+        uint8_t tag = e->nodes[c].tag;
+        if (want ? tag != want : tag != SERTRACE_TAG_INSTANCE && tag != SERTRACE_TAG_REDUCE)
+            return false;
+        /* the next container came after it; the group's items too (a
+         * node made before it is a DUP of a level, or of one of its parts) */
+        if (cont <= c || e->nodes[cont].start <= e->nodes[c].start)
+            return false;
+        for (uint32_t i = t + 1; i < cont_slot; i++)
+            if (e->stack[i].node != NO_NODE && e->stack[i].node <= c)
+                return false;
+        rc[n] = c;
+        rl[n] = (stream_level){
+            .index = t, .tag = tag, .mark = mark, .added = e->nodes[c].added + 1, .code = 0};
+        n++;
+        cont = c;
+        cont_slot = q = t;
+    }
+read:
+    /* bottom up; every MARK on the stack is a group's, in order */
+    *k = n - 1;
+    uint32_t mi = 0;
+    for (uint32_t d = 0; d < n; d++) {
+        cn[d] = rc[n - 1 - d];
+        if (d + 1 == n)
+            break;
+        lv[d] = rl[n - 1 - d];
+        lv[d].marks = mi;
+        if (lv[d].mark) {
+            uint32_t slot = lv[d].code ? lv[d].index : lv[d].index + 1;
+            if (mi == e->nmarks || e->marks[mi].stack_len != slot)
+                return false;
+            mi++;
+        }
+        /* a tuple or call level kept open from an earlier feed, still pending */
+        if (cn[d] == NEW_PENDING && d < e->nkept && d < e->nspec && e->spec[d].code == lv[d].code &&
+            e->spec[d].index == lv[d].index)
+            cn[d] = d;
     }
     if (mi != e->nmarks)
         return false;
-    /* the top: a container whose items came, or an object whose items
-     * came (an OrderedDict, a defaultdict, a list subclass being filled):
-     * its open It node, which grows over batches, is one more level, with
-     * no group (README "Streaming") */
-    uint8_t top = e->nodes[cn[depth]].tag;
-    *k = depth;
-    *nchain = depth + 1;
-    if (top == SERTRACE_TAG_LIST || top == SERTRACE_TAG_DICT || top == SERTRACE_TAG_SET)
-        return true;
-    const item *t = &e->stack[e->nstack - 1];
-    if (t->it_node >= e->nnodes || depth == STREAM_CHAIN_MAX || e->nodes[t->it_node].dead ||
-        t->it_node <= cn[depth])
-        return false;
-    cn[++*nchain - 1] = t->it_node;
+    *nchain = n;
+    if (it_node != NO_NODE) {
+        if (n > STREAM_CHAIN_MAX)
+            return false;
+        cn[(*nchain)++] = it_node;
+    }
     return true;
 }
 
 /* The labels the groups' consumers will give (label_items in emulator.c,
- * BUILD's state role), given now: the first label is a node's edge, so
- * the consumer's own labelling is then a no-op. */
-static int predict_labels(emu *e, const stream_level *lv, uint32_t k)
+ * BUILD's state role, a tuple's positions), given now: the first label is
+ * a node's edge, so the consumer's own labelling is then a no-op.  A
+ * group's last item is the next level; when that level is a tuple, the
+ * label is its placeholder's (cn[]). */
+static int predict_labels(emu *e, const uint32_t *cn, const stream_level *lv, uint32_t k)
 {
     for (uint32_t d = 0; d < k; d++) {
-        uint32_t from = lv[d].index + 1;
+        bool pending = lv[d].code != 0; /* a tuple or a call: no container item */
+        bool next_tuple = d + 1 < k && lv[d + 1].code != 0;
+        uint32_t from = pending ? lv[d].index : lv[d].index + 1;
         uint32_t to = d + 1 < k ? lv[d + 1].index + 1 : e->nstack;
+        item last;
+        if (next_tuple) {
+            last = e->stack[to - 1];
+            last.node = cn[d + 1];
+        }
+#define GROUP_ITEM(i) (next_tuple && (i) + 1 == to ? &last : &e->stack[i])
         if (lv[d].tag == SERTRACE_TAG_DICT) {
             for (uint32_t i = from; i + 1 < to; i += 2)
-                if (emu_label_value(e, &e->stack[i], &e->stack[i + 1]) < 0)
+                if (emu_label_value(e, &e->stack[i], GROUP_ITEM(i + 1)) < 0)
                     return -1;
         } else if (lv[d].tag == SERTRACE_TAG_LIST) {
             uint64_t pos = lv[d].added - 1;
             for (uint32_t i = from; i < to; i++)
-                emu_label(e, &e->stack[i], SERTRACE_LABEL_POS, pos++);
+                emu_label(e, GROUP_ITEM(i), SERTRACE_LABEL_POS, pos++);
+        } else if (lv[d].tag == SERTRACE_TAG_TUPLE) {
+            for (uint32_t i = from; i < to; i++)
+                emu_label(e, GROUP_ITEM(i), SERTRACE_LABEL_POS, i - from);
+        } else if (pending) { /* a call: its callable, then its arguments */
+            for (uint32_t i = from; i < to; i++)
+                emu_label(e, GROUP_ITEM(i), SERTRACE_LABEL_ROLE,
+                          i == from ? SERTRACE_ROLE_CALLABLE : SERTRACE_ROLE_ARGS);
         } else if (lv[d].tag == SERTRACE_TAG_SET) {
             for (uint32_t i = from; i < to; i++)
-                emu_label(e, &e->stack[i], SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT);
+                emu_label(e, GROUP_ITEM(i), SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT);
         } else {
-            emu_label(e, &e->stack[from], SERTRACE_LABEL_ROLE, SERTRACE_ROLE_STATE);
+            emu_label(e, GROUP_ITEM(from), SERTRACE_LABEL_ROLE, SERTRACE_ROLE_STATE);
         }
+#undef GROUP_ITEM
     }
     return 0;
 }
@@ -661,11 +1152,13 @@ static void keep_chain(emu *e, const uint32_t *cn, uint32_t nchain, const uint64
     uint32_t old_n = e->nnodes;
     for (uint32_t j = 0; j < nchain; j++)
         kept[j] = e->nodes[cn[j]];
+        /* (a tuple level's placeholder, made at the feed, is past the nodes
+         * of its elements: the kept nodes below x are counted, not ranked) */
 #define BOUND(x)                                                                                   \
     do {                                                                                           \
         uint32_t b_ = 0;                                                                           \
-        while (b_ < nchain && cn[b_] < (x))                                                        \
-            b_++;                                                                                  \
+        for (uint32_t c_ = 0; c_ < nchain; c_++)                                                   \
+            b_ += cn[c_] < (x);                                                                    \
         (x) = b_;                                                                                  \
     } while (0)
     for (uint32_t i = 0; i < e->nstack; i++) {
@@ -749,6 +1242,7 @@ int emu_stream_batch(emu *e, size_t next)
     uint32_t cn[STREAM_CHAIN_MAX + 2], k, nchain, common = 0;
     stream_level lv[STREAM_CHAIN_MAX];
     uint64_t addrs[STREAM_CHAIN_MAX + 2] = {0};
+    size_t at = next;
     /* a pickle without PROTO (0 or 1) says which only by its opcodes, up
      * to STOP, and dump_begin carries it: 1 once an opcode of protocol 1
      * came, else predicted 0 (checked at STOP) */
@@ -772,7 +1266,7 @@ int emu_stream_batch(emu *e, size_t next)
      * stack)). */
     if (e->nnodes < e->stream_retry || e->nstack > STREAM_STACK_MAX)
         return 0;
-    if (!read_chain(e, cn, lv, &k, &nchain))
+    if (!read_chain(e, at, cn, lv, &k, &nchain))
         goto later;
     /* the open levels stay (at their index), the others are new nodes */
     while (common < e->nkept && common < nchain && cn[common] == common)
@@ -790,7 +1284,23 @@ int emu_stream_batch(emu *e, size_t next)
         if (cn[j] != j || lv[j].index != e->spec[j].index || lv[j].mark != e->spec[j].mark ||
             lv[j].tag != e->spec[j].tag)
             goto later;
-    if (predict_labels(e, lv, k) < 0)
+    /* the tuple levels new here: a placeholder each (README "Streaming"),
+     * from the tuple's first byte (its MARK, or its first element), made
+     * now and completed by its TUPLE (emu_stream_tuple); entered with its
+     * number, as a memoized object is (a GET may read the tuple back) */
+    /* (innermost first: of two placeholders with the same span, the one
+     * made later sorts first, outer, as a node made after its parts) */
+    for (uint32_t j = nchain; j-- > 0;)
+        if (cn[j] == NEW_PENDING) {
+            const stream_level *l = &lv[j];
+            uint64_t start = l->mark ? e->marks[l->marks].start : e->stack[l->index].start;
+            uint32_t type = l->tag == SERTRACE_TAG_TUPLE ? emu_intern_type(e, "tuple")
+                                                         : e->stack[l->index].type;
+            if (!type || (cn[j] = new_node(e, l->tag, type, start, 0)) == NO_NODE)
+                return -1;
+            e->nodes[cn[j]].memoized = true;
+        }
+    if (predict_labels(e, cn, lv, k) < 0)
         return -1;
     if (!e->streamed) {
         if (begin_dump(e) < 0)
@@ -825,8 +1335,15 @@ void emu_stream_watch(emu *e, uint8_t code)
     }
     const stream_level *l = &e->spec[e->nspec - 1];
     uint32_t j = e->nspec - 1;
+    /* a TUPLE1 keeps the height: called for every tuple opcode, only the
+     * pending tuple level's is looked at */
+    if (e->nstack > e->spec_watch && !(l->tag == SERTRACE_TAG_TUPLE && e->nstack == l->index + 1))
+        return;
     bool ok = e->nstack == l->index + 1 && e->nmarks == l->marks && e->stack[l->index].node == j;
-    switch (l->tag) {
+    switch (l->code ? 0 : l->tag) {
+    case 0: /* a tuple or a call level: its opcode */
+        ok = ok && code == l->code;
+        break;
     case SERTRACE_TAG_DICT:
         ok = ok && code == (l->mark ? OP_SETITEMS : OP_SETITEM);
         break;
@@ -847,6 +1364,21 @@ void emu_stream_watch(emu *e, uint8_t code)
     }
     e->nspec--;
     e->spec_watch = l->index;
+}
+
+/* A TUPLE / TUPLE1-3 / REDUCE / NEWOBJ / NEWOBJ_EX (`code`) whose item
+ * takes stack slot `slot`: the node of the pending tuple or call level it
+ * completes (the placeholder entered for it), or NO_NODE (none: it gets a
+ * node of its own). */
+uint32_t emu_stream_pending(emu *e, uint8_t code, uint32_t slot)
+{
+    if (!e->streamed || !e->nspec)
+        return NO_NODE;
+    const stream_level *l = &e->spec[e->nspec - 1];
+    uint32_t j = e->nspec - 1;
+    if (l->code != code || l->index != slot || e->nodes[j].tag != l->tag)
+        return NO_NODE;
+    return j;
 }
 
 /* A dump begun by streaming is dropped (the pickle is read again, or it

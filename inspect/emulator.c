@@ -142,6 +142,25 @@ static inline int empty_container(emu *e, uint8_t code, uint64_t start, uint32_t
     return it->node == NO_NODE ? -1 : 0;
 }
 
+/* The object a TUPLE / TUPLE1-3 / REDUCE / NEWOBJ(_EX) (`code`) made,
+ * item `it` at stack slot `slot` (`length`: its node's), in a streamed
+ * dump: when it is a pending tuple or call level of the chain, its
+ * placeholder (entered already, README "Streaming") is its node, now
+ * complete; true then. */
+static bool complete_pending(emu *e, uint8_t code, item *it, uint32_t slot, uint64_t length)
+{
+    uint32_t j = emu_stream_pending(e, code, slot);
+    if (j == NO_NODE)
+        return false;
+    node *n = &e->nodes[j];
+    if (n->start != it->start || n->tag != it->tag || n->type != it->type)
+        e->stream_wrong = true; /* (the walk ahead and read_chain say it cannot be) */
+    n->length = length;
+    n->end = e->pos;
+    it->node = j;
+    return true;
+}
+
 /* TUPLE1 / TUPLE2 / TUPLE3 (k items, there: the caller checked): the top
  * k items replaced by the tuple, its node ending at e->pos.  One body for
  * step and the atoms' loop (run_atoms), so both do the same. */
@@ -166,6 +185,8 @@ static inline int small_tuple(emu *e, uint32_t k)
     }
     if (!(it->type = emu_intern_type(e, "tuple")))
         return -1;
+    if (emu_pending_top(e) && complete_pending(e, (uint8_t)(OP_TUPLE1 + k - 1), it, from, k + 1))
+        return 0;
     it->node = new_node(e, SERTRACE_TAG_TUPLE, it->type, it->start, k + 1);
     return it->node == NO_NODE ? -1 : 0;
 }
@@ -379,6 +400,9 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             emu_give_args(it, &a);
         if (!(it->type = emu_intern_type(e, container_name(tag))))
             return -1;
+        if (o->code == OP_TUPLE && e->streamed &&
+            complete_pending(e, OP_TUPLE, it, m.stack_len, count + 1))
+            return 0;
         it->node = new_node(e, tag, it->type, m.start, count + 1);
         if (it->node == NO_NODE)
             return -1;
@@ -533,6 +557,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         fn = &e->stack[e->nstack - 2];
         args = &e->stack[e->nstack - 1];
         type = fn->type;
+
         if (emu_name_is(e, type, "_codecs.encode") || emu_name_is(e, type, "bytes")) {
             /* bytes below protocol 3: one atom, no nodes inside -- unless
              * it is the dumped object itself, whose children follow the
@@ -663,6 +688,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                 return -1;
             it->type = type;
             it->call_result = true;
+            if (emu_pending_top(e) && complete_pending(e, OP_REDUCE, it, e->nstack - 1, 0))
+                return 0;
             it->node = new_node(e, tag, type, s, 0);
         }
         return it->node == NO_NODE ? -1 : 0;
@@ -690,6 +717,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                 return -1;
             it->type = type;
             it->call_result = true;
+            if (emu_pending_top(e) && complete_pending(e, o->code, it, e->nstack - 1, 0))
+                return 0;
             it->node = new_node(e, SERTRACE_TAG_INSTANCE, type, s, 0);
         }
         return it->node == NO_NODE ? -1 : 0;
@@ -828,6 +857,8 @@ static void reset_pickle(emu *e, size_t base)
     e->nkept = e->id_fed = e->nspec = e->spec_watch = e->stream_retry = 0;
     e->stream_wrong = false;
     e->stream_pos = 0;
+    e->nahead = 0;
+    e->ahead_bytes = 0;
     e->streamed = false;
     e->stream_ok =
         e->core && !e->obs && e->stream_nodes != UINT32_MAX && sertrace_core_can_abort(e->core);
@@ -1237,7 +1268,7 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
             uint32_t k = c - OP_TUPLE1 + 1;
             uint32_t floor = e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0;
             if ((in_batch ? nbatch : 0) + e->nstack < floor + k ||
-                (e->streamed && (in_batch ? nbatch : 0) + e->nstack - k + 1 <= e->spec_watch))
+                (e->streamed && (in_batch ? nbatch : 0) + e->nstack - k <= e->spec_watch))
                 goto out;
             if (in_batch) {
                 if (push_batch(e, batch_at, at, batch_pos, nbatch, batch_key) < 0)
@@ -1386,7 +1417,8 @@ static int run_pickle(emu *e)
             return -1;
         at += o.len;
         /* a streamed dump's predicted consumers (emulator-records.c) */
-        if (e->streamed && e->nstack <= e->spec_watch)
+        if (e->streamed && (e->nstack <= e->spec_watch || o.code == OP_TUPLE ||
+                            o.code == OP_TUPLE1 || o.code == OP_TUPLE2 || o.code == OP_TUPLE3))
             emu_stream_watch(e, o.code);
         /* (not when STOP follows: the last batch is fed at STOP, where the
          * addresses need only the shared objects) */

@@ -62,7 +62,10 @@ class P:
 rec = []; rec.append(rec)
 objs = [None, True, 1, 2 ** 70, 1.5, "s", b"b", bytearray(b"ba"), [1, [2]], (1, (2, 3)), {"a": {1: 2}},
         {1, 2}, frozenset({3}), P(), collections.OrderedDict(a=1), datetime.datetime(2020, 1, 2),
-        decimal.Decimal("1.5"), rec, [b"x" * 70000, "y" * 70000], [[[[[]]]]], (lambda l: [l, l, l])([1])]
+        decimal.Decimal("1.5"), rec, [b"x" * 70000, "y" * 70000], [[[[[]]]]], (lambda l: [l, l, l])([1]),
+        # tuples and calls around containers big enough to stream (tuple and call levels)
+        ([(i, i) for i in range(1200)],), ("h", {"k": ([7] * 1100, 1)}),
+        collections.OrderedDict(a=(list(range(1100)),))]
 n = 0
 for p in range(6):
     for o in objs:
