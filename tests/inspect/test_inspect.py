@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "pickle"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 
 from testlib import tree as pt_tree  # noqa: E402
+import peak_rss  # noqa: E402
 import treecmp  # noqa: E402
 
 SERTRACE = os.environ.get("SERTRACE_BIN", "")
@@ -437,11 +438,7 @@ def test_streaming_memory_of_instance_and_dict_roots(tmp_path):
         return buf.getvalue()
 
     def rss(env, path):
-        proc = subprocess.run(["/usr/bin/time", "-f", "maxrss %M", SERTRACE, "inspect",
-                               "--summary", str(path)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, env=dict(os.environ, **env))
-        assert proc.returncode == 0, proc.stderr
-        return int(proc.stderr.strip().splitlines()[-1].split()[1]) * 1024
+        return peak_rss.summary_rss(SERTRACE, env, path)
 
     def instance(n):
         s = State()

@@ -185,11 +185,9 @@ def test_memory_of_tuples_and_calls_around_big_containers(tmp_path):
         pytest.skip("no /usr/bin/time")
 
     def rss(env, path):
-        proc = subprocess.run(["/usr/bin/time", "-f", "maxrss %M", SERTRACE, "inspect",
-                               "--summary", str(path)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, env=dict(os.environ, **env))
-        assert proc.returncode == 0, proc.stderr
-        return int(proc.stderr.strip().splitlines()[-1].split()[1]) * 1024
+        from peak_rss import summary_rss  # tests/inspect/peak_rss.py, shared with test_inspect.py
+
+        return summary_rss(SERTRACE, env, path)
 
     makers = (lambda n: ([(i, i) for i in range(n)],),
               lambda n: ("header", [(i, i) for i in range(n)]),
