@@ -25,6 +25,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from testlib.child import untraced_environ as clean_env  # noqa: E402  without the trace knobs
 from testlib import lttng as L  # noqa: E402
 
 bt2 = pytest.importorskip("bt2")
@@ -233,14 +234,6 @@ def program_path():
     if not program:
         pytest.skip("MINI_SERIALIZER not set (run through meson test)")
     return program
-
-
-def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DISPATCH_TRACE", "SERTRACE_GRANULARITY", "SERTRACE_OVERSIZE",
-                        "SERTRACE_EXACT")}
-    env.update(extra)
-    return env
 
 
 def read_events(outdir, pid):

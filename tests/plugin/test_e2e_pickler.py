@@ -31,6 +31,7 @@ from collections import Counter
 import pytest
 
 from test_e2e import PLUGIN_DIR, PYPATH, WORKLOADS, bt, cleanup, lttng, session, summary, tree
+from testlib.child import untraced_environ  # tests/lib, on sys.path through test_e2e
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, "pickler_child.py")
@@ -47,11 +48,7 @@ BIG = ["--buffers-pid", "--subbuf-size=1M", "--num-subbuf=4"]
 def child_env(**extra):
     if not (PYPATH and WORKLOADS):
         pytest.skip("the sertrace Python package is not built")
-    env = dict(os.environ, PYTHONPATH=PYPATH, SERTRACE_WORKLOADS=WORKLOADS)
-    for k in ("DISPATCH_TRACE", "SERTRACE_GRANULARITY", "SERTRACE_OVERSIZE", "SERTRACE_EXACT"):
-        env.pop(k, None)
-    env.update(extra)
-    return env
+    return untraced_environ(**{"PYTHONPATH": PYPATH, "SERTRACE_WORKLOADS": WORKLOADS, **extra})
 
 
 def parse(stdout):

@@ -29,6 +29,18 @@ def environ(paths=(), env=None, unset=()):
     return e
 
 
+# The environment variables that turn tracing on or change what a traced
+# dump records: a test that sets its own starts without the caller's.
+TRACE_KNOBS = ("DISPATCH_TRACE", "SERTRACE_GRANULARITY", "SERTRACE_OVERSIZE", "SERTRACE_EXACT")
+
+
+def untraced_environ(**extra):
+    """os.environ without TRACE_KNOBS, `extra` on top."""
+    e = {k: v for k, v in os.environ.items() if k not in TRACE_KNOBS}
+    e.update(extra)
+    return e
+
+
 def run(args, paths=(), env=None, unset=(), timeout=600, cwd=None, **kw):
     kw.setdefault("text", True)
     if "stdout" not in kw and "stderr" not in kw:
