@@ -280,6 +280,22 @@ static sertrace_dump_state *open_dump(sertrace_core *c, int64_t pid, int64_t tid
     return d;
 }
 
+/* The stack of open nodes doubles (64 first, CORE_MAX_DEPTH + 1 at the
+ * most) when a node opens on a full one: rare, so out of line, off the
+ * hot path of push_node_inline and place_leaf. */
+static __attribute__((noinline)) int grow_stack(sertrace_dump_state *d)
+{
+    uint32_t cap = d->stack_cap ? d->stack_cap * 2 : 64;
+    if (cap > CORE_MAX_DEPTH + 1)
+        cap = CORE_MAX_DEPTH + 1;
+    sertrace_node *s = realloc(d->stack, (size_t)cap * sizeof *s);
+    if (!s)
+        return -1;
+    d->stack = s;
+    d->stack_cap = cap;
+    return 0;
+}
+
 /* The node opened (push_node) and closed (pop_node) by each record: their
  * bodies are inlined where a record opens or closes its own node (an
  * ATOM does both), the out-of-line copies serve the loops that close
@@ -290,16 +306,8 @@ HOT_INLINE int push_node_inline(sertrace_core *c, sertrace_dump_state *d, uint8_
                                 uint32_t type, uint64_t addr, uint64_t length, uint64_t pos,
                                 uint16_t flags)
 {
-    if (d->depth == d->stack_cap) {
-        uint32_t cap = d->stack_cap ? d->stack_cap * 2 : 64;
-        if (cap > CORE_MAX_DEPTH + 1)
-            cap = CORE_MAX_DEPTH + 1;
-        sertrace_node *s = realloc(d->stack, (size_t)cap * sizeof *s);
-        if (!s)
-            return -1;
-        d->stack = s;
-        d->stack_cap = cap;
-    }
+    if (d->depth == d->stack_cap && grow_stack(d) < 0)
+        return -1;
     /* The stack of open nodes: stack[i] is the open node at depth i + 1. */
     assert(d->depth < d->stack_cap && d->depth <= CORE_MAX_DEPTH);
     assert(d->depth == 0 || d->stack[d->depth - 1].depth == d->depth);
@@ -405,19 +413,6 @@ static __attribute__((noinline)) int pop_node(sertrace_core *c, sertrace_dump_st
                                               uint64_t pos, uint16_t how)
 {
     return pop_node_inline(c, d, pos, how);
-}
-
-static __attribute__((noinline)) int grow_stack(sertrace_dump_state *d)
-{
-    uint32_t cap = d->stack_cap ? d->stack_cap * 2 : 64;
-    if (cap > CORE_MAX_DEPTH + 1)
-        cap = CORE_MAX_DEPTH + 1;
-    sertrace_node *s = realloc(d->stack, (size_t)cap * sizeof *s);
-    if (!s)
-        return -1;
-    d->stack = s;
-    d->stack_cap = cap;
-    return 0;
 }
 
 /* A node with nothing nested in it (an ATOM at one below the open chain),
