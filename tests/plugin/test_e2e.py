@@ -389,6 +389,21 @@ def _python_sertrace_ok():
     return r.returncode == 0
 
 
+def python_in_session(script):
+    """Run `script` (which prints `pid N` first) with the built package under
+    a recording session: (the session's output, the child's pid, the rest of
+    its stdout lines).  The caller removes the output (cleanup(out))."""
+    env = dict(os.environ, PYTHONPATH=PYPATH)
+    with session() as (_, out):
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True)
+    if r.returncode != 0:
+        cleanup(out)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    return out, int(lines[0].split()[1]), lines[1:]
+
+
 @pytest.mark.parametrize("protocol", [2, 3, 4, 5])
 def test_python_pickler_payload_sizes(protocol):
     if not _python_sertrace_ok():
@@ -399,15 +414,9 @@ def test_python_pickler_payload_sizes(protocol):
         "print('pid', os.getpid())\n"
         "for n in (1, 4, 16):\n"
         "    print(len(sertrace.dumps(m.build_state(n), %d)))\n" % (WORKLOADS, protocol))
-    env = dict(os.environ, PYTHONPATH=PYPATH)
-    with session() as (_, out):
-        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                           text=True)
+    out, pid, lines = python_in_session(script)
     try:
-        assert r.returncode == 0, r.stderr
-        lines = r.stdout.split("\n")
-        pid = int(lines[0].split()[1])
-        lengths = [int(x) for x in lines[1:] if x]
+        lengths = [int(x) for x in lines if x]
         doc = summary(out, pid)
         dumps = sorted((d for d in doc["dumps"] if d["serializer"] == "pickle"),
                        key=lambda d: d["dump_id"])
@@ -435,15 +444,9 @@ def test_python_note_from_reduce_on_its_node():
         "        return (Widget, (self.n,))\n"
         "print('pid', os.getpid())\n"
         "print(len(sertrace.dumps({'w': [Widget(7)], 'x': 1}, 4)))\n")
-    env = dict(os.environ, PYTHONPATH=PYPATH)
-    with session() as (_, out):
-        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                           text=True)
+    out, pid, lines = python_in_session(script)
     try:
-        assert r.returncode == 0, r.stderr
-        lines = r.stdout.split("\n")
-        pid = int(lines[0].split()[1])
-        length = int(lines[1])
+        length = int(lines[0])
         doc = summary(out, pid)
         assert len(doc["dumps"]) == 1, doc["dumps"]
         d = doc["dumps"][0]
