@@ -77,9 +77,9 @@ def pow2_above(n):
 POLICIES = {
     "load<2/3 x4 (x2>50k entries), before": (
         lambda u, s: u * 3 >= s * 2, lambda u, s: pow2_above((2 if u > 50000 else 4) * u)),
-    "load<=1/2 x4 below 131072 slots, x2 (ours)": (
+    "load<=1/2 x4 below 131072 slots, x2": (
         lambda u, s: u * 2 > s, lambda u, s: s * (4 if s < 131072 else 2)),
-    "load<=1/2 x4 below 32768 slots, x2": (
+    "load<=1/2 x4 below 32768 slots, x2 (ours)": (
         lambda u, s: u * 2 > s, lambda u, s: s * (4 if s < 32768 else 2)),
     "load<=1/2 x2": (lambda u, s: u * 2 > s, lambda u, s: s * 2),
     "load<=3/4 x2": (lambda u, s: u * 4 > s * 3, lambda u, s: s * 2),
