@@ -8,18 +8,26 @@
  * pickler.h (it runs once per non-atomic object).  It keeps a strong
  * reference to each key, so an address cannot be reused by another object
  * while the memo remembers it (Pickler.memo shows the objects, as pickle's
- * does).  Load factor < 2/3; address-order hashing (address >> 5,
- * MEMO_HASH_SHIFT in pickler.h) with perturbed probing (see memo_slot_: a
- * scattering hash measured 7x slower on 50,000 strings, all cache misses).
- * Indices are assigned by the caller (memo size at insertion), so the
- * table layout never affects the output.  The growth threshold and the
- * table sizes (memo_set_at, memo_resize) are chosen for the malloc calls
- * they make: a table size that glibc serves from mmap, freed, moves the
- * output buffer into the brk heap (measured, README.md "Speed").
+ * does).  Address-order hashing (address >> 5, MEMO_HASH_SHIFT in
+ * pickler.h) with perturbed probing (see memo_slot_: a scattering hash
+ * measured 7x slower on 50,000 strings, all cache misses).  Indices are
+ * assigned by the caller (memo size at insertion), so the table layout
+ * never affects the output.
+ *
+ * Growth policy (memo_set_at, memo_grown_size), chosen for this table from
+ * a simulation of memo_slot_ over the real addresses of bench/workloads.py's
+ * memoized objects in insertion order (README.md "Speed", "The memo's
+ * growth"): the table is kept at most half full (MEMO_LOAD_*) and grows x4
+ * while it is below MEMO_QUAD_MAX slots (512 KiB), x2 from there: 8, 32,
+ * 128, 512, 2,048, 8,192, 32,768, 65,536, 131,072 ... slots.  At load
+ * <= 1/2 fewer inserts collide than at 2/3 (state-256: 38 -> 25 %), x4
+ * moves fewer entries than x2, and doubling from 512 KiB bounds what a
+ * big memo reserves (at most 4x its entries) and what a first dump clears
+ * (x4 to 2 MiB: a first state-256 dump 4.5 -> 5.0 ms, +1 MiB peak).
  *
  * Invariant (asserted in debug builds, memo_load_ok()): the size is a power
- * of two of at least MEMO_MIN_SIZE and the load factor stays below 2/3, so
- * a probe always reaches an empty slot.
+ * of two of at least MEMO_MIN_SIZE and at most half of it is used, so a
+ * probe always reaches an empty slot.
  */
 #include <assert.h>
 #include <string.h>
@@ -27,12 +35,19 @@
 #include "pickler.h"
 
 #define MEMO_MIN_SIZE 8
+/* Growth threshold: grow once more than MEMO_LOAD_NUM / MEMO_LOAD_DEN of
+ * the slots are used. */
+#define MEMO_LOAD_NUM 1
+#define MEMO_LOAD_DEN 2
+/* Below this many slots the table grows x4, from it x2. */
+#define MEMO_QUAD_MAX 32768
 
 #ifndef NDEBUG
 static int memo_load_ok(const memo_table *m)
 {
     size_t size = m->mask + 1;
-    return size >= MEMO_MIN_SIZE && (size & m->mask) == 0 && m->used * 3 < size * 2;
+    return size >= MEMO_MIN_SIZE && (size & m->mask) == 0 &&
+           m->used * MEMO_LOAD_DEN <= size * MEMO_LOAD_NUM;
 }
 #endif
 
@@ -116,18 +131,13 @@ void memo_empty_detached(memo_table *m)
     m->mask = size - 1;
 }
 
-/* Resize to the power of two above `min_size` (the caller asks for x4 the
- * used count, x2 beyond 50,000 entries: a big pickle resizes few times and
- * a huge one does not reserve 4x its entries). */
-static int memo_resize(memo_table *m, size_t min_size)
+/* Resize to `new_size` slots, a power of two (memo_grown_size). */
+static int memo_resize(memo_table *m, size_t new_size)
 {
     size_t old_size = m->mask + 1;
-    size_t new_size = MEMO_MIN_SIZE;
     memo_entry *old = m->table;
     memo_entry *fresh;
 
-    while (new_size < min_size)
-        new_size <<= 1;
     /* malloc + memset, not calloc: calloc of fresh heap pages skips the
      * clearing, so the first lookup of a slot READ-faults the page onto
      * the shared zero page and the following insert write-faults it again
@@ -154,6 +164,22 @@ static int memo_resize(memo_table *m, size_t min_size)
     return 0;
 }
 
+size_t memo_grown_size(size_t size)
+{
+    return size < MEMO_QUAD_MAX ? size * 4 : size * 2;
+}
+
+int memo_filled_for_size(const memo_table *m)
+{
+    size_t size = m->mask + 1;
+    size_t below = MEMO_MIN_SIZE;
+    if (size <= MEMO_MIN_SIZE)
+        return 1;
+    while (memo_grown_size(below) < size)
+        below = memo_grown_size(below);
+    return m->used * MEMO_LOAD_DEN > below * MEMO_LOAD_NUM;
+}
+
 int memo_set(memo_table *m, PyObject *key, Py_ssize_t value)
 {
     memo_entry *e = memo_slot_(m, key);
@@ -172,15 +198,8 @@ int memo_set_at(memo_table *m, memo_entry *e, PyObject *key, Py_ssize_t value)
     e->key = key;
     e->value = value;
     m->used++;
-    /* Grow at used * 3 >= allocated * 2 (allocated = mask + 1), not at
-     * used * 3 >= mask * 2: measured, with `mask * 2` a dump memoizing
-     * exactly 21,845 objects got a 2 MiB table instead of 512 KiB, whose
-     * free raised glibc's mmap threshold and moved the output buffer into
-     * the brk heap, trimmed and page-faulted again on every dump (1.38x
-     * slower than pickle on build_state(256), 1,000 extra page faults per
-     * dump). */
-    if (m->used * 3 >= (m->mask + 1) * 2)
-        return memo_resize(m, (m->used > 50000 ? 2 : 4) * m->used);
+    if (m->used * MEMO_LOAD_DEN > (m->mask + 1) * MEMO_LOAD_NUM)
+        return memo_resize(m, memo_grown_size(m->mask + 1));
     return 0;
 }
 

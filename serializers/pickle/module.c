@@ -622,7 +622,8 @@ static PyObject *module_dump(PyObject *module, PyObject *const *args, Py_ssize_t
  * dumps() result (plus 1/16), when larger than the usual 4 KiB and at most
  * SIZE_HINT_MAX: a program that pickles objects of similar size in a loop
  * then never grows the buffer (each growth copies what was written; the
- * 1.2 MB list of 2 KiB bytes objects grew 14 times), and the result is
+ * 1.2 MB list of 2 KiB bytes objects grew 14 times at 3/2, 9 times by
+ * doubling from 4 KiB), and the result is
  * the buffer shrunk in place as before.  A one-off dumps() is unchanged. */
 #define SIZE_HINT_MAX ((Py_ssize_t)16 << 20)
 #define SPARE_MEMO_MAX 1024  /* slots kept in a parked memo */
@@ -633,19 +634,18 @@ static Py_ssize_t dumps_size_hint;
 /* Whether the parked pickler keeps its memo table (emptied) for the next
  * dumps(): always up to SPARE_MEMO_MAX slots; up to MEMO_KEEP_MAX when this
  * dump filled it enough that growth from 8 slots would have reached that
- * size anyway (used >= a sixth of it: the table a quarter of its size was
- * 2/3 full).  A dumps() of similar objects in a loop then skips every
- * resize and the table's malloc (micro-bytes-2k: 601 entries, 8 -> 32 ->
- * 128 -> 512 -> 2048 slots, 456 entries moved and 43 KiB cleared per dump;
- * 404.6 k -> 353.0 k instructions per dump).  The table sizes, hence the
- * malloc sizes, stay the ones growth reaches; larger tables are never
- * kept, so the parked pickler holds at most MEMO_KEEP_MAX slots (2 MiB)
- * between calls, and the next dump that uses less than a sixth of such a
- * table drops it. */
+ * size anyway (memo_filled_for_size(), memo.c).  A dumps() of similar
+ * objects in a loop then skips every resize and the table's malloc
+ * (micro-bytes-2k: 601 entries, 8 -> 32 -> 128 -> 512 -> 2048 slots, 456
+ * entries moved and 43 KiB cleared per dump; 404.6 k -> 353.0 k
+ * instructions per dump).  The table sizes, hence the malloc sizes, stay
+ * the ones growth reaches; larger tables are never kept, so the parked
+ * pickler holds at most MEMO_KEEP_MAX slots (2 MiB) between calls, and the
+ * next dump that uses less of such a table drops it. */
 static int memo_worth_keeping(const memo_table *m)
 {
     size_t size = m->mask + 1;
-    return size <= SPARE_MEMO_MAX || (size <= MEMO_KEEP_MAX && m->used * 3 >= size / 4 * 2);
+    return size <= SPARE_MEMO_MAX || (size <= MEMO_KEEP_MAX && memo_filled_for_size(m));
 }
 
 static pickler *dumps_pickler(void)

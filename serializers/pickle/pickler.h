@@ -104,6 +104,12 @@ static inline Py_ssize_t *memo_lookup(const memo_table *m, PyObject *key)
 }
 /* Insert or overwrite; takes a new reference to key.  -1 + MemoryError. */
 int memo_set(memo_table *m, PyObject *key, Py_ssize_t value);
+/* The size the table grows to from `size` slots (memo.c's growth policy). */
+size_t memo_grown_size(size_t size);
+/* Whether the memo holds as many entries as growth from an empty table
+ * needs to reach its size (a table kept between dumps() is one growth would
+ * make anyway: module.c). */
+int memo_filled_for_size(const memo_table *m);
 /* Insert `key` into `e`, the empty slot memo_slot_() returned for it, when
  * the memo has not changed since (saves the second probe). */
 int memo_set_at(memo_table *m, memo_entry *e, PyObject *key, Py_ssize_t value);
@@ -150,7 +156,7 @@ typedef struct pickler {
     PyObject_HEAD memo_table memo;
     int memo_ready;
 
-    /* Output: one bytes object, grown to 3/2 of the size needed (output.c), plus frames. */
+    /* Output: one bytes object, its capacity doubled as needed (output.c), plus frames. */
     PyObject *output_buffer;
     Py_ssize_t output_len;
     Py_ssize_t max_output_len;
