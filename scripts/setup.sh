@@ -58,7 +58,8 @@ fi
 
 if [ "$(id -u)" -eq 0 ]; then
   # The installed build: profile-guided when it can be made (gcc; the training needs
-  # root's private session daemon or the one above), else ./build.  The profile
+  # root's private session daemon or the one above), else ./build.  Without the
+  # Criterion tests (the tests use ./build): fewer targets to build twice.  The profile
   # build's log: build-pgo.log.  A finished one leaves build-pgo/pgo-trained; it is
   # kept while ninja has nothing to redo in it (no source changed since the training).
   installed=build
@@ -70,7 +71,7 @@ if [ "$(id -u)" -eq 0 ]; then
   else
     log "profile-guided build into ./build-pgo (scripts/pgo-build.sh, a few minutes; log: build-pgo.log)"
     start=$(date +%s)
-    if sh scripts/pgo-build.sh build-pgo -Dpython=/usr/bin/python3 >build-pgo.log 2>&1; then
+    if sh scripts/pgo-build.sh build-pgo -Dpython=/usr/bin/python3 -Dtests=disabled >build-pgo.log 2>&1; then
       log "profile-guided build done in $(($(date +%s) - start)) s"
       installed=build-pgo
     else
