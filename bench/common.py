@@ -68,9 +68,27 @@ class Tools:
     def bt2_plugin_args(self):
         return ["--plugin-path=" + self.plugin_dir] if self.plugin_dir else []
 
+    def build_info(self):
+        """The line meson writes to BUILD-INFO (root meson.build): profile-guided or
+        plain, compiler, buildtype.  The installed copy sits beside the package."""
+        path = ""
+        if self.build:
+            path = os.path.join(self.build, "BUILD-INFO")
+        else:
+            r = run([PYTHON, "-c", "import os, sertrace; print(os.path.dirname(sertrace.__file__))"],
+                    env=self.env())
+            if r.returncode == 0:
+                path = os.path.join(r.stdout.strip(), "BUILD-INFO")
+        try:
+            with open(path) as f:
+                return f.readline().strip()
+        except OSError:
+            return "which build unknown (no BUILD-INFO)"
+
     def describe(self):
-        return ("build directory `%s`" % os.path.relpath(self.build, ROOT)
-                if self.build else "installed system (`sertrace` on PATH, site-packages)")
+        where = ("build directory `%s`" % os.path.relpath(self.build, ROOT)
+                 if self.build else "installed system (`sertrace` on PATH, site-packages)")
+        return "%s: %s" % (where, self.build_info())
 
 
 def run(cmd, **kw):

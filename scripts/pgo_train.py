@@ -6,6 +6,7 @@ object, so that a build configured with -Db_pgo=generate writes its .gcda
 profiles.  Nothing else is trained: no user data, no other corpus.
 
     /usr/bin/python3 scripts/pgo_train.py --build BUILD [--python PY] [--dumps N]
+                                          [--dormant-weight W]
 
 --python: the interpreter the build's extension is for (-Dpython; default
 Debian's /usr/bin/python3); the children run on it.
@@ -56,6 +57,8 @@ def main(argv):
     ap.add_argument("--build", required=True, help="meson build directory (-Db_pgo=generate)")
     ap.add_argument("--python", default=PYTHON, help="interpreter of the children (-Dpython)")
     ap.add_argument("--dumps", type=int, default=20, help="dumps of each workload per protocol 4")
+    ap.add_argument("--dormant-weight", type=int, default=1,
+                    help="the dormant run makes W times as many dumps as each recording one")
     args = ap.parse_args(argv[1:])
     args.build = os.path.abspath(args.build)
 
@@ -76,7 +79,8 @@ def main(argv):
                     env.pop(k, None)
                 if config == "all":
                     env["SERTRACE_GRANULARITY"] = "all"
-                cmd = [args.python, os.path.abspath(__file__), "--child", config, str(args.dumps)]
+                dumps = args.dumps * (args.dormant_weight if config == "dormant" else 1)
+                cmd = [args.python, os.path.abspath(__file__), "--child", config, str(dumps)]
                 session = None
                 if config != "dormant":
                     if sessiond is None and not common.lttng_available():

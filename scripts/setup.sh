@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # scripts/setup.sh -- everything a fresh Debian 12 machine needs before sertrace runs:
-# the Debian packages, a build in ./build, `meson install` (so `sertrace`, the Python
-# package, the C headers and the babeltrace2 plugin are where users find them), and a
-# running lttng-sessiond.  Idempotent: run it as often as you like.  Needs root for
-# apt-get, install and the session daemon (or run the steps it prints by hand).
+# the Debian packages, a build in ./build, a running lttng-sessiond, and `meson install`
+# of ./build (so `sertrace`, the Python package, the C headers and the babeltrace2
+# plugin are where users find them).  SERTRACE_PGO=1 installs the profile-guided build
+# ./build-pgo instead (scripts/pgo-build.sh; not the default: on the current code it
+# does not win, bench/README.md "Build flags"), or ./build, said loudly, if that build
+# fails.  The installed build is named in <package>/BUILD-INFO (bench/RESULTS.md names
+# it too).  Idempotent: run it as often as you like (./build-pgo is remade only when a
+# source changed since its training).  Needs root for apt-get, install and the session
+# daemon (or run the steps it prints by hand).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,16 +49,42 @@ if [ ! -f build/build.ninja ]; then
 fi
 log "building"
 ninja -C build >/dev/null
-if [ "$(id -u)" -eq 0 ]; then
-  log "meson install"
-  meson install -C build --quiet >/dev/null
-  ldconfig
-fi
 
 # A session daemon: `sertrace record` starts one by itself, the tests expect one.
 if ! pgrep -x lttng-sessiond >/dev/null 2>&1; then
   log "starting lttng-sessiond"
   lttng-sessiond --daemonize
   for _ in $(seq 50); do lttng list >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  # The installed build: ./build, or with SERTRACE_PGO=1 the profile-guided one (gcc;
+  # the training needs root's private session daemon or the one above).  Without the
+  # Criterion tests (the tests use ./build): fewer targets to build twice.  Its log:
+  # build-pgo.log.  A finished one leaves build-pgo/pgo-trained; it is kept while
+  # ninja has nothing to redo in it (no source changed since the training).
+  installed=build
+  if [ "${SERTRACE_PGO:-0}" != 1 ]; then
+    :
+  elif [ -f build-pgo/pgo-trained ] && ninja -C build-pgo -n 2>/dev/null | grep -q 'no work to do'; then
+    log "profile-guided build ./build-pgo is up to date"
+    installed=build-pgo
+  else
+    log "profile-guided build into ./build-pgo (scripts/pgo-build.sh, a few minutes; log: build-pgo.log)"
+    start=$(date +%s)
+    if sh scripts/pgo-build.sh build-pgo -Dpython=/usr/bin/python3 -Dtests=disabled >build-pgo.log 2>&1; then
+      log "profile-guided build done in $(($(date +%s) - start)) s"
+      installed=build-pgo
+    else
+      log "########################################################################"
+      log "WARNING: the profile-guided build FAILED (build-pgo.log, last lines below);"
+      log "WARNING: installing the PLAIN build ./build instead."
+      tail -n 15 build-pgo.log | sed 's/^/[setup]   /' >&2 || true
+      log "########################################################################"
+    fi
+  fi
+  log "meson install ($installed: $(cat "$installed/BUILD-INFO" 2>/dev/null || echo '?'))"
+  meson install -C "$installed" --quiet >/dev/null
+  ldconfig
 fi
 log "ready"
