@@ -360,7 +360,9 @@ static int begin_dump(emu *e)
 }
 
 /* Its TYPE (and NAME) once per dump, then its ENTER with its label (an
- * ATOM, its EXIT too, when `atom`: nothing nests in it), then its NOTE.
+ * ATOM, its EXIT too, when `atom`: nothing nests in it, it has no NOTE --
+ * a NOTE goes to an open node -- and its span is not reversed; the caller
+ * tests that once for both), then its NOTE.
  * e->typed holds ntypes + 1 entries (reserve_order). */
 static inline __attribute__((always_inline)) int feed_enter(emu *e, feed_batch *b, uint32_t i,
                                                             uint32_t depth, uint64_t parent_addr,
@@ -409,8 +411,7 @@ static inline __attribute__((always_inline)) int feed_enter(emu *e, feed_batch *
         in->label = n->label_kind == SERTRACE_LABEL_HIDDEN ? ++e->hidden : n->label;
     }
     *addr = in->addr = node_address(e, i, parent_addr); /* emu_address_of */
-    /* a NOTE goes to the open node: not to an atom */
-    if (atom && n->note != NOTE_GETATTR && n->end >= n->start) {
+    if (atom) {
         in->op = SERTRACE_REC_ATOM;
         in->bytes = n->end - n->start;
     }
@@ -501,12 +502,13 @@ static int feed_nodes(emu *e, uint32_t from, uint32_t base)
             n->end = e->nodes[open[nopen - 1]].end;
         /* nothing nests in it (the next node starts at or after its end):
          * its ENTER and EXIT in one */
-        bool atom = k + 1 == live || e->nodes[order[k + 1]].start >= n->end;
+        bool atom = (k + 1 == live || e->nodes[order[k + 1]].start >= n->end) &&
+                    n->note != NOTE_GETATTR && n->end >= n->start;
         uint64_t addr = 0;
         if (feed_enter(e, &b, order[k], nopen + 1, nopen ? addrs[nopen - base] : 0, atom, &addr) <
             0)
             goto end;
-        if (atom && e->nodes[order[k]].note != NOTE_GETATTR && n->end >= n->start)
+        if (atom)
             continue;
         open[nopen++] = order[k];
         addrs[nopen - base] = addr;
@@ -1218,11 +1220,12 @@ static int feed_stream(emu *e, const uint32_t *cn, uint32_t nchain, uint32_t com
             next++;
             continue;
         }
-        bool atom = k + 1 == live || e->nodes[order[k + 1]].start >= n->end;
+        bool atom = (k + 1 == live || e->nodes[order[k + 1]].start >= n->end) &&
+                    n->note != NOTE_GETATTR && n->end >= n->start;
         uint64_t addr = 0;
         if (feed_enter(e, &b, order[k], nopen + 1, nopen ? addrs[nopen - 1] : 0, atom, &addr) < 0)
             goto end;
-        if (atom && n->note != NOTE_GETATTR && n->end >= n->start)
+        if (atom)
             continue;
         open[nopen] = order[k];
         addrs[nopen++] = addr;
