@@ -228,7 +228,8 @@ typedef struct emu {
 
     const sertrace_inspect_observer *obs;
     bool single;  /* audit: one pickle, what follows STOP is data */
-    bool no_fast; /* run_atoms off (SERTRACE_INSPECT_NO_FAST, tests: the general loop alone) */
+    bool no_fast; /* run_atoms and sort_nested off (SERTRACE_INSPECT_NO_FAST, tests: the general
+                     loop and sorts alone) */
     int nesting;  /* pickles nested in loads() arguments, audited in turn */
 
     /* emu_emit_dump's sort order and nesting stack (nnodes + 1 each),

@@ -139,22 +139,119 @@ static bool radix_pass(const uint32_t *src, uint32_t *dst, uint32_t n, const nod
 #undef DIGIT
 }
 
+/* Whether node i comes before node j in cmp_nodes' order (i != j). */
+static inline bool node_before(const node *base, uint32_t i, uint32_t j)
+{
+    const node *x = base + i, *y = base + j;
+    if (x->start != y->start)
+        return x->start < y->start;
+    if (x->end != y->end)
+        return x->end > y->end;
+    return i > j;
+}
+
+/* Sort order[0..n), whose first `sorted` entries are in cmp_nodes' order
+ * already and the others in creation order, using that the nodes come
+ * nested: a node is made either before the nodes inside it (a list at
+ * EMPTY_LIST) or after all of them (a tuple at TUPLE, an object at REDUCE),
+ * not between.  The sorted nodes so far are a linked list cut into groups
+ * (a node and the nodes moved behind it), kept on a stack; the sorted
+ * prefix is a group a node.  A node that starts after the last one is a
+ * group of its own at the end; one made after its parts takes the groups at
+ * the top whose first node comes after it (each group is popped once:
+ * linear whatever the depth) and goes before them, after the group below,
+ * whose last node must come before it.  False, order untouched, when a node
+ * fits neither (then the radix sort does it) or there is no memory for the
+ * list and the stack (3n words). */
+static bool sort_nested(emu *e, uint32_t *order, uint32_t n, uint32_t sorted, uint64_t extra)
+{
+    const node *base = e->nodes;
+    uint64_t mem = (uint64_t)n * 3 * sizeof(uint32_t);
+    if (e->memory + extra + mem > e->lim->max_memory)
+        return false;
+    uint32_t *nxt = malloc((size_t)n * sizeof *nxt);
+    uint32_t *stk = nxt ? malloc((size_t)n * 2 * sizeof *stk) : NULL;
+    if (!stk) {
+        free(nxt);
+        return false;
+    }
+    if (e->memory + extra + mem > e->peak)
+        e->peak = e->memory + extra + mem;
+    /* stk[2g], stk[2g + 1]: group g's first and last positions in order[] */
+    uint32_t head = 0, sp = sorted, tail = sorted - 1;
+    uint64_t tail_start = base[order[tail]].start;
+    for (uint32_t k = 0; k < sorted; k++) { /* a node a group */
+        nxt[k] = k + 1;
+        stk[2 * k] = stk[2 * k + 1] = k;
+    }
+    for (uint32_t k = sorted; k < n; k++) {
+        uint32_t x = order[k];
+        uint64_t start = base[x].start;
+        if (start > tail_start) { /* the common case: after every node so far */
+            nxt[tail] = k;
+            stk[2 * sp] = stk[2 * sp + 1] = k;
+            sp++;
+            tail = k;
+            tail_start = start;
+            continue;
+        }
+        uint32_t top = sp;
+        while (top > 0 && node_before(base, x, order[stk[2 * (top - 1)]]))
+            top--;
+        if (top == sp) { /* after every group's first: after the last node, else inside a group */
+            if (!node_before(base, order[tail], x))
+                goto fail;
+            nxt[tail] = k;
+            stk[2 * sp] = stk[2 * sp + 1] = k;
+            sp++;
+            tail = k;
+            tail_start = start;
+            continue;
+        }
+        if (top > 0) {
+            uint32_t pred = stk[2 * top - 1];
+            if (!node_before(base, order[pred], x))
+                goto fail;
+            nxt[pred] = k;
+        } else {
+            head = k;
+        }
+        nxt[k] = stk[2 * top];
+        stk[2 * top] = k;
+        stk[2 * top + 1] = tail;
+        sp = top + 1;
+    }
+    for (uint32_t k = 0, p = head; k < n; k++, p = nxt[p])
+        stk[k] = order[p];
+    memcpy(order, stk, (size_t)n * sizeof *order);
+    free(nxt);
+    free(stk);
+    return true;
+fail:
+    free(nxt);
+    free(stk);
+    return false;
+}
+
 /* Sort order[0..n) (the live nodes, by index) into cmp_nodes' order.  The
  * nodes are created nearly in that order: only a node made after its parts
  * (a tuple at TUPLE, an object at REDUCE or NEWOBJ) moves back, over the
- * nodes inside it.  So insertion sort first, with a budget of moves linear
- * in n (2n + 1024: 8n made dataclass-graph's feed 26.4M -> 33.2M
- * instructions a call, its moves past even that).  Past it (objects nested in objects: the moves
- * grow with n times the depth), a stable LSD radix sort, linear: from index order reversed
- * (later-created first), by end descending, then by start ascending, 16
- * bits a pass, passes where all keys agree skipped.  Positions past 4 GiB,
- * or no memory for it (its n + 64 Ki words over the limit): qsort.  The order is total, so all
- * three give the same result. */
+ * nodes inside it.  So insertion sort first, while its moves stay within
+ * the nodes sorted + 1024 (one compare a node in order).  Past that (objects
+ * nested in objects: the moves grow with n times the depth), sort_nested
+ * goes on from the sorted prefix, linear (dataclass-graph's call 95.1M ->
+ * 82.7M instructions against the radix sort).  Without it (a node made in
+ * the middle of what is nested, no memory; SERTRACE_INSPECT_NO_FAST, tests),
+ * a stable LSD radix sort, linear: from index order reversed (later-created
+ * first), by end descending, then by start ascending, 16 bits a pass,
+ * passes where all keys agree skipped.  Positions past 4 GiB, or no memory
+ * for it (its n + 64 Ki words over the limit): qsort.  The order is total,
+ * so all of them give the same result. */
 static void sort_nodes(emu *e, uint32_t *order, uint32_t n, uint32_t from, uint64_t extra)
 {
     node *base = e->nodes;
     uint32_t nnodes = e->nnodes;
-    uint64_t budget = 2 * (uint64_t)n + 1024;
+    uint64_t moves = 0;
     uint64_t last_start = n ? base[order[0]].start : 0; /* of order[k - 1] */
     for (uint32_t k = 1; k < n; k++) {
         uint32_t x = order[k], j = k;
@@ -168,13 +265,15 @@ static void sort_nodes(emu *e, uint32_t *order, uint32_t n, uint32_t from, uint6
         while (j > 0 && cmp_nodes(&order[j - 1], &x, base) > 0) {
             order[j] = order[j - 1];
             j--;
-            if (--budget == 0) {
-                order[j] = x;
-                goto radix;
-            }
         }
         order[j] = x;
         last_start = base[order[k]].start;
+        if ((moves += k - j) > (uint64_t)k + 1024) {
+            /* order[0..k] is sorted: sort_nested goes on from there */
+            if (!e->no_fast && sort_nested(e, order, n, k + 1, extra))
+                return;
+            goto radix;
+        }
     }
     return;
 radix:;
@@ -261,7 +360,9 @@ static int begin_dump(emu *e)
 }
 
 /* Its TYPE (and NAME) once per dump, then its ENTER with its label (an
- * ATOM, its EXIT too, when `atom`: nothing nests in it), then its NOTE.
+ * ATOM, its EXIT too, when `atom`: nothing nests in it, it has no NOTE --
+ * a NOTE goes to an open node -- and its span is not reversed; the caller
+ * tests that once for both), then its NOTE.
  * e->typed holds ntypes + 1 entries (reserve_order). */
 static inline __attribute__((always_inline)) int feed_enter(emu *e, feed_batch *b, uint32_t i,
                                                             uint32_t depth, uint64_t parent_addr,
@@ -310,8 +411,7 @@ static inline __attribute__((always_inline)) int feed_enter(emu *e, feed_batch *
         in->label = n->label_kind == SERTRACE_LABEL_HIDDEN ? ++e->hidden : n->label;
     }
     *addr = in->addr = node_address(e, i, parent_addr); /* emu_address_of */
-    /* a NOTE goes to the open node: not to an atom */
-    if (atom && n->note != NOTE_GETATTR && n->end >= n->start) {
+    if (atom) {
         in->op = SERTRACE_REC_ATOM;
         in->bytes = n->end - n->start;
     }
@@ -402,12 +502,13 @@ static int feed_nodes(emu *e, uint32_t from, uint32_t base)
             n->end = e->nodes[open[nopen - 1]].end;
         /* nothing nests in it (the next node starts at or after its end):
          * its ENTER and EXIT in one */
-        bool atom = k + 1 == live || e->nodes[order[k + 1]].start >= n->end;
+        bool atom = (k + 1 == live || e->nodes[order[k + 1]].start >= n->end) &&
+                    n->note != NOTE_GETATTR && n->end >= n->start;
         uint64_t addr = 0;
         if (feed_enter(e, &b, order[k], nopen + 1, nopen ? addrs[nopen - base] : 0, atom, &addr) <
             0)
             goto end;
-        if (atom && e->nodes[order[k]].note != NOTE_GETATTR && n->end >= n->start)
+        if (atom)
             continue;
         open[nopen++] = order[k];
         addrs[nopen - base] = addr;
@@ -1119,11 +1220,12 @@ static int feed_stream(emu *e, const uint32_t *cn, uint32_t nchain, uint32_t com
             next++;
             continue;
         }
-        bool atom = k + 1 == live || e->nodes[order[k + 1]].start >= n->end;
+        bool atom = (k + 1 == live || e->nodes[order[k + 1]].start >= n->end) &&
+                    n->note != NOTE_GETATTR && n->end >= n->start;
         uint64_t addr = 0;
         if (feed_enter(e, &b, order[k], nopen + 1, nopen ? addrs[nopen - 1] : 0, atom, &addr) < 0)
             goto end;
-        if (atom && n->note != NOTE_GETATTR && n->end >= n->start)
+        if (atom)
             continue;
         open[nopen] = order[k];
         addrs[nopen++] = addr;

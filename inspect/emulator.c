@@ -1593,7 +1593,7 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
     e->nesting = nesting;
     e->stream_nodes = lim->stream_nodes;
     if (!e->stream_nodes) {
-        const char *nf = getenv("SERTRACE_INSPECT_NO_FAST");       /* tests: run_atoms off */
+        const char *nf = getenv("SERTRACE_INSPECT_NO_FAST"); /* tests: run_atoms, sort_nested off */
         const char *env = getenv("SERTRACE_INSPECT_STREAM_NODES"); /* tests */
         e->no_fast = nf && *nf == '1';
         unsigned long v = env && *env ? strtoul(env, NULL, 10) : 0;

@@ -9,6 +9,7 @@
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
@@ -295,10 +296,12 @@ Test(emulator, empty_input_is_no_dump)
 }
 
 /* t = (t, [1]) nested n times from (), protocol 2: each tuple's node is
- * created after every node inside it, so nesting them takes ~n^2 moves:
- * past the insertion sort's budget, the radix sort orders them.  Post-order
- * must be: (), then per level the list and the tuple. */
-Test(emulator, nodes_created_after_their_parts_deeply)
+ * created after every node inside it, so nesting them by insertion takes
+ * ~n^2 moves: sort_nested orders them by its stack of groups, and with
+ * SERTRACE_INSPECT_NO_FAST=1 (it off) the insertion sort goes past its
+ * budget and the radix sort orders them.  Both must give: (), then per
+ * level the list and the tuple. */
+static void nested_after_parts(bool general)
 {
     enum { N = 120 };
     char b[2 + 1 + N * 5 + 1];
@@ -316,7 +319,11 @@ Test(emulator, nodes_created_after_their_parts_deeply)
     b[k++] = '.';
     rec r;
     sertrace_inspect_result res;
-    cr_assert_eq(run(b, k, &r, &res, NULL), SERTRACE_INSPECT_OK, "%s", res.reason);
+    if (general)
+        setenv("SERTRACE_INSPECT_NO_FAST", "1", 1);
+    int rc = run(b, k, &r, &res, NULL);
+    unsetenv("SERTRACE_INSPECT_NO_FAST");
+    cr_assert_eq(rc, SERTRACE_INSPECT_OK, "%s", res.reason);
     cr_assert_eq(r.n, 1 + 2 * N);
     cr_assert_eq(r.nodes[0].tag, SERTRACE_TAG_TUPLE);
     cr_assert_eq(r.nodes[0].depth, N + 1);
@@ -331,6 +338,12 @@ Test(emulator, nodes_created_after_their_parts_deeply)
         cr_assert_eq(t->bytes, 1 + 5 * lvl, "level %u", lvl);
     }
     cr_assert_eq(r.payload[0], k);
+}
+
+Test(emulator, nodes_created_after_their_parts_deeply)
+{
+    nested_after_parts(false);
+    nested_after_parts(true);
 }
 
 /* [(1, 2)] * 200 000, protocol 4 without memo nor frames, in APPENDS batches
