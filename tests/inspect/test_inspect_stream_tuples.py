@@ -79,6 +79,34 @@ class Filled:
         pass
 
 
+class MyList(list):
+    """A list subclass: copyreg._reconstructor's REDUCE at protocols 0-1, its
+    items in the arguments (MyList, list, [...]); NEWOBJ + APPENDS after."""
+
+
+class TupleState:
+    """__getstate__ -> a tuple holding the big list: BUILD of a state tuple."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __getstate__(self):
+        return ("v1", self.data)
+
+    def __setstate__(self, state):
+        self.data = state[1]
+
+
+class DictAndSlots:
+    """Slots and a __dict__: the state is (dict, {slot: value}), a TUPLE2."""
+
+    __slots__ = ("data", "__dict__")
+
+    def __init__(self, data):
+        self.data = data
+        self.x = 1
+
+
 def shapes(n):
     def big():
         return [(i, -i) for i in range(n)]
@@ -102,6 +130,13 @@ def shapes(n):
         "Filled(h, [...])": Filled("h", big()),
         "shared list in a tuple": (shared, [shared]),
         "dict of tuples": ({i: (i,) for i in range(n)}, [big()]),
+        "set(...)": set(big()),
+        "frozenset(...)": frozenset(big()),
+        "[set(...), frozenset(...)]": [set(big()), frozenset(big())],
+        "MyList(...)": MyList(big()),
+        "{'k': MyList(...)}": {"k": MyList(big()), "j": MyList(())},
+        "TupleState([...])": TupleState(big()),
+        "DictAndSlots([...])": DictAndSlots(big()),
     }
 
 
@@ -135,7 +170,7 @@ def test_tuples_and_calls_around_big_containers_stream_alike(protocol, tmp_path)
     parts = []
     for fast in (False, True):
         for name, obj in shapes(3000).items():
-            if protocol < 2 and name.startswith(("NewArgs", "Keywords")):
+            if protocol < 2 and name.startswith(("NewArgs", "Keywords", "DictAndSlots")):
                 continue
             if fast and name == "shared list in a tuple":
                 continue
