@@ -2,7 +2,8 @@
 stream (inspect/README.md "Streaming", tuple and call levels).
 
 `([...],)`, `(header, [...])`, `{'k': ([...],)}`, an object whose reduce
-arguments hold a big list: the tuple's (the call's) node comes only at its
+arguments hold a big list, set / frozenset / copyreg._reconstructor REDUCEs
+(protocols 0-3) of a big list, a state tuple around one: the tuple's (the call's) node comes only at its
 TUPLE (REDUCE, NEWOBJ) opcode, after its elements; the emulator finds that
 opcode by a walk ahead and enters a placeholder for it before the elements
 it streams.  Each shape, streamed at every batch, by the default rule at a
@@ -218,28 +219,49 @@ def test_memory_of_tuples_and_calls_around_big_containers(tmp_path):
     the input (mapped) streamed, under a quarter of the growth read whole."""
     if not shutil.which("time", path="/usr/bin"):
         pytest.skip("no /usr/bin/time")
-
-    def rss(env, path):
-        proc = subprocess.run(["/usr/bin/time", "-f", "maxrss %M", SERTRACE, "inspect",
-                               "--summary", str(path)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, env=dict(os.environ, **env))
-        assert proc.returncode == 0, proc.stderr
-        return int(proc.stderr.strip().splitlines()[-1].split()[1]) * 1024
-
     makers = (lambda n: ([(i, i) for i in range(n)],),
               lambda n: ("header", [(i, i) for i in range(n)]),
               lambda n: {"k": ([(i, i) for i in range(n)],)},
               lambda n: Reduced([(i, i) for i in range(n)]))
     for protocol in (2, 5):
         for make in makers:
-            sizes, streamed, whole = [], [], []
-            for n in (10 ** 5, 10 ** 6):
-                path = tmp_path / ("p%d.pkl" % n)
-                data = dumps(make(n), protocol, True)
-                path.write_bytes(data)
-                sizes.append(len(data))
-                streamed.append(rss(DEFAULT, path))
-                whole.append(rss(NEVER, path))
-            grow_s, grow_w = streamed[1] - streamed[0], whole[1] - whole[0]
-            assert grow_s < (sizes[1] - sizes[0]) + (6 << 20), (protocol, streamed, whole, sizes)
-            assert grow_s * 4 < grow_w, (protocol, streamed, whole)
+            grows_like_the_input(make, protocol, tmp_path)
+
+
+def rss(env, path):
+    """Peak RSS in bytes of `inspect --summary path` (/usr/bin/time)."""
+    proc = subprocess.run(["/usr/bin/time", "-f", "maxrss %M", SERTRACE, "inspect",
+                           "--summary", str(path)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, env=dict(os.environ, **env))
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stderr.strip().splitlines()[-1].split()[1]) * 1024
+
+
+def grows_like_the_input(make, protocol, tmp_path):
+    """make(10^5) -> make(10^6), fast-mode pickler: streamed, peak RSS grows by
+    the input (mapped) and 6 MiB at most, under a quarter of the growth read
+    whole."""
+    sizes, streamed, whole = [], [], []
+    for n in (10 ** 5, 10 ** 6):
+        path = tmp_path / ("p%d.pkl" % n)
+        data = dumps(make(n), protocol, True)
+        path.write_bytes(data)
+        sizes.append(len(data))
+        streamed.append(rss(DEFAULT, path))
+        whole.append(rss(NEVER, path))
+    grow_s, grow_w = streamed[1] - streamed[0], whole[1] - whole[0]
+    assert grow_s < (sizes[1] - sizes[0]) + (6 << 20), (protocol, streamed, whole, sizes)
+    assert grow_s * 4 < grow_w, (protocol, streamed, whole)
+
+
+def test_memory_of_set_frozenset_and_reconstructor_reduces(tmp_path):
+    """The REDUCEs of special callables whose argument holds the big list
+    stream: set([...]) (protocols 0-3), frozenset([...]) (0-3) and a list
+    subclass rebuilt by copyreg._reconstructor(MyList, list, [...])
+    (protocols 0-1), each at one protocol here (the agreement test covers
+    them all)."""
+    if not shutil.which("time", path="/usr/bin"):
+        pytest.skip("no /usr/bin/time")
+    grows_like_the_input(lambda n: set((i, i) for i in range(n)), 2, tmp_path)
+    grows_like_the_input(lambda n: frozenset((i, i) for i in range(n)), 1, tmp_path)
+    grows_like_the_input(lambda n: MyList((i, i) for i in range(n)), 0, tmp_path)
