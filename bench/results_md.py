@@ -594,7 +594,8 @@ def roots_growth(roots):
         parts.append("%s: %.1f B beyond the input (%.0f → %.0f MiB)"
                      % (a["payload"].split(",")[0], beyond, a["maxrss_kb"] / 1024.0,
                         b["maxrss_kb"] / 1024.0))
-    return ("; " + "; ".join(parts) + "; tuples being built around containers not streamed"
+    return ("; " + "; ".join(parts) + "; not streamed: a big tuple or protocol 4+ frozenset (its "
+            "items on the stack), POPped calls, state setters' arguments, more than 8 wraps"
             if parts else "; other roots not measured")
 
 def inspect_goal_rows(insp):
@@ -780,12 +781,19 @@ EXPLAIN = {
                       "chain): the emulator feeds the tree core the chain of open containers it reads off "
                       "the stack and drops the finished items, so what grows is the mapped input (per node "
                       "beyond it: about 0 B for every shape measured) plus the memo (48 B a key, 32 B a "
-                      "memoized object in the summary). A wrong guess (a TUPLE wrapping a streamed "
-                      "container) drops the dump and reads the pickle again without streaming. Still "
-                      "O(nodes): tuples and calls being built around big containers (`([...],)`, "
-                      "`(header, [...])`), and `--tree` and the exports, which keep the dump whole by "
-                      "design. What would close it: a tuple level in the chain (inspect/README.md, "
-                      "Streaming: its object number is only known at TUPLE).",
+                      "memoized object in the summary). Tuples and calls being built around a big "
+                      "container are levels of the chain too, found by a walk ahead in the bytes "
+                      "(`([...],)`, `(header, [...])`, REDUCE / NEWOBJ / NEWOBJ_EX of a class, and "
+                      "the REDUCEs of set and frozenset at protocols 0-3 and of copyreg._reconstructor "
+                      "for list and dict subclasses at protocols 0-1), so are state tuples given to "
+                      "BUILD. A wrong guess drops the dump and reads the pickle again without "
+                      "streaming. Still O(nodes): a big tuple or a protocol 4+ frozenset (MARK, 10^6 "
+                      "items on the stack, then TUPLE / FROZENSET: the stack itself is O(items)), a "
+                      "POPped call or a state setter's arguments around a big container, more than 8 "
+                      "tuples and calls wrapping one, and `--tree` and the exports, which keep the "
+                      "dump whole by design. What would close it: items on the stack fed as they come "
+                      "(a tuple's elements labelled by position before its TUPLE) and the two-pass "
+                      "design of inspect/README.md, Streaming.",
     "dormant": "Not the tracing: with nobody listening sertrace costs one test per node (~1 ns, "
                "`dormant` in the C API cost section). The gap is the C pickler's own speed "
                "against CPython's `_pickle` on the workload named (the single-kind lists locate "
