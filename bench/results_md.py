@@ -592,7 +592,7 @@ def roots_growth(roots):
         beyond = per - (b["bytes"] - a["bytes"]) / dn
         beyond = beyond if abs(beyond) >= 0.05 else 0.0
         parts.append("%s: %.1f B beyond the input (%.0f → %.0f MiB)"
-                     % (a["payload"].split(",")[0], beyond, a["maxrss_kb"] / 1024.0,
+                     % (a["payload"].rsplit(", 10^", 1)[0], beyond, a["maxrss_kb"] / 1024.0,
                         b["maxrss_kb"] / 1024.0))
     return ("; " + "; ".join(parts) + "; not streamed: a big tuple or protocol 4+ frozenset (its "
             "items on the stack), POPped calls, state setters' arguments, more than 8 wraps"

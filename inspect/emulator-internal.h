@@ -176,6 +176,11 @@ typedef struct stream_ahead {
     uint8_t wcode[AHEAD_WRAPS];
     uint8_t nwrap;
     uint8_t fcode; /* the consumer's opcode, 0 when the walk failed */
+    /* where the walk stopped (right after the consumer) and the stack
+     * there: its height and marks (the first end_nm of the stack's marks
+     * now); the walk of the level below resumes from it */
+    size_t end_at;
+    uint32_t end_h, end_nm;
 } stream_ahead;
 
 typedef struct emu {

@@ -635,16 +635,17 @@ static const uint8_t quick_push[256] = {
     [OP_LONG1] = 1,
 };
 
-/* Walk the bytes from input offset `at` (the next opcode), the stack as
- * it is now, up to the opcode that consumes the item at `slot`, through
- * the tuples that wrap it (TUPLE1-3, TUPLE: their item takes the lowest
- * slot, and it is followed in turn).  Only lengths and stack heights are
- * read: nothing is built.  False when the bytes are malformed first, too
- * many tuples wrap it, the marks are too deep to follow or the pickle's
- * walk budget is spent. */
-static bool walk_ahead(emu *e, size_t at, uint32_t slot, stream_ahead *r)
+/* Walk the bytes from input offset `at` (the next opcode, or where the
+ * walk of a level above stopped), the stack of height `h` and the first
+ * `nm` of its marks now (as the stack is then), up to the opcode that
+ * consumes the item at `slot`, through the tuples that wrap it (TUPLE1-3,
+ * TUPLE: their item takes the lowest slot, and it is followed in turn).
+ * Only lengths and stack heights are read: nothing is built.  False when
+ * the bytes are malformed first, too many tuples wrap it, the marks are
+ * too deep to follow or the pickle's walk budget is spent. */
+static bool walk_ahead(emu *e, size_t at, uint32_t h, uint32_t nm, uint32_t slot, stream_ahead *r)
 {
-    uint32_t h = e->nstack, nm = e->nmarks, cap = nm + 64;
+    uint32_t cap = nm + 64;
     uint64_t budget = 4 * (uint64_t)(e->n - e->base) + (1u << 20);
     bool ok = false;
     if (nm > 65536 || e->ahead_bytes >= budget)
@@ -699,8 +700,11 @@ static bool walk_ahead(emu *e, size_t at, uint32_t slot, stream_ahead *r)
             } else {
                 r->fcode = code;
                 r->fslot = to;
+                r->end_h = to + push;
+                r->end_nm = nm - (pops_mark ? 1 : 0);
                 ok = true;
                 at += len;
+                r->end_at = at;
                 break;
             }
         }
@@ -727,8 +731,12 @@ static bool walk_ahead(emu *e, size_t at, uint32_t slot, stream_ahead *r)
 }
 
 /* The walk ahead for the item at `slot` (cached: an item is walked once
- * while none of its wraps or its consumer has run). */
-static const stream_ahead *ahead(emu *e, size_t at, uint32_t slot)
+ * while none of its wraps or its consumer has run).  `above`: the walk of
+ * the level above it in the chain, or NULL: none of the opcodes up to
+ * that level's consumer reaches `slot` (read_chain takes `slot` below
+ * where they reached), so the walk resumes where that one stopped
+ * instead of reading those bytes again. */
+static const stream_ahead *ahead(emu *e, size_t at, uint32_t slot, const stream_ahead *above)
 {
     uint32_t free_at = e->nahead;
     for (uint32_t i = 0; i < e->nahead; i++) {
@@ -745,7 +753,14 @@ static const stream_ahead *ahead(emu *e, size_t at, uint32_t slot)
     stream_ahead *c = &e->ahead_cache[free_at];
     if (free_at == e->nahead)
         e->nahead++;
-    if (!walk_ahead(e, at, slot, c)) {
+    size_t from = at;
+    uint32_t h = e->nstack, nm = e->nmarks;
+    if (above && above->end_nm <= nm && above->end_h > slot) {
+        from = above->end_at;
+        h = above->end_h;
+        nm = above->end_nm;
+    }
+    if (!walk_ahead(e, from, h, nm, slot, c)) {
         c->fcode = 0;
         if (c->first_at == SIZE_MAX)
             c->first_at = at; /* a failed walk: again at the next opcode, at most */
@@ -834,8 +849,10 @@ static bool read_chain(emu *e, size_t at, uint32_t *cn, stream_level *lv, uint32
         it_node = t->it_node;
     }
     rc[n++] = cont;
+    stream_ahead above; /* the walk of the level above (a copy: the cache may reuse its entry) */
+    bool has_above = false;
     for (;;) {
-        const stream_ahead *a = ahead(e, at, q);
+        const stream_ahead *a = ahead(e, at, q, has_above ? &above : NULL);
         uint32_t q0 = q; /* the level the tuples and calls wrap */
         uint32_t to, t, c;
         uint8_t want, f;
@@ -931,6 +948,8 @@ static bool read_chain(emu *e, size_t at, uint32_t *cn, stream_level *lv, uint32
         n++;
         cont = c;
         cont_slot = q = t;
+        above = *a;
+        has_above = true;
     }
 read:
     /* bottom up; every MARK on the stack is a group's, in order */

@@ -138,6 +138,9 @@ def shapes(n):
         "{'k': MyList(...)}": {"k": MyList(big()), "j": MyList(())},
         "TupleState([...])": TupleState(big()),
         "DictAndSlots([...])": DictAndSlots(big()),
+        # levels whose walks resume where the level above stopped
+        "{'a': {'b': {'c': [...]}}}": {"a": {"b": {"c": big()}, "d": 1}, "e": [big()]},
+        "[{'x': ([...],)}, ...]": [{"x": (big(),)}, {"y": [Reduced(big())]}],
     }
 
 
