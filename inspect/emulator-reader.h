@@ -59,27 +59,41 @@ static inline int read_op(emu *e, size_t at, op *o)
     o->data_len = 0;
     o->at = at;
     o->arg = p;
-    uint8_t arg = emu_op_arg[o->code];
-    unsigned n = PICKLE_ARG_N(arg);
-    switch (PICKLE_ARG_KIND(arg)) {
+    /* one case per argument shape (not per kind), so that each case's
+     * width is a constant in the code after the switch */
+    switch (emu_op_arg[o->code]) {
     case PICKLE_ARG_FIXED(0):
-        if (!n) {
-            o->len = 1;
-            return 0;
-        }
-        fixed = n;
+        o->len = 1;
+        return 0;
+    case PICKLE_ARG_FIXED(1):
+        fixed = 1;
         break;
-    case PICKLE_ARG_PREFIX(0):
-        prefix = n;
+    case PICKLE_ARG_FIXED(2):
+        fixed = 2;
         break;
-    case PICKLE_ARG_LINES(0):
+    case PICKLE_ARG_FIXED(4):
+        fixed = 4;
+        break;
+    case PICKLE_ARG_FIXED(8):
+        fixed = 8;
+        break;
+    case PICKLE_ARG_PREFIX(1):
+        prefix = 1;
+        break;
+    case PICKLE_ARG_PREFIX(4):
+        prefix = 4;
+        break;
+    case PICKLE_ARG_PREFIX(8):
+        prefix = 8;
+        break;
+    case PICKLE_ARG_LINES(1):
         if (read_line(e, o, p, &o->data, &o->data_len) < 0)
             return -1;
-        if (n == 1) {
-            o->len = 1 + o->data_len + 1;
-            return 0;
-        }
-        if (read_line(e, o, p + o->data_len + 1, &o->data2, &o->data2_len) < 0)
+        o->len = 1 + o->data_len + 1;
+        return 0;
+    case PICKLE_ARG_LINES(2):
+        if (read_line(e, o, p, &o->data, &o->data_len) < 0 ||
+            read_line(e, o, p + o->data_len + 1, &o->data2, &o->data2_len) < 0)
             return -1;
         o->len = 1 + o->data_len + 1 + o->data2_len + 1;
         return 0;
