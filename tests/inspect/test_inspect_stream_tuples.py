@@ -141,6 +141,7 @@ def shapes(n):
         # levels whose walks resume where the level above stopped
         "{'a': {'b': {'c': [...]}}}": {"a": {"b": {"c": big()}, "d": 1}, "e": [big()]},
         "[{'x': ([...],)}, ...]": [{"x": (big(),)}, {"y": [Reduced(big())]}],
+        "[[[...]], [...]] (a MARK a level)": [[[big()], 1], [big()]],
     }
 
 
