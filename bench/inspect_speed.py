@@ -117,25 +117,34 @@ def memory_probe_roots(tools, tmp):
     through their chain of open containers (inspect/README.md "Streaming"): an instance whose
     state dict holds n tuples in a list and n/10 lists in a dict, and {'data': list of n
     tuples}, and (stream2) an OrderedDict root of n tuples and {'data': a list subclass of n
-    tuples} (reduce-built objects being filled); n = 10^5, 10^6, fast-mode Pickler (no memo).
+    tuples} (reduce-built objects being filled); (callstream) a tuple-wrapped list `([...],)`
+    (a tuple level) and a set of n tuples at protocol 2 (REDUCE of set, a call level); n =
+    10^5, 10^6, fast-mode Pickler (no memo), the default protocol unless the row says.
     Rows as memory_probe's."""
     rows = []
     # nodes: the object, its class and args, the state dict, the list, the tuples, the index
     # dict and its lists; the dict, the list, the tuples
-    for label, make, nodes in (("instance root", probe_instance, lambda n: n + n // 10 + 6),
-                               ("dict root {'data': [...]}",
-                                lambda n: {"data": [(i, i) for i in range(n)]}, lambda n: n + 2),
-                               # reduce-built objects being filled: the object, its class, its
-                               # arguments, its It node, the tuples
-                               ("OrderedDict root",
-                                lambda n: collections.OrderedDict((i, (i, i)) for i in range(n)),
-                                lambda n: n + 4),
-                               ("dict root {'data': list subclass}",
-                                lambda n: {"data": ProbeList((i, i) for i in range(n))},
-                                lambda n: n + 5)):
+    dflt = pickle.DEFAULT_PROTOCOL
+    for label, make, nodes, proto in (
+            ("instance root", probe_instance, lambda n: n + n // 10 + 6, dflt),
+            ("dict root {'data': [...]}",
+             lambda n: {"data": [(i, i) for i in range(n)]}, lambda n: n + 2, dflt),
+            # reduce-built objects being filled: the object, its class, its
+            # arguments, its It node, the tuples
+            ("OrderedDict root",
+             lambda n: collections.OrderedDict((i, (i, i)) for i in range(n)),
+             lambda n: n + 4, dflt),
+            ("dict root {'data': list subclass}",
+             lambda n: {"data": ProbeList((i, i) for i in range(n))}, lambda n: n + 5, dflt),
+            # a tuple around the list: the tuple, the list, the tuples
+            ("tuple root ([...],)", lambda n: ([(i, i) for i in range(n)],), lambda n: n + 2,
+             dflt),
+            # REDUCE of set: the set, its global, its argument tuple, the list, the tuples
+            ("set root, protocol 2", lambda n: set((i, i) for i in range(n)), lambda n: n + 4,
+             2)):
         for n in (10 ** 5, 10 ** 6):
             buf = io.BytesIO()
-            p = pickle.Pickler(buf, pickle.DEFAULT_PROTOCOL)
+            p = pickle.Pickler(buf, proto)
             p.fast = True
             p.dump(make(n))
             path = os.path.join(tmp, "mem-root.pkl")
@@ -217,7 +226,7 @@ def main():
     if memory_roots:
         print()
         print("Roots streamed through their open containers (instance, dict with a big value, "
-              "reduce-built objects being filled):")
+              "reduce-built objects being filled, a tuple and a call being built around a list):")
         print()
         print("| payload | bytes | nodes | peak RSS |")
         print("|---|---|---|---|")

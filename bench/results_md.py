@@ -592,9 +592,10 @@ def roots_growth(roots):
         beyond = per - (b["bytes"] - a["bytes"]) / dn
         beyond = beyond if abs(beyond) >= 0.05 else 0.0
         parts.append("%s: %.1f B beyond the input (%.0f → %.0f MiB)"
-                     % (a["payload"].split(",")[0], beyond, a["maxrss_kb"] / 1024.0,
+                     % (a["payload"].rsplit(", 10^", 1)[0], beyond, a["maxrss_kb"] / 1024.0,
                         b["maxrss_kb"] / 1024.0))
-    return ("; " + "; ".join(parts) + "; tuples being built around containers not streamed"
+    return ("; " + "; ".join(parts) + "; not streamed: a big tuple or protocol 4+ frozenset (its "
+            "items on the stack), POPped calls, state setters' arguments, more than 8 wraps"
             if parts else "; other roots not measured")
 
 def inspect_goal_rows(insp):
@@ -763,15 +764,16 @@ EXPLAIN = {
                       "instructions an opcode) takes, since this run's code, small tuples, empty "
                       "containers and memo GETs of atoms too, also in streamed dumps: lists of atoms "
                       "and of small dicts or tuples of atoms run far faster than genops (this table). "
-                      "On payloads of instances and nested containers every node still costs ~600 "
-                      "instructions outside the emulator (feeding ~240, the core's placement ~200, "
-                      "the summary's enter and exit ~165: measured on micro-tuples, "
-                      "inspect/README.md), while 50x genops leaves 150-220 per node: with an exact "
-                      "per-node summary we judge 50x out of reach there (`pickle.loads` itself is "
-                      "only 4-10x genops on them, this table). micro-bytes-2k (600 opcodes of 2 KiB "
-                      "bytes) is mostly the fixed cost of a call: 308 K -> 226 K instructions since "
-                      "this run's code (one summary setup per process, a faster reader of its JSON "
-                      "text; `pickle.loads` 610 K; inspect/instr_bench.py).",
+                      "On payloads of instances and nested containers every node still costs ~530 "
+                      "instructions outside the emulator (feeding ~273 with the streaming walk ahead, "
+                      "the core's placement ~122, the summary's enter and exit ~136: micro-tuples, "
+                      "40,001 nodes, 41.9 M instructions a call of which the emulator 20.4 M, "
+                      "inspect/instr_bench.py --parts, main 0fca979 and callstream alike), while 50x "
+                      "genops leaves 150-220 per node: with an exact per-node summary we judge 50x "
+                      "out of reach there (`pickle.loads` itself is only 4-10x genops on them, this "
+                      "table). micro-bytes-2k (600 opcodes of 2 KiB bytes) is mostly the fixed cost "
+                      "of a call: 239-241 K instructions (the emulator 118 K; `pickle.loads` 611 K; "
+                      "inspect/instr_bench.py).",
     "inspect_memory": "Met for the roots inspect streams, at every protocol (0-1 guessed from the opcodes "
                       "and checked at STOP): a list, dict or set root, an instance root whose state holds "
                       "big containers, a dict root whose keys come after their big values "
@@ -780,12 +782,19 @@ EXPLAIN = {
                       "chain): the emulator feeds the tree core the chain of open containers it reads off "
                       "the stack and drops the finished items, so what grows is the mapped input (per node "
                       "beyond it: about 0 B for every shape measured) plus the memo (48 B a key, 32 B a "
-                      "memoized object in the summary). A wrong guess (a TUPLE wrapping a streamed "
-                      "container) drops the dump and reads the pickle again without streaming. Still "
-                      "O(nodes): tuples and calls being built around big containers (`([...],)`, "
-                      "`(header, [...])`), and `--tree` and the exports, which keep the dump whole by "
-                      "design. What would close it: a tuple level in the chain (inspect/README.md, "
-                      "Streaming: its object number is only known at TUPLE).",
+                      "memoized object in the summary). Tuples and calls being built around a big "
+                      "container are levels of the chain too, found by a walk ahead in the bytes "
+                      "(`([...],)`, `(header, [...])`, REDUCE / NEWOBJ / NEWOBJ_EX of a class, and "
+                      "the REDUCEs of set and frozenset at protocols 0-3 and of copyreg._reconstructor "
+                      "for list and dict subclasses at protocols 0-1), so are state tuples given to "
+                      "BUILD. A wrong guess drops the dump and reads the pickle again without "
+                      "streaming. Still O(nodes): a big tuple or a protocol 4+ frozenset (MARK, 10^6 "
+                      "items on the stack, then TUPLE / FROZENSET: the stack itself is O(items)), a "
+                      "POPped call or a state setter's arguments around a big container, more than 8 "
+                      "tuples and calls wrapping one, and `--tree` and the exports, which keep the "
+                      "dump whole by design. What would close it: items on the stack fed as they come "
+                      "(a tuple's elements labelled by position before its TUPLE) and the two-pass "
+                      "design of inspect/README.md, Streaming.",
     "dormant": "Not the tracing: with nobody listening sertrace costs one test per node (~1 ns, "
                "`dormant` in the C API cost section). The gap is the C pickler's own speed "
                "against CPython's `_pickle` on the workload named (the single-kind lists locate "

@@ -187,7 +187,7 @@ static const char *const evasion_rule[] = {"pop-call",   "build-global",        
 static const char *opcode_text(int op)
 {
     switch (op) {
-#define OPCODE_NAME_(name, value, proto)                                                           \
+#define OPCODE_NAME_(name, value, proto, arg)                                                      \
     case value:                                                                                    \
         return #name;
         PICKLE_OPCODES(OPCODE_NAME_)

@@ -153,6 +153,8 @@ typedef struct stream_level {
     bool mark;      /* the group opens with a MARK at index + 1 (a tuple level: at index) */
     uint8_t code;   /* a tuple or call level: its TUPLE / TUPLE1-3 / REDUCE / NEWOBJ(_EX)
                        (the walk ahead saw it); 0 for a container's */
+    uint32_t type;  /* a call level: its node's type (the callable's name, the
+                       class for a copyreg reconstructor) */
 } stream_level;
 
 /* A tuple level (README "Streaming"): a tuple being built around a level
@@ -174,6 +176,11 @@ typedef struct stream_ahead {
     uint8_t wcode[AHEAD_WRAPS];
     uint8_t nwrap;
     uint8_t fcode; /* the consumer's opcode, 0 when the walk failed */
+    /* where the walk stopped (right after the consumer) and the stack
+     * there: its height and marks (the first end_nm of the stack's marks
+     * now); the walk of the level below resumes from it */
+    size_t end_at;
+    uint32_t end_h, end_nm;
 } stream_ahead;
 
 typedef struct emu {
@@ -297,6 +304,12 @@ typedef struct tuple_args {
 /* Internal to the emulator: hidden, so calls between its files are direct
  * even in a shared object (no PLT), and nothing else can bind to them. */
 #pragma GCC visibility push(hidden)
+
+/* Each byte's argument code (PICKLE_ARG_FIXED(n) ...: pickle-opcodes.h),
+ * 0 for a byte that is no opcode: the one table of argument lengths, read
+ * by the decoder (emulator-reader.h read_op) and the walk ahead
+ * (emulator-records.c op_size).  In emulator-tables.c. */
+extern const uint8_t emu_op_arg[256];
 
 int emu_fail(emu *e, int status, uint64_t at, const char *fmt, const char *arg);
 int emu_grow(emu *e, void **p, uint32_t *cap, uint64_t need, size_t size);

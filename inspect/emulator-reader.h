@@ -59,99 +59,43 @@ static inline int read_op(emu *e, size_t at, op *o)
     o->data_len = 0;
     o->at = at;
     o->arg = p;
-    switch (o->code) {
-    case OP_BININT1:
-    case OP_BINGET:
-    case OP_BINPUT:
-    case OP_PROTO:
-    case OP_EXT1:
+    /* one case per argument shape (not per kind), so that each case's
+     * width is a constant in the code after the switch */
+    switch (emu_op_arg[o->code]) {
+    case PICKLE_ARG_FIXED(0):
+        o->len = 1;
+        return 0;
+    case PICKLE_ARG_FIXED(1):
         fixed = 1;
         break;
-    case OP_BININT2:
-    case OP_EXT2:
+    case PICKLE_ARG_FIXED(2):
         fixed = 2;
         break;
-    case OP_BININT:
-    case OP_LONG_BINGET:
-    case OP_LONG_BINPUT:
-    case OP_EXT4:
+    case PICKLE_ARG_FIXED(4):
         fixed = 4;
         break;
-    case OP_BINFLOAT:
-    case OP_FRAME:
+    case PICKLE_ARG_FIXED(8):
         fixed = 8;
         break;
-    case OP_SHORT_BINSTRING:
-    case OP_SHORT_BINBYTES:
-    case OP_SHORT_BINUNICODE:
-    case OP_LONG1:
+    case PICKLE_ARG_PREFIX(1):
         prefix = 1;
         break;
-    case OP_BINSTRING:
-    case OP_BINUNICODE:
-    case OP_BINBYTES:
-    case OP_LONG4:
+    case PICKLE_ARG_PREFIX(4):
         prefix = 4;
         break;
-    case OP_BINUNICODE8:
-    case OP_BINBYTES8:
-    case OP_BYTEARRAY8:
+    case PICKLE_ARG_PREFIX(8):
         prefix = 8;
         break;
-    case OP_INT:
-    case OP_LONG:
-    case OP_FLOAT:
-    case OP_STRING:
-    case OP_UNICODE:
-    case OP_PERSID:
-    case OP_GET:
-    case OP_PUT:
+    case PICKLE_ARG_LINES(1):
         if (read_line(e, o, p, &o->data, &o->data_len) < 0)
             return -1;
         o->len = 1 + o->data_len + 1;
         return 0;
-    case OP_GLOBAL:
-    case OP_INST:
+    case PICKLE_ARG_LINES(2):
         if (read_line(e, o, p, &o->data, &o->data_len) < 0 ||
             read_line(e, o, p + o->data_len + 1, &o->data2, &o->data2_len) < 0)
             return -1;
         o->len = 1 + o->data_len + 1 + o->data2_len + 1;
-        return 0;
-    case OP_MARK:
-    case OP_STOP:
-    case OP_POP:
-    case OP_POP_MARK:
-    case OP_DUP:
-    case OP_NONE:
-    case OP_BINPERSID:
-    case OP_REDUCE:
-    case OP_APPEND:
-    case OP_BUILD:
-    case OP_DICT:
-    case OP_EMPTY_DICT:
-    case OP_APPENDS:
-    case OP_LIST:
-    case OP_EMPTY_LIST:
-    case OP_OBJ:
-    case OP_SETITEM:
-    case OP_TUPLE:
-    case OP_EMPTY_TUPLE:
-    case OP_SETITEMS:
-    case OP_NEWOBJ:
-    case OP_TUPLE1:
-    case OP_TUPLE2:
-    case OP_TUPLE3:
-    case OP_NEWTRUE:
-    case OP_NEWFALSE:
-    case OP_EMPTY_SET:
-    case OP_ADDITEMS:
-    case OP_FROZENSET:
-    case OP_NEWOBJ_EX:
-    case OP_STACK_GLOBAL:
-    case OP_MEMOIZE:
-    case OP_NEXT_BUFFER:
-    case OP_READONLY_BUFFER:
-        o->len = 1;
         return 0;
     default: {
         char hex[8];

@@ -566,94 +566,19 @@ static size_t op_size(const uint8_t *in, size_t n, size_t at)
 {
     size_t left = n - at - 1, fixed = 0, prefix = 0, lines = 0;
     const uint8_t *p = in + at + 1;
-    switch (in[at]) {
-    case OP_BININT1:
-    case OP_BINGET:
-    case OP_BINPUT:
-    case OP_PROTO:
-    case OP_EXT1:
-        fixed = 1;
+    uint8_t arg = emu_op_arg[in[at]];
+    switch (PICKLE_ARG_KIND(arg)) {
+    case PICKLE_ARG_FIXED(0):
+        fixed = PICKLE_ARG_N(arg);
+        if (!fixed)
+            return 1;
         break;
-    case OP_BININT2:
-    case OP_EXT2:
-        fixed = 2;
+    case PICKLE_ARG_PREFIX(0):
+        prefix = PICKLE_ARG_N(arg);
         break;
-    case OP_BININT:
-    case OP_LONG_BINGET:
-    case OP_LONG_BINPUT:
-    case OP_EXT4:
-        fixed = 4;
+    case PICKLE_ARG_LINES(0):
+        lines = PICKLE_ARG_N(arg);
         break;
-    case OP_BINFLOAT:
-    case OP_FRAME:
-        fixed = 8;
-        break;
-    case OP_SHORT_BINSTRING:
-    case OP_SHORT_BINBYTES:
-    case OP_SHORT_BINUNICODE:
-    case OP_LONG1:
-        prefix = 1;
-        break;
-    case OP_BINSTRING:
-    case OP_BINUNICODE:
-    case OP_BINBYTES:
-    case OP_LONG4:
-        prefix = 4;
-        break;
-    case OP_BINUNICODE8:
-    case OP_BINBYTES8:
-    case OP_BYTEARRAY8:
-        prefix = 8;
-        break;
-    case OP_INT:
-    case OP_LONG:
-    case OP_FLOAT:
-    case OP_STRING:
-    case OP_UNICODE:
-    case OP_PERSID:
-    case OP_GET:
-    case OP_PUT:
-        lines = 1;
-        break;
-    case OP_GLOBAL:
-    case OP_INST:
-        lines = 2;
-        break;
-    case OP_MARK:
-    case OP_STOP:
-    case OP_POP:
-    case OP_POP_MARK:
-    case OP_DUP:
-    case OP_NONE:
-    case OP_BINPERSID:
-    case OP_REDUCE:
-    case OP_APPEND:
-    case OP_BUILD:
-    case OP_DICT:
-    case OP_EMPTY_DICT:
-    case OP_APPENDS:
-    case OP_LIST:
-    case OP_EMPTY_LIST:
-    case OP_OBJ:
-    case OP_SETITEM:
-    case OP_TUPLE:
-    case OP_EMPTY_TUPLE:
-    case OP_SETITEMS:
-    case OP_NEWOBJ:
-    case OP_TUPLE1:
-    case OP_TUPLE2:
-    case OP_TUPLE3:
-    case OP_NEWTRUE:
-    case OP_NEWFALSE:
-    case OP_EMPTY_SET:
-    case OP_ADDITEMS:
-    case OP_FROZENSET:
-    case OP_NEWOBJ_EX:
-    case OP_STACK_GLOBAL:
-    case OP_MEMOIZE:
-    case OP_NEXT_BUFFER:
-    case OP_READONLY_BUFFER:
-        return 1;
     default:
         return 0;
     }
@@ -811,16 +736,17 @@ static const uint8_t quick_push[256] = {
     [OP_LONG1] = 1,
 };
 
-/* Walk the bytes from input offset `at` (the next opcode), the stack as
- * it is now, up to the opcode that consumes the item at `slot`, through
- * the tuples that wrap it (TUPLE1-3, TUPLE: their item takes the lowest
- * slot, and it is followed in turn).  Only lengths and stack heights are
- * read: nothing is built.  False when the bytes are malformed first, too
- * many tuples wrap it, the marks are too deep to follow or the pickle's
- * walk budget is spent. */
-static bool walk_ahead(emu *e, size_t at, uint32_t slot, stream_ahead *r)
+/* Walk the bytes from input offset `at` (the next opcode, or where the
+ * walk of a level above stopped), the stack of height `h` and the first
+ * `nm` of its marks now (as the stack is then), up to the opcode that
+ * consumes the item at `slot`, through the tuples that wrap it (TUPLE1-3,
+ * TUPLE: their item takes the lowest slot, and it is followed in turn).
+ * Only lengths and stack heights are read: nothing is built.  False when
+ * the bytes are malformed first, too many tuples wrap it, the marks are
+ * too deep to follow or the pickle's walk budget is spent. */
+static bool walk_ahead(emu *e, size_t at, uint32_t h, uint32_t nm, uint32_t slot, stream_ahead *r)
 {
-    uint32_t h = e->nstack, nm = e->nmarks, cap = nm + 64;
+    uint32_t cap = nm + 64;
     uint64_t budget = 4 * (uint64_t)(e->n - e->base) + (1u << 20);
     bool ok = false;
     if (nm > 65536 || e->ahead_bytes >= budget)
@@ -875,8 +801,11 @@ static bool walk_ahead(emu *e, size_t at, uint32_t slot, stream_ahead *r)
             } else {
                 r->fcode = code;
                 r->fslot = to;
+                r->end_h = to + push;
+                r->end_nm = nm - (pops_mark ? 1 : 0);
                 ok = true;
                 at += len;
+                r->end_at = at;
                 break;
             }
         }
@@ -903,8 +832,12 @@ static bool walk_ahead(emu *e, size_t at, uint32_t slot, stream_ahead *r)
 }
 
 /* The walk ahead for the item at `slot` (cached: an item is walked once
- * while none of its wraps or its consumer has run). */
-static const stream_ahead *ahead(emu *e, size_t at, uint32_t slot)
+ * while none of its wraps or its consumer has run).  `above`: the walk of
+ * the level above it in the chain, or NULL: none of the opcodes up to
+ * that level's consumer reaches `slot` (read_chain takes `slot` below
+ * where they reached), so the walk resumes where that one stopped
+ * instead of reading those bytes again. */
+static const stream_ahead *ahead(emu *e, size_t at, uint32_t slot, const stream_ahead *above)
 {
     uint32_t free_at = e->nahead;
     for (uint32_t i = 0; i < e->nahead; i++) {
@@ -921,7 +854,14 @@ static const stream_ahead *ahead(emu *e, size_t at, uint32_t slot)
     stream_ahead *c = &e->ahead_cache[free_at];
     if (free_at == e->nahead)
         e->nahead++;
-    if (!walk_ahead(e, at, slot, c)) {
+    size_t from = at;
+    uint32_t h = e->nstack, nm = e->nmarks;
+    if (above && above->end_nm <= nm && above->end_h > slot) {
+        from = above->end_at;
+        h = above->end_h;
+        nm = above->end_nm;
+    }
+    if (!walk_ahead(e, from, h, nm, slot, c)) {
         c->fcode = 0;
         if (c->first_at == SIZE_MAX)
             c->first_at = at; /* a failed walk: again at the next opcode, at most */
@@ -940,27 +880,40 @@ static bool called_global(const item *fn)
     return fn->kind == IK_GLOBAL && fn->type && (fn->node != NO_NODE || fn->fed);
 }
 
-/* A REDUCE whose callable is `fn` makes a node of its own tag and type
- * (emulator.c's step: R of the callable's name), not one of the callables
- * step treats apart (bytes, getattr, set, frozenset, bytearray, the
- * copyreg reconstructors: another tag or type, or no node). */
-static bool plain_reduce(emu *e, const item *fn)
+/* The tag and type of the node a REDUCE whose callable is `fn` makes
+ * (emulator.c's step): `R` of the callable's name; `Se` / `FS` for `set` /
+ * `frozenset` (protocols < 4), of the callable's name; `O` of the class
+ * for the copyreg reconstructors (`arg0`: the type of the arguments'
+ * first item, a global, or 0 when the walk cannot tell it: not read).
+ * False for the callables whose REDUCE makes no node or another (bytes,
+ * `_codecs.encode`, getattr, bytearray: an atom, a global, the bytes in one
+ * argument). */
+static bool reduce_node(emu *e, const item *fn, uint32_t arg0, uint8_t *tag, uint32_t *type)
 {
-    static const char *const apart[] = {"_codecs.encode",
-                                        "bytes",
-                                        "getattr",
-                                        "set",
-                                        "frozenset",
-                                        "bytearray",
-                                        "copyreg._reconstructor",
-                                        "copy_reg._reconstructor",
-                                        "copyreg.__newobj__",
-                                        "copy_reg.__newobj__"};
+    static const char *const apart[] = {"_codecs.encode", "bytes", "getattr", "bytearray"};
+    static const char *const reconstructors[] = {"copyreg._reconstructor",
+                                                 "copy_reg._reconstructor", "copyreg.__newobj__",
+                                                 "copy_reg.__newobj__"};
     if (!called_global(fn))
         return false;
     for (size_t i = 0; i < sizeof apart / sizeof *apart; i++)
         if (emu_name_is(e, fn->type, apart[i]))
             return false;
+    *type = fn->type;
+    *tag = SERTRACE_TAG_REDUCE;
+    if (emu_name_is(e, fn->type, "set"))
+        *tag = SERTRACE_TAG_SET;
+    else if (emu_name_is(e, fn->type, "frozenset"))
+        *tag = SERTRACE_TAG_FROZENSET;
+    else
+        for (size_t i = 0; i < sizeof reconstructors / sizeof *reconstructors; i++)
+            if (emu_name_is(e, fn->type, reconstructors[i])) {
+                if (!arg0)
+                    return false;
+                *tag = SERTRACE_TAG_INSTANCE;
+                *type = arg0;
+                break;
+            }
     return true;
 }
 
@@ -997,8 +950,11 @@ static bool read_chain(emu *e, size_t at, uint32_t *cn, stream_level *lv, uint32
         it_node = t->it_node;
     }
     rc[n++] = cont;
+    stream_ahead above; /* the walk of the level above (a copy: the cache may reuse its entry) */
+    bool has_above = false;
     for (;;) {
-        const stream_ahead *a = ahead(e, at, q);
+        const stream_ahead *a = ahead(e, at, q, has_above ? &above : NULL);
+        uint32_t q0 = q; /* the level the tuples and calls wrap */
         uint32_t to, t, c;
         uint8_t want, f;
         bool mark = false;
@@ -1007,19 +963,37 @@ static bool read_chain(emu *e, size_t at, uint32_t *cn, stream_level *lv, uint32
         /* the tuples and calls around it, innermost first */
         for (uint8_t w = 0; w < a->nwrap; w++) {
             uint8_t wc = a->wcode[w], tag = SERTRACE_TAG_TUPLE;
+            uint32_t type = 0;
             if (n > STREAM_CHAIN_MAX)
                 return false;
             if (wc == OP_REDUCE || wc == OP_NEWOBJ || wc == OP_NEWOBJ_EX) {
                 /* a call: its callable (a global) at the slot its result
                  * takes, its arguments after it */
                 const item *fn = &e->stack[a->wslot[w]];
-                if (wc == OP_REDUCE ? !plain_reduce(e, fn) : !called_global(fn))
-                    return false;
-                tag = wc == OP_REDUCE ? SERTRACE_TAG_REDUCE : SERTRACE_TAG_INSTANCE;
+                if (wc != OP_REDUCE) {
+                    if (!called_global(fn))
+                        return false;
+                    tag = SERTRACE_TAG_INSTANCE;
+                    type = fn->type;
+                } else {
+                    /* a reconstructor's class: the first item of its
+                     * arguments, the tuple level right inside, when it is
+                     * a global, not the level that tuple wraps */
+                    uint32_t arg0 = 0;
+                    if (w > 0 && a->wcode[w - 1] != OP_REDUCE && a->wcode[w - 1] != OP_NEWOBJ &&
+                        a->wcode[w - 1] != OP_NEWOBJ_EX && a->wslot[w - 1] == a->wslot[w] + 1 &&
+                        a->wslot[w - 1] != (w > 1 ? a->wslot[w - 2] : q0)) {
+                        const item *c0 = &e->stack[a->wslot[w - 1]];
+                        if (c0->kind == IK_GLOBAL && c0->type)
+                            arg0 = c0->type;
+                    }
+                    if (!reduce_node(e, fn, arg0, &tag, &type))
+                        return false;
+                }
             }
             rc[n] = NEW_PENDING;
             rl[n] = (stream_level){
-                .index = a->wslot[w], .tag = tag, .mark = wc == OP_TUPLE, .code = wc};
+                .index = a->wslot[w], .tag = tag, .mark = wc == OP_TUPLE, .code = wc, .type = type};
             n++;
             q = a->wslot[w];
         }
@@ -1075,6 +1049,8 @@ static bool read_chain(emu *e, size_t at, uint32_t *cn, stream_level *lv, uint32
         n++;
         cont = c;
         cont_slot = q = t;
+        above = *a;
+        has_above = true;
     }
 read:
     /* bottom up; every MARK on the stack is a group's, in order */
@@ -1396,8 +1372,7 @@ int emu_stream_batch(emu *e, size_t next)
         if (cn[j] == NEW_PENDING) {
             const stream_level *l = &lv[j];
             uint64_t start = l->mark ? e->marks[l->marks].start : e->stack[l->index].start;
-            uint32_t type = l->tag == SERTRACE_TAG_TUPLE ? emu_intern_type(e, "tuple")
-                                                         : e->stack[l->index].type;
+            uint32_t type = l->tag == SERTRACE_TAG_TUPLE ? emu_intern_type(e, "tuple") : l->type;
             if (!type || (cn[j] = new_node(e, l->tag, type, start, 0)) == NO_NODE)
                 return -1;
             e->nodes[cn[j]].memoized = true;

@@ -7,6 +7,14 @@
  */
 #include "emulator-internal.h"
 
+/* ---- the opcodes' argument codes (pickle-format/pickle-opcodes.h) -------- */
+
+const uint8_t emu_op_arg[256] = {
+#define OP_ARG_ROW_(name, value, proto, arg) [value] = (arg),
+    PICKLE_OPCODES(OP_ARG_ROW_)
+#undef OP_ARG_ROW_
+};
+
 /* ---- errors and memory -------------------------------------------------- */
 
 int emu_fail(emu *e, int status, uint64_t at, const char *fmt, const char *arg)

@@ -2,7 +2,8 @@
 stream (inspect/README.md "Streaming", tuple and call levels).
 
 `([...],)`, `(header, [...])`, `{'k': ([...],)}`, an object whose reduce
-arguments hold a big list: the tuple's (the call's) node comes only at its
+arguments hold a big list, set / frozenset / copyreg._reconstructor REDUCEs
+(protocols 0-3) of a big list, a state tuple around one: the tuple's (the call's) node comes only at its
 TUPLE (REDUCE, NEWOBJ) opcode, after its elements; the emulator finds that
 opcode by a walk ahead and enters a placeholder for it before the elements
 it streams.  Each shape, streamed at every batch, by the default rule at a
@@ -79,6 +80,34 @@ class Filled:
         pass
 
 
+class MyList(list):
+    """A list subclass: copyreg._reconstructor's REDUCE at protocols 0-1, its
+    items in the arguments (MyList, list, [...]); NEWOBJ + APPENDS after."""
+
+
+class TupleState:
+    """__getstate__ -> a tuple holding the big list: BUILD of a state tuple."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __getstate__(self):
+        return ("v1", self.data)
+
+    def __setstate__(self, state):
+        self.data = state[1]
+
+
+class DictAndSlots:
+    """Slots and a __dict__: the state is (dict, {slot: value}), a TUPLE2."""
+
+    __slots__ = ("data", "__dict__")
+
+    def __init__(self, data):
+        self.data = data
+        self.x = 1
+
+
 def shapes(n):
     def big():
         return [(i, -i) for i in range(n)]
@@ -102,6 +131,17 @@ def shapes(n):
         "Filled(h, [...])": Filled("h", big()),
         "shared list in a tuple": (shared, [shared]),
         "dict of tuples": ({i: (i,) for i in range(n)}, [big()]),
+        "set(...)": set(big()),
+        "frozenset(...)": frozenset(big()),
+        "[set(...), frozenset(...)]": [set(big()), frozenset(big())],
+        "MyList(...)": MyList(big()),
+        "{'k': MyList(...)}": {"k": MyList(big()), "j": MyList(())},
+        "TupleState([...])": TupleState(big()),
+        "DictAndSlots([...])": DictAndSlots(big()),
+        # levels whose walks resume where the level above stopped
+        "{'a': {'b': {'c': [...]}}}": {"a": {"b": {"c": big()}, "d": 1}, "e": [big()]},
+        "[{'x': ([...],)}, ...]": [{"x": (big(),)}, {"y": [Reduced(big())]}],
+        "[[[...]], [...]] (a MARK a level)": [[[big()], 1], [big()]],
     }
 
 
@@ -135,7 +175,7 @@ def test_tuples_and_calls_around_big_containers_stream_alike(protocol, tmp_path)
     parts = []
     for fast in (False, True):
         for name, obj in shapes(3000).items():
-            if protocol < 2 and name.startswith(("NewArgs", "Keywords")):
+            if protocol < 2 and name.startswith(("NewArgs", "Keywords", "DictAndSlots")):
                 continue
             if fast and name == "shared list in a tuple":
                 continue
@@ -183,26 +223,48 @@ def test_memory_of_tuples_and_calls_around_big_containers(tmp_path):
     the input (mapped) streamed, under a quarter of the growth read whole."""
     if not shutil.which("time", path="/usr/bin"):
         pytest.skip("no /usr/bin/time")
-
-    def rss(env, path):
-        from peak_rss import summary_rss  # tests/inspect/peak_rss.py, shared with test_inspect.py
-
-        return summary_rss(SERTRACE, env, path)
-
     makers = (lambda n: ([(i, i) for i in range(n)],),
               lambda n: ("header", [(i, i) for i in range(n)]),
               lambda n: {"k": ([(i, i) for i in range(n)],)},
               lambda n: Reduced([(i, i) for i in range(n)]))
     for protocol in (2, 5):
         for make in makers:
-            sizes, streamed, whole = [], [], []
-            for n in (10 ** 5, 10 ** 6):
-                path = tmp_path / ("p%d.pkl" % n)
-                data = dumps(make(n), protocol, True)
-                path.write_bytes(data)
-                sizes.append(len(data))
-                streamed.append(rss(DEFAULT, path))
-                whole.append(rss(NEVER, path))
-            grow_s, grow_w = streamed[1] - streamed[0], whole[1] - whole[0]
-            assert grow_s < (sizes[1] - sizes[0]) + (6 << 20), (protocol, streamed, whole, sizes)
-            assert grow_s * 4 < grow_w, (protocol, streamed, whole)
+            grows_like_the_input(make, protocol, tmp_path)
+
+
+def rss(env, path):
+    """Peak RSS in bytes of `inspect --summary path` (tests/inspect/peak_rss.py,
+    shared with test_inspect.py)."""
+    from peak_rss import summary_rss
+
+    return summary_rss(SERTRACE, env, path)
+
+
+def grows_like_the_input(make, protocol, tmp_path):
+    """make(10^5) -> make(10^6), fast-mode pickler: streamed, peak RSS grows by
+    the input (mapped) and 6 MiB at most, under a quarter of the growth read
+    whole."""
+    sizes, streamed, whole = [], [], []
+    for n in (10 ** 5, 10 ** 6):
+        path = tmp_path / ("p%d.pkl" % n)
+        data = dumps(make(n), protocol, True)
+        path.write_bytes(data)
+        sizes.append(len(data))
+        streamed.append(rss(DEFAULT, path))
+        whole.append(rss(NEVER, path))
+    grow_s, grow_w = streamed[1] - streamed[0], whole[1] - whole[0]
+    assert grow_s < (sizes[1] - sizes[0]) + (6 << 20), (protocol, streamed, whole, sizes)
+    assert grow_s * 4 < grow_w, (protocol, streamed, whole)
+
+
+def test_memory_of_set_frozenset_and_reconstructor_reduces(tmp_path):
+    """The REDUCEs of special callables whose argument holds the big list
+    stream: set([...]) (protocols 0-3), frozenset([...]) (0-3) and a list
+    subclass rebuilt by copyreg._reconstructor(MyList, list, [...])
+    (protocols 0-1), each at one protocol here (the agreement test covers
+    them all)."""
+    if not shutil.which("time", path="/usr/bin"):
+        pytest.skip("no /usr/bin/time")
+    grows_like_the_input(lambda n: set((i, i) for i in range(n)), 2, tmp_path)
+    grows_like_the_input(lambda n: frozenset((i, i) for i in range(n)), 1, tmp_path)
+    grows_like_the_input(lambda n: MyList((i, i) for i in range(n)), 0, tmp_path)
