@@ -187,20 +187,15 @@ static bool sort_nested(emu *e, uint32_t *order, uint32_t n, uint32_t sorted, ui
     for (uint32_t k = sorted; k < n; k++) {
         uint32_t x = order[k];
         uint64_t start = base[x].start;
-        if (start > tail_start) { /* the common case: after every node so far */
-            nxt[tail] = k;
-            stk[2 * sp] = stk[2 * sp + 1] = k;
-            sp++;
-            tail = k;
-            tail_start = start;
-            continue;
-        }
         uint32_t top = sp;
-        while (top > 0 && node_before(base, x, order[stk[2 * (top - 1)]]))
-            top--;
-        if (top == sp) { /* after every group's first: after the last node, else inside a group */
-            if (!node_before(base, order[tail], x))
+        if (start <= tail_start) { /* else the common case: after every node so far */
+            while (top > 0 && node_before(base, x, order[stk[2 * (top - 1)]]))
+                top--;
+            /* after every group's first: after the last node, else inside a group */
+            if (top == sp && !node_before(base, order[tail], x))
                 goto fail;
+        }
+        if (top == sp) { /* a group of its own at the end */
             nxt[tail] = k;
             stk[2 * sp] = stk[2 * sp + 1] = k;
             sp++;

@@ -3,9 +3,12 @@
  * Defines the Pickler type (subclassable, with dump, clear_memo, memo,
  * persistent_id, dispatch_table, bin, fast, and reducer_override /
  * persistent_id picked up from subclasses), the module functions dump() and
- * dumps(), and note().  Signatures and semantics are those of CPython 3.11's
- * _pickle; PickleError and PicklingError ARE pickle's classes, so existing
- * `except pickle.PicklingError` code keeps working.  The package
+ * dumps(), and note().  Signatures and behaviour are those of the running
+ * CPython's _pickle (3.11-3.13), learned from its documentation, its tests
+ * and what it does, not from its source (serializers/pickle/README.md,
+ * "Where the knowledge comes from"); PickleError and PicklingError ARE
+ * pickle's classes, so existing `except pickle.PicklingError` code keeps
+ * working.  The package
  * (python/sertrace/__init__.py) re-exports everything.
  */
 #include "pickler.h"

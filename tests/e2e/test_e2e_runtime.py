@@ -41,10 +41,7 @@ TAG_MAP, TAG_ARRAY, TAG_SCALAR, TAG_STR, TAG_FUNCTION = 32, 33, 34, 6, 15
 
 
 def ensure_sessiond():
-    if L.available(need_babeltrace2=False):
-        return
-    subprocess.run(["lttng-sessiond", "--daemonize"], check=False)
-    if not L.available(need_babeltrace2=False):
+    if not L.ensure_sessiond():
         pytest.skip("no lttng-sessiond available")
 
 

@@ -39,8 +39,7 @@ lttng = L.run
 
 @pytest.fixture(scope="session", autouse=True)
 def sessiond():
-    if not L.available(need_babeltrace2=False):
-        subprocess.run(["lttng-sessiond", "--daemonize"], check=True)
+    assert L.ensure_sessiond(), "no lttng-sessiond answers, and starting one failed"
     yield
 
 

@@ -1,7 +1,7 @@
 """LTTng helpers for the end-to-end tests: the `lttng` command, whether a
 session daemon answers, and a recording session that is always destroyed.
 
-    if not lttng.available(): pytest.skip(...)
+    if not lttng.available(): pytest.skip(...)   # or lttng.ensure_sessiond()
     with lttng.session("pickletests") as (name, out):   # sertrace:*, vpid + vtid
         ... run the traced program ...
     # stopped and destroyed here; the trace is in `out`
@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 _COUNTER = itertools.count(1)
 
@@ -40,6 +41,25 @@ def available(need_babeltrace2=True):
     if not shutil.which("lttng") or (need_babeltrace2 and not shutil.which("babeltrace2")):
         return False
     return run("list", check=False).returncode == 0
+
+
+def ensure_sessiond(need_babeltrace2=False):
+    """True when a session daemon answers, after starting one
+    (`lttng-sessiond --daemonize`) if none did.  Test processes run in
+    parallel may start one at the same moment: the loser's start fails, so
+    success is judged by whether a daemon answers afterwards (polled for up
+    to 10 s), not by the start's exit status."""
+    if available(need_babeltrace2):
+        return True
+    if not shutil.which("lttng-sessiond"):
+        return False
+    subprocess.run(["lttng-sessiond", "--daemonize"], check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(20):
+        if available(need_babeltrace2):
+            return True
+        time.sleep(0.5)
+    return False
 
 
 @contextlib.contextmanager
