@@ -8,14 +8,19 @@ For each workload of bench/workloads.py (and the micro lists), its payload
 (A B C D A B C D ...; bench/common.py), with:
   - loads:   pickle.loads(payload)                 (CPython's C unpickler)
   - inspect: sertrace.inspect(payload)             (emulator + tree core +
-             JSON summary, in process: what `inspect --json` does after
-             reading the file)
+             JSON summary + the dict, in process: what `inspect --json` does
+             after reading the file, and the Python objects)
+  - json:    sertrace._inspect.summary_json(...)   (the same without the
+             dict: the summary's text, as `inspect --json` writes it)
   - cli:     `sertrace inspect --summary FILE`      (a whole process: exec,
              mmap, emulate, text summary; includes ~1-2 ms of process start)
   - genops:  for _ in pickletools.genops(payload)   (the pure-Python walk
              scanners use)
-and the table gives the median time of each and the paired ratios
-loads/inspect (>= 1: inspect is at least as fast as unpickling) and
+Each sample of a sub-10 ms call is the mean of `calls` calls in a row (the
+same count for loads, inspect and json; genops an eighth of it), chosen so
+that a sample lasts about 10 ms of loads.
+The table gives the median time of each and the paired ratios
+loads/inspect and loads/json (>= 1: at least as fast as unpickling) and
 genops/inspect (the issue asks >= 50).  Memory: peak RSS of a cli run
 (/usr/bin/time), and a probe of flat lists of 10^5 and 10^6 tuples written without a memo: RSS growth per node.
 """
@@ -37,10 +42,20 @@ import common  # noqa: E402
 import workloads as W  # noqa: E402
 
 
-def timed(fn):
+def timed(fn, reps=1):
+    """Wall time (ns) of one call of fn, the mean of `reps` calls in a row (a result is dropped
+    inside the timing: pickle.loads's objects are freed there)."""
     t = time.perf_counter_ns()
-    fn()
-    return time.perf_counter_ns() - t
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter_ns() - t) // reps
+
+
+def reps_for(fn, target_ns=10_000_000):
+    """Calls in a row that take about target_ns (a sample of a sub-millisecond call is then
+    not one timer reading and one scheduling hiccup)."""
+    one = min(timed(fn) for _ in range(3))
+    return max(1, min(1000, target_ns // max(one, 1)))
 
 
 def walk(data):
@@ -170,6 +185,7 @@ def main():
     if tools.pythonpath:
         sys.path.insert(0, tools.pythonpath)
     import sertrace
+    from sertrace import _inspect
 
     names = a.only or list(W.WORKLOADS) + list(W.MICRO)
     rows, out = [], {}
@@ -185,19 +201,26 @@ def main():
                 f.write(data)
             summary = sertrace.inspect(data)
             nodes = summary["totals"]["nodes"]
-            t = {"loads": [], "inspect": [], "cli": [], "genops": []}
+            t = {"loads": [], "inspect": [], "json": [], "cli": [], "genops": []}
+            # the summary's text, as `inspect --json` writes it, without the dict
+            as_json = lambda: _inspect.summary_json(data, 10, 0, 0.0, 1 << 30)  # noqa: E731
+            reps = reps_for(lambda: pickle.loads(data))
             for _ in range(a.rounds):
-                t["loads"].append(timed(lambda: pickle.loads(data)))
-                t["inspect"].append(timed(lambda: sertrace.inspect(data)))
+                t["loads"].append(timed(lambda: pickle.loads(data), reps))
+                t["inspect"].append(timed(lambda: sertrace.inspect(data), reps))
+                t["json"].append(timed(as_json, reps))
                 t["cli"].append(cli_run(tools, path))
-                t["genops"].append(timed(lambda: walk(data)))
+                t["genops"].append(timed(lambda: walk(data), max(1, reps // 8)))
             rss = cli_maxrss(tools, path)
             r1 = common.ratio_stats(t["loads"], t["inspect"])
+            r3 = common.ratio_stats(t["loads"], t["json"])
             r2 = common.ratio_stats(t["genops"], t["inspect"])
-            rows.append((name_used, common.human(len(data)), nodes, common.fmt_ms(t["loads"]),
-                         common.fmt_ms(t["inspect"]), common.fmt_ms(t["cli"]), common.fmt_ms(t["genops"]),
-                         common.fmt_ratio(r1), common.fmt_ratio(r2, 0)))
-            out[name_used] = {"bytes": len(data), "nodes": nodes, "ns": t, "loads_over_inspect": r1,
+            rows.append((name_used, common.human(len(data)), nodes, reps, common.fmt_ms(t["loads"]),
+                         common.fmt_ms(t["inspect"]), common.fmt_ms(t["json"]), common.fmt_ms(t["cli"]),
+                         common.fmt_ms(t["genops"]), common.fmt_ratio(r1), common.fmt_ratio(r3),
+                         common.fmt_ratio(r2, 0)))
+            out[name_used] = {"bytes": len(data), "nodes": nodes, "reps": reps, "ns": t,
+                              "loads_over_inspect": r1, "loads_over_json": r3,
                               "genops_over_inspect": r2, "cli_maxrss_kb": rss}
             common.log("%s done" % name_used)
         memory = memory_probe(tools, tmp)
@@ -205,10 +228,11 @@ def main():
     print("Payloads: pickle.dumps at protocol %d; %d rounds; medians in ms; ratios per round, "
           "median [min–max]; %s." % (pickle.DEFAULT_PROTOCOL, a.rounds, tools.describe()))
     print()
-    print("| workload | payload | nodes | loads | inspect | cli --summary | genops | loads/inspect | genops/inspect |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| workload | payload | nodes | calls | loads | inspect | json | cli --summary | genops "
+          "| loads/inspect | loads/json | genops/inspect |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print("| %s | %s | %d | %s | %s | %s | %s | %s | %s |" % r)
+        print("| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % r)
     print()
     print("Memory: peak RSS of `sertrace inspect --summary FILE` (the whole process, input mapped).")
     print()
@@ -218,11 +242,13 @@ def main():
         print("| %s | %s | %d | %.1f MiB |" % (m["payload"], common.human(m["bytes"]), m["nodes"],
                                               m["maxrss_kb"] / 1024.0))
     if len(memory) == 2:
-        per = (memory[1]["maxrss_kb"] - memory[0]["maxrss_kb"]) * 1024.0 / (memory[1]["nodes"] -
-                                                                            memory[0]["nodes"])
+        dn = memory[1]["nodes"] - memory[0]["nodes"]
+        drss = (memory[1]["maxrss_kb"] - memory[0]["maxrss_kb"]) * 1024.0
+        dinput = memory[1]["bytes"] - memory[0]["bytes"]
         print()
-        print("Growth: %.0f B of RSS per node (O(nodes) when well above 0; O(depth + memo) would "
-              "not grow: no memo, depth 2)." % per)
+        print("Growth: %.1f B of RSS per node, %.1f B of it the mapped input's pages (%.1f B a "
+              "node beyond them: O(nodes) when well above 0; O(depth + memo) would not grow: no "
+              "memo, depth 2)." % (drss / dn, dinput / dn, (drss - dinput) / dn))
     if memory_roots:
         print()
         print("Roots streamed through their open containers (instance, dict with a big value, "

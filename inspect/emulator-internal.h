@@ -46,6 +46,8 @@ enum item_kind {
     IK_GLOBAL, /* a global (has a node tagged G; `type` is its name) */
 };
 
+#define KEY_LABEL_SLOTS 64
+
 typedef struct item {
     uint64_t start;      /* position of its first byte */
     uint32_t first_node; /* arena size when its first byte was read */
@@ -215,6 +217,11 @@ typedef struct emu {
     uint32_t type_hash_cap;
 
     uint32_t common_types[8]; /* type indices of builtin names, 0 until used */
+    /* emu_label_value's str keys already read (a memoized key, GET again:
+     * the same text offset): direct-mapped by the key's text offset + 1
+     * (0 empty), the label's name index (0: hidden); cleared per pickle */
+    uint64_t key_label_off[KEY_LABEL_SLOTS];
+    uint32_t key_label_index[KEY_LABEL_SLOTS];
     uint64_t memory, peak;
     const sertrace_inspect_limits *lim;
     sertrace_inspect_result *res;

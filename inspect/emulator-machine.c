@@ -274,17 +274,29 @@ int emu_label_value(emu *e, const item *key, const item *value)
     if (key->kind == IK_STR && key->enc) {
         bool ascii;
         const uint8_t *p = e->in + key->text_off;
-        if (str_text(e, key, &ascii) &&
-            (e->lim->keys_all || (ascii && key->text_len <= SERTRACE_KEY_NAME_MAX &&
-                                  ascii_identifier(p, key->text_len)))) {
-            /* interned in the type table behind a prefix no type name has,
-             * so that a name and a type never share an index */
-            uint32_t index = emu_intern_type2(e, "\x01", 1, (const char *)p, key->text_len);
-            if (!index)
-                return -1;
+        uint32_t slot = (uint32_t)(key->text_off * 0x9E3779B97F4A7C15ull >> 58) % KEY_LABEL_SLOTS;
+        uint32_t index = 0;
+        if (e->key_label_off[slot] == key->text_off + 1) {
+            index = e->key_label_index[slot];
+        } else {
+            if (str_text(e, key, &ascii) &&
+                (e->lim->keys_all || (ascii && key->text_len <= SERTRACE_KEY_NAME_MAX &&
+                                      ascii_identifier(p, key->text_len)))) {
+                /* interned in the type table behind a prefix no type name
+                 * has, so that a name and a type never share an index */
+                index = emu_intern_type2(e, "\x01", 1, (const char *)p, key->text_len);
+                if (!index)
+                    return -1;
+            }
+            e->key_label_off[slot] = key->text_off + 1;
+            e->key_label_index[slot] = index;
+        }
+        if (index) {
             emu_label(e, value, SERTRACE_LABEL_KEY, index);
             return 0;
         }
+        emu_label(e, value, SERTRACE_LABEL_HIDDEN, 0);
+        return 0;
     } else if (key->kind == IK_ATOM && key->tag == SERTRACE_TAG_INT && key->enc) {
         int64_t v;
         if (int_key(e, key, &v)) {

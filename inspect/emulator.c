@@ -887,6 +887,7 @@ static void reset_pickle(emu *e, size_t base)
     e->ntypes = 0;
     e->names_len = 0;
     memset(e->common_types, 0, sizeof e->common_types);
+    memset(e->key_label_off, 0, sizeof e->key_label_off);
     if (e->type_hash_cap > 1024) {
         e->memory -= (uint64_t)e->type_hash_cap * sizeof *e->type_hash;
         free(e->type_hash);
