@@ -164,31 +164,36 @@ static bool complete_pending(emu *e, uint8_t code, item *it, uint32_t slot, uint
 /* TUPLE1 / TUPLE2 / TUPLE3 (k items, there: the caller checked): the top
  * k items replaced by the tuple, its node ending at e->pos.  One body for
  * step and the atoms' loop (run_atoms), so both do the same. */
-static inline int small_tuple(emu *e, uint32_t k)
+static inline int tuple_made(emu *e, uint32_t k, uint64_t start, uint32_t first,
+                             const tuple_args *a)
 {
-    uint32_t from = e->nstack - k;
-    const item *t = &e->stack[from];
-    item *it;
-    /* label_items(OP_TUPLE, from, NULL) inline: positions from 0, for
-     * the items with a node (an atom has none) */
-    for (uint32_t i = 0; i < k; i++)
-        if (e->stack[from + i].node != NO_NODE)
-            emu_label(e, &e->stack[from + i], SERTRACE_LABEL_POS, i);
-    {
-        tuple_args a = emu_take_args(e, from, k);
-        uint64_t start = t->start;
-        uint32_t first = t->first_node;
-        e->nstack = from; /* emu_replace inline: the items replaced */
-        if (!(it = push(e, start, first, IK_NODE, SERTRACE_TAG_TUPLE)))
-            return -1;
-        emu_give_args(it, &a);
-    }
+    uint32_t from = e->nstack;
+    item *it = push(e, start, first, IK_NODE, SERTRACE_TAG_TUPLE);
+    if (!it)
+        return -1;
+    emu_give_args(it, a);
     if (!(it->type = emu_intern_type(e, "tuple")))
         return -1;
     if (emu_pending_top(e) && complete_pending(e, (uint8_t)(OP_TUPLE1 + k - 1), it, from, k + 1))
         return 0;
     it->node = new_node(e, SERTRACE_TAG_TUPLE, it->type, it->start, k + 1);
     return it->node == NO_NODE ? -1 : 0;
+}
+
+static inline int small_tuple(emu *e, uint32_t k)
+{
+    uint32_t from = e->nstack - k;
+    const item *t = &e->stack[from];
+    /* label_items(OP_TUPLE, from, NULL) inline: positions from 0, for
+     * the items with a node (an atom has none) */
+    for (uint32_t i = 0; i < k; i++)
+        if (e->stack[from + i].node != NO_NODE)
+            emu_label(e, &e->stack[from + i], SERTRACE_LABEL_POS, i);
+    tuple_args a = emu_take_args(e, from, k);
+    uint64_t start = t->start;
+    uint32_t first = t->first_node;
+    e->nstack = from; /* emu_replace inline: the items replaced */
+    return tuple_made(e, k, start, first, &a);
 }
 
 static int step(emu *e, const op *o, uint64_t start, bool *stop)
@@ -1017,6 +1022,77 @@ static inline item *put_atom(emu *e, uint64_t start, const atom *a)
     return it;
 }
 
+/* A tuple of atoms (TUPLE1-3 right after its atoms, no memo opcode between
+ * them): its k when one starts with the atom at `at` (`len` bytes), whole
+ * before `limit`; else 0.  Lengths only: the atoms are read by
+ * atoms_tuple. */
+static inline uint32_t atoms_tuple_at(const uint8_t *in, size_t at, size_t len, size_t limit)
+{
+    /* an atom's whole length, or 0xff (a 1-byte length after the opcode)
+     * or 0xfe (a 4-byte one); 0: no atom */
+    static const uint8_t atom_len[256] = {
+        [OP_NONE] = 1,
+        [OP_NEWTRUE] = 1,
+        [OP_NEWFALSE] = 1,
+        [OP_BININT1] = 2,
+        [OP_BININT2] = 3,
+        [OP_BININT] = 5,
+        [OP_BINFLOAT] = 9,
+        [OP_LONG1] = 0xff,
+        [OP_SHORT_BINUNICODE] = 0xff,
+        [OP_SHORT_BINBYTES] = 0xff,
+        [OP_BINUNICODE] = 0xfe,
+        [OP_BINBYTES] = 0xfe,
+    };
+    at += len;
+    for (uint32_t k = 1; at < limit; k++) {
+        uint8_t c = in[at], l;
+        if (c >= OP_TUPLE1 && c <= OP_TUPLE3)
+            return (uint32_t)(c - OP_TUPLE1 + 1) == k ? k : 0;
+        if (k == 3 || !(l = atom_len[c]))
+            return 0;
+        if (l == 0xff)
+            at += limit - at > 1 ? 2 + (size_t)in[at + 1] : limit;
+        else if (l == 0xfe)
+            at += limit - at > 4 ? 5 + (size_t)le32(in + at + 1) : limit;
+        else
+            at += l;
+    }
+    return 0;
+}
+
+/* The tuple of the k atoms from `at` (position `pos`) and the TUPLE<k>
+ * after them (atoms_tuple_at said so): what pushing the atoms and
+ * small_tuple would do, without their items (an atom has no node to
+ * label; emu_take_args's fields without an observer: run_atoms has
+ * none).  The offset after the TUPLE, or 0 (status set). */
+static __attribute__((noinline)) size_t atoms_tuple(emu *e, size_t at, size_t limit, uint64_t pos,
+                                                    uint32_t k)
+{
+    tuple_args t = {NO_KEY, 0, 0, 0, 0, 0, 0, {0}, false};
+    size_t from = at;
+    t.nargs = k;
+    for (uint32_t i = 0; i < k; i++) {
+        atom a;
+        size_t len = atom_at(e->in, at, limit, &a);
+        if (!len) /* (atoms_tuple_at read them) */
+            return emu_fail(e, SERTRACE_INSPECT_FAILED, at, "atoms' tuple misread%s", ""), 0;
+        if (i == 0 && a.tag == SERTRACE_TAG_BYTES && a.kind == IK_ATOM) {
+            t.arg0_off = a.toff;
+            t.arg0_len = (uint32_t)a.tlen;
+        }
+        if (i == 1 && a.kind == IK_STR) {
+            t.arg1_off = a.toff;
+            t.arg1_len = (uint32_t)a.tlen;
+        }
+        at += len;
+    }
+    e->pos = pos + (at - from) + 1;
+    if (tuple_made(e, k, pos, e->nnodes, &t) < 0)
+        return 0;
+    return at + 1;
+}
+
 /* The memo entry a BINGET at `at` reads when run_atoms may push it: found
  * (as emu_memo_find finds it: the dense array first) and an atom or a str
  * (no node: emu_memo_get pushes nothing else then); NULL otherwise (the
@@ -1151,8 +1227,21 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
                     c = OP_MEMOIZE;
                 }
             } else {
+                uint32_t k;
                 if (e->nstack == e->cap_stack)
                     break;
+                if ((k = atoms_tuple_at(in, at, len, limit)) &&
+                    !(e->streamed && e->nstack <= e->spec_watch)) {
+                    /* (as at TUPLE1-3 below: not where a streamed dump's
+                     * watch would look) */
+                    size_t next = atoms_tuple(e, at, limit, pos, k);
+                    if (!next)
+                        return -1;
+                    pos = e->pos;
+                    last = (uint8_t)(OP_TUPLE1 + k - 1);
+                    at = next;
+                    continue;
+                }
                 put_atom(e, pos, &a);
             }
             pos += len;

@@ -98,6 +98,18 @@ def tuple_payloads():
     p.fast = True  # no memo at all
     p.dump({"data": [(i, "t") for i in range(5000)], "more": [((i,), i) for i in range(500)]})
     yield "tuples-no-memo", buf.getvalue()
+    # tuples of atoms with no memo between them (run_atoms makes them without their items:
+    # atoms_tuple): every atom kind, bytes first and str second (what a REDUCE reads of its
+    # arguments: `_codecs.encode(str, 'latin1')` for bytes at protocol 2, complex, slice)
+    for proto in (2, 4):
+        buf = io.BytesIO()
+        p = pickle.Pickler(buf, proto)
+        p.fast = True
+        p.dump([(b"b%d" % i, "s", i) for i in range(300)] +
+               [(i * 0.5, True, 2 ** 70 + i) for i in range(300)] + [(None,), (False, -1)] * 50 +
+               [complex(i, 2) for i in range(200)] + [b"\x00\xff" * (i % 5) for i in range(200)] +
+               [slice(i, None, 2) for i in range(100)] + [("x" * 300, b"y" * 70000, 65536)])
+        yield "tuples-kinds-fast-p%d" % proto, buf.getvalue()
 
 
 def run(path, args, fast, stream=None):
