@@ -463,13 +463,25 @@ static inline void touch(emu *e, item *it)
         e->stream_wrong = true;
 }
 
-/* The type index of `name`; the builtin names containers ask for are
- * cached per pickle, found by pointer (no strcmp per container). */
+/* The few builtin names every container asks for, cached per pickle
+ * (e->common_types): emu_common_type(e, COMMON_TUPLE) where the name is
+ * known, emu_intern_type finds them by pointer (no strcmp per container). */
+enum { COMMON_LIST, COMMON_DICT, COMMON_TUPLE, COMMON_SET, COMMON_FROZENSET };
+static const char *const emu_common_names[8] = {
+    "list", "dict", "tuple", "set", "frozenset", "bytearray", "pickle.PickleBuffer", NULL};
+
+static inline uint32_t emu_common_type(emu *e, int i)
+{
+    if (!e->common_types[i])
+        e->common_types[i] =
+            emu_intern_type2(e, NULL, 0, emu_common_names[i], strlen(emu_common_names[i]));
+    return e->common_types[i];
+}
+
+/* The type index of `name`. */
 static inline uint32_t emu_intern_type(emu *e, const char *name)
 {
-    /* the few builtin names every container asks for: cached per pickle */
-    static const char *const common[8] = {
-        "list", "dict", "tuple", "set", "frozenset", "bytearray", "pickle.PickleBuffer", NULL};
+    const char *const *common = emu_common_names;
     int i;
     /* the same literal is one object in a file, as a rule: pointers first */
     for (i = 0; common[i] && common[i] != name; i++)
@@ -477,11 +489,8 @@ static inline uint32_t emu_intern_type(emu *e, const char *name)
     if (!common[i])
         for (i = 0; common[i] && strcmp(common[i], name) != 0; i++)
             ;
-    if (common[i]) {
-        if (!e->common_types[i])
-            e->common_types[i] = emu_intern_type2(e, NULL, 0, name, strlen(name));
-        return e->common_types[i];
-    }
+    if (common[i])
+        return emu_common_type(e, i);
     return emu_intern_type2(e, NULL, 0, name, strlen(name));
 }
 

@@ -682,54 +682,41 @@ static bool op_effect(uint8_t code, uint32_t h, uint32_t top_mark, uint32_t *to,
 }
 
 /* The walk's tight loop: fixed-length opcodes (QUICK_PREFIX1: a 1-byte
- * length prefix) that push or pop plain items (no mark). */
+ * length prefix) that push or pop plain items (no mark).  One entry per
+ * opcode, packed: its length (bits 0-7), the items it pops (8-15) and
+ * pushes (16-23), so that the loop reads one word an opcode. */
 #define QUICK_PREFIX1 255
-static const uint8_t quick_len[256] = {
-    [OP_BININT1] = 2,
-    [OP_BININT2] = 3,
-    [OP_BININT] = 5,
-    [OP_BINFLOAT] = 9,
-    [OP_NONE] = 1,
-    [OP_NEWTRUE] = 1,
-    [OP_NEWFALSE] = 1,
-    [OP_EMPTY_LIST] = 1,
-    [OP_EMPTY_DICT] = 1,
-    [OP_EMPTY_SET] = 1,
-    [OP_EMPTY_TUPLE] = 1,
-    [OP_MEMOIZE] = 1,
-    [OP_BINPUT] = 2,
-    [OP_LONG_BINPUT] = 5,
-    [OP_BINGET] = 2,
-    [OP_LONG_BINGET] = 5,
-    [OP_TUPLE1] = 1,
-    [OP_TUPLE2] = 1,
-    [OP_TUPLE3] = 1,
-    [OP_APPEND] = 1,
-    [OP_SETITEM] = 1,
-    [OP_STACK_GLOBAL] = 1,
-    [OP_FRAME] = 9,
-    [OP_SHORT_BINUNICODE] = QUICK_PREFIX1,
-    [OP_SHORT_BINBYTES] = QUICK_PREFIX1,
-    [OP_SHORT_BINSTRING] = QUICK_PREFIX1,
-    [OP_LONG1] = QUICK_PREFIX1,
+#define QUICK(len, pop, push) ((uint32_t)(len) | (uint32_t)(pop) << 8 | (uint32_t)(push) << 16)
+static const uint32_t quick_op[256] = {
+    [OP_BININT1] = QUICK(2, 0, 1),
+    [OP_BININT2] = QUICK(3, 0, 1),
+    [OP_BININT] = QUICK(5, 0, 1),
+    [OP_BINFLOAT] = QUICK(9, 0, 1),
+    [OP_NONE] = QUICK(1, 0, 1),
+    [OP_NEWTRUE] = QUICK(1, 0, 1),
+    [OP_NEWFALSE] = QUICK(1, 0, 1),
+    [OP_EMPTY_LIST] = QUICK(1, 0, 1),
+    [OP_EMPTY_DICT] = QUICK(1, 0, 1),
+    [OP_EMPTY_SET] = QUICK(1, 0, 1),
+    [OP_EMPTY_TUPLE] = QUICK(1, 0, 1),
+    [OP_MEMOIZE] = QUICK(1, 0, 0),
+    [OP_BINPUT] = QUICK(2, 0, 0),
+    [OP_LONG_BINPUT] = QUICK(5, 0, 0),
+    [OP_BINGET] = QUICK(2, 0, 1),
+    [OP_LONG_BINGET] = QUICK(5, 0, 1),
+    [OP_TUPLE1] = QUICK(1, 1, 1),
+    [OP_TUPLE2] = QUICK(1, 2, 1),
+    [OP_TUPLE3] = QUICK(1, 3, 1),
+    [OP_APPEND] = QUICK(1, 1, 0),
+    [OP_SETITEM] = QUICK(1, 2, 0),
+    [OP_STACK_GLOBAL] = QUICK(1, 2, 1),
+    [OP_FRAME] = QUICK(9, 0, 0),
+    [OP_SHORT_BINUNICODE] = QUICK(QUICK_PREFIX1, 0, 1),
+    [OP_SHORT_BINBYTES] = QUICK(QUICK_PREFIX1, 0, 1),
+    [OP_SHORT_BINSTRING] = QUICK(QUICK_PREFIX1, 0, 1),
+    [OP_LONG1] = QUICK(QUICK_PREFIX1, 0, 1),
 };
-static const uint8_t quick_pop[256] = {
-    [OP_TUPLE1] = 1, [OP_TUPLE2] = 2,  [OP_TUPLE3] = 3,
-    [OP_APPEND] = 1, [OP_SETITEM] = 2, [OP_STACK_GLOBAL] = 2,
-};
-static const uint8_t quick_push[256] = {
-    [OP_BININT1] = 1,        [OP_BININT2] = 1,
-    [OP_BININT] = 1,         [OP_BINFLOAT] = 1,
-    [OP_NONE] = 1,           [OP_NEWTRUE] = 1,
-    [OP_NEWFALSE] = 1,       [OP_EMPTY_LIST] = 1,
-    [OP_EMPTY_DICT] = 1,     [OP_EMPTY_SET] = 1,
-    [OP_EMPTY_TUPLE] = 1,    [OP_BINGET] = 1,
-    [OP_LONG_BINGET] = 1,    [OP_TUPLE1] = 1,
-    [OP_TUPLE2] = 1,         [OP_TUPLE3] = 1,
-    [OP_STACK_GLOBAL] = 1,   [OP_SHORT_BINUNICODE] = 1,
-    [OP_SHORT_BINBYTES] = 1, [OP_SHORT_BINSTRING] = 1,
-    [OP_LONG1] = 1,
-};
+#undef QUICK
 
 /* Walk the bytes from input offset `at` (the next opcode, or where the
  * walk of a level above stopped), the stack of height `h` and the first
@@ -762,16 +749,22 @@ static bool walk_ahead(emu *e, size_t at, uint32_t h, uint32_t nm, uint32_t slot
          * pops from tables); the first that is none, or that reaches
          * `slot`, goes the general way below */
         uint32_t floor = nm ? ms[nm - 1] : 0;
+        /* an opcode may pop down to lo, no further: not below the top
+         * mark, nor the item at `slot` (h > slot, h >= floor here) */
+        uint32_t lo = floor > slot ? floor : slot + 1;
+        size_t left = e->n - at;
         for (;;) {
-            uint8_t c = e->in[at];
-            size_t l = quick_len[c];
+            uint32_t q = quick_op[e->in[at]];
+            size_t l = q & 0xff;
+            uint32_t pop = (q >> 8) & 0xff;
             if (l == QUICK_PREFIX1)
-                l = at + 1 < e->n ? 2 + (size_t)e->in[at + 1] : 0;
-            if (!l || l > e->n - at || quick_pop[c] > h - floor || h - quick_pop[c] <= slot)
+                l = left > 1 ? 2 + (size_t)e->in[at + 1] : 0;
+            if (!l || l > left || pop + lo > h)
                 break;
-            h += quick_push[c] - quick_pop[c];
+            h += (q >> 16) - pop;
             at += l;
-            if (at >= e->n)
+            left -= l;
+            if (!left)
                 break;
         }
         if (at >= e->n)

@@ -115,6 +115,17 @@ static inline const char *container_name(uint8_t tag)
     return names[tag];
 }
 
+/* The same as an index of emu_common_names. */
+static inline int container_common(uint8_t tag)
+{
+    static const int8_t common[SERTRACE_TAG_FROZENSET + 1] = {
+        [SERTRACE_TAG_DICT] = COMMON_DICT,           [SERTRACE_TAG_LIST] = COMMON_LIST,
+        [SERTRACE_TAG_TUPLE] = COMMON_TUPLE,         [SERTRACE_TAG_SET] = COMMON_SET,
+        [SERTRACE_TAG_FROZENSET] = COMMON_FROZENSET,
+    };
+    return common[tag];
+}
+
 /* The container an EMPTY_LIST/DICT/SET/TUPLE or LIST/DICT/TUPLE/FROZENSET
  * opcode builds: its tag (one load, inlined into step). */
 static inline uint8_t container_tag(uint8_t code)
@@ -136,7 +147,7 @@ static inline int empty_container(emu *e, uint8_t code, uint64_t start, uint32_t
     item *it = push(e, start, first, IK_NODE, tag);
     if (!it)
         return -1;
-    if (!(it->type = emu_intern_type(e, container_name(tag))))
+    if (!(it->type = emu_common_type(e, container_common(tag))))
         return -1;
     it->node = new_node(e, tag, it->type, start, 1);
     return it->node == NO_NODE ? -1 : 0;
@@ -172,7 +183,7 @@ static inline int tuple_made(emu *e, uint32_t k, uint64_t start, uint32_t first,
     if (!it)
         return -1;
     emu_give_args(it, a);
-    if (!(it->type = emu_intern_type(e, "tuple")))
+    if (!(it->type = emu_common_type(e, COMMON_TUPLE)))
         return -1;
     if (emu_pending_top(e) && complete_pending(e, (uint8_t)(OP_TUPLE1 + k - 1), it, from, k + 1))
         return 0;
