@@ -930,10 +930,17 @@ static inline uint64_t le32(const uint8_t *p)
     return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
 }
 
-/* The memo key of the BINGET at `at` (its argument is there). */
+/* The memo key of the BINGET or LONG_BINGET at `at` (its argument is
+ * there). */
 static inline uint64_t in_key(const emu *e, size_t at)
 {
-    return e->in[at + 1];
+    return e->in[at] == OP_BINGET ? e->in[at + 1] : le32(e->in + at + 1);
+}
+
+/* The length of that GET. */
+static inline size_t get_len(const emu *e, size_t at)
+{
+    return e->in[at] == OP_BINGET ? 2 : 5;
 }
 
 /* What an atom's item holds beside its start (push_text's arguments). */
@@ -1112,7 +1119,7 @@ static inline const memo_entry *atom_get_at(const emu *e, size_t at, size_t limi
                                             uint64_t dense_init)
 {
     const memo_entry *m;
-    if (limit - at < 2 || in_key(e, at) >= dense_init)
+    if (limit - at < get_len(e, at) || in_key(e, at) >= dense_init)
         return NULL;
     m = &e->dense[in_key(e, at)];
     return m->used && !m->global && (m->kind == IK_ATOM || m->kind == IK_STR) ? m : NULL;
@@ -1149,9 +1156,9 @@ static int push_batch(emu *e, size_t from, size_t to, uint64_t pos, uint32_t n, 
         } else if (e->in[at] == OP_MEMOIZE) {
             e->stack[e->nstack - 1].memo_key = key++;
             len = 1;
-        } else if (e->in[at] == OP_BINGET) {
+        } else if (e->in[at] == OP_BINGET || e->in[at] == OP_LONG_BINGET) {
             put_memo_atom(e, pos + (at - from), &e->dense[in_key(e, at)], in_key(e, at));
-            len = 2;
+            len = get_len(e, at);
         } else if (e->in[at] == OP_FRAME) {
             len = 1 + 8; /* its header counts now: positions go on with offsets */
         } else {         /* BINPUT */
@@ -1285,7 +1292,7 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
             memo_entry *m;
             /* a new key at the dense memo's edge, an item to store */
             if (key != dense_init || key >= dense_end ||
-                (in_batch ? !nbatch || in[top_at] == OP_BINGET
+                (in_batch ? !nbatch || in[top_at] == OP_BINGET || in[top_at] == OP_LONG_BINGET
                           : e->nstack <= (e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0) ||
                                 e->stack[e->nstack - 1].fed)) /* (a streamed item: touch()) */
                 goto out;
@@ -1325,7 +1332,8 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
             at += len;
             continue;
         }
-        case OP_BINGET: {
+        case OP_BINGET:
+        case OP_LONG_BINGET: {
             /* an atom's or a str's entry (emu_memo_get: an item, no node) */
             const memo_entry *g = atom_get_at(e, at, limit, dense_init);
             if (!g)
@@ -1338,9 +1346,10 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
                     goto out;
                 put_memo_atom(e, pos, g, in_key(e, at));
             }
-            pos += 2;
+            len = get_len(e, at);
+            pos += len;
             last = c;
-            at += 2;
+            at += len;
             continue;
         }
         case OP_EMPTY_LIST:
@@ -1425,18 +1434,18 @@ out:
 /* The opcodes run_atoms starts with (so that the others, a node's, do not
  * pay for a call that runs nothing). */
 static const bool run_atoms_starts[256] = {
-    [OP_BININT1] = true,     [OP_BININT2] = true,
-    [OP_BININT] = true,      [OP_BINFLOAT] = true,
-    [OP_NONE] = true,        [OP_NEWTRUE] = true,
-    [OP_NEWFALSE] = true,    [OP_SHORT_BINBYTES] = true,
-    [OP_LONG1] = true,       [OP_SHORT_BINUNICODE] = true,
-    [OP_BINUNICODE] = true,  [OP_BINBYTES] = true,
-    [OP_MARK] = true,        [OP_MEMOIZE] = true,
-    [OP_BINPUT] = true,      [OP_TUPLE1] = true,
-    [OP_TUPLE2] = true,      [OP_TUPLE3] = true,
-    [OP_BINGET] = true,      [OP_EMPTY_LIST] = true,
-    [OP_EMPTY_DICT] = true,  [OP_EMPTY_SET] = true,
-    [OP_EMPTY_TUPLE] = true,
+    [OP_BININT1] = true,    [OP_BININT2] = true,
+    [OP_BININT] = true,     [OP_BINFLOAT] = true,
+    [OP_NONE] = true,       [OP_NEWTRUE] = true,
+    [OP_NEWFALSE] = true,   [OP_SHORT_BINBYTES] = true,
+    [OP_LONG1] = true,      [OP_SHORT_BINUNICODE] = true,
+    [OP_BINUNICODE] = true, [OP_BINBYTES] = true,
+    [OP_MARK] = true,       [OP_MEMOIZE] = true,
+    [OP_BINPUT] = true,     [OP_TUPLE1] = true,
+    [OP_TUPLE2] = true,     [OP_TUPLE3] = true,
+    [OP_BINGET] = true,     [OP_LONG_BINGET] = true,
+    [OP_EMPTY_LIST] = true, [OP_EMPTY_DICT] = true,
+    [OP_EMPTY_SET] = true,  [OP_EMPTY_TUPLE] = true,
 };
 
 /* One pickle from e->base: emulate up to STOP, then feed its dump. */
@@ -1451,7 +1460,8 @@ static int run_pickle(emu *e)
         if (run_atoms_starts[e->in[at < e->n ? at : 0]] && !e->obs && !e->discarded &&
             !e->discard_call && e->max_op_proto >= 2 && !e->no_fast &&
             (!e->frame_pending || at < e->frame_end) &&
-            (at >= e->n || e->in[at] != OP_BINGET || /* (a node's entry: the general loop) */
+            (at >= e->n || (e->in[at] != OP_BINGET && e->in[at] != OP_LONG_BINGET) ||
+             /* (a node's entry: the general loop) */
              atom_get_at(e, at, e->frame_pending ? e->frame_end : e->n, e->dense_init))) {
             /* (in a streamed dump too: its predicted consumers are watched
              * where the stack goes down, emu_stream_watch below; of

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(not SERTRACE, reason="run through meson (SERTRAC
 
 def objects():
     shared = ["alpha", "beta", b"gamma"]
+    gl, gb = ["g%d" % j for j in range(3000)], [b"b%d" % j for j in range(3000)]
     return {
         "ints": list(range(-3000, 70000, 7)),  # BININT1/2/BININT, batches across frames
         "strs": ["s%d" % i for i in range(30000)],  # SHORT_BINUNICODE + MEMOIZE / BINPUT
@@ -35,6 +36,10 @@ def objects():
         "refs": [shared[i % 3] for i in range(5000)],  # BINGET in batches
         "big-str": ["a" * 300, "b" * 70000, "c"] * 3,  # BINUNICODE, unframed payloads
         "tuples-root": tuple(range(2000)),  # a MARK batch ended by TUPLE
+        # str and bytes read back by keys past 255: LONG_BINGET (protocols 4-5; 2-3: their
+        # LONG_BINPUT goes to the general loop), in list and dict batches, in tuples
+        "gets-long": [[s, s, i, b, b] for i, (s, b) in enumerate(zip(gl, gb))] +
+                     [{"k": s, "v": b} for s, b in zip(gl, gb)] + [(s, b) for s, b in zip(gl, gb)],
     }
 
 
