@@ -1161,10 +1161,14 @@ static int push_batch(emu *e, size_t from, size_t to, uint64_t pos, uint32_t n, 
             len = get_len(e, at);
         } else if (e->in[at] == OP_FRAME) {
             len = 1 + 8; /* its header counts now: positions go on with offsets */
-        } else {         /* BINPUT */
+        } else if (e->in[at] == OP_BINPUT) {
             e->stack[e->nstack - 1].memo_key = e->in[at + 1];
             key++;
             len = 2;
+        } else { /* LONG_BINPUT */
+            e->stack[e->nstack - 1].memo_key = le32(e->in + at + 1);
+            key++;
+            len = 5;
         }
         at += len;
     }
@@ -1287,8 +1291,11 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
             nbatch = 0;
             continue;
         case OP_MEMOIZE:
-        case OP_BINPUT: {
-            uint64_t key = c == OP_MEMOIZE ? dense_used : limit - at > 1 ? in[at + 1] : NO_KEY;
+        case OP_BINPUT:
+        case OP_LONG_BINPUT: {
+            uint64_t key = c == OP_MEMOIZE  ? dense_used
+                           : c == OP_BINPUT ? (limit - at > 1 ? in[at + 1] : NO_KEY)
+                                            : (limit - at > 4 ? le32(in + at + 1) : NO_KEY);
             memo_entry *m;
             /* a new key at the dense memo's edge, an item to store */
             if (key != dense_init || key >= dense_end ||
@@ -1296,7 +1303,7 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
                           : e->nstack <= (e->nmarks ? e->marks[e->nmarks - 1].stack_len : 0) ||
                                 e->stack[e->nstack - 1].fed)) /* (a streamed item: touch()) */
                 goto out;
-            len = c == OP_MEMOIZE ? 1 : 2;
+            len = c == OP_MEMOIZE ? 1 : c == OP_BINPUT ? 2 : 5;
             pos += len;
             m = &e->dense[key];
             m->key = key;
@@ -1434,18 +1441,19 @@ out:
 /* The opcodes run_atoms starts with (so that the others, a node's, do not
  * pay for a call that runs nothing). */
 static const bool run_atoms_starts[256] = {
-    [OP_BININT1] = true,    [OP_BININT2] = true,
-    [OP_BININT] = true,     [OP_BINFLOAT] = true,
-    [OP_NONE] = true,       [OP_NEWTRUE] = true,
-    [OP_NEWFALSE] = true,   [OP_SHORT_BINBYTES] = true,
-    [OP_LONG1] = true,      [OP_SHORT_BINUNICODE] = true,
-    [OP_BINUNICODE] = true, [OP_BINBYTES] = true,
-    [OP_MARK] = true,       [OP_MEMOIZE] = true,
-    [OP_BINPUT] = true,     [OP_TUPLE1] = true,
-    [OP_TUPLE2] = true,     [OP_TUPLE3] = true,
-    [OP_BINGET] = true,     [OP_LONG_BINGET] = true,
-    [OP_EMPTY_LIST] = true, [OP_EMPTY_DICT] = true,
-    [OP_EMPTY_SET] = true,  [OP_EMPTY_TUPLE] = true,
+    [OP_BININT1] = true,     [OP_BININT2] = true,
+    [OP_BININT] = true,      [OP_BINFLOAT] = true,
+    [OP_NONE] = true,        [OP_NEWTRUE] = true,
+    [OP_NEWFALSE] = true,    [OP_SHORT_BINBYTES] = true,
+    [OP_LONG1] = true,       [OP_SHORT_BINUNICODE] = true,
+    [OP_BINUNICODE] = true,  [OP_BINBYTES] = true,
+    [OP_MARK] = true,        [OP_MEMOIZE] = true,
+    [OP_BINPUT] = true,      [OP_LONG_BINPUT] = true,
+    [OP_TUPLE1] = true,      [OP_TUPLE2] = true,
+    [OP_TUPLE3] = true,      [OP_BINGET] = true,
+    [OP_LONG_BINGET] = true, [OP_EMPTY_LIST] = true,
+    [OP_EMPTY_DICT] = true,  [OP_EMPTY_SET] = true,
+    [OP_EMPTY_TUPLE] = true,
 };
 
 /* One pickle from e->base: emulate up to STOP, then feed its dump. */
