@@ -232,6 +232,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         e->marks[e->nmarks].start = start;
         e->marks[e->nmarks].first_node = first;
         e->marks[e->nmarks].stack_len = e->nstack;
+        e->marks[e->nmarks].dropped = 0;
         e->nmarks++;
         return 0;
     case OP_POP:
@@ -388,10 +389,17 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         tuple_args a;
         if (emu_pop_mark(e, o, &m) < 0)
             return -1;
-        count = e->nstack - m.stack_len;
+        /* (a big group streamed: its items after the first two taken off
+         * the stack, m.dropped of them, fed with their positions) */
+        count = e->nstack - m.stack_len + m.dropped;
         a = emu_take_args(e, m.stack_len, count);
-        if (label_items(e, o->code, m.stack_len, NULL) < 0)
+        if (m.dropped && o->code == OP_TUPLE) {
+            for (uint32_t i = m.stack_len; i < e->nstack; i++)
+                emu_label(e, &e->stack[i], SERTRACE_LABEL_POS,
+                          i - m.stack_len < 2 ? i - m.stack_len : i - m.stack_len + m.dropped);
+        } else if (label_items(e, o->code, m.stack_len, NULL) < 0) {
             return -1;
+        }
         if (o->code == OP_DICT)
             count /= 2;
         if (!(it = emu_replace(e, m.stack_len, m.start, m.first_node, IK_NODE, tag)))
@@ -400,8 +408,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             emu_give_args(it, &a);
         if (!(it->type = emu_intern_type(e, container_name(tag))))
             return -1;
-        if (o->code == OP_TUPLE && e->streamed &&
-            complete_pending(e, OP_TUPLE, it, m.stack_len, count + 1))
+        if ((o->code == OP_TUPLE || o->code == OP_FROZENSET) && e->streamed &&
+            complete_pending(e, o->code, it, m.stack_len, count + 1))
             return 0;
         it->node = new_node(e, tag, it->type, m.start, count + 1);
         if (it->node == NO_NODE)
@@ -862,6 +870,9 @@ static void reset_pickle(emu *e, size_t base)
     e->streamed = false;
     e->stream_ok =
         e->core && !e->obs && e->stream_nodes != UINT32_MAX && sertrace_core_can_abort(e->core);
+    e->group_at = e->stream_ok ? e->group_min : UINT32_MAX;
+    e->group_tries = 0;
+    e->compacted = false;
     e->discarded = false;
     e->discard_call = false;
     e->last_op = 0;
@@ -1076,6 +1087,49 @@ static int push_batch(emu *e, size_t from, size_t to, uint64_t pos, uint32_t n, 
     return 0;
 }
 
+/* TUPLE / FROZENSET (`code`) of a batch run_atoms read without pushing
+ * its items (push_batch's arguments; its MARK the top one): the container's
+ * item and node, as step() makes them from the pushed items -- atoms have
+ * no node, so no label -- but with only the first two items pushed (what
+ * a tuple remembers for a REDUCE, emu_take_args), so that a tuple of 10^6
+ * ints holds no 10^6 items. */
+static int batch_container(emu *e, uint8_t code, size_t from, size_t to, uint64_t pos, uint32_t n,
+                           uint64_t key)
+{
+    uint32_t first = 0;
+    size_t at = from;
+    while (at < to) { /* the bytes of the first two items (and their memo puts) */
+        atom a;
+        size_t len = atom_at(e->in, at, to, &a);
+        bool is_item = len || e->in[at] == OP_BINGET;
+        if (is_item && first == 2)
+            break;
+        first += is_item;
+        at += len                       ? len
+              : e->in[at] == OP_MEMOIZE ? 1
+              : e->in[at] == OP_FRAME   ? 1 + 8
+                                        : 2; /* BINGET, BINPUT */
+    }
+    if (push_batch(e, from, at, pos, first, key) < 0)
+        return -1;
+    mark m = e->marks[--e->nmarks];
+    uint8_t tag = container_tag(code);
+    tuple_args ta = emu_take_args(e, m.stack_len, n);
+    item *it = emu_replace(e, m.stack_len, m.start, m.first_node, IK_NODE, tag);
+    if (!it)
+        return -1;
+    if (code == OP_TUPLE)
+        emu_give_args(it, &ta);
+    if (!(it->type = emu_intern_type(e, container_name(tag))))
+        return -1;
+    it->node = new_node(e, tag, it->type, m.start, (uint64_t)n + 1);
+    if (it->node == NO_NODE)
+        return -1;
+    e->nodes[it->node].added = n;
+    e->last_op = code;
+    return 0;
+}
+
 /* The opcodes most of a payload is made of, where nothing but an item (or
  * a mark, or a memo entry) is made: the atoms, MARK, MEMOIZE / BINPUT of a
  * new key at the edge of the dense memo, and the APPENDS / SETITEMS /
@@ -1150,8 +1204,8 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
                     c = OP_MEMOIZE;
                 }
             } else {
-                if (e->nstack == e->cap_stack)
-                    break;
+                if (e->nstack == e->cap_stack || e->nstack >= e->group_at)
+                    break; /* (group_at: a big group? run_pickle) */
                 put_atom(e, pos, &a);
             }
             pos += len;
@@ -1168,6 +1222,7 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
             e->marks[e->nmarks].start = pos;
             e->marks[e->nmarks].first_node = e->nnodes;
             e->marks[e->nmarks].stack_len = e->nstack;
+            e->marks[e->nmarks].dropped = 0;
             e->nmarks++;
             pos += 1;
             last = c;
@@ -1233,7 +1288,7 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
                 nbatch++;
                 top_at = at;
             } else {
-                if (e->nstack == e->cap_stack)
+                if (e->nstack == e->cap_stack || e->nstack >= e->group_at)
                     goto out;
                 put_memo_atom(e, pos, g, in_key(e, at));
             }
@@ -1257,6 +1312,8 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
             pos += 1;
             last = c;
             at += 1;
+            if (e->nstack >= e->group_at)
+                goto out;
             continue;
         case OP_TUPLE1:
         case OP_TUPLE2:
@@ -1281,8 +1338,27 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
                 return -1;
             last = c;
             at += 1;
+            if (e->nstack >= e->group_at)
+                goto out;
             continue;
         }
+        case OP_TUPLE:
+        case OP_FROZENSET:
+            /* a MARK then atoms only (a batch): the tuple or frozenset of
+             * them, made without pushing them (not in a streamed dump: its
+             * watch looks at TUPLE, in the general loop) */
+            if (!in_batch || e->streamed)
+                goto out;
+            e->dense_used = dense_used;
+            e->dense_init = dense_init;
+            pos += 1;
+            e->pos = pos;
+            if (batch_container(e, c, batch_at, at, batch_pos, nbatch, batch_key) < 0)
+                return -1;
+            in_batch = false;
+            last = c;
+            at += 1;
+            continue;
         case OP_APPENDS:
         case OP_SETITEMS:
         case OP_ADDITEMS: {
@@ -1338,6 +1414,21 @@ static const bool run_atoms_starts[256] = {
     [OP_EMPTY_TUPLE] = true,
 };
 
+/* An opcode failed: -1, the run stops there -- but for a streamed dump
+ * whose stack was compacted (a big group taken off it, emu_stream_group):
+ * then the failure may be the compaction's (a wrong prediction that the
+ * watch had not seen yet), and the pickle is read again from its start,
+ * without streaming (1), where it fails as the bytes say, or not. */
+static int run_failed(emu *e)
+{
+    if (!e->compacted)
+        return -1;
+    e->res->status = SERTRACE_INSPECT_OK;
+    e->res->offset = 0;
+    e->res->reason[0] = '\0';
+    return 1;
+}
+
 /* One pickle from e->base: emulate up to STOP, then feed its dump. */
 static int run_pickle(emu *e)
 {
@@ -1359,15 +1450,20 @@ static int run_pickle(emu *e)
              * general loop where the watch would look) */
             bool batch = false;
             if (run_atoms(e, &at, e->frame_pending ? e->frame_end : e->n, &batch) < 0)
-                return -1;
+                return run_failed(e);
             if (batch) { /* as after step's APPENDS / SETITEMS / ADDITEMS */
                 if (e->streamed && e->nstack <= e->spec_watch)
                     emu_stream_watch(e, e->last_op);
+                if (e->compacted && e->stream_wrong)
+                    return 1;
                 if (e->stream_ok && e->nnodes - e->nkept >= e->stream_nodes &&
                     !(at < e->n && e->in[at] == OP_STOP) && emu_stream_batch(e, at) < 0)
                     return -1;
                 continue;
             }
+            /* (it stops where the stack reaches group_at: a big group?) */
+            if (e->nstack >= e->group_at && emu_stream_group(e, at) < 0)
+                return -1;
         }
         if (at >= e->n)
             return emu_fail(e, SERTRACE_INSPECT_MALFORMED, at,
@@ -1414,12 +1510,17 @@ static int run_pickle(emu *e)
         if (o.code != OP_STOP)
             e->pos += o.len;
         if (step(e, &o, start, &stop) < 0)
-            return -1;
+            return run_failed(e);
         at += o.len;
         /* a streamed dump's predicted consumers (emulator-records.c) */
-        if (e->streamed && (e->nstack <= e->spec_watch || o.code == OP_TUPLE ||
-                            o.code == OP_TUPLE1 || o.code == OP_TUPLE2 || o.code == OP_TUPLE3))
+        if (e->streamed &&
+            (e->nstack <= e->spec_watch || o.code == OP_TUPLE || o.code == OP_TUPLE1 ||
+             o.code == OP_TUPLE2 || o.code == OP_TUPLE3 || o.code == OP_FROZENSET))
             emu_stream_watch(e, o.code);
+        if (e->compacted && e->stream_wrong)
+            return 1; /* the stack is not the bytes' any more: read it again now */
+        if (e->nstack >= e->group_at && emu_stream_group(e, at) < 0)
+            return -1;
         /* (not when STOP follows: the last batch is fed at STOP, where the
          * addresses need only the shared objects) */
         if (e->stream_ok && e->nnodes - e->nkept >= e->stream_nodes &&
@@ -1429,6 +1530,8 @@ static int run_pickle(emu *e)
             return -1;
     }
     /* STOP: one item left (above no mark), it is the root. */
+    if ((e->nmarks || e->nstack != 1) && e->compacted)
+        return run_failed(e);
     if (e->nmarks || e->nstack != 1)
         return emu_fail(e, SERTRACE_INSPECT_MALFORMED, o.at,
                         e->nmarks ? "STOP with a MARK still open%s"
@@ -1600,6 +1703,9 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
         e->stream_nodes =
             v ? (v > UINT32_MAX ? UINT32_MAX : (uint32_t)v) : SERTRACE_INSPECT_DEFAULT_STREAM;
     }
+    /* a big group (emu_stream_group): 4 096 items, fewer at a lower
+     * streaming threshold (tests) */
+    e->group_min = e->stream_nodes < 4096 ? (e->stream_nodes < 8 ? 8 : e->stream_nodes) : 4096;
     if (!nesting)
         cache_take(e);
     while (e->base < n) {
@@ -1621,6 +1727,7 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
             }
             reset_pickle(e, base);
             e->stream_ok = false;
+            e->group_at = UINT32_MAX;
             rc = run_pickle(e);
         }
         if (rc != 0) {
