@@ -1456,16 +1456,13 @@ static bool top_settled(const emu *e, size_t at)
  * FROZENSET (read_chain `group`: the walk ahead of the group's first
  * item), the group is fed -- a placeholder for the tuple, its items with
  * their positions -- and taken off the stack (compact_group).  Else tried
- * again after the next opcodes (32 tries), then once the stack grew by
- * group_min. */
+ * again after each of the next 32 opcodes (the highest stack is often
+ * inside an item: a MARK of its own, a tuple being made), then once the
+ * stack grew by group_min. */
 int emu_stream_group(emu *e, size_t next)
 {
-    if (e->stream_wrong || !e->nmarks || e->nstack > STREAM_STACK_MAX ||
-        e->nstack - e->marks[e->nmarks - 1].stack_len < e->group_min) {
-        e->group_tries = 0;
-        goto later;
-    }
-    if (top_settled(e, next)) {
+    if (!e->stream_wrong && e->nmarks && e->nstack <= STREAM_STACK_MAX &&
+        e->nstack - e->marks[e->nmarks - 1].stack_len >= e->group_min && top_settled(e, next)) {
         int rc = stream_chain(e, next, true);
         if (rc < 0)
             return -1;
@@ -1475,10 +1472,11 @@ int emu_stream_group(emu *e, size_t next)
             return 0;
         }
     }
-    if (++e->group_tries < 32)
+    if (!e->stream_wrong && ++e->group_tries < 32) {
+        e->group_at = 0; /* after the next opcode */
         return 0;
+    }
     e->group_tries = 0;
-later:
     e->group_at = e->nstack > UINT32_MAX - e->group_min ? UINT32_MAX : e->nstack + e->group_min;
     return 0;
 }

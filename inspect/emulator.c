@@ -1459,6 +1459,8 @@ static int run_pickle(emu *e)
                 if (e->stream_ok && e->nnodes - e->nkept >= e->stream_nodes &&
                     !(at < e->n && e->in[at] == OP_STOP) && emu_stream_batch(e, at) < 0)
                     return -1;
+                if (e->nstack >= e->group_at && emu_stream_group(e, at) < 0)
+                    return -1;
                 continue;
             }
             /* (it stops where the stack reaches group_at: a big group?) */
