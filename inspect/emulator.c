@@ -1215,9 +1215,14 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
         }
         switch (c) {
         case OP_MARK:
-            if (e->nmarks == e->cap_marks)
-                goto out;
             if (in_batch && push_batch(e, batch_at, at, batch_pos, nbatch, batch_key) < 0)
+                return -1;
+            in_batch = false;
+            /* (grown here, as step() does: a pickle's first MARK starts a
+             * batch too, such as a root tuple of ints) */
+            if (e->nmarks == e->cap_marks &&
+                emu_grow(e, (void **)&e->marks, &e->cap_marks, (uint64_t)e->nmarks + 1,
+                         sizeof *e->marks) < 0)
                 return -1;
             e->marks[e->nmarks].start = pos;
             e->marks[e->nmarks].first_node = e->nnodes;
