@@ -1520,12 +1520,13 @@ static int run_pickle(emu *e)
             return run_failed(e);
         at += o.len;
         /* a streamed dump's predicted consumers (emulator-records.c) */
-        if (e->streamed &&
-            (e->nstack <= e->spec_watch || o.code == OP_TUPLE || o.code == OP_TUPLE1 ||
-             o.code == OP_TUPLE2 || o.code == OP_TUPLE3 || o.code == OP_FROZENSET))
-            emu_stream_watch(e, o.code);
-        if (e->compacted && e->stream_wrong)
-            return 1; /* the stack is not the bytes' any more: read it again now */
+        if (e->streamed) {
+            if (e->nstack <= e->spec_watch || o.code == OP_TUPLE || o.code == OP_TUPLE1 ||
+                o.code == OP_TUPLE2 || o.code == OP_TUPLE3 || o.code == OP_FROZENSET)
+                emu_stream_watch(e, o.code);
+            if (e->compacted && e->stream_wrong)
+                return 1; /* the stack is not the bytes' any more: read it again now */
+        }
         if (e->nstack >= e->group_at && emu_stream_group(e, at) < 0)
             return -1;
         /* (not when STOP follows: the last batch is fed at STOP, where the
