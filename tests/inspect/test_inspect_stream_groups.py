@@ -246,7 +246,8 @@ def grows_like_the_input(make, protocol, tmp_path):
 def test_memory_of_big_tuples_and_frozensets(tmp_path):
     """Peak RSS of `inspect --summary` from 10^5 to 10^6 elements grows by
     about the input: a tuple of pairs (protocols 1, 2, 5), a frozenset of
-    pairs (4, 5), {'k': tuple} (4), [tuple] (2)."""
+    pairs (4, 5), {'k': tuple} (4), [tuple] (2), a REDUCE of a big tuple
+    (4)."""
     if not shutil.which("time", path="/usr/bin"):
         pytest.skip("no /usr/bin/time")
     for protocol in (1, 2, 5):
@@ -255,6 +256,7 @@ def test_memory_of_big_tuples_and_frozensets(tmp_path):
         grows_like_the_input(lambda n: frozenset(pairs(n)), protocol, tmp_path)
     grows_like_the_input(lambda n: {"k": pairs(n)}, 4, tmp_path)
     grows_like_the_input(lambda n: [pairs(n)], 2, tmp_path)
+    grows_like_the_input(lambda n: Args(*pairs(n)), 4, tmp_path)
 
 
 def test_memory_of_tuples_of_atoms(tmp_path):
