@@ -416,9 +416,10 @@ static inline uint32_t emu_node_of_id(const emu *e, uint32_t id)
 
 /* A streamed dump whose deepest pending level is a tuple or a call (its
  * TUPLE / REDUCE / NEWOBJ completes a placeholder: emu_stream_pending). */
-static inline bool emu_pending_top(const emu *e)
+static inline bool emu_pending_top(const emu *e, uint32_t slot)
 {
-    return e->streamed && e->nspec && e->spec[e->nspec - 1].code;
+    return e->streamed && e->nspec && e->spec[e->nspec - 1].code &&
+           e->spec[e->nspec - 1].index == slot;
 }
 
 static inline item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t kind, uint8_t tag)

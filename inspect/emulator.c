@@ -185,7 +185,8 @@ static inline int small_tuple(emu *e, uint32_t k)
     }
     if (!(it->type = emu_intern_type(e, "tuple")))
         return -1;
-    if (emu_pending_top(e) && complete_pending(e, (uint8_t)(OP_TUPLE1 + k - 1), it, from, k + 1))
+    if (emu_pending_top(e, from) &&
+        complete_pending(e, (uint8_t)(OP_TUPLE1 + k - 1), it, from, k + 1))
         return 0;
     it->node = new_node(e, SERTRACE_TAG_TUPLE, it->type, it->start, k + 1);
     return it->node == NO_NODE ? -1 : 0;
@@ -696,7 +697,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                 return -1;
             it->type = type;
             it->call_result = true;
-            if (emu_pending_top(e) && complete_pending(e, OP_REDUCE, it, e->nstack - 1, 0))
+            if (emu_pending_top(e, e->nstack - 1) &&
+                complete_pending(e, OP_REDUCE, it, e->nstack - 1, 0))
                 return 0;
             it->node = new_node(e, tag, type, s, 0);
         }
@@ -725,7 +727,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                 return -1;
             it->type = type;
             it->call_result = true;
-            if (emu_pending_top(e) && complete_pending(e, o->code, it, e->nstack - 1, 0))
+            if (emu_pending_top(e, e->nstack - 1) &&
+                complete_pending(e, o->code, it, e->nstack - 1, 0))
                 return 0;
             it->node = new_node(e, SERTRACE_TAG_INSTANCE, type, s, 0);
         }
