@@ -133,8 +133,10 @@ def memory_probe_roots(tools, tmp):
     state dict holds n tuples in a list and n/10 lists in a dict, and {'data': list of n
     tuples}, and (stream2) an OrderedDict root of n tuples and {'data': a list subclass of n
     tuples} (reduce-built objects being filled); (callstream) a tuple-wrapped list `([...],)`
-    (a tuple level) and a set of n tuples at protocol 2 (REDUCE of set, a call level); n =
-    10^5, 10^6, fast-mode Pickler (no memo), the default protocol unless the row says.
+    (a tuple level) and a set of n tuples at protocol 2 (REDUCE of set, a call level);
+    (tuplemem) big groups: a tuple of n tuples, a frozenset of n tuples (MARK ... FROZENSET) and
+    {'k': tuple of n tuples}; n = 10^5, 10^6, fast-mode Pickler (no memo), the default protocol
+    unless the row says.
     Rows as memory_probe's."""
     rows = []
     # nodes: the object, its class and args, the state dict, the list, the tuples, the index
@@ -156,7 +158,14 @@ def memory_probe_roots(tools, tmp):
              dflt),
             # REDUCE of set: the set, its global, its argument tuple, the list, the tuples
             ("set root, protocol 2", lambda n: set((i, i) for i in range(n)), lambda n: n + 4,
-             2)):
+             2),
+            # big groups: the tuple (frozenset), the tuples; the dict, the tuple, the tuples
+            ("tuple root of tuples", lambda n: tuple((i, i) for i in range(n)), lambda n: n + 1,
+             dflt),
+            ("frozenset root, protocol 4", lambda n: frozenset((i, i) for i in range(n)),
+             lambda n: n + 1, 4),
+            ("dict root {'k': tuple}", lambda n: {"k": tuple((i, i) for i in range(n))},
+             lambda n: n + 2, dflt)):
         for n in (10 ** 5, 10 ** 6):
             buf = io.BytesIO()
             p = pickle.Pickler(buf, proto)
@@ -252,7 +261,8 @@ def main():
     if memory_roots:
         print()
         print("Roots streamed through their open containers (instance, dict with a big value, "
-              "reduce-built objects being filled, a tuple and a call being built around a list):")
+              "reduce-built objects being filled, a tuple and a call being built around a list, "
+              "big tuples and frozensets):")
         print()
         print("| payload | bytes | nodes | peak RSS |")
         print("|---|---|---|---|")

@@ -83,6 +83,10 @@ typedef struct mark {
     uint64_t start;
     uint32_t first_node;
     uint32_t stack_len; /* items below the mark */
+    /* items of its group streamed and taken off the stack (a big tuple or
+     * frozenset, README "Streaming": emu_stream_group), between its first two
+     * items and the rest: its TUPLE / FROZENSET counts them */
+    uint32_t dropped;
 } mark;
 
 typedef struct node {
@@ -283,6 +287,13 @@ typedef struct emu {
     stream_ahead ahead_cache[AHEAD_CACHE];
     uint32_t nahead;
     uint64_t ahead_bytes;
+    /* big groups (emu_stream_group): tried once the stack holds group_at
+     * items (group_tries more times after one that did not read);
+     * group_min: the items a group needs; compacted: a group's items were
+     * taken off the stack (then a wrong prediction or an error reads the
+     * pickle again at once: the stack no longer is the bytes') */
+    uint32_t group_at, group_min, group_tries;
+    bool compacted;
 } emu;
 
 typedef struct op {
@@ -333,6 +344,7 @@ const char *emu_shape_name(uint8_t tag);
 int emu_audit_nested(emu *e, const op *o, const item *fn, const item *args);
 int emu_emit_dump(emu *e, uint64_t total);
 int emu_stream_batch(emu *e, size_t next);
+int emu_stream_group(emu *e, size_t next);
 void emu_stream_watch(emu *e, uint8_t code);
 uint32_t emu_stream_pending(emu *e, uint8_t code, uint32_t slot);
 int emu_abort_dump(emu *e);
@@ -411,9 +423,10 @@ static inline uint32_t emu_node_of_id(const emu *e, uint32_t id)
 
 /* A streamed dump whose deepest pending level is a tuple or a call (its
  * TUPLE / REDUCE / NEWOBJ completes a placeholder: emu_stream_pending). */
-static inline bool emu_pending_top(const emu *e)
+static inline bool emu_pending_top(const emu *e, uint32_t slot)
 {
-    return e->streamed && e->nspec && e->spec[e->nspec - 1].code;
+    return e->streamed && e->nspec && e->spec[e->nspec - 1].code &&
+           e->spec[e->nspec - 1].index == slot;
 }
 
 static inline item *push(emu *e, uint64_t start, uint32_t first_node, uint8_t kind, uint8_t tag)

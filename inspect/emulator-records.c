@@ -557,7 +557,7 @@ static uint32_t chain_node(const emu *e, uint32_t i)
 /* The length of the opcode at input offset `at`, read without a side
  * effect (the emulator's reader says what is wrong when it gets there);
  * 0 when it is unknown or cut. */
-static size_t op_size(const uint8_t *in, size_t n, size_t at)
+static inline __attribute__((always_inline)) size_t op_size(const uint8_t *in, size_t n, size_t at)
 {
     size_t left = n - at - 1, fixed = 0, prefix = 0, lines = 0;
     const uint8_t *p = in + at + 1;
@@ -601,8 +601,10 @@ static size_t op_size(const uint8_t *in, size_t n, size_t at)
  * at `top_mark` (UINT32_MAX: none): the height once it popped (*to), the
  * items it pushes then (*push), and whether it pops that mark (*pops_mark)
  * or pushes one (*marks).  False when it would underflow. */
-static bool op_effect(uint8_t code, uint32_t h, uint32_t top_mark, uint32_t *to, uint32_t *push,
-                      bool *pops_mark, bool *marks)
+static inline __attribute__((always_inline)) bool op_effect(uint8_t code, uint32_t h,
+                                                            uint32_t top_mark, uint32_t *to,
+                                                            uint32_t *push, bool *pops_mark,
+                                                            bool *marks)
 {
     uint32_t k = 0;
     *push = 0;
@@ -780,7 +782,8 @@ static bool walk_ahead(emu *e, size_t at, uint32_t h, uint32_t nm, uint32_t slot
             if (r->first_at == SIZE_MAX)
                 r->first_at = at;
             if (code == OP_TUPLE1 || code == OP_TUPLE2 || code == OP_TUPLE3 || code == OP_TUPLE ||
-                code == OP_REDUCE || code == OP_NEWOBJ || code == OP_NEWOBJ_EX) {
+                code == OP_FROZENSET || code == OP_REDUCE || code == OP_NEWOBJ ||
+                code == OP_NEWOBJ_EX) {
                 if (r->nwrap == AHEAD_WRAPS)
                     break;
                 r->wslot[r->nwrap] = to;
@@ -920,24 +923,34 @@ static bool reduce_node(emu *e, const item *fn, uint32_t arg0, uint8_t *tag, uin
  * is another opcode, a MARK is not a group's, a DUP of a level, deeper
  * than STREAM_CHAIN_MAX, bytes the walk cannot read).  *nchain: the
  * levels (*k + 1, or *k + 2 with an It node). */
-static bool read_chain(emu *e, size_t at, uint32_t *cn, stream_level *lv, uint32_t *k,
+static bool read_chain(emu *e, size_t at, bool group, uint32_t *cn, stream_level *lv, uint32_t *k,
                        uint32_t *nchain)
 {
     uint32_t rc[STREAM_CHAIN_MAX + 2], n = 0, q, cont, cont_slot, it_node = NO_NODE;
     stream_level rl[STREAM_CHAIN_MAX + 2];
     if (!e->nstack)
         return false;
-    q = cont_slot = e->nstack - 1;
-    if ((cont = chain_node(e, q)) == NO_NODE)
-        return false;
-    uint8_t top = e->nodes[cont].tag;
-    if (top != SERTRACE_TAG_LIST && top != SERTRACE_TAG_DICT && top != SERTRACE_TAG_SET) {
-        const item *t = &e->stack[q];
-        if (t->it_node >= e->nnodes || e->nodes[t->it_node].dead || t->it_node <= cont)
+    if (group) {
+        /* a big group (emu_stream_group): the items above the top MARK,
+         * whose first item's walk must find that MARK's TUPLE / FROZENSET
+         * first; that tuple is the last level, its group all on the stack */
+        if (!e->nmarks || (q = e->marks[e->nmarks - 1].stack_len) >= e->nstack)
             return false;
-        it_node = t->it_node;
+        cont = NO_NODE;
+        cont_slot = e->nstack;
+    } else {
+        q = cont_slot = e->nstack - 1;
+        if ((cont = chain_node(e, q)) == NO_NODE)
+            return false;
+        uint8_t top = e->nodes[cont].tag;
+        if (top != SERTRACE_TAG_LIST && top != SERTRACE_TAG_DICT && top != SERTRACE_TAG_SET) {
+            const item *t = &e->stack[q];
+            if (t->it_node >= e->nnodes || e->nodes[t->it_node].dead || t->it_node <= cont)
+                return false;
+            it_node = t->it_node;
+        }
+        rc[n++] = cont;
     }
-    rc[n++] = cont;
     stream_ahead above; /* the walk of the level above (a copy: the cache may reuse its entry) */
     bool has_above = false;
     for (;;) {
@@ -946,7 +959,9 @@ static bool read_chain(emu *e, size_t at, uint32_t *cn, stream_level *lv, uint32
         uint32_t to, t, c;
         uint8_t want, f;
         bool mark = false;
-        if (!a)
+        if (!a || (group && n == 0 &&
+                   (!a->nwrap || (a->wcode[0] != OP_TUPLE && a->wcode[0] != OP_FROZENSET) ||
+                    a->wslot[0] != q)))
             return false;
         /* the tuples and calls around it, innermost first */
         for (uint8_t w = 0; w < a->nwrap; w++) {
@@ -954,7 +969,9 @@ static bool read_chain(emu *e, size_t at, uint32_t *cn, stream_level *lv, uint32
             uint32_t type = 0;
             if (n > STREAM_CHAIN_MAX)
                 return false;
-            if (wc == OP_REDUCE || wc == OP_NEWOBJ || wc == OP_NEWOBJ_EX) {
+            if (wc == OP_FROZENSET) {
+                tag = SERTRACE_TAG_FROZENSET; /* its elements, as a tuple's (protocols 4-5) */
+            } else if (wc == OP_REDUCE || wc == OP_NEWOBJ || wc == OP_NEWOBJ_EX) {
                 /* a call: its callable (a global) at the slot its result
                  * takes, its arguments after it */
                 const item *fn = &e->stack[a->wslot[w]];
@@ -969,7 +986,8 @@ static bool read_chain(emu *e, size_t at, uint32_t *cn, stream_level *lv, uint32
                      * a global, not the level that tuple wraps */
                     uint32_t arg0 = 0;
                     if (w > 0 && a->wcode[w - 1] != OP_REDUCE && a->wcode[w - 1] != OP_NEWOBJ &&
-                        a->wcode[w - 1] != OP_NEWOBJ_EX && a->wslot[w - 1] == a->wslot[w] + 1 &&
+                        a->wcode[w - 1] != OP_NEWOBJ_EX && a->wcode[w - 1] != OP_FROZENSET &&
+                        a->wslot[w - 1] == a->wslot[w] + 1 &&
                         a->wslot[w - 1] != (w > 1 ? a->wslot[w - 2] : q0)) {
                         const item *c0 = &e->stack[a->wslot[w - 1]];
                         if (c0->kind == IK_GLOBAL && c0->type)
@@ -980,8 +998,11 @@ static bool read_chain(emu *e, size_t at, uint32_t *cn, stream_level *lv, uint32
                 }
             }
             rc[n] = NEW_PENDING;
-            rl[n] = (stream_level){
-                .index = a->wslot[w], .tag = tag, .mark = wc == OP_TUPLE, .code = wc, .type = type};
+            rl[n] = (stream_level){.index = a->wslot[w],
+                                   .tag = tag,
+                                   .mark = wc == OP_TUPLE || wc == OP_FROZENSET,
+                                   .code = wc,
+                                   .type = type};
             n++;
             q = a->wslot[w];
         }
@@ -1026,7 +1047,7 @@ static bool read_chain(emu *e, size_t at, uint32_t *cn, stream_level *lv, uint32
             return false;
         /* the next container came after it; the group's items too (a
          * node made before it is a DUP of a level, or of one of its parts) */
-        if (cont <= c || e->nodes[cont].start <= e->nodes[c].start)
+        if (cont != NO_NODE && (cont <= c || e->nodes[cont].start <= e->nodes[c].start))
             return false;
         for (uint32_t i = t + 1; i < cont_slot; i++)
             if (e->stack[i].node != NO_NODE && e->stack[i].node <= c)
@@ -1041,12 +1062,13 @@ static bool read_chain(emu *e, size_t at, uint32_t *cn, stream_level *lv, uint32
         has_above = true;
     }
 read:
-    /* bottom up; every MARK on the stack is a group's, in order */
-    *k = n - 1;
+    /* bottom up; every MARK on the stack is a group's, in order (a big
+     * group's last level has its group too) */
+    *k = group ? n : n - 1;
     uint32_t mi = 0;
     for (uint32_t d = 0; d < n; d++) {
         cn[d] = rc[n - 1 - d];
-        if (d + 1 == n)
+        if (d + 1 == n && !group)
             break;
         lv[d] = rl[n - 1 - d];
         lv[d].marks = mi;
@@ -1099,8 +1121,14 @@ static int predict_labels(emu *e, const uint32_t *cn, const stream_level *lv, ui
             for (uint32_t i = from; i < to; i++)
                 emu_label(e, GROUP_ITEM(i), SERTRACE_LABEL_POS, pos++);
         } else if (lv[d].tag == SERTRACE_TAG_TUPLE) {
+            /* (a big group's items taken off the stack came after its first two) */
+            uint64_t dropped = lv[d].mark ? e->marks[lv[d].marks].dropped : 0;
             for (uint32_t i = from; i < to; i++)
-                emu_label(e, GROUP_ITEM(i), SERTRACE_LABEL_POS, i - from);
+                emu_label(e, GROUP_ITEM(i), SERTRACE_LABEL_POS,
+                          i - from < 2 ? i - from : i - from + dropped);
+        } else if (lv[d].code == OP_FROZENSET) {
+            for (uint32_t i = from; i < to; i++)
+                emu_label(e, GROUP_ITEM(i), SERTRACE_LABEL_ROLE, SERTRACE_ROLE_ELEMENT);
         } else if (pending) { /* a call: its callable, then its arguments */
             for (uint32_t i = from; i < to; i++)
                 emu_label(e, GROUP_ITEM(i), SERTRACE_LABEL_ROLE,
@@ -1303,11 +1331,10 @@ int emu_emit_dump(emu *e, uint64_t total)
  * The chain is a prediction: each group's consumer is watched (emu_stream_watch), a node that
  * starts before the feed (a wrapper) or an item fed that grows is caught, and the dump is then
  * dropped and the pickle read again without streaming. */
+static int stream_chain(emu *e, size_t at, bool group);
+
 int emu_stream_batch(emu *e, size_t next)
 {
-    uint32_t cn[STREAM_CHAIN_MAX + 2], k, nchain, common = 0;
-    stream_level lv[STREAM_CHAIN_MAX];
-    uint64_t addrs[STREAM_CHAIN_MAX + 2] = {0};
     size_t at = next;
     /* a pickle without PROTO (0 or 1) says which only by its opcodes, up
      * to STOP, and dump_begin carries it: 1 once an opcode of protocol 1
@@ -1332,7 +1359,131 @@ int emu_stream_batch(emu *e, size_t next)
      * stack)). */
     if (e->nnodes < e->stream_retry || e->nstack > STREAM_STACK_MAX)
         return 0;
-    if (!read_chain(e, at, cn, lv, &k, &nchain))
+    int rc = stream_chain(e, at, false);
+    if (rc == 1)
+        e->stream_retry =
+            e->stream_nodes > UINT32_MAX - e->nnodes ? UINT32_MAX : e->nnodes + e->stream_nodes;
+    return rc < 0 ? -1 : 0;
+}
+
+/* After a big group's feed (stream_chain): its items fed already, but for
+ * its first two (what a REDUCE reads of a tuple) and its last two (the
+ * top, and one below it that an opcode taking the top's neighbour reads),
+ * are taken off the stack, counted in its MARK (`dropped`).  Every opcode
+ * that reaches below the last two brings the stack down to the watched
+ * height (spec_watch: the top's slot, at most one below what it pops is
+ * read), where the watch wants the group's TUPLE / FROZENSET; anything
+ * else is a wrong prediction, and with the stack compacted the pickle is
+ * read again at once (emulator.c run_pickle), so that no opcode runs on
+ * a stack that is not the bytes'. */
+static void compact_group(emu *e)
+{
+    if (!e->nspec)
+        return;
+    const stream_level *l = &e->spec[e->nspec - 1];
+    if (!l->mark || !l->code || l->index + 2 >= e->nstack)
+        return;
+    mark *m = &e->marks[l->marks];
+    uint32_t from = l->index + 2, keep = e->nstack - 2;
+    if (keep <= from || m->dropped > UINT32_MAX - (keep - from))
+        return;
+    for (uint32_t i = from; i < keep; i++)
+        if (e->stack[i].node != NO_NODE || e->stack[i].it_node < IT_FED)
+            return; /* (fed, or an atom: nothing of it is left to feed) */
+    memmove(&e->stack[from], &e->stack[keep], 2 * sizeof *e->stack);
+    m->dropped += keep - from;
+    e->nstack = from + 2;
+    e->spec_watch = e->nstack - 1;
+    e->compacted = true;
+    /* the walks of the items above the group's first: slots moved */
+    for (uint32_t i = 0; i < e->nahead; i++)
+        if (e->ahead_cache[i].slot > l->index)
+            e->ahead_cache[i].first_at = 0; /* stale */
+}
+
+/* Whether the top item looks finished: the next opcodes (at most 64, in
+ * 4 KiB) neither take it nor give it anything (a memo PUT, items, a
+ * state).  A heuristic for when to feed a big group: a fed item given more
+ * or taken otherwise than predicted is caught anyway (the pickle is read
+ * again), this only keeps that rare. */
+static bool top_settled(const emu *e, size_t at)
+{
+    uint32_t h = e->nstack, top = h - 1, ms[64], nm = 0;
+    uint32_t base = e->nmarks ? e->marks[e->nmarks - 1].stack_len : UINT32_MAX;
+    size_t end = e->n - at > 4096 ? at + 4096 : e->n;
+    for (int i = 0; i < 64 && at < end; i++) {
+        uint8_t code = e->in[at];
+        size_t len = op_size(e->in, e->n, at);
+        uint32_t to, push;
+        bool pops_mark, marks;
+        if (!len || code == OP_STOP ||
+            !op_effect(code, h, nm ? ms[nm - 1] : base, &to, &push, &pops_mark, &marks))
+            return false;
+        if (to <= top)
+            return false; /* it takes the top */
+        if (to == top + 1 &&
+            (code == OP_APPEND || code == OP_SETITEM || code == OP_BUILD || code == OP_APPENDS ||
+             code == OP_SETITEMS || code == OP_ADDITEMS || code == OP_REDUCE || code == OP_POP))
+            return false; /* it gives the top items or a state (or calls a setter on it) */
+        if (h == top + 1 && (code == OP_PUT || code == OP_BINPUT || code == OP_LONG_BINPUT ||
+                             code == OP_MEMOIZE || code == OP_READONLY_BUFFER || code == OP_DUP))
+            return false;
+        if (pops_mark) {
+            if (!nm)
+                return false;
+            nm--;
+        }
+        if (marks) {
+            if (nm == 64)
+                return true;
+            ms[nm++] = h;
+        }
+        h = to + push;
+        at += len;
+    }
+    return true;
+}
+
+/* A big group: the stack holds at least group_at items (emulator.c
+ * run_pickle and run_atoms stop there).  When the items above the top
+ * MARK are group_min or more, the top one looks finished (top_settled)
+ * and the stack reads as a chain whose last level is that MARK's TUPLE or
+ * FROZENSET (read_chain `group`: the walk ahead of the group's first
+ * item), the group is fed -- a placeholder for the tuple, its items with
+ * their positions -- and taken off the stack (compact_group).  Else tried
+ * again after each of the next 32 opcodes (the highest stack is often
+ * inside an item: a MARK of its own, a tuple being made), then once the
+ * stack grew by group_min. */
+int emu_stream_group(emu *e, size_t next)
+{
+    if (!e->stream_wrong && e->nmarks && e->nstack <= STREAM_STACK_MAX &&
+        e->nstack - e->marks[e->nmarks - 1].stack_len >= e->group_min && top_settled(e, next)) {
+        int rc = stream_chain(e, next, true);
+        if (rc < 0)
+            return -1;
+        if (rc == 0) {
+            e->group_tries = 0;
+            e->group_at = e->nstack + e->group_min;
+            return 0;
+        }
+    }
+    if (!e->stream_wrong && ++e->group_tries < 32) {
+        e->group_at = 0; /* after the next opcode */
+        return 0;
+    }
+    e->group_tries = 0;
+    e->group_at = e->nstack > UINT32_MAX - e->group_min ? UINT32_MAX : e->nstack + e->group_min;
+    return 0;
+}
+
+/* Read the stack as a chain (read_chain; `group`: from the top MARK's
+ * group) and feed it: 0 fed, 1 not read, -1 failed. */
+static int stream_chain(emu *e, size_t at, bool group)
+{
+    uint32_t cn[STREAM_CHAIN_MAX + 2], k, nchain, common = 0;
+    stream_level lv[STREAM_CHAIN_MAX];
+    uint64_t addrs[STREAM_CHAIN_MAX + 2] = {0};
+    if (!read_chain(e, at, group, cn, lv, &k, &nchain))
         goto later;
     /* the open levels stay (at their index), the others are new nodes */
     while (common < e->nkept && common < nchain && cn[common] == common)
@@ -1360,7 +1511,9 @@ int emu_stream_batch(emu *e, size_t next)
         if (cn[j] == NEW_PENDING) {
             const stream_level *l = &lv[j];
             uint64_t start = l->mark ? e->marks[l->marks].start : e->stack[l->index].start;
-            uint32_t type = l->tag == SERTRACE_TAG_TUPLE ? emu_intern_type(e, "tuple") : l->type;
+            uint32_t type = l->tag == SERTRACE_TAG_TUPLE ? emu_intern_type(e, "tuple")
+                            : l->code == OP_FROZENSET    ? emu_intern_type(e, "frozenset")
+                                                         : l->type;
             if (!type || (cn[j] = new_node(e, l->tag, type, start, 0)) == NO_NODE)
                 return -1;
             e->nodes[cn[j]].memoized = true;
@@ -1379,11 +1532,11 @@ int emu_stream_batch(emu *e, size_t next)
     e->nspec = k;
     e->spec_watch = e->nstack - 1; /* cn[k], the top: pending in the deepest group */
     e->stream_retry = 0;
+    if (group)
+        compact_group(e);
     return 0;
 later:
-    e->stream_retry =
-        e->stream_nodes > UINT32_MAX - e->nnodes ? UINT32_MAX : e->nnodes + e->stream_nodes;
-    return 0;
+    return 1;
 }
 
 /* An opcode brought a streamed dump's stack down to its watched level:
@@ -1402,7 +1555,8 @@ void emu_stream_watch(emu *e, uint8_t code)
     uint32_t j = e->nspec - 1;
     /* a TUPLE1 keeps the height: called for every tuple opcode, only the
      * pending tuple level's is looked at */
-    if (e->nstack > e->spec_watch && !(l->tag == SERTRACE_TAG_TUPLE && e->nstack == l->index + 1))
+    if (e->nstack > e->spec_watch &&
+        !((l->tag == SERTRACE_TAG_TUPLE || l->code == OP_FROZENSET) && e->nstack == l->index + 1))
         return;
     bool ok = e->nstack == l->index + 1 && e->nmarks == l->marks && e->stack[l->index].node == j;
     switch (l->code ? 0 : l->tag) {

@@ -175,8 +175,8 @@ static bool complete_pending(emu *e, uint8_t code, item *it, uint32_t slot, uint
 /* TUPLE1 / TUPLE2 / TUPLE3 (k items, there: the caller checked): the top
  * k items replaced by the tuple, its node ending at e->pos.  One body for
  * step and the atoms' loop (run_atoms), so both do the same. */
-static inline int tuple_made(emu *e, uint32_t k, uint64_t start, uint32_t first,
-                             const tuple_args *a)
+static inline __attribute__((always_inline)) int tuple_made(emu *e, uint32_t k, uint64_t start,
+                                                            uint32_t first, const tuple_args *a)
 {
     uint32_t from = e->nstack;
     item *it = push(e, start, first, IK_NODE, SERTRACE_TAG_TUPLE);
@@ -185,7 +185,8 @@ static inline int tuple_made(emu *e, uint32_t k, uint64_t start, uint32_t first,
     emu_give_args(it, a);
     if (!(it->type = emu_common_type(e, COMMON_TUPLE)))
         return -1;
-    if (emu_pending_top(e) && complete_pending(e, (uint8_t)(OP_TUPLE1 + k - 1), it, from, k + 1))
+    if (emu_pending_top(e, from) &&
+        complete_pending(e, (uint8_t)(OP_TUPLE1 + k - 1), it, from, k + 1))
         return 0;
     it->node = new_node(e, SERTRACE_TAG_TUPLE, it->type, it->start, k + 1);
     return it->node == NO_NODE ? -1 : 0;
@@ -248,6 +249,7 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         e->marks[e->nmarks].start = start;
         e->marks[e->nmarks].first_node = first;
         e->marks[e->nmarks].stack_len = e->nstack;
+        e->marks[e->nmarks].dropped = 0;
         e->nmarks++;
         return 0;
     case OP_POP:
@@ -404,10 +406,17 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
         tuple_args a;
         if (emu_pop_mark(e, o, &m) < 0)
             return -1;
-        count = e->nstack - m.stack_len;
+        /* (a big group streamed: its items after the first two taken off
+         * the stack, m.dropped of them, fed with their positions) */
+        count = e->nstack - m.stack_len + m.dropped;
         a = emu_take_args(e, m.stack_len, count);
-        if (label_items(e, o->code, m.stack_len, NULL) < 0)
+        if (m.dropped && o->code == OP_TUPLE) {
+            for (uint32_t i = m.stack_len; i < e->nstack; i++)
+                emu_label(e, &e->stack[i], SERTRACE_LABEL_POS,
+                          i - m.stack_len < 2 ? i - m.stack_len : i - m.stack_len + m.dropped);
+        } else if (label_items(e, o->code, m.stack_len, NULL) < 0) {
             return -1;
+        }
         if (o->code == OP_DICT)
             count /= 2;
         if (!(it = emu_replace(e, m.stack_len, m.start, m.first_node, IK_NODE, tag)))
@@ -416,8 +425,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
             emu_give_args(it, &a);
         if (!(it->type = emu_intern_type(e, container_name(tag))))
             return -1;
-        if (o->code == OP_TUPLE && e->streamed &&
-            complete_pending(e, OP_TUPLE, it, m.stack_len, count + 1))
+        if ((o->code == OP_TUPLE || o->code == OP_FROZENSET) && e->streamed &&
+            complete_pending(e, o->code, it, m.stack_len, count + 1))
             return 0;
         it->node = new_node(e, tag, it->type, m.start, count + 1);
         if (it->node == NO_NODE)
@@ -704,7 +713,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                 return -1;
             it->type = type;
             it->call_result = true;
-            if (emu_pending_top(e) && complete_pending(e, OP_REDUCE, it, e->nstack - 1, 0))
+            if (emu_pending_top(e, e->nstack - 1) &&
+                complete_pending(e, OP_REDUCE, it, e->nstack - 1, 0))
                 return 0;
             it->node = new_node(e, tag, type, s, 0);
         }
@@ -733,7 +743,8 @@ static int step(emu *e, const op *o, uint64_t start, bool *stop)
                 return -1;
             it->type = type;
             it->call_result = true;
-            if (emu_pending_top(e) && complete_pending(e, o->code, it, e->nstack - 1, 0))
+            if (emu_pending_top(e, e->nstack - 1) &&
+                complete_pending(e, o->code, it, e->nstack - 1, 0))
                 return 0;
             it->node = new_node(e, SERTRACE_TAG_INSTANCE, type, s, 0);
         }
@@ -878,6 +889,9 @@ static void reset_pickle(emu *e, size_t base)
     e->streamed = false;
     e->stream_ok =
         e->core && !e->obs && e->stream_nodes != UINT32_MAX && sertrace_core_can_abort(e->core);
+    e->group_at = e->stream_ok ? e->group_min : UINT32_MAX;
+    e->group_tries = 0;
+    e->compacted = false;
     e->discarded = false;
     e->discard_call = false;
     e->last_op = 0;
@@ -1175,6 +1189,49 @@ static int push_batch(emu *e, size_t from, size_t to, uint64_t pos, uint32_t n, 
     return 0;
 }
 
+/* TUPLE / FROZENSET (`code`) of a batch run_atoms read without pushing
+ * its items (push_batch's arguments; its MARK the top one): the container's
+ * item and node, as step() makes them from the pushed items -- atoms have
+ * no node, so no label -- but with only the first two items pushed (what
+ * a tuple remembers for a REDUCE, emu_take_args), so that a tuple of 10^6
+ * ints holds no 10^6 items. */
+static int batch_container(emu *e, uint8_t code, size_t from, size_t to, uint64_t pos, uint32_t n,
+                           uint64_t key)
+{
+    uint32_t first = 0;
+    size_t at = from;
+    while (at < to) { /* the bytes of the first two items (and their memo puts) */
+        atom a;
+        size_t len = atom_at(e->in, at, to, &a);
+        bool is_item = len || e->in[at] == OP_BINGET;
+        if (is_item && first == 2)
+            break;
+        first += is_item;
+        at += len                       ? len
+              : e->in[at] == OP_MEMOIZE ? 1
+              : e->in[at] == OP_FRAME   ? 1 + 8
+                                        : 2; /* BINGET, BINPUT */
+    }
+    if (push_batch(e, from, at, pos, first, key) < 0)
+        return -1;
+    mark m = e->marks[--e->nmarks];
+    uint8_t tag = container_tag(code);
+    tuple_args ta = emu_take_args(e, m.stack_len, n);
+    item *it = emu_replace(e, m.stack_len, m.start, m.first_node, IK_NODE, tag);
+    if (!it)
+        return -1;
+    if (code == OP_TUPLE)
+        emu_give_args(it, &ta);
+    if (!(it->type = emu_intern_type(e, container_name(tag))))
+        return -1;
+    it->node = new_node(e, tag, it->type, m.start, (uint64_t)n + 1);
+    if (it->node == NO_NODE)
+        return -1;
+    e->nodes[it->node].added = n;
+    e->last_op = code;
+    return 0;
+}
+
 /* The opcodes most of a payload is made of, where nothing but an item (or
  * a mark, or a memo entry) is made: the atoms, MARK, MEMOIZE / BINPUT of a
  * new key at the edge of the dense memo, and the APPENDS / SETITEMS /
@@ -1250,8 +1307,8 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
                 }
             } else {
                 uint32_t k;
-                if (e->nstack == e->cap_stack)
-                    break;
+                if (e->nstack == e->cap_stack || e->nstack >= e->group_at)
+                    break; /* (group_at: a big group? run_pickle) */
                 if ((k = atoms_tuple_at(in, at, len, limit)) &&
                     !(e->streamed && e->nstack <= e->spec_watch)) {
                     /* (as at TUPLE1-3 below: not where a streamed dump's
@@ -1262,6 +1319,8 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
                     pos = e->pos;
                     last = (uint8_t)(OP_TUPLE1 + k - 1);
                     at = next;
+                    if (e->nstack >= e->group_at)
+                        goto out;
                     continue;
                 }
                 put_atom(e, pos, &a);
@@ -1273,13 +1332,19 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
         }
         switch (c) {
         case OP_MARK:
-            if (e->nmarks == e->cap_marks)
-                goto out;
             if (in_batch && push_batch(e, batch_at, at, batch_pos, nbatch, batch_key) < 0)
+                return -1;
+            in_batch = false;
+            /* (grown here, as step() does: a pickle's first MARK starts a
+             * batch too, such as a root tuple of ints) */
+            if (e->nmarks == e->cap_marks &&
+                emu_grow(e, (void **)&e->marks, &e->cap_marks, (uint64_t)e->nmarks + 1,
+                         sizeof *e->marks) < 0)
                 return -1;
             e->marks[e->nmarks].start = pos;
             e->marks[e->nmarks].first_node = e->nnodes;
             e->marks[e->nmarks].stack_len = e->nstack;
+            e->marks[e->nmarks].dropped = 0;
             e->nmarks++;
             pos += 1;
             last = c;
@@ -1349,7 +1414,7 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
                 nbatch++;
                 top_at = at;
             } else {
-                if (e->nstack == e->cap_stack)
+                if (e->nstack == e->cap_stack || e->nstack >= e->group_at)
                     goto out;
                 put_memo_atom(e, pos, g, in_key(e, at));
             }
@@ -1374,6 +1439,8 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
             pos += 1;
             last = c;
             at += 1;
+            if (e->nstack >= e->group_at)
+                goto out;
             continue;
         case OP_TUPLE1:
         case OP_TUPLE2:
@@ -1398,8 +1465,27 @@ static int run_atoms(emu *e, size_t *pat, size_t limit, bool *batch)
                 return -1;
             last = c;
             at += 1;
+            if (e->nstack >= e->group_at)
+                goto out;
             continue;
         }
+        case OP_TUPLE:
+        case OP_FROZENSET:
+            /* a MARK then atoms only (a batch): the tuple or frozenset of
+             * them, made without pushing them (not in a streamed dump: its
+             * watch looks at TUPLE, in the general loop) */
+            if (!in_batch || e->streamed)
+                goto out;
+            e->dense_used = dense_used;
+            e->dense_init = dense_init;
+            pos += 1;
+            e->pos = pos;
+            if (batch_container(e, c, batch_at, at, batch_pos, nbatch, batch_key) < 0)
+                return -1;
+            in_batch = false;
+            last = c;
+            at += 1;
+            continue;
         case OP_APPENDS:
         case OP_SETITEMS:
         case OP_ADDITEMS: {
@@ -1456,6 +1542,21 @@ static const bool run_atoms_starts[256] = {
     [OP_EMPTY_TUPLE] = true,
 };
 
+/* An opcode failed: -1, the run stops there -- but for a streamed dump
+ * whose stack was compacted (a big group taken off it, emu_stream_group):
+ * then the failure may be the compaction's (a wrong prediction that the
+ * watch had not seen yet), and the pickle is read again from its start,
+ * without streaming (1), where it fails as the bytes say, or not. */
+static int run_failed(emu *e)
+{
+    if (!e->compacted)
+        return -1;
+    e->res->status = SERTRACE_INSPECT_OK;
+    e->res->offset = 0;
+    e->res->reason[0] = '\0';
+    return 1;
+}
+
 /* One pickle from e->base: emulate up to STOP, then feed its dump. */
 static int run_pickle(emu *e)
 {
@@ -1478,15 +1579,22 @@ static int run_pickle(emu *e)
              * general loop where the watch would look) */
             bool batch = false;
             if (run_atoms(e, &at, e->frame_pending ? e->frame_end : e->n, &batch) < 0)
-                return -1;
+                return run_failed(e);
             if (batch) { /* as after step's APPENDS / SETITEMS / ADDITEMS */
                 if (e->streamed && e->nstack <= e->spec_watch)
                     emu_stream_watch(e, e->last_op);
+                if (e->compacted && e->stream_wrong)
+                    return 1;
                 if (e->stream_ok && e->nnodes - e->nkept >= e->stream_nodes &&
                     !(at < e->n && e->in[at] == OP_STOP) && emu_stream_batch(e, at) < 0)
                     return -1;
+                if (e->nstack >= e->group_at && emu_stream_group(e, at) < 0)
+                    return -1;
                 continue;
             }
+            /* (it stops where the stack reaches group_at: a big group?) */
+            if (e->nstack >= e->group_at && emu_stream_group(e, at) < 0)
+                return -1;
         }
         if (at >= e->n)
             return emu_fail(e, SERTRACE_INSPECT_MALFORMED, at,
@@ -1533,12 +1641,18 @@ static int run_pickle(emu *e)
         if (o.code != OP_STOP)
             e->pos += o.len;
         if (step(e, &o, start, &stop) < 0)
-            return -1;
+            return run_failed(e);
         at += o.len;
         /* a streamed dump's predicted consumers (emulator-records.c) */
-        if (e->streamed && (e->nstack <= e->spec_watch || o.code == OP_TUPLE ||
-                            o.code == OP_TUPLE1 || o.code == OP_TUPLE2 || o.code == OP_TUPLE3))
-            emu_stream_watch(e, o.code);
+        if (e->streamed) {
+            if (e->nstack <= e->spec_watch || o.code == OP_TUPLE || o.code == OP_TUPLE1 ||
+                o.code == OP_TUPLE2 || o.code == OP_TUPLE3 || o.code == OP_FROZENSET)
+                emu_stream_watch(e, o.code);
+            if (e->compacted && e->stream_wrong)
+                return 1; /* the stack is not the bytes' any more: read it again now */
+        }
+        if (e->nstack >= e->group_at && emu_stream_group(e, at) < 0)
+            return -1;
         /* (not when STOP follows: the last batch is fed at STOP, where the
          * addresses need only the shared objects) */
         if (e->stream_ok && e->nnodes - e->nkept >= e->stream_nodes &&
@@ -1548,6 +1662,8 @@ static int run_pickle(emu *e)
             return -1;
     }
     /* STOP: one item left (above no mark), it is the root. */
+    if ((e->nmarks || e->nstack != 1) && e->compacted)
+        return run_failed(e);
     if (e->nmarks || e->nstack != 1)
         return emu_fail(e, SERTRACE_INSPECT_MALFORMED, o.at,
                         e->nmarks ? "STOP with a MARK still open%s"
@@ -1719,6 +1835,9 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
         e->stream_nodes =
             v ? (v > UINT32_MAX ? UINT32_MAX : (uint32_t)v) : SERTRACE_INSPECT_DEFAULT_STREAM;
     }
+    /* a big group (emu_stream_group): 4 096 items, fewer at a lower
+     * streaming threshold (tests) */
+    e->group_min = e->stream_nodes < 4096 ? (e->stream_nodes < 8 ? 8 : e->stream_nodes) : 4096;
     if (!nesting)
         cache_take(e);
     while (e->base < n) {
@@ -1740,6 +1859,7 @@ int emu_run_internal(const uint8_t *data, size_t n, const sertrace_inspect_limit
             }
             reset_pickle(e, base);
             e->stream_ok = false;
+            e->group_at = UINT32_MAX;
             rc = run_pickle(e);
         }
         if (rc != 0) {

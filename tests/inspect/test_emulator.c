@@ -411,6 +411,70 @@ Test(emulator, streaming_keeps_the_tables_small_and_the_nodes_the_same)
     free(b);
 }
 
+/* Big groups (README "Streaming", big groups): protocol 4, a MARK, 200 000
+ * pairs (1, 2) (`ints`: 200 000 BININT1), then `end` (TUPLE, FROZENSET).
+ * Returns its length. */
+static size_t group_pickle(char *b, char end, bool ints)
+{
+    size_t k = 0;
+    b[k++] = '\x80';
+    b[k++] = 4;
+    b[k++] = '(';
+    for (int i = 0; i < 200000; i++) {
+        memcpy(b + k, ints ? "K\x01" : "K\x01K\x02\x86", ints ? 2 : 5);
+        k += ints ? 2 : 5;
+    }
+    b[k++] = end;
+    b[k++] = '.';
+    return k;
+}
+
+/* A big tuple's or frozenset's elements are fed as they come and taken off
+ * the stack (emu_stream_group, compact_group): the emulator's tables stay
+ * small, the core sees the same nodes as read whole, no dump dropped; a
+ * tuple of 200 000 ints read whole (nothing streams) pushes no item per
+ * int (the atoms' loop, batch_container). */
+Test(emulator, big_groups_keep_the_tables_small_and_the_nodes_the_same)
+{
+    char *b = malloc(3 + 200000 * 5 + 2);
+    cr_assert(b);
+    for (int fs = 0; fs < 2; fs++) {
+        size_t n = group_pickle(b, fs ? '\x91' : 't', false);
+        sertrace_inspect_limits whole = {1u << 30, 1000, false, UINT32_MAX};
+        sertrace_inspect_limits streamed = {8u << 20, 1000, false, 0};
+        rec a, c;
+        sertrace_inspect_result ra, rc;
+        cr_assert_eq(run(b, n, &c, &rc, &streamed), SERTRACE_INSPECT_OK, "%s", rc.reason);
+        cr_assert_eq(run(b, n, &a, &ra, &whole), SERTRACE_INSPECT_OK, "%s", ra.reason);
+        cr_assert_eq(c.dumps, 1);
+        cr_assert_eq(c.aborts, 0);
+        cr_assert_eq(a.closed, 200001u);
+        cr_assert_eq(c.closed, a.closed);
+        cr_assert_eq(rc.nodes, ra.nodes);
+        cr_assert_eq(c.last.depth, 1);
+        cr_assert_eq(c.last.bytes, a.last.bytes);
+        cr_assert_eq(c.last.tag, fs ? SERTRACE_TAG_FROZENSET : SERTRACE_TAG_TUPLE);
+        for (unsigned i = 0; i < 256; i++)
+            cr_assert(a.nodes[i].tag == c.nodes[i].tag && a.nodes[i].bytes == c.nodes[i].bytes &&
+                          a.nodes[i].depth == c.nodes[i].depth,
+                      "node %u", i);
+        /* whole: an item (112 B) and a node per pair */
+        cr_assert_lt(rc.peak_memory * 20, ra.peak_memory, "%llu vs %llu",
+                     (unsigned long long)rc.peak_memory, (unsigned long long)ra.peak_memory);
+    }
+    {
+        size_t n = group_pickle(b, 't', true);
+        sertrace_inspect_limits whole = {8u << 20, 1000, false, UINT32_MAX};
+        rec a;
+        sertrace_inspect_result ra;
+        cr_assert_eq(run(b, n, &a, &ra, &whole), SERTRACE_INSPECT_OK, "%s", ra.reason);
+        cr_assert_eq(a.closed, 1u);
+        cr_assert_eq(a.last.bytes, n - 3); /* PROTO, STOP */
+        cr_assert_lt(ra.peak_memory, 1u << 20, "%llu", (unsigned long long)ra.peak_memory);
+    }
+    free(b);
+}
+
 /* The roots streaming reads as a chain of open containers (README
  * "Streaming"): 200 000 tuples (1, 2) in APPENDS batches of 1 000 in a
  * list that is, by `shape`: 0 State().__dict__['items'] (NEWOBJ, a state
