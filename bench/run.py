@@ -413,7 +413,8 @@ def bench(args, isolation):
     if "inspect" in parts and not args.from_raw and measuring('inspect'):
         out = os.path.join(raw, "inspect.json")
         r = run_part("inspect", [common.PYTHON, os.path.join(HERE, "inspect_speed.py"), "--json", out,
-                                 "--rounds", "5" if args.quick else "9"] + bargs, env)
+                                 "--rounds", str(args.reps) if args.reps else "5" if args.quick else "15"]
+                     + bargs, env)
         results["inspect"] = common.read_json(out) if r.returncode == 0 else None
         results["inspect_text"] = r.stdout
         common.write_json(os.path.join(raw, "inspect-text.json"), r.stdout)

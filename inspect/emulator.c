@@ -930,14 +930,6 @@ static void reset_pickle(emu *e, size_t base)
 
 /* ---- the atoms' loop --------------------------------------------------------- */
 
-/* What push() gives every item, before the fields an opcode sets. */
-static const item item_blank = {
-    .node = NO_NODE,
-    .it_node = NO_NODE,
-    .memo_key = NO_KEY,
-    .arg0_key = NO_KEY,
-};
-
 /* A 4-byte length (le() with n = 4, written out: GCC keeps le's loop). */
 static inline uint64_t le32(const uint8_t *p)
 {
@@ -1039,15 +1031,12 @@ static inline void memo_atom(memo_entry *m, const atom *a)
     m->object = 0;
 }
 
-/* An atom's item on the stack (the caller made room). */
+/* An atom's item on the stack (the caller made room: push() cannot fail;
+ * its field-by-field stores, not a struct copy, which GCC made a `rep
+ * stos` of the item and then the fields). */
 static inline item *put_atom(emu *e, uint64_t start, const atom *a)
 {
-    item *it = &e->stack[e->nstack++];
-    *it = item_blank;
-    it->start = start;
-    it->first_node = e->nnodes;
-    it->kind = a->kind;
-    it->tag = a->tag;
+    item *it = push(e, start, e->nnodes, a->kind, a->tag);
     it->enc = a->enc;
     it->text_off = a->toff;
     it->text_len = (uint32_t)a->tlen;
@@ -1142,12 +1131,7 @@ static inline const memo_entry *atom_get_at(const emu *e, size_t at, size_t limi
 /* What emu_memo_get pushes for an atom's or a str's entry `m` (key `key`). */
 static inline void put_memo_atom(emu *e, uint64_t start, const memo_entry *m, uint64_t key)
 {
-    item *it = &e->stack[e->nstack++];
-    *it = item_blank;
-    it->start = start;
-    it->first_node = e->nnodes;
-    it->kind = m->kind;
-    it->tag = m->tag;
+    item *it = push(e, start, e->nnodes, m->kind, m->tag);
     emu_from_memo(it, m, key);
 }
 
