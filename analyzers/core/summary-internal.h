@@ -112,7 +112,9 @@ typedef struct dump_sum {
     unsigned ntouched;
     node_stat *types; /* by per-dump type index */
     uint32_t types_cap, types_max;
-    top_raw *top; /* min-heap on bytes, opts.top entries */
+    top_raw *top;     /* the top-N entries kept (opts.top), in no order */
+    uint32_t *top_ix; /* indices of top: a min-heap on bytes once N are kept
+                         (entries of ~400 B stay put; the heap moves 4 B) */
     unsigned ntop;
     /* v_node_exit keeps a closing node in the top-N only from this many
      * bytes: 0 while fewer than N are kept, then the smallest kept + 1

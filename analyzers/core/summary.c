@@ -383,8 +383,27 @@ static char *memdup_z(const char *p, size_t n)
             i = p;                                                                                 \
         }                                                                                          \
     }
-HEAP_FUNCS(top_raw, rawheap)
 HEAP_FUNCS(rendered, rheap)
+
+/* The top-N's heap (ds->top_ix, min on the entries' bytes): sift entry i
+ * down. */
+static void topheap_down(const top_raw *top, uint32_t *ix, unsigned n, unsigned i)
+{
+    uint32_t x = ix[i];
+    uint64_t b = top[x].bytes;
+    for (;;) {
+        unsigned l = 2 * i + 1, m = l;
+        if (l >= n)
+            break;
+        if (l + 1 < n && top[ix[l + 1]].bytes < top[ix[l]].bytes)
+            m = l + 1;
+        if (top[ix[m]].bytes >= b)
+            break;
+        ix[i] = ix[m];
+        i = m;
+    }
+    ix[i] = x;
+}
 
 static bool heap_wants(uint64_t min, unsigned n, unsigned cap, uint64_t bytes)
 {
@@ -433,7 +452,10 @@ static int v_dump_open(void *ctx, sertrace_dump_state *d)
         if (!ds)
             return -1;
         ds->top = calloc(s->o.top ? s->o.top : 1, sizeof *ds->top);
-        if (!ds->top) {
+        ds->top_ix = calloc(s->o.top ? s->o.top : 1, sizeof *ds->top_ix);
+        if (!ds->top || !ds->top_ix) {
+            free(ds->top);
+            free(ds->top_ix);
             free(ds);
             return -1;
         }
@@ -584,17 +606,18 @@ static __attribute__((noinline)) void top_keep(sertrace_summary *s, sertrace_dum
                                                dump_sum *ds, const sertrace_node *n)
 {
     if (ds->ntop < s->o.top) {
+        ds->top_ix[ds->ntop] = ds->ntop;
         capture(d, n, &ds->top[ds->ntop++]);
         if (ds->ntop == s->o.top)
             for (unsigned i = ds->ntop / 2; i-- > 0;)
-                rawheap_down(ds->top, ds->ntop, i);
+                topheap_down(ds->top, ds->top_ix, ds->ntop, i);
         else
             return; /* the gate stays 0 */
-    } else if (s->o.top && n->bytes > ds->top[0].bytes) {
-        capture(d, n, &ds->top[0]);
-        rawheap_down(ds->top, ds->ntop, 0);
+    } else if (s->o.top && n->bytes > ds->top[ds->top_ix[0]].bytes) {
+        capture(d, n, &ds->top[ds->top_ix[0]]);
+        topheap_down(ds->top, ds->top_ix, ds->ntop, 0);
     }
-    uint64_t min = s->o.top ? ds->top[0].bytes : UINT64_MAX;
+    uint64_t min = s->o.top ? ds->top[ds->top_ix[0]].bytes : UINT64_MAX;
     ds->top_gate = min < UINT64_MAX ? min + 1 : UINT64_MAX;
 }
 
@@ -878,6 +901,7 @@ static void free_dump_sum(dump_sum *ds)
     for (unsigned i = 0; i < ds->nflags; i++)
         free_rendered(&ds->flags[i]);
     free(ds->top);
+    free(ds->top_ix);
     free(ds->flags);
     free(ds->types);
     free(ds->died_text);
@@ -929,6 +953,31 @@ static int v_dump_abort(void *ctx, sertrace_dump_state *d)
     return 0;
 }
 
+/* The kept entries moved to their heap's order (top[k] = top[ix[k]], in
+ * place, cycle by cycle): the order a heap of the entries themselves
+ * left them in, which the sorts below keep for equal keys. */
+static void top_in_heap_order(dump_sum *ds)
+{
+    top_raw *top = ds->top;
+    uint32_t *ix = ds->top_ix;
+    for (unsigned k = 0; k < ds->ntop; k++) {
+        if (ix[k] == k)
+            continue;
+        top_raw t = top[k];
+        unsigned j = k;
+        for (;;) {
+            unsigned src = ix[j];
+            ix[j] = j;
+            if (src == k) {
+                top[j] = t;
+                break;
+            }
+            top[j] = top[src];
+            j = src;
+        }
+    }
+}
+
 static int v_dump_close(void *ctx, sertrace_dump_state *d)
 {
     sertrace_summary *s = ctx;
@@ -937,6 +986,7 @@ static int v_dump_close(void *ctx, sertrace_dump_state *d)
     if (!ds)
         return 0;
     int rc = 0;
+    top_in_heap_order(ds);
     /* how many memo references point to each kept object (they all come
      * after its first writing, so only now are they all known) */
     for (unsigned i = 0; i < ds->ntop; i++)
