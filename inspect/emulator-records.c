@@ -775,7 +775,11 @@ static bool walk_ahead(emu *e, size_t at, uint32_t h, uint32_t nm, uint32_t slot
         size_t len = op_size(e->in, e->n, at);
         uint32_t to, push;
         bool pops_mark, marks;
-        if (!len ||
+        /* a DUP: two items of one object, which an opcode before the
+         * consumer (BUILD of the copy as state) may label first -- not
+         * foreseen: the walk fails (nothing streams there; no pickler
+         * writes DUP) */
+        if (!len || code == OP_DUP ||
             !op_effect(code, h, nm ? ms[nm - 1] : UINT32_MAX, &to, &push, &pops_mark, &marks))
             break;
         if (to <= slot) { /* the item at `slot` is taken */

@@ -250,3 +250,25 @@ def test_memory_of_set_frozenset_and_reconstructor_reduces(tmp_path):
     grows_like_the_input(lambda n: set((i, i) for i in range(n)), 2, tmp_path)
     grows_like_the_input(lambda n: frozenset((i, i) for i in range(n)), 1, tmp_path)
     grows_like_the_input(lambda n: MyList((i, i) for i in range(n)), 0, tmp_path)
+
+
+def test_dup_of_a_group_item_is_not_foreseen(tmp_path):
+    """A DUP'd item given to BUILD as the state of its own object before the
+    group's consumer (a stream no pickler writes; pickle.loads rejects it):
+    the walk ahead does not foresee the state label, so it stops at DUP and
+    nothing streams there -- the same `--json --paths` every way (it gave a
+    position label streamed, found by the tuplemem helper)."""
+    payloads = [
+        b"\x80\x04](" + b"]K\x01a" * 20 + b"2be\x8c\x01m\x8c\x01f\x93a.",
+        b"\x80\x04](" + b"]K\x01a" * 20 + b"2beK\x07a.",
+        b"\x80\x04}(" + b"".join(b"\x8c\x02k%d]K\x01a" % i for i in range(9)) + b"2bu.",
+    ]
+    for i, data in enumerate(payloads):
+        path = tmp_path / ("dup%d.pkl" % i)
+        path.write_bytes(data)
+        runs = [inspect(env, "--json", "--paths", str(path))
+                for env in (EVERY_BATCH, MARKED, {"SERTRACE_INSPECT_STREAM_NODES": "5"}, DEFAULT, NEVER)]
+        ref = runs[-1]
+        assert ref.returncode == 0, (i, ref.stderr)
+        for r in runs:
+            assert (r.returncode, r.stdout, r.stderr) == (ref.returncode, ref.stdout, ref.stderr), i
